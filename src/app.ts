@@ -1,0 +1,103 @@
+// The composition root: builds the metrics, the data plane and the management and metrics
+// servers from one validated Config, starts them, and stops them. Used by the CLI, the demo
+// and the tests alike, so what the tests exercise is what runs.
+import type { Server } from 'node:http';
+import type { Config } from './config/config.ts';
+import { createDataPlane, type DataPlane } from './data-plane/data-plane.ts';
+import type { Logger } from './log.ts';
+import { createManagementApp } from './management/management-app.ts';
+import { createMetricsApp } from './management/metrics-app.ts';
+import { closeServer, createAppServer, listen, urlOf } from './management/listen.ts';
+import { monotonicClock, type Clock } from './measure/clock.ts';
+import { createMetrics, type Metrics } from './metrics/metrics.ts';
+import { VERSION } from './version.ts';
+import { Hono } from 'hono';
+
+export interface Infermeter {
+  /** Base URL clients use instead of the model server's. */
+  readonly dataUrl: string;
+  readonly managementUrl: string;
+  /** URL of GET /metrics, or undefined when MIES_SERVICE_MONITOR_MODE turned it off. */
+  readonly metricsUrl: string | undefined;
+  readonly metrics: Metrics;
+  /** Stops accepting and closes the listeners. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  readonly log: Logger;
+  readonly clock?: Clock;
+}
+
+export async function startInfermeter(config: Config, options: StartOptions): Promise<Infermeter> {
+  const { log } = options;
+  const upstream = config.upstream;
+  if (upstream === undefined) throw new Error('INFERMETER_UPSTREAM is required to start the proxy');
+  const clock = options.clock ?? monotonicClock;
+  const metrics = createMetrics({ clock, throughputWindowSeconds: config.throughputWindowSeconds, version: VERSION });
+
+  let ready = false;
+  const dataPlane: DataPlane = createDataPlane({
+    upstream,
+    clock,
+    sink: metrics.sink,
+    log,
+    maxInspectBytes: config.maxInspectBytes,
+    maxResponseInspectBytes: config.maxResponseInspectBytes,
+    maxEventBytes: config.maxEventBytes,
+    uninspected: metrics.proxy.uninspected,
+    tapProblem: metrics.proxy.tapProblem,
+    proxyError: metrics.proxy.proxyError,
+  });
+
+  const management = createManagementApp({ ready: () => ready });
+  const metricsApp = createMetricsApp(metrics, config.metricsEnabled);
+  // One listener serves both when the ports are equal (and fixed); port 0 always means a listener of its own.
+  const shared = config.metricsPort === config.managementPort && config.managementPort !== 0;
+  const servers: Server[] = [];
+  try {
+    const dataAddress = await listen(dataPlane.server, config.host, config.port);
+    let managementServer: Server;
+    if (shared) {
+      const both = new Hono();
+      both.route('/', management);
+      both.route('/', metricsApp);
+      managementServer = createAppServer(both);
+    } else {
+      managementServer = createAppServer(management);
+    }
+    servers.push(managementServer);
+    const managementAddress = await listen(managementServer, config.managementHost, config.managementPort);
+    let metricsUrl: string | undefined;
+    if (shared) {
+      if (config.metricsEnabled) metricsUrl = `${urlOf(managementAddress)}/metrics`;
+    } else if (config.metricsEnabled) {
+      const metricsServer = createAppServer(metricsApp);
+      servers.push(metricsServer);
+      metricsUrl = `${urlOf(await listen(metricsServer, config.managementHost, config.metricsPort))}/metrics`;
+    }
+    ready = true;
+    const dataUrl = urlOf(dataAddress);
+    const managementUrl = urlOf(managementAddress);
+    log.info('infermeter started', {
+      version: VERSION,
+      data: dataUrl,
+      upstream: upstream.origin + upstream.pathname.replace(/\/$/, ''),
+      management: managementUrl,
+      metrics: metricsUrl ?? 'disabled',
+    });
+    return {
+      dataUrl,
+      managementUrl,
+      metricsUrl,
+      metrics,
+      async close() {
+        ready = false;
+        await Promise.all([dataPlane.close(), ...servers.map(closeServer)]);
+      },
+    };
+  } catch (error) {
+    await Promise.all([dataPlane.close(), ...servers.map(closeServer)]);
+    throw error;
+  }
+}

@@ -1,0 +1,275 @@
+// Configuration is read once, from the environment first and an optional MindIE-style
+// config.json second, and validated as a whole: every problem is collected into one
+// ConfigError so that an operator fixes them all in one go. Nothing else reads process.env.
+import { isIP } from 'node:net';
+import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+export interface Config {
+  /** Base URL of the model server; undefined only when the caller allows it (tests, demo). */
+  readonly upstream: URL | undefined;
+  readonly host: string;
+  readonly port: number;
+  readonly managementHost: string;
+  readonly managementPort: number;
+  readonly metricsPort: number;
+  /** MIES_SERVICE_MONITOR_MODE: /metrics is served only when this is true. */
+  readonly metricsEnabled: boolean;
+  /** Bytes of an inference request body scanned for `model` and `stream`. */
+  readonly maxInspectBytes: number;
+  /** Bytes of a non-streaming inference response kept to read its `usage`. */
+  readonly maxResponseInspectBytes: number;
+  /** Characters one SSE event may span before the stream tap gives up on the stream. */
+  readonly maxEventBytes: number;
+  /** Window of the avg_*_throughput_toks_per_s gauges, in seconds. */
+  readonly throughputWindowSeconds: number;
+  readonly logLevel: LogLevel;
+}
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+export interface ConfigProblem {
+  readonly variable: string;
+  readonly expected: string;
+  readonly got: string | undefined;
+}
+
+/** Thrown by loadConfig with every problem found, each naming its variable. */
+export class ConfigError extends Error {
+  readonly code = 'INFERMETER_CONFIG_INVALID';
+  readonly problems: readonly ConfigProblem[];
+  constructor(problems: readonly ConfigProblem[]) {
+    const lines = problems.map(
+      (p) => `  ${p.variable}: expected ${p.expected}${p.got === undefined ? '' : `, got ${JSON.stringify(p.got)}`}`,
+    );
+    super(`invalid configuration:\n${lines.join('\n')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+export interface LoadOptions {
+  /** Throw when INFERMETER_UPSTREAM is missing (npm start); tests and the demo pass false. */
+  readonly requireUpstream?: boolean;
+  /** Injected for tests; defaults to fs.readFileSync(path, 'utf8'). */
+  readonly readFile?: (path: string) => string;
+}
+
+/** Every variable this module reads; a test checks that the README documents each one. */
+export const VARIABLES = [
+  'INFERMETER_UPSTREAM',
+  'INFERMETER_HOST',
+  'INFERMETER_PORT',
+  'INFERMETER_MANAGEMENT_HOST',
+  'INFERMETER_MANAGEMENT_PORT',
+  'INFERMETER_METRICS_PORT',
+  'INFERMETER_CONFIG',
+  'MIES_SERVICE_MONITOR_MODE',
+  'MIES_CONTAINER_IP',
+  'MIES_CONTAINER_MANAGEMENT_IP',
+  'INFERMETER_MAX_INSPECT_BYTES',
+  'INFERMETER_MAX_RESPONSE_INSPECT_BYTES',
+  'INFERMETER_MAX_EVENT_BYTES',
+  'INFERMETER_THROUGHPUT_WINDOW_SECONDS',
+  'INFERMETER_LOG_LEVEL',
+] as const;
+
+const MiB = 1024 * 1024;
+
+export function loadConfig(env: Env, options: LoadOptions = {}): Config {
+  const problems: ConfigProblem[] = [];
+  const problem = (variable: string, expected: string, got: string | undefined): void => {
+    problems.push({ variable, expected, got });
+  };
+
+  let file: MindieServerConfig = {};
+  const configPath = nonEmpty(env.INFERMETER_CONFIG);
+  if (configPath !== undefined) {
+    const read = readMindieServerConfig(configPath, options.readFile);
+    if (read.ok) file = read.value;
+    else problem('INFERMETER_CONFIG', read.expected, configPath);
+  }
+
+  const upstream = parseUpstream(env.INFERMETER_UPSTREAM, options.requireUpstream ?? false, problem);
+
+  const host = parseHost(
+    firstDefined(
+      ['INFERMETER_HOST', env.INFERMETER_HOST],
+      ['MIES_CONTAINER_IP', env.MIES_CONTAINER_IP],
+      ['INFERMETER_CONFIG ServerConfig.ipAddress', file.ipAddress],
+    ),
+    '127.0.0.1',
+    problem,
+  );
+  const managementHost = parseHost(
+    firstDefined(
+      ['INFERMETER_MANAGEMENT_HOST', env.INFERMETER_MANAGEMENT_HOST],
+      ['MIES_CONTAINER_MANAGEMENT_IP', env.MIES_CONTAINER_MANAGEMENT_IP],
+      ['INFERMETER_CONFIG ServerConfig.managementIpAddress', file.managementIpAddress],
+    ),
+    host,
+    problem,
+  );
+  const port = parsePort(
+    firstDefined(['INFERMETER_PORT', env.INFERMETER_PORT], ['INFERMETER_CONFIG ServerConfig.port', file.port]),
+    1025,
+    problem,
+  );
+  const managementPort = parsePort(
+    firstDefined(
+      ['INFERMETER_MANAGEMENT_PORT', env.INFERMETER_MANAGEMENT_PORT],
+      ['INFERMETER_CONFIG ServerConfig.managementPort', file.managementPort],
+    ),
+    1026,
+    problem,
+  );
+  const metricsPort = parsePort(
+    firstDefined(
+      ['INFERMETER_METRICS_PORT', env.INFERMETER_METRICS_PORT],
+      ['INFERMETER_CONFIG ServerConfig.metricsPort', file.metricsPort],
+    ),
+    1027,
+    problem,
+  );
+
+  // A fixed port shared by the data plane and a management listener on the same address
+  // would fail at bind time with EADDRINUSE; say so now, naming the variables.
+  if (host === managementHost && port !== 0) {
+    if (port === managementPort) problem('INFERMETER_PORT', 'a port different from INFERMETER_MANAGEMENT_PORT', String(port));
+    if (port === metricsPort) problem('INFERMETER_PORT', 'a port different from INFERMETER_METRICS_PORT', String(port));
+  }
+
+  const monitorMode = env.MIES_SERVICE_MONITOR_MODE;
+  const metricsEnabled = monitorMode === undefined || monitorMode === '1';
+
+  const maxInspectBytes = parseInteger(env, 'INFERMETER_MAX_INSPECT_BYTES', 4 * MiB, 0, 1024 * MiB, problem);
+  const maxResponseInspectBytes = parseInteger(
+    env,
+    'INFERMETER_MAX_RESPONSE_INSPECT_BYTES',
+    4 * MiB,
+    0,
+    1024 * MiB,
+    problem,
+  );
+  const maxEventBytes = parseInteger(env, 'INFERMETER_MAX_EVENT_BYTES', 1 * MiB, 1024, 256 * MiB, problem);
+  const throughputWindowSeconds = parseInteger(env, 'INFERMETER_THROUGHPUT_WINDOW_SECONDS', 10, 1, 3600, problem);
+  const logLevel = parseLogLevel(env.INFERMETER_LOG_LEVEL, problem);
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze({
+    upstream,
+    host,
+    port,
+    managementHost,
+    managementPort,
+    metricsPort,
+    metricsEnabled,
+    maxInspectBytes,
+    maxResponseInspectBytes,
+    maxEventBytes,
+    throughputWindowSeconds,
+    logLevel,
+  });
+}
+
+type Problem = (variable: string, expected: string, got: string | undefined) => void;
+type Source = readonly [variable: string, value: string | number | undefined];
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function firstDefined(...sources: Source[]): Source | undefined {
+  for (const source of sources) {
+    const value = source[1];
+    if (value === undefined) continue;
+    if (typeof value === 'string' && value.trim() === '') continue;
+    return source;
+  }
+  return undefined;
+}
+
+function parseUpstream(raw: string | undefined, required: boolean, problem: Problem): URL | undefined {
+  const value = nonEmpty(raw);
+  const expected = 'an http:// or https:// URL of the model server, e.g. http://127.0.0.1:8000';
+  if (value === undefined) {
+    if (required) problem('INFERMETER_UPSTREAM', expected, raw);
+    return undefined;
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    problem('INFERMETER_UPSTREAM', expected, raw);
+    return undefined;
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
+    problem('INFERMETER_UPSTREAM', expected, raw);
+    return undefined;
+  }
+  if (url.username !== '' || url.password !== '' || url.hash !== '' || url.search !== '') {
+    problem('INFERMETER_UPSTREAM', `${expected} without credentials, query or fragment`, redactUrl(url));
+    return undefined;
+  }
+  return url;
+}
+
+function redactUrl(url: URL): string {
+  const copy = new URL(url.href);
+  if (copy.password !== '') copy.password = '***';
+  return copy.href;
+}
+
+const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+function parseHost(source: Source | undefined, fallback: string, problem: Problem): string {
+  if (source === undefined) return fallback;
+  const [name, value] = source;
+  const text = String(value).trim();
+  const bare = text.startsWith('[') && text.endsWith(']') ? text.slice(1, -1) : text;
+  if (isIP(bare) !== 0 || HOSTNAME.test(bare)) return bare;
+  problem(name, 'an IPv4 or IPv6 address or a host name', text);
+  return fallback;
+}
+
+function parsePort(source: Source | undefined, fallback: number, problem: Problem): number {
+  if (source === undefined) return fallback;
+  const [name, value] = source;
+  const text = String(value).trim();
+  if (/^\d{1,5}$/.test(text)) {
+    const port = Number(text);
+    if (port <= 65535) return port;
+  }
+  problem(name, 'an integer port from 0 to 65535 (0 picks a free port)', text);
+  return fallback;
+}
+
+function parseInteger(
+  env: Env,
+  variable: string,
+  fallback: number,
+  min: number,
+  max: number,
+  problem: Problem,
+): number {
+  const raw = env[variable];
+  const value = nonEmpty(raw);
+  if (value === undefined) return fallback;
+  if (/^\d+$/.test(value)) {
+    const n = Number(value);
+    if (Number.isSafeInteger(n) && n >= min && n <= max) return n;
+  }
+  problem(variable, `an integer from ${min} to ${max}`, raw);
+  return fallback;
+}
+
+const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
+
+function parseLogLevel(raw: string | undefined, problem: Problem): LogLevel {
+  const value = nonEmpty(raw)?.toLowerCase();
+  if (value === undefined) return 'info';
+  if ((LOG_LEVELS as readonly string[]).includes(value)) return value as LogLevel;
+  problem('INFERMETER_LOG_LEVEL', `one of ${LOG_LEVELS.join(', ')}`, raw);
+  return 'info';
+}

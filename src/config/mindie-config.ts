@@ -1,0 +1,53 @@
+// MindIE keeps its listener settings in config.json under ServerConfig; reading that file
+// lets infermeter drop into a MindIE deployment with the addresses the operator already wrote.
+import { readFileSync } from 'node:fs';
+
+/** The ServerConfig keys infermeter honours; values are kept raw and validated by config.ts. */
+export interface MindieServerConfig {
+  readonly ipAddress?: string;
+  readonly managementIpAddress?: string;
+  readonly port?: string | number;
+  readonly managementPort?: string | number;
+  readonly metricsPort?: string | number;
+}
+
+export type ReadResult = { ok: true; value: MindieServerConfig } | { ok: false; expected: string };
+
+const KEYS = ['ipAddress', 'managementIpAddress', 'port', 'managementPort', 'metricsPort'] as const;
+
+export function readMindieServerConfig(
+  path: string,
+  readFile: (path: string) => string = (p) => readFileSync(p, 'utf8'),
+): ReadResult {
+  let text: string;
+  try {
+    text = readFile(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'read error';
+    return { ok: false, expected: `a readable MindIE config.json file (${code})` };
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    return { ok: false, expected: `a JSON file (${(error as Error).message})` };
+  }
+  if (!isObject(parsed)) return { ok: false, expected: 'a JSON object in MindIE config.json layout' };
+  const server = parsed.ServerConfig;
+  if (server === undefined) return { ok: true, value: {} };
+  if (!isObject(server)) return { ok: false, expected: 'ServerConfig to be a JSON object' };
+  const value: Record<string, string | number> = {};
+  for (const key of KEYS) {
+    const v = server[key];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'string' && typeof v !== 'number') {
+      return { ok: false, expected: `ServerConfig.${key} to be a string or number` };
+    }
+    value[key] = v;
+  }
+  return { ok: true, value };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,37 @@
+// Starts a hono app on node:http through @hono/node-server, leaving Node's globals alone.
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
+import type { Hono } from 'hono';
+
+export function createAppServer(app: Hono): Server {
+  return createAdaptorServer({ fetch: app.fetch, overrideGlobalObjects: false }) as Server;
+}
+
+/** Listens and resolves with the bound address; rejects on EADDRINUSE and the like. */
+export function listen(server: Server, host: string, port: number): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    const onError = (error: Error): void => reject(error);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve(server.address() as AddressInfo);
+    });
+  });
+}
+
+export function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    if (!server.listening) {
+      resolve();
+      return;
+    }
+    server.close(() => resolve());
+    server.closeIdleConnections();
+  });
+}
+
+export function urlOf(address: AddressInfo, scheme = 'http'): string {
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `${scheme}://${host}:${address.port}`;
+}

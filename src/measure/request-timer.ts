@@ -1,0 +1,154 @@
+// One inference request's measurement as an explicit state machine:
+//   received -> identified (labels known) -> response headers -> first output -> ... -> closed
+// Events may arrive in any order the network allows (a response can start before the request
+// body was read to its end); the timer keeps timestamps and tells the sink, in order, that the
+// request started, that output began, and that it finished, each exactly once.
+import type { Clock } from './clock.ts';
+import type { Usage } from './usage.ts';
+import type { FailureReason, InferenceApi, Outcome, RequestInfo, RequestSample, UsageSource } from './sample.ts';
+
+export interface MeasurementSink {
+  /** Labels are known; the request is in flight and waiting for output. */
+  started(info: RequestInfo): void;
+  /** Output began (the request moves from waiting to running); ttft in seconds for streams. */
+  firstOutput(info: RequestInfo, ttftSeconds: number | undefined): void;
+  /** The request is over. Called once, after started. */
+  finished(sample: RequestSample): void;
+}
+
+export interface RequestTimer {
+  /** The request body told us the model and stream flag. Later calls are ignored. */
+  identify(model: string, stream: boolean): void;
+  /** Upstream status line arrived; `streamed` when the body is text/event-stream. */
+  responseHeaders(status: number, streamed: boolean): void;
+  /** A chunk of the response body arrived from the upstream. */
+  responseBody(): void;
+  /** A token-carrying event arrived. */
+  tokenEvent(): void;
+  /** The upstream reported usage; the last report wins (reports are cumulative). */
+  usage(usage: Usage): void;
+  /** The upstream sent an error event inside the stream. */
+  streamError(): void;
+  /** The request failed on the upstream side; the first reason wins. */
+  fail(reason: FailureReason, status?: number): void;
+  /** The last byte of the response was handed to the client's socket. */
+  responseFinished(): void;
+  /** The client side is closed: `delivered` when the whole response was sent. */
+  close(delivered: boolean): RequestSample | undefined;
+  readonly closed: boolean;
+}
+
+export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink): RequestTimer {
+  const t0 = clock();
+  let info: RequestInfo | undefined;
+  let status = 0;
+  let streamed = false;
+  let outputAt: number | undefined;
+  let firstTokenAt: number | undefined;
+  let lastTokenAt = 0;
+  let tokenEvents = 0;
+  let lastUsage: Usage | undefined;
+  let failure: FailureReason | undefined;
+  let finishedAt: number | undefined;
+  let closed = false;
+
+  const ttft = (): number | undefined => (firstTokenAt === undefined ? undefined : (firstTokenAt - t0) / 1000);
+
+  function output(at: number): void {
+    if (outputAt !== undefined) return;
+    outputAt = at;
+    if (info !== undefined) sink.firstOutput(info, ttft());
+  }
+
+  return {
+    get closed() {
+      return closed;
+    },
+    identify(model, stream) {
+      if (info !== undefined || closed) return;
+      info = { api, model, stream };
+      sink.started(info);
+      if (outputAt !== undefined) sink.firstOutput(info, ttft());
+    },
+    responseHeaders(code, isStream) {
+      if (closed) return;
+      status = code;
+      streamed = isStream;
+      if (code < 200 || code > 299) failure ??= 'upstream_status';
+    },
+    responseBody() {
+      // A non-streamed answer arrives whole: its first byte is the first output the wire shows.
+      if (!streamed && outputAt === undefined && !closed) output(clock());
+    },
+    tokenEvent() {
+      if (closed) return;
+      const at = clock();
+      tokenEvents++;
+      lastTokenAt = at;
+      if (firstTokenAt === undefined) {
+        firstTokenAt = at;
+        output(at);
+      }
+    },
+    usage(u) {
+      if (!closed) lastUsage = u;
+    },
+    streamError() {
+      if (!closed) failure ??= 'stream_error';
+    },
+    fail(reason, code) {
+      if (closed) return;
+      failure ??= reason;
+      if (code !== undefined && status === 0) status = code;
+    },
+    responseFinished() {
+      if (!closed) finishedAt ??= clock();
+    },
+    close(delivered) {
+      if (closed) return undefined;
+      closed = true;
+      if (info === undefined) {
+        info = { api, model: 'unknown', stream: false };
+        sink.started(info);
+        if (outputAt !== undefined) sink.firstOutput(info, ttft());
+      }
+      const outcome: Outcome = failure !== undefined ? 'failed' : delivered ? 'success' : 'cancelled';
+      let promptTokens: number | undefined;
+      let completionTokens: number | undefined;
+      let usageSource: UsageSource = 'none';
+      if (lastUsage !== undefined) {
+        promptTokens = lastUsage.promptTokens;
+        completionTokens = lastUsage.completionTokens;
+        usageSource = 'upstream';
+      } else if (streamed && outcome === 'success') {
+        // The spec's fallback for a stream without usage: tokens are reported as 0.
+        promptTokens = 0;
+        completionTokens = 0;
+        usageSource = 'fallback';
+      }
+      let tpot: RequestSample['tpot'];
+      if (streamed && firstTokenAt !== undefined && tokenEvents > 1) {
+        const n = lastUsage?.completionTokens ?? tokenEvents;
+        if (n > 1) tpot = { seconds: (lastTokenAt - firstTokenAt) / 1000 / (n - 1), tokens: n - 1 };
+      }
+      const end = finishedAt ?? clock();
+      const sample: RequestSample = {
+        ...info,
+        status,
+        outcome,
+        failure,
+        streamed,
+        outputSeen: outputAt !== undefined,
+        ttft: ttft(),
+        e2e: outcome === 'success' ? (end - t0) / 1000 : undefined,
+        tpot,
+        promptTokens,
+        completionTokens,
+        usageSource,
+        tokenEvents,
+      };
+      sink.finished(sample);
+      return sample;
+    },
+  };
+}

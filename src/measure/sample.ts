@@ -1,0 +1,46 @@
+// The canonical record of one inference request: measured once by the request timer,
+// then mapped by each metric dialect to its own names, units and labels.
+
+export type InferenceApi = 'chat' | 'completions' | 'responses' | 'embeddings';
+
+export type Outcome = 'success' | 'failed' | 'cancelled';
+
+/** Why a request failed; stable strings, used as label values and in logs. */
+export type FailureReason =
+  | 'upstream_status' // the upstream answered >= 400 (or a non-2xx status)
+  | 'upstream_unreachable' // no response: connection refused, DNS, TLS, timeout
+  | 'upstream_reset' // the response broke off before its end
+  | 'stream_error'; // an error event inside a 2xx stream
+
+/** Where the token counts came from. */
+export type UsageSource = 'upstream' | 'fallback' | 'none';
+
+export interface RequestInfo {
+  readonly api: InferenceApi;
+  /** The `model` of the request body, or 'unknown'. */
+  readonly model: string;
+  /** The `stream` flag of the request body. */
+  readonly stream: boolean;
+}
+
+export interface RequestSample extends RequestInfo {
+  /** HTTP status the client got (502 when the upstream could not be reached). */
+  readonly status: number;
+  readonly outcome: Outcome;
+  readonly failure: FailureReason | undefined;
+  /** The response was a server-sent event stream. */
+  readonly streamed: boolean;
+  /** Output was seen (first token, or first body byte of a non-streamed answer): it was running, not waiting. */
+  readonly outputSeen: boolean;
+  /** Seconds from arrival to the first token-carrying event (streams only). */
+  readonly ttft: number | undefined;
+  /** Seconds from arrival to the last byte handed to the client (successes only). */
+  readonly e2e: number | undefined;
+  /** Seconds per output token after the first, and how many tokens that covers (n - 1). */
+  readonly tpot: { readonly seconds: number; readonly tokens: number } | undefined;
+  readonly promptTokens: number | undefined;
+  readonly completionTokens: number | undefined;
+  readonly usageSource: UsageSource;
+  /** Number of token-carrying events seen. */
+  readonly tokenEvents: number;
+}

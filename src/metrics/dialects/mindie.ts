@@ -1,0 +1,92 @@
+// MindIE's service metrics (spec: MindIE "Querying Service Management and Control Metrics",
+// English and Chinese editions): the names, HELP texts, types, `model_name` label and histogram
+// buckets of the spec. The engine-internal families of that spec (num_requests_swapped,
+// num_preemptions_total, npu/cpu_cache_usage_perc, npu_prefix_cache_hit_rate) are not visible
+// in traffic and are not emitted here. request_cancelled_total is infermeter's addition.
+import type { Registry } from 'prom-client';
+import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
+import type { MeasurementState, ModelState } from '../recorder.ts';
+import type { Dialect } from './dialect.ts';
+
+const LABEL = 'model_name';
+
+export const MINDIE_BUCKETS = {
+  time_to_first_token_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+  time_per_output_token_seconds: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+  e2e_request_latency_seconds: [1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60],
+  request_prompt_tokens: [10, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
+  request_generation_tokens: [10, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
+} as const;
+
+export function createMindieDialect(registry: Registry, state: MeasurementState): Dialect {
+  const perModel = (read: (m: ModelState) => number) => (): MetricValue[] => {
+    const values: MetricValue[] = [];
+    for (const m of state.models.values()) values.push({ value: read(m), labels: { [LABEL]: m.model } });
+    return values;
+  };
+  const counter = (name: string, help: string, read: (m: ModelState) => number): string =>
+    registerDerived(registry, { name, help, type: 'counter', collect: perModel(read) }).name;
+  const gauge = (
+    name: string,
+    help: string,
+    read: (m: ModelState) => number,
+    aggregator: 'sum' | 'average' = 'sum',
+  ): string => registerDerived(registry, { name, help, type: 'gauge', aggregator, collect: perModel(read) }).name;
+
+  const names = [
+    counter('request_received_total', 'Number of requests received so far.', (m) => m.received),
+    counter('request_success_total', 'Number of requests proceed successfully so far.', (m) => m.success),
+    counter('request_failed_total', 'Number of requests failed so far.', (m) => m.failed),
+    counter(
+      'request_cancelled_total',
+      'Number of requests cancelled by the client so far (neither success nor failure).',
+      (m) => m.cancelled,
+    ),
+    gauge('num_requests_running', 'Number of requests currently running on NPU.', (m) => m.running),
+    gauge('num_requests_waiting', 'Number of requests waiting to be processed.', (m) => m.waiting),
+    counter('prompt_tokens_total', 'Number of prefill tokens processed.', (m) => m.promptTokens),
+    counter('generation_tokens_total', 'Number of generation tokens processed.', (m) => m.generationTokens),
+    gauge(
+      'avg_prompt_throughput_toks_per_s',
+      'Average prefill throughput in tokens/s.',
+      (m) => m.promptWindow.sum(state.clock()) / state.windowCoverage(),
+    ),
+    gauge(
+      'avg_generation_throughput_toks_per_s',
+      'Average generation throughput in tokens/s.',
+      (m) => m.generationWindow.sum(state.clock()) / state.windowCoverage(),
+    ),
+    gauge(
+      'failed_request_perc',
+      'Requests failure rate. 1 means 100 percent usage.',
+      (m) => (m.received === 0 ? 0 : m.failed / m.received),
+      'average',
+    ),
+  ];
+
+  const histogram = (name: keyof typeof MINDIE_BUCKETS, help: string) => {
+    const h = registerHistogram(registry, { name, help, buckets: MINDIE_BUCKETS[name], labelName: LABEL });
+    names.push(name);
+    return h;
+  };
+  const ttft = histogram('time_to_first_token_seconds', 'Histogram of time to first token in seconds.');
+  const tpot = histogram('time_per_output_token_seconds', 'Histogram of time per output token in seconds.');
+  const e2e = histogram('e2e_request_latency_seconds', 'Histogram of end to end request latency in seconds.');
+  const prompt = histogram('request_prompt_tokens', 'Number of prefill tokens processed.');
+  const generation = histogram('request_generation_tokens', 'Number of generation tokens processed.');
+
+  return {
+    name: 'mindie',
+    metricNames: names,
+    firstOutput(info, ttftSeconds) {
+      if (ttftSeconds !== undefined) ttft.observe(info.model, ttftSeconds);
+    },
+    finished(sample) {
+      // MindIE counts TPOT per token: completion_tokens - 1 observations of the mean gap.
+      if (sample.tpot !== undefined) tpot.observe(sample.model, sample.tpot.seconds, sample.tpot.tokens);
+      if (sample.e2e !== undefined) e2e.observe(sample.model, sample.e2e);
+      if (sample.promptTokens !== undefined) prompt.observe(sample.model, sample.promptTokens);
+      if (sample.completionTokens !== undefined) generation.observe(sample.model, sample.completionTokens);
+    },
+  };
+}

@@ -1,0 +1,145 @@
+// Metric families that plug into a prom-client Registry through its collector interface
+// (`name` + `get()`), for what prom-client's own classes do not do:
+// - a histogram whose observe() takes a weight, so that one request can add completion_tokens - 1
+//   observations of its TPOT in O(1), as MindIE counts time_per_output_token_seconds;
+// - counters and gauges computed at scrape time from the shared measurement state, so that every
+//   dialect reads the same numbers and none can drift from another.
+import type { Registry } from 'prom-client';
+
+type MetricType = 'counter' | 'gauge' | 'histogram';
+
+export interface MetricValue {
+  value: number;
+  labels: Record<string, string | number>;
+  metricName?: string;
+}
+
+interface Collected {
+  name: string;
+  help: string;
+  type: MetricType;
+  values: MetricValue[];
+  aggregator: 'sum' | 'first' | 'max' | 'average';
+}
+
+export interface Family {
+  readonly name: string;
+  readonly help: string;
+  readonly type: MetricType;
+  get(): Collected;
+}
+
+const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+
+function checkName(name: string, labelNames: readonly string[]): void {
+  if (!NAME.test(name)) throw new TypeError(`invalid metric name ${JSON.stringify(name)}`);
+  for (const label of labelNames) {
+    if (!LABEL.test(label) || label.startsWith('__') || label === 'le' || label === 'quantile') {
+      throw new TypeError(`invalid label name ${JSON.stringify(label)} on ${name}`);
+    }
+  }
+}
+
+export interface DerivedOptions {
+  readonly name: string;
+  readonly help: string;
+  readonly type: 'counter' | 'gauge';
+  /** How prom-client's cluster aggregation combines workers' values. */
+  readonly aggregator?: Collected['aggregator'];
+  /** Called at every scrape; returns the samples of the family. */
+  readonly collect: () => MetricValue[];
+}
+
+/** A counter or gauge whose samples are computed at scrape time. */
+export function registerDerived(registry: Registry, options: DerivedOptions): Family {
+  checkName(options.name, []);
+  const family: Family = {
+    name: options.name,
+    help: options.help,
+    type: options.type,
+    get: () => ({
+      name: options.name,
+      help: options.help,
+      type: options.type,
+      values: options.collect(),
+      aggregator: options.aggregator ?? 'sum',
+    }),
+  };
+  registry.registerMetric(family as never);
+  return family;
+}
+
+export interface HistogramOptions {
+  readonly name: string;
+  readonly help: string;
+  /** Upper bounds, strictly increasing; +Inf is implied. */
+  readonly buckets: readonly number[];
+  /** One label, the usual case here (model_name); its value is passed to observe(). */
+  readonly labelName: string;
+}
+
+export interface WeightedHistogram extends Family {
+  /** Records `weight` observations of `value` under one label value; O(log buckets). */
+  observe(labelValue: string, value: number, weight?: number): void;
+}
+
+interface Series {
+  readonly counts: Float64Array; // per bucket, not cumulative; last slot is +Inf
+  sum: number;
+  count: number;
+}
+
+export function registerHistogram(registry: Registry, options: HistogramOptions): WeightedHistogram {
+  const { name, help, labelName } = options;
+  checkName(name, [labelName]);
+  const bounds = Float64Array.from(options.buckets);
+  for (let i = 1; i < bounds.length; i++) {
+    if (!(bounds[i]! > bounds[i - 1]!)) throw new TypeError(`buckets of ${name} must increase strictly`);
+  }
+  const series = new Map<string, Series>();
+  const bucketName = `${name}_bucket`;
+  const sumName = `${name}_sum`;
+  const countName = `${name}_count`;
+
+  const histogram: WeightedHistogram = {
+    name,
+    help,
+    type: 'histogram',
+    observe(labelValue, value, weight = 1) {
+      if (!(weight > 0) || !Number.isFinite(value)) return;
+      let s = series.get(labelValue);
+      if (s === undefined) {
+        s = { counts: new Float64Array(bounds.length + 1), sum: 0, count: 0 };
+        series.set(labelValue, s);
+      }
+      // Binary search for the first bound >= value.
+      let lo = 0;
+      let hi = bounds.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (value <= bounds[mid]!) hi = mid;
+        else lo = mid + 1;
+      }
+      s.counts[lo]! += weight;
+      s.sum += value * weight;
+      s.count += weight;
+    },
+    get() {
+      const values: MetricValue[] = [];
+      for (const [labelValue, s] of series) {
+        let cumulative = 0;
+        for (let i = 0; i < bounds.length; i++) {
+          cumulative += s.counts[i]!;
+          values.push({ value: cumulative, labels: { [labelName]: labelValue, le: bounds[i]! }, metricName: bucketName });
+        }
+        values.push({ value: s.count, labels: { [labelName]: labelValue, le: '+Inf' }, metricName: bucketName });
+        values.push({ value: s.sum, labels: { [labelName]: labelValue }, metricName: sumName });
+        values.push({ value: s.count, labels: { [labelName]: labelValue }, metricName: countName });
+      }
+      return { name, help, type: 'histogram', values, aggregator: 'sum' };
+    },
+  };
+  registry.registerMetric(histogram as never);
+  return histogram;
+}

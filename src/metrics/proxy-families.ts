@@ -1,0 +1,53 @@
+// infermeter's own families: what happened to traffic that the measurement could not read,
+// so that nothing is lost silently. Incremented rarely (per fault), so prom-client's labelled
+// counters are fine here.
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
+import type { UninspectedReason } from '../stream-tap/request-tap.ts';
+import type { TapProblem } from '../stream-tap/response-tap.ts';
+
+export interface ProxyFamilies {
+  uninspected(reason: UninspectedReason): void;
+  tapProblem(kind: TapProblem): void;
+  proxyError(kind: ProxyErrorKind): void;
+  readonly metricNames: readonly string[];
+}
+
+export function createProxyFamilies(registry: Registry, version: string): ProxyFamilies {
+  const uninspected = new Counter({
+    name: 'infermeter_request_body_uninspected_total',
+    help: 'Inference request bodies whose model and stream flag could not be read (counted with model_name="unknown"), by reason.',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  const tapProblems = new Counter({
+    name: 'infermeter_stream_tap_problems_total',
+    help: 'Parts of inference responses that were forwarded but could not be measured, by kind.',
+    labelNames: ['kind'],
+    registers: [registry],
+  });
+  const proxyErrors = new Counter({
+    name: 'infermeter_upstream_errors_total',
+    help: 'Requests on which the proxy could not reach the upstream or lost it mid-response, by kind.',
+    labelNames: ['kind'],
+    registers: [registry],
+  });
+  const build = new Gauge({
+    name: 'infermeter_build_info',
+    help: 'Always 1; the labels name the infermeter and Node.js versions.',
+    labelNames: ['version', 'node_version'],
+    registers: [registry],
+  });
+  build.set({ version, node_version: process.versions.node }, 1);
+  return {
+    uninspected: (reason) => uninspected.inc({ reason }),
+    tapProblem: (kind) => tapProblems.inc({ kind }),
+    proxyError: (kind) => proxyErrors.inc({ kind }),
+    metricNames: [
+      'infermeter_request_body_uninspected_total',
+      'infermeter_stream_tap_problems_total',
+      'infermeter_upstream_errors_total',
+      'infermeter_build_info',
+    ],
+  };
+}

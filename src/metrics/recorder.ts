@@ -1,0 +1,113 @@
+// The shared measurement state, fed by every request timer: per model, the lifetime counts,
+// the requests in flight (waiting for output, or running) and token sums over a sliding window.
+// Dialects read this state at scrape time for counters and gauges, and get each request's
+// events for their histograms: measured once, exposed many ways.
+import type { Clock } from '../measure/clock.ts';
+import type { MeasurementSink } from '../measure/request-timer.ts';
+import type { RequestInfo, RequestSample } from '../measure/sample.ts';
+import { createSlidingSum, type SlidingSum } from './sliding-sum.ts';
+
+export interface ModelState {
+  readonly model: string;
+  received: number;
+  success: number;
+  failed: number;
+  cancelled: number;
+  promptTokens: number;
+  generationTokens: number;
+  /** In flight, no output seen yet. */
+  waiting: number;
+  /** In flight, output flowing. */
+  running: number;
+  readonly promptWindow: SlidingSum;
+  readonly generationWindow: SlidingSum;
+}
+
+export interface MeasurementState {
+  readonly models: ReadonlyMap<string, ModelState>;
+  readonly clock: Clock;
+  /** Seconds of the sliding token window. */
+  readonly windowSeconds: number;
+  /** Seconds covered by the window now: the whole window, or the uptime while it is shorter. */
+  windowCoverage(): number;
+}
+
+/** What a dialect hears of each request, besides reading the shared state. */
+export interface SampleObserver {
+  firstOutput?(info: RequestInfo, ttftSeconds: number | undefined): void;
+  finished?(sample: RequestSample): void;
+}
+
+export interface Recorder {
+  readonly state: MeasurementState;
+  readonly sink: MeasurementSink;
+  addObserver(observer: SampleObserver): void;
+}
+
+export function createRecorder(clock: Clock, windowSeconds: number): Recorder {
+  const models = new Map<string, ModelState>();
+  const observers: SampleObserver[] = [];
+  const startedAt = clock();
+
+  const model = (name: string): ModelState => {
+    let m = models.get(name);
+    if (m === undefined) {
+      m = {
+        model: name,
+        received: 0,
+        success: 0,
+        failed: 0,
+        cancelled: 0,
+        promptTokens: 0,
+        generationTokens: 0,
+        waiting: 0,
+        running: 0,
+        promptWindow: createSlidingSum(windowSeconds),
+        generationWindow: createSlidingSum(windowSeconds),
+      };
+      models.set(name, m);
+    }
+    return m;
+  };
+
+  const sink: MeasurementSink = {
+    started(info) {
+      const m = model(info.model);
+      m.received++;
+      m.waiting++;
+    },
+    firstOutput(info, ttft) {
+      const m = model(info.model);
+      m.waiting--;
+      m.running++;
+      for (const o of observers) o.firstOutput?.(info, ttft);
+    },
+    finished(sample) {
+      const m = model(sample.model);
+      if (sample.outputSeen) m.running--;
+      else m.waiting--;
+      if (sample.outcome === 'success') m.success++;
+      else if (sample.outcome === 'failed') m.failed++;
+      else m.cancelled++;
+      const now = clock();
+      if (sample.promptTokens !== undefined) {
+        m.promptTokens += sample.promptTokens;
+        m.promptWindow.add(now, sample.promptTokens);
+      }
+      if (sample.completionTokens !== undefined) {
+        m.generationTokens += sample.completionTokens;
+        m.generationWindow.add(now, sample.completionTokens);
+      }
+      for (const o of observers) o.finished?.(sample);
+    },
+  };
+
+  const state: MeasurementState = {
+    models,
+    clock,
+    windowSeconds,
+    windowCoverage: () => Math.min(windowSeconds, Math.max((clock() - startedAt) / 1000, 1)),
+  };
+
+  return { state, sink, addObserver: (o) => observers.push(o) };
+}

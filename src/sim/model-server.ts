@@ -1,0 +1,222 @@
+// A simulated OpenAI-compatible model server for the demo, the benchmark and tests: chat
+// completions, completions, the Responses API and embeddings, streamed or not, with a time to
+// first token, gaps between tokens and usage as a vLLM-like server produces them (usage in a
+// final chunk only when the request asks for it with stream_options.include_usage).
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface SimOptions {
+  /** Models /v1/models lists; requests for other models get a 404 as vLLM answers. */
+  readonly models?: readonly string[];
+  /** Milliseconds before the first token; a function to vary it per request. */
+  readonly ttftMs?: number | (() => number);
+  /** Milliseconds between tokens. */
+  readonly interTokenMs?: number | (() => number);
+  /** Tokens generated when the request sets no max_tokens. */
+  readonly defaultTokens?: number;
+  /** Tokens per streamed event (1 = one token per chunk, as most engines stream). */
+  readonly tokensPerEvent?: number;
+}
+
+export interface SimServer {
+  readonly server: http.Server;
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+const WORDS = ['the', ' model', ' answers', ' with', ' tokens', ' that', ' arrive', ' one', ' by', ' one', ',', ' as', ' a', ' real', ' server', ' would', '.'];
+
+const value = (v: number | (() => number) | undefined, fallback: number): number =>
+  Math.max(0, typeof v === 'function' ? v() : (v ?? fallback));
+
+export function createSimHandler(options: SimOptions = {}): (req: IncomingMessage, res: ServerResponse) => void {
+  const models = options.models ?? ['sim-llama-8b'];
+  const tokensPerEvent = Math.max(1, options.tokensPerEvent ?? 1);
+  let counter = 0;
+
+  return (req, res) => {
+    const path = (req.url ?? '/').split('?')[0]!;
+    if (req.method === 'GET' && path.endsWith('/v1/models')) {
+      json(res, 200, { object: 'list', data: models.map((id) => ({ id, object: 'model', owned_by: 'infermeter-sim' })) });
+      return;
+    }
+    if (req.method === 'GET' && (path === '/health' || path === '/')) {
+      json(res, 200, { status: 'ok' });
+      return;
+    }
+    if (req.method !== 'POST') {
+      json(res, 404, { error: { message: `no route ${req.method} ${path}`, type: 'not_found', param: null, code: 404 } });
+      return;
+    }
+    readJson(req).then((body) => {
+      if (body === undefined) {
+        json(res, 400, { object: 'error', message: 'request body is not valid JSON', type: 'BadRequestError', param: null, code: 400 });
+        return;
+      }
+      const model = typeof body.model === 'string' ? body.model : '';
+      if (!models.includes(model)) {
+        json(res, 404, { object: 'error', message: `The model \`${model}\` does not exist.`, type: 'NotFoundError', param: null, code: 404 });
+        return;
+      }
+      const id = `sim-${++counter}`;
+      const promptTokens = Math.max(1, Math.round(JSON.stringify(body.messages ?? body.prompt ?? body.input ?? '').length / 4));
+      const maxTokens = numberOr(body.max_tokens ?? body.max_completion_tokens ?? body.max_output_tokens, options.defaultTokens ?? 64);
+      const plan: Plan = {
+        id,
+        model,
+        promptTokens,
+        tokens: Math.max(1, Math.floor(maxTokens)),
+        ttftMs: value(options.ttftMs, 120),
+        gapMs: () => value(options.interTokenMs, 25),
+        tokensPerEvent,
+      };
+      if (path.endsWith('/v1/embeddings')) {
+        const inputs = Array.isArray(body.input) ? body.input : [body.input];
+        json(res, 200, {
+          object: 'list',
+          data: inputs.map((_, index) => ({ object: 'embedding', index, embedding: [0.1, -0.2, 0.3] })),
+          model,
+          usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
+        });
+        return;
+      }
+      const api = path.endsWith('/v1/chat/completions') ? 'chat' : path.endsWith('/v1/completions') ? 'completions' : path.endsWith('/v1/responses') ? 'responses' : undefined;
+      if (api === undefined) {
+        json(res, 404, { error: { message: `no route POST ${path}`, type: 'not_found', param: null, code: 404 } });
+        return;
+      }
+      const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
+      if (body.stream === true) void stream(res, api, plan, includeUsage);
+      else setTimeout(() => answer(res, api, plan), plan.ttftMs + plan.gapMs() * (plan.tokens - 1)).unref();
+    }, () => res.destroy());
+  };
+}
+
+/** Starts the simulated server on host:port (port 0 picks a free one). */
+export async function startSimServer(options: SimOptions = {}, host = '127.0.0.1', port = 0): Promise<SimServer> {
+  const server = http.createServer({ noDelay: true, keepAliveTimeout: 60_000 }, createSimHandler(options));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  return {
+    server,
+    url: `http://${host}:${address.port}`,
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+interface Plan {
+  readonly id: string;
+  readonly model: string;
+  readonly promptTokens: number;
+  readonly tokens: number;
+  readonly ttftMs: number;
+  /** Milliseconds between two tokens, drawn per gap. */
+  readonly gapMs: () => number;
+  readonly tokensPerEvent: number;
+}
+
+type Api = 'chat' | 'completions' | 'responses';
+
+async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: boolean): Promise<void> {
+  const created = Math.floor(Date.now() / 1000);
+  let closed = false;
+  res.on('close', () => (closed = true));
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  const send = (data: unknown, event?: string): void => {
+    if (!closed) res.write(`${event === undefined ? '' : `event: ${event}\n`}data: ${JSON.stringify(data)}\n\n`);
+  };
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null): Record<string, unknown> =>
+    api === 'chat'
+      ? { id: plan.id, object: 'chat.completion.chunk', created, model: plan.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }
+      : { id: plan.id, object: 'text_completion', created, model: plan.model, choices: [{ index: 0, text: delta.content ?? '', logprobs: null, finish_reason: finish }] };
+
+  if (api === 'chat') send(chunk({ role: 'assistant', content: '' }));
+  if (api === 'responses') send({ type: 'response.created', response: { id: plan.id, status: 'in_progress', model: plan.model } }, 'response.created');
+  await sleep(plan.ttftMs);
+  let sent = 0;
+  let text = '';
+  while (sent < plan.tokens && !closed) {
+    if (sent > 0) await sleep(plan.gapMs() * plan.tokensPerEvent);
+    const n = Math.min(plan.tokensPerEvent, plan.tokens - sent);
+    let piece = '';
+    for (let i = 0; i < n; i++) piece += WORDS[(sent + i) % WORDS.length];
+    sent += n;
+    text += piece;
+    if (api === 'responses') send({ type: 'response.output_text.delta', delta: piece, output_index: 0, content_index: 0 }, 'response.output_text.delta');
+    else send(chunk({ content: piece }));
+  }
+  if (closed) return;
+  const usage = { prompt_tokens: plan.promptTokens, completion_tokens: sent, total_tokens: plan.promptTokens + sent };
+  if (api === 'responses') {
+    send(
+      {
+        type: 'response.completed',
+        response: {
+          id: plan.id,
+          status: 'completed',
+          model: plan.model,
+          output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] }],
+          usage: { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.total_tokens },
+        },
+      },
+      'response.completed',
+    );
+    res.end();
+    return;
+  }
+  send(chunk({}, 'length'));
+  if (includeUsage) send({ id: plan.id, object: api === 'chat' ? 'chat.completion.chunk' : 'text_completion', created, model: plan.model, choices: [], usage });
+  res.end('data: [DONE]\n\n');
+}
+
+function answer(res: ServerResponse, api: Api, plan: Plan): void {
+  let text = '';
+  for (let i = 0; i < plan.tokens; i++) text += WORDS[i % WORDS.length];
+  const usage = { prompt_tokens: plan.promptTokens, completion_tokens: plan.tokens, total_tokens: plan.promptTokens + plan.tokens };
+  const created = Math.floor(Date.now() / 1000);
+  if (api === 'chat') {
+    json(res, 200, { id: plan.id, object: 'chat.completion', created, model: plan.model, choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: 'length' }], usage });
+  } else if (api === 'completions') {
+    json(res, 200, { id: plan.id, object: 'text_completion', created, model: plan.model, choices: [{ index: 0, text, logprobs: null, finish_reason: 'length' }], usage });
+  } else {
+    json(res, 200, { id: plan.id, object: 'response', status: 'completed', model: plan.model, output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] }], usage: { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.total_tokens } });
+  }
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  if (res.destroyed) return;
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function readJson(req: IncomingMessage): Promise<Record<string, unknown> | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('error', reject);
+    req.on('end', () => {
+      try {
+        const parsed: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        resolve(typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined);
+      } catch {
+        resolve(undefined);
+      }
+    });
+  });
+}
+
+function numberOr(v: unknown, fallback: number): number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : fallback;
+}
+
+function sleep(ms: number): Promise<void> {
+  return ms <= 0 ? Promise.resolve() : new Promise((resolve) => setTimeout(resolve, ms));
+}
