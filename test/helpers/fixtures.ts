@@ -1,0 +1,75 @@
+// The recorded streams tests replay: the team's own (fixtures/streams, shaped after each
+// engine's documented format, with a manifest of what each must measure to) and the real
+// recordings in ../shared/fixtures/real-streams, which are third-party data read in place.
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+export interface StreamExpectation {
+  readonly events: number;
+  readonly tokenEvents: number;
+  readonly firstTokenEvent: number | null;
+  readonly lastTokenEvent: number | null;
+  readonly promptTokens: number | null;
+  readonly completionTokens: number | null;
+  readonly error: boolean;
+  readonly malformed: number;
+}
+
+export interface StreamFixture {
+  readonly name: string;
+  readonly api: 'chat' | 'completions' | 'responses';
+  readonly bytes: Buffer;
+  readonly expect: StreamExpectation;
+}
+
+const OWN = new URL('../../fixtures/streams/', import.meta.url);
+
+export function ownStreams(): StreamFixture[] {
+  const manifest = JSON.parse(readFileSync(new URL('manifest.json', OWN), 'utf8')) as Array<{
+    file: string;
+    api: StreamFixture['api'];
+    expect: StreamExpectation;
+  }>;
+  return manifest.map((m) => ({ name: m.file, api: m.api, bytes: readFileSync(new URL(m.file, OWN)), expect: m.expect }));
+}
+
+export const REAL_STREAMS_DIR = fileURLToPath(new URL('../../../shared/fixtures/real-streams/', import.meta.url));
+
+export function realStreamsAvailable(): boolean {
+  return existsSync(REAL_STREAMS_DIR);
+}
+
+function readReal(file: string): string {
+  return readFileSync(REAL_STREAMS_DIR + file, 'utf8');
+}
+
+/** Replays a recording as the SSE bytes that went over the wire, per the README's formats. */
+export function realStreamBytes(file: string): Buffer {
+  if (file.endsWith('.sse')) return Buffer.from(readReal(file), 'utf8');
+  if (file.endsWith('.chunks.txt')) {
+    const lines = readReal(file).split('\n').filter((l) => l.trim() !== '');
+    return Buffer.from(lines.map((l) => `data: ${l}\n\n`).join('') + 'data: [DONE]\n\n', 'utf8');
+  }
+  if (file.startsWith('tgi-') && file.endsWith('.json')) {
+    const chunks = JSON.parse(readReal(file)) as unknown[];
+    return Buffer.from(chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('') + 'data: [DONE]\n\n', 'utf8');
+  }
+  throw new Error(`not a stream recording: ${file}`);
+}
+
+export function realBody(file: string): Buffer {
+  return Buffer.from(readReal(file), 'utf8');
+}
+
+/** What each real recording must measure to: from its README's table, event counts checked by hand. */
+export const REAL_STREAMS: ReadonlyArray<{ file: string; api: StreamFixture['api']; expect: StreamExpectation }> = [
+  { file: 'vercelai-openai-chat-text-usage.chunks.txt', api: 'chat', expect: { events: 304, tokenEvents: 300, firstTokenEvent: 1, lastTokenEvent: 300, promptTokens: 16, completionTokens: 300, error: false, malformed: 0 } },
+  { file: 'aigateway-openai-chat-stream-nousage.sse', api: 'chat', expect: { events: 51, tokenEvents: 48, firstTokenEvent: 1, lastTokenEvent: 48, promptTokens: null, completionTokens: null, error: false, malformed: 0 } },
+  { file: 'aigateway-openai-chat-stream-detailed-usage.sse', api: 'chat', expect: { events: 4, tokenEvents: 0, firstTokenEvent: null, lastTokenEvent: null, promptTokens: 12, completionTokens: 100, error: false, malformed: 0 } },
+  { file: 'otel-openai-chat-stream-multiple-tools.sse', api: 'chat', expect: { events: 19, tokenEvents: 15, firstTokenEvent: 1, lastTokenEvent: 15, promptTokens: 75, completionTokens: 51, error: false, malformed: 0 } },
+  { file: 'vercelai-deepseek-tool-call.chunks.txt', api: 'chat', expect: { events: 53, tokenEvents: 50, firstTokenEvent: 1, lastTokenEvent: 50, promptTokens: 339, completionTokens: 83, error: false, malformed: 0 } },
+  { file: 'tgi-chat-stream-usage.json', api: 'chat', expect: { events: 12, tokenEvents: 10, firstTokenEvent: 0, lastTokenEvent: 9, promptTokens: 40, completionTokens: 10, error: false, malformed: 0 } },
+  { file: 'aigateway-openai-completion-stream-usage.sse', api: 'completions', expect: { events: 27, tokenEvents: 25, firstTokenEvent: 0, lastTokenEvent: 24, promptTokens: 31, completionTokens: 25, error: false, malformed: 0 } },
+  { file: 'aigateway-openai-completion-stream-nousage.sse', api: 'completions', expect: { events: 26, tokenEvents: 25, firstTokenEvent: 0, lastTokenEvent: 24, promptTokens: null, completionTokens: null, error: false, malformed: 0 } },
+  { file: 'otel-openai-responses-stream.sse', api: 'responses', expect: { events: 13, tokenEvents: 5, firstTokenEvent: 4, lastTokenEvent: 8, promptTokens: 22, completionTokens: 6, error: false, malformed: 0 } },
+];

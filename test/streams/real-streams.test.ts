@@ -1,0 +1,54 @@
+// Real model-server recordings from ../shared/fixtures/real-streams (third-party data, read in
+// place, never copied into the repo). Without that folder this suite says so and skips.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { REAL_STREAMS, REAL_STREAMS_DIR, realBody, realStreamBytes, realStreamsAvailable } from '../helpers/fixtures.ts';
+import { rechunk, seededRandom } from '../helpers/random.ts';
+import { runTap } from '../helpers/tap-harness.ts';
+import { checkEventByEvent, checkRechunked } from './stream-checks.ts';
+
+const skip = realStreamsAvailable() ? false : `real recordings not found at ${REAL_STREAMS_DIR}`;
+
+describe('real recorded streams', { skip }, () => {
+  for (const { file, api, expect } of REAL_STREAMS) {
+    it(`${file}: classified event by event`, () => {
+      checkEventByEvent(api, realStreamBytes(file), expect, file);
+    });
+    it(`${file}: same figures at random chunk boundaries`, () => {
+      checkRechunked(api, realStreamBytes(file), expect, file);
+    });
+  }
+
+  const json = { 'content-type': 'application/json' };
+  const bodyChunks = (file: string, seed: number) => rechunk(realBody(file), seededRandom(seed), 97);
+
+  it('aigateway-openai-chat-nonstream.json: usage of a non-streamed answer', () => {
+    for (let seed = 1; seed <= 5; seed++) {
+      const { sample, problems } = runTap({ api: 'chat', chunks: bodyChunks('aigateway-openai-chat-nonstream.json', seed), headers: json });
+      assert.equal(sample.streamed, false);
+      assert.equal(sample.outcome, 'success');
+      assert.equal(sample.promptTokens, 8);
+      assert.equal(sample.completionTokens, 377);
+      assert.equal(sample.ttft, undefined, 'no TTFT for a non-streamed answer');
+      assert.equal(sample.tpot, undefined, 'no TPOT for a non-streamed answer');
+      assert.deepEqual(problems, []);
+    }
+  });
+
+  it('vercelai-openai-embedding.json: prompt tokens only', () => {
+    const { sample } = runTap({ api: 'embeddings', chunks: bodyChunks('vercelai-openai-embedding.json', 1), headers: json });
+    assert.equal(sample.promptTokens, 12);
+    assert.equal(sample.completionTokens, undefined);
+    assert.equal(sample.usageSource, 'upstream');
+  });
+
+  it('aigateway-openai-chat-bad-request-400.json: a failed request with no token figures', () => {
+    const { sample } = runTap({ api: 'chat', status: 400, chunks: bodyChunks('aigateway-openai-chat-bad-request-400.json', 1), headers: json });
+    assert.equal(sample.outcome, 'failed');
+    assert.equal(sample.failure, 'upstream_status');
+    assert.equal(sample.status, 400);
+    assert.equal(sample.promptTokens, undefined);
+    assert.equal(sample.completionTokens, undefined);
+    assert.equal(sample.e2e, undefined);
+  });
+});

@@ -1,0 +1,65 @@
+// The checks every recorded stream goes through, own fixtures and real recordings alike.
+import assert from 'node:assert/strict';
+import type { InferenceApi } from '../../src/measure/sample.ts';
+import type { StreamExpectation } from '../helpers/fixtures.ts';
+import { rechunk, seededRandom } from '../helpers/random.ts';
+import { runTap, sseBlocks, type TapRun } from '../helpers/tap-harness.ts';
+
+function checkTotals(run: TapRun, expect: StreamExpectation, context: string): void {
+  const { sample, problems } = run;
+  assert.equal(sample.tokenEvents, expect.tokenEvents, `${context}: token-carrying events`);
+  assert.equal(sample.ttft !== undefined, expect.firstTokenEvent !== null, `${context}: TTFT observed`);
+  if (expect.promptTokens === null && expect.completionTokens === null) {
+    assert.notEqual(sample.usageSource, 'upstream', `${context}: no usage expected`);
+  } else {
+    assert.equal(sample.usageSource, 'upstream', `${context}: usage source`);
+    assert.equal(sample.promptTokens ?? null, expect.promptTokens, `${context}: prompt tokens`);
+    assert.equal(sample.completionTokens ?? null, expect.completionTokens, `${context}: completion tokens`);
+  }
+  assert.equal(sample.outcome, expect.error ? 'failed' : 'success', `${context}: outcome`);
+  if (expect.error) assert.equal(sample.failure, 'stream_error', `${context}: failure reason`);
+  assert.equal(problems.filter((p) => p === 'malformed_event').length, expect.malformed, `${context}: malformed events`);
+  assert.deepEqual(problems.filter((p) => p !== 'malformed_event'), [], `${context}: other tap problems`);
+}
+
+/** One event per chunk, the clock reading the event's index: checks which events are tokens. */
+export function checkEventByEvent(api: InferenceApi, bytes: Buffer, expect: StreamExpectation, name: string): void {
+  const blocks = sseBlocks(bytes);
+  assert.equal(blocks.filter((b) => b.isEvent).length, expect.events, `${name}: events in the recording`);
+  const eventIndex: number[] = [];
+  let seen = -1;
+  for (const b of blocks) eventIndex.push(b.isEvent ? ++seen : seen);
+  const run = runTap({ api, chunks: blocks.map((b) => b.bytes), clockAt: (i) => eventIndex[i]! });
+  checkTotals(run, expect, name);
+  assert.equal(run.firstTokenAt ?? null, expect.firstTokenEvent, `${name}: first token event`);
+  const { sample } = run;
+  if (expect.firstTokenEvent !== null && expect.lastTokenEvent !== null && sample.tpot !== undefined) {
+    // tpot = (last - first) / (n - 1) with the clock in events: recover the last token's event.
+    const last = expect.firstTokenEvent + (sample.tpot.seconds * 1000 * sample.tpot.tokens);
+    assert.ok(Math.abs(last - expect.lastTokenEvent) < 1e-6, `${name}: last token event ${last}`);
+  }
+}
+
+/** Random chunk boundaries, multibyte characters split: every figure must be the same. */
+export function checkRechunked(api: InferenceApi, bytes: Buffer, expect: StreamExpectation, name: string, seeds = 30): void {
+  const blocks = sseBlocks(bytes);
+  const eventEnds = blocks.filter((b) => b.isEvent).map((b) => b.end);
+  for (let seed = 1; seed <= seeds; seed++) {
+    const random = seededRandom(seed);
+    const maxLen = seed % 3 === 0 ? 7 : seed % 3 === 1 ? 64 : 512;
+    const chunks = rechunk(bytes, random, maxLen);
+    const ends: number[] = [];
+    let offset = 0;
+    for (const c of chunks) ends.push((offset += c.length));
+    const context = `${name} (seed ${seed}, chunks up to ${maxLen} bytes)`;
+    const run = runTap({ api, chunks, clockAt: (i) => ends[i]! });
+    checkTotals(run, expect, context);
+    if (expect.firstTokenEvent !== null) {
+      // The first token is seen once its event's bytes are all in, and not a chunk later.
+      const end = eventEnds[expect.firstTokenEvent]!;
+      const at = run.firstTokenAt!;
+      const previousEnd = expect.firstTokenEvent === 0 ? 0 : eventEnds[expect.firstTokenEvent - 1]!;
+      assert.ok(at > previousEnd && at >= end - 4 && at < end + maxLen, `${context}: first token at byte ${at}, event ends at ${end}`);
+    }
+  }
+}

@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { ConfigError, loadConfig, VARIABLES } from '../../src/config/config.ts';
+
+const noFile = (path: string): string => {
+  throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' });
+};
+
+describe('loadConfig', () => {
+  it('applies the documented defaults', () => {
+    const c = loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000' });
+    assert.equal(c.upstream?.href, 'http://127.0.0.1:8000/');
+    assert.equal(c.host, '127.0.0.1');
+    assert.equal(c.port, 1025);
+    assert.equal(c.managementHost, '127.0.0.1');
+    assert.equal(c.managementPort, 1026);
+    assert.equal(c.metricsPort, 1027);
+    assert.equal(c.metricsEnabled, true);
+    assert.equal(c.maxInspectBytes, 4 * 1024 * 1024);
+    assert.equal(c.throughputWindowSeconds, 10);
+    assert.equal(c.logLevel, 'info');
+    assert.ok(Object.isFrozen(c));
+  });
+
+  it('requires the upstream only when asked to', () => {
+    assert.equal(loadConfig({}).upstream, undefined);
+    assert.throws(() => loadConfig({}, { requireUpstream: true }), (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      assert.equal(e.problems[0]?.variable, 'INFERMETER_UPSTREAM');
+      return true;
+    });
+  });
+
+  it('keeps a path prefix of the upstream and refuses credentials in it', () => {
+    assert.equal(loadConfig({ INFERMETER_UPSTREAM: 'https://models.example/serving/llama' }).upstream?.pathname, '/serving/llama');
+    assert.throws(() => loadConfig({ INFERMETER_UPSTREAM: 'http://user:secret@h:1' }), (e: ConfigError) => {
+      assert.doesNotMatch(e.message, /secret/, 'a password never reaches the error message');
+      return true;
+    });
+  });
+
+  it('collects every bad value into one error naming each variable', () => {
+    try {
+      loadConfig({
+        INFERMETER_UPSTREAM: 'ftp://x',
+        INFERMETER_PORT: '70000',
+        INFERMETER_MANAGEMENT_PORT: 'abc',
+        INFERMETER_HOST: 'not a host!',
+        INFERMETER_MAX_INSPECT_BYTES: '-1',
+        INFERMETER_LOG_LEVEL: 'loud',
+      });
+      assert.fail('expected a ConfigError');
+    } catch (e) {
+      assert.ok(e instanceof ConfigError);
+      assert.deepEqual(
+        e.problems.map((p) => p.variable).sort(),
+        ['INFERMETER_HOST', 'INFERMETER_LOG_LEVEL', 'INFERMETER_MANAGEMENT_PORT', 'INFERMETER_MAX_INSPECT_BYTES', 'INFERMETER_PORT', 'INFERMETER_UPSTREAM'],
+      );
+      assert.match(e.message, /INFERMETER_PORT: expected an integer port from 0 to 65535/);
+    }
+  });
+
+  it('follows MindIE precedence: env, then MIES_CONTAINER_*, then config.json, then defaults', () => {
+    const file = JSON.stringify({
+      ServerConfig: { ipAddress: '10.0.0.5', managementIpAddress: '10.0.0.6', port: 2025, managementPort: 2026, metricsPort: 2027 },
+    });
+    const readFile = () => file;
+    const fromFile = loadConfig({ INFERMETER_CONFIG: '/etc/mindie/config.json' }, { readFile });
+    assert.deepEqual(
+      [fromFile.host, fromFile.managementHost, fromFile.port, fromFile.managementPort, fromFile.metricsPort],
+      ['10.0.0.5', '10.0.0.6', 2025, 2026, 2027],
+    );
+    const mies = loadConfig(
+      { INFERMETER_CONFIG: 'c.json', MIES_CONTAINER_IP: '10.1.0.1', MIES_CONTAINER_MANAGEMENT_IP: '10.1.0.2' },
+      { readFile },
+    );
+    assert.deepEqual([mies.host, mies.managementHost], ['10.1.0.1', '10.1.0.2']);
+    const env = loadConfig(
+      { INFERMETER_CONFIG: 'c.json', MIES_CONTAINER_IP: '10.1.0.1', INFERMETER_HOST: '::1', INFERMETER_PORT: '0', INFERMETER_METRICS_PORT: '0' },
+      { readFile },
+    );
+    assert.deepEqual([env.host, env.managementHost, env.port, env.metricsPort, env.managementPort], ['::1', '10.0.0.6', 0, 0, 2026]);
+  });
+
+  it('uses the data-plane host for management when nothing else says', () => {
+    assert.equal(loadConfig({ INFERMETER_HOST: '127.0.0.2' }).managementHost, '127.0.0.2');
+  });
+
+  it('reports an unreadable or malformed config file under INFERMETER_CONFIG', () => {
+    assert.throws(() => loadConfig({ INFERMETER_CONFIG: '/nope.json' }, { readFile: noFile }), /INFERMETER_CONFIG: expected a readable MindIE config.json file \(ENOENT\)/);
+    assert.throws(() => loadConfig({ INFERMETER_CONFIG: 'x' }, { readFile: () => '{' }), /INFERMETER_CONFIG: expected a JSON file/);
+    assert.throws(() => loadConfig({ INFERMETER_CONFIG: 'x' }, { readFile: () => '{"ServerConfig":{"port":"http"}}' }), /INFERMETER_CONFIG ServerConfig.port/);
+  });
+
+  it('refuses a data port that collides with a management listener', () => {
+    assert.throws(() => loadConfig({ INFERMETER_PORT: '9000', INFERMETER_METRICS_PORT: '9000' }), /INFERMETER_PORT: expected a port different from INFERMETER_METRICS_PORT/);
+    // Port 0 never collides, and management and metrics may share a port.
+    const shared = loadConfig({ INFERMETER_MANAGEMENT_PORT: '9001', INFERMETER_METRICS_PORT: '9001' });
+    assert.equal(shared.metricsPort, shared.managementPort);
+  });
+
+  it('honours MIES_SERVICE_MONITOR_MODE as MindIE does', () => {
+    assert.equal(loadConfig({}).metricsEnabled, true);
+    assert.equal(loadConfig({ MIES_SERVICE_MONITOR_MODE: '1' }).metricsEnabled, true);
+    assert.equal(loadConfig({ MIES_SERVICE_MONITOR_MODE: '0' }).metricsEnabled, false);
+    assert.equal(loadConfig({ MIES_SERVICE_MONITOR_MODE: 'yes' }).metricsEnabled, false);
+  });
+
+  it('is documented: every variable it reads is in the README configuration table', () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    for (const variable of VARIABLES) assert.match(readme, new RegExp(`\\| \`${variable}\` \\|`), `${variable} in README`);
+  });
+});

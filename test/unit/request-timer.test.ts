@@ -1,0 +1,171 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createRequestTimer, type MeasurementSink } from '../../src/measure/request-timer.ts';
+import type { RequestInfo, RequestSample } from '../../src/measure/sample.ts';
+
+function harness() {
+  let now = 1000;
+  const calls: string[] = [];
+  let sample: RequestSample | undefined;
+  const sink: MeasurementSink = {
+    started: (info: RequestInfo) => calls.push(`started ${info.model}`),
+    firstOutput: (_info, ttft) => calls.push(`output ${ttft}`),
+    finished: (s) => {
+      calls.push(`finished ${s.outcome}`);
+      sample = s;
+    },
+  };
+  const timer = createRequestTimer('chat', () => now, sink);
+  return {
+    timer,
+    calls,
+    at(ms: number) {
+      now = 1000 + ms;
+    },
+    get sample() {
+      return sample!;
+    },
+  };
+}
+
+describe('request timer', () => {
+  it('measures a streamed request with usage: TTFT, TPOT per token, e2e', () => {
+    const h = harness();
+    h.timer.identify('m', true);
+    h.at(5);
+    h.timer.responseHeaders(200, true);
+    for (const ms of [200, 250, 300, 350, 400]) {
+      h.at(ms);
+      h.timer.tokenEvent();
+    }
+    h.timer.usage({ promptTokens: 7, completionTokens: 9 });
+    h.at(420);
+    h.timer.responseFinished();
+    h.at(500);
+    h.timer.close(true);
+    const s = h.sample;
+    assert.deepEqual(h.calls, ['started m', 'output 0.2', 'finished success']);
+    assert.equal(s.ttft, 0.2);
+    assert.equal(s.e2e, 0.42, 'e2e ends at the last byte handed to the client');
+    // Decode time 200 ms over completion_tokens - 1 = 8 gaps.
+    assert.deepEqual(s.tpot, { seconds: 0.025, tokens: 8 });
+    assert.deepEqual([s.promptTokens, s.completionTokens, s.usageSource, s.tokenEvents], [7, 9, 'upstream', 5]);
+  });
+
+  it('falls back to token events and zero token counts for a stream without usage', () => {
+    const h = harness();
+    h.timer.identify('m', true);
+    h.timer.responseHeaders(200, true);
+    for (const ms of [100, 110, 130]) {
+      h.at(ms);
+      h.timer.tokenEvent();
+    }
+    h.timer.responseFinished();
+    h.timer.close(true);
+    assert.deepEqual(h.sample.tpot, { seconds: 0.015, tokens: 2 });
+    assert.deepEqual([h.sample.promptTokens, h.sample.completionTokens, h.sample.usageSource], [0, 0, 'fallback']);
+  });
+
+  it('keeps the last usage report: reports are cumulative, never summed', () => {
+    const h = harness();
+    h.timer.identify('m', true);
+    h.timer.responseHeaders(200, true);
+    h.timer.usage({ promptTokens: 4, completionTokens: 1 });
+    h.timer.usage({ promptTokens: 4, completionTokens: 2 });
+    h.timer.usage({ promptTokens: 4, completionTokens: 3 });
+    h.timer.responseFinished();
+    h.timer.close(true);
+    assert.deepEqual([h.sample.promptTokens, h.sample.completionTokens], [4, 3]);
+  });
+
+  it('gives a non-streamed answer no TTFT and no TPOT, and no token figures without usage', () => {
+    const h = harness();
+    h.timer.identify('m', false);
+    h.timer.responseHeaders(200, false);
+    h.at(300);
+    h.timer.responseBody();
+    h.timer.responseFinished();
+    h.timer.close(true);
+    assert.deepEqual(h.calls, ['started m', 'output undefined', 'finished success']);
+    assert.equal(h.sample.ttft, undefined);
+    assert.equal(h.sample.tpot, undefined);
+    assert.equal(h.sample.usageSource, 'none');
+    assert.equal(h.sample.promptTokens, undefined);
+    assert.equal(h.sample.e2e, 0.3);
+  });
+
+  it('observes TTFT when the first token comes even if the request fails later', () => {
+    const h = harness();
+    h.timer.identify('m', true);
+    h.timer.responseHeaders(200, true);
+    h.at(50);
+    h.timer.tokenEvent();
+    h.timer.streamError();
+    h.timer.responseFinished();
+    h.timer.close(true);
+    assert.deepEqual(h.calls, ['started m', 'output 0.05', 'finished failed']);
+    assert.equal(h.sample.failure, 'stream_error');
+    assert.equal(h.sample.e2e, undefined, 'e2e is for successes only');
+    assert.equal(h.sample.usageSource, 'none', 'no zero fallback for a failed stream');
+  });
+
+  it('counts a client that leaves as cancelled, an upstream that breaks as failed', () => {
+    const cancelled = harness();
+    cancelled.timer.identify('m', true);
+    cancelled.timer.responseHeaders(200, true);
+    cancelled.timer.tokenEvent();
+    cancelled.timer.close(false);
+    assert.equal(cancelled.sample.outcome, 'cancelled');
+    assert.equal(cancelled.sample.failure, undefined);
+
+    const reset = harness();
+    reset.timer.identify('m', true);
+    reset.timer.responseHeaders(200, true);
+    reset.timer.fail('upstream_reset');
+    reset.timer.close(false);
+    assert.equal(reset.sample.outcome, 'failed');
+    assert.equal(reset.sample.failure, 'upstream_reset');
+  });
+
+  it('fails any non-2xx answer, and an unreachable upstream with the status the client got', () => {
+    const h = harness();
+    h.timer.identify('m', false);
+    h.timer.responseHeaders(429, false);
+    h.timer.responseFinished();
+    h.timer.close(true);
+    assert.equal(h.sample.failure, 'upstream_status');
+
+    const down = harness();
+    down.timer.identify('m', true);
+    down.timer.fail('upstream_unreachable', 502);
+    down.timer.responseFinished();
+    down.timer.close(true);
+    assert.deepEqual([down.sample.outcome, down.sample.failure, down.sample.status], ['failed', 'upstream_unreachable', 502]);
+  });
+
+  it('reports in order when the response starts before the body told the model', () => {
+    const h = harness();
+    h.timer.responseHeaders(200, true);
+    h.at(10);
+    h.timer.tokenEvent();
+    h.timer.identify('late', true);
+    h.timer.close(true);
+    assert.deepEqual(h.calls, ['started late', 'output 0.01', 'finished success']);
+  });
+
+  it('labels a request whose body never told the model as unknown', () => {
+    const h = harness();
+    h.timer.close(false);
+    assert.deepEqual(h.calls, ['started unknown', 'finished cancelled']);
+  });
+
+  it('finishes once; later events are ignored', () => {
+    const h = harness();
+    h.timer.identify('m', true);
+    h.timer.close(true);
+    assert.equal(h.timer.close(false), undefined);
+    h.timer.tokenEvent();
+    h.timer.fail('upstream_reset');
+    assert.deepEqual(h.calls, ['started m', 'finished success']);
+  });
+});
