@@ -74,6 +74,12 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       log.warnThrottled('upstream_reset', 'upstream closed a response before its end', { path: pathOf(req) });
       res.destroy();
     });
+    // Headers go to the client when they arrive, as they would without us: a streaming
+    // upstream often sends them well before its first token. Node would otherwise hold them
+    // until the first body byte. Runs after http-proxy has copied status and headers.
+    process.nextTick(() => {
+      if (!res.headersSent && proxyRes.readableLength === 0 && !res.destroyed) res.flushHeaders();
+    });
     if (timer !== undefined) {
       try {
         tapResponse(proxyRes, timer, tapOptions);

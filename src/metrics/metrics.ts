@@ -7,7 +7,7 @@ import { createMindieDialect } from './dialects/mindie.ts';
 import type { Dialect } from './dialects/dialect.ts';
 import { createExposer, type Exposer } from './exposer.ts';
 import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
-import { createRecorder, type MeasurementState } from './recorder.ts';
+import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
 
 export interface Metrics {
   readonly registry: Registry;
@@ -16,6 +16,8 @@ export interface Metrics {
   readonly exposer: Exposer;
   readonly proxy: ProxyFamilies;
   readonly dialects: readonly Dialect[];
+  /** Hears every request's events after the dialects (tests await finished requests with it). */
+  addObserver(observer: SampleObserver): void;
   /** The exposition text of every family. */
   render(): Promise<string>;
   readonly contentType: string;
@@ -41,6 +43,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     exposer,
     proxy,
     dialects,
+    addObserver: recorder.addObserver,
     render: () => registry.metrics(),
     contentType: registry.contentType,
   };

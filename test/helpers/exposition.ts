@@ -1,0 +1,35 @@
+// Reads a Prometheus text exposition into series, for exact assertions on /metrics.
+
+export interface Exposition {
+  /** The value of one series; labels must match exactly (order does not matter). */
+  value(name: string, labels?: Record<string, string>): number | undefined;
+  /** Every series of a name. */
+  series(name: string): Array<{ labels: Record<string, string>; value: number }>;
+  readonly text: string;
+}
+
+export function parseExposition(text: string): Exposition {
+  const all: Array<{ name: string; labels: Record<string, string>; value: number }> = [];
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (m === null) throw new Error(`unparseable exposition line: ${line}`);
+    const labels: Record<string, string> = {};
+    if (m[2] !== undefined && m[2] !== '') {
+      for (const pair of m[2].matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
+        labels[pair[1]!] = pair[2]!.replace(/\\n/g, '\n').replace(/\\"/g, '"').replace(/\\\\/g, '\\');
+      }
+    }
+    const raw = m[3]!;
+    all.push({ name: m[1]!, labels, value: raw === 'Nan' || raw === 'NaN' ? Number.NaN : Number(raw) });
+  }
+  const same = (a: Record<string, string>, b: Record<string, string>): boolean => {
+    const ka = Object.keys(a);
+    return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
+  };
+  return {
+    text,
+    value: (name, labels = {}) => all.find((s) => s.name === name && same(s.labels, labels))?.value,
+    series: (name) => all.filter((s) => s.name === name).map(({ labels, value }) => ({ labels, value })),
+  };
+}

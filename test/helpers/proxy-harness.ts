@@ -1,0 +1,45 @@
+// Starts infermeter on port 0 in front of a given upstream, the way the CLI does, and fetches
+// its /metrics. Every test closes what it started through t.after.
+import type { TestContext } from 'node:test';
+import { startInfermeter, type Infermeter } from '../../src/app.ts';
+import { loadConfig, type Env } from '../../src/config/config.ts';
+import { silentLogger } from '../../src/log.ts';
+import type { RequestSample } from '../../src/measure/sample.ts';
+import { parseExposition, type Exposition } from './exposition.ts';
+
+export async function startProxy(t: TestContext, upstream: string, env: Env = {}): Promise<Infermeter> {
+  const config = loadConfig({
+    INFERMETER_UPSTREAM: upstream,
+    INFERMETER_PORT: '0',
+    INFERMETER_MANAGEMENT_PORT: '0',
+    INFERMETER_METRICS_PORT: '0',
+    ...env,
+  });
+  const app = await startInfermeter(config, { log: silentLogger });
+  t.after(() => app.close());
+  return app;
+}
+
+export async function scrape(app: Infermeter): Promise<Exposition> {
+  const res = await fetch(app.metricsUrl!);
+  if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
+  return parseExposition(await res.text());
+}
+
+/** Resolves with the next `n` finished requests' samples, in the order they finish. */
+export function nextFinished(app: Infermeter, n: number): Promise<RequestSample[]> {
+  const samples: RequestSample[] = [];
+  return new Promise((resolve) => {
+    let done = false;
+    app.metrics.addObserver({
+      finished(sample) {
+        if (done) return;
+        samples.push(sample);
+        if (samples.length === n) {
+          done = true;
+          resolve(samples);
+        }
+      },
+    });
+  });
+}

@@ -1,0 +1,161 @@
+// A real client (the official openai SDK, and raw fetch for byte comparisons) -> infermeter ->
+// a scripted upstream replaying recorded streams with known delays. What the client receives
+// must equal what the upstream sent, and /metrics must equal what the script did.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { describe, it } from 'node:test';
+import OpenAI from 'openai';
+import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
+
+const fixture = (name: string) => readFileSync(new URL(`../../fixtures/streams/${name}`, import.meta.url));
+const VLLM = fixture('vllm-chat-usage.sse'); // 15 events, tokens at events 1..11, usage 17/11
+const FIRST_MS = 150; // before event 0 (the role chunk)
+const GAP_MS = 30; // between events: the first token arrives at ~180 ms, TPOT ~30 ms
+const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
+const NONSTREAM = JSON.stringify({
+  id: 'chatcmpl-1',
+  object: 'chat.completion',
+  created: 1764500000,
+  model: MODEL,
+  choices: [{ index: 0, message: { role: 'assistant', content: 'Hi' }, finish_reason: 'stop' }],
+  usage: { prompt_tokens: 12, completion_tokens: 2, total_tokens: 14 },
+});
+
+async function rawPost(url: string, body: string, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  return { status: res.status, headers: res.headers, bytes: Buffer.from(await res.arrayBuffer()) };
+}
+
+describe('openai SDK through infermeter', () => {
+  it('streams byte for byte and /metrics matches the script exactly', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond((req) => (JSON.parse(req.body.toString()).stream ? sseScript(VLLM, FIRST_MS, GAP_MS) : { status: 200, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(NONSTREAM) }, body: [{ afterMs: 40, data: NONSTREAM }] }));
+    const app = await startProxy(t, upstream.url);
+    const finished = nextFinished(app, 4);
+    const client = new OpenAI({ baseURL: `${app.dataUrl}/v1`, apiKey: 'sk-test', maxRetries: 0 });
+
+    // 1. Raw bytes, streamed: identical to what the upstream sent; body forwarded unchanged.
+    const body = `{"model":  "${MODEL}", "stream":true,\n "stream_options":{"include_usage":true},"messages":[{"role":"user","content":"h\u00e9"}]}`;
+    const raw = await rawPost(`${app.dataUrl}/v1/chat/completions`, body, { authorization: 'Bearer sk-test' });
+    assert.equal(raw.status, 200);
+    assert.equal(raw.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+    assert.ok(raw.bytes.equals(VLLM), 'client bytes equal upstream bytes');
+    assert.ok(upstream.requests[0]!.body.equals(Buffer.from(body)), 'upstream got the request body byte for byte');
+    assert.equal(upstream.requests[0]!.headers.authorization, 'Bearer sk-test');
+
+    // 2. The SDK, streamed: parses every chunk, usage at the end.
+    const stream = await client.chat.completions.create({ model: MODEL, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] });
+    let content = '';
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const chunk of stream) {
+      content += chunk.choices[0]?.delta.content ?? '';
+      if (chunk.usage) usage = chunk.usage;
+    }
+    assert.equal(content, 'Hello! I’m a model — ünïcödé 🚀 done.');
+    assert.deepEqual([usage?.prompt_tokens, usage?.completion_tokens], [17, 11]);
+
+    // 3. The SDK, not streamed, and its raw bytes.
+    const completion = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(completion.usage?.completion_tokens, 2);
+    const rawJson = await rawPost(`${app.dataUrl}/v1/chat/completions`, JSON.stringify({ model: MODEL, messages: [] }));
+    assert.equal(rawJson.bytes.toString(), NONSTREAM);
+    assert.equal(rawJson.headers.get('content-length'), String(Buffer.byteLength(NONSTREAM)));
+
+    const samples = await finished;
+    assert.deepEqual(samples.map((s) => s.outcome), ['success', 'success', 'success', 'success']);
+    const m = await scrape(app);
+    const model = { model_name: MODEL };
+    assert.equal(m.value('request_received_total', model), 4);
+    assert.equal(m.value('request_success_total', model), 4);
+    assert.equal(m.value('request_failed_total', model), 0);
+    assert.equal(m.value('request_cancelled_total', model), 0);
+    assert.equal(m.value('num_requests_waiting', model), 0);
+    assert.equal(m.value('num_requests_running', model), 0);
+    assert.equal(m.value('prompt_tokens_total', model), 17 * 2 + 12 * 2);
+    assert.equal(m.value('generation_tokens_total', model), 11 * 2 + 2 * 2);
+    assert.equal(m.value('failed_request_perc', model), 0);
+    assert.ok(m.value('avg_generation_throughput_toks_per_s', model)! > 0);
+
+    // TTFT: two streams, first token at FIRST_MS + GAP_MS = 180 ms: in the (0.1, 0.25] bucket.
+    assert.equal(m.value('time_to_first_token_seconds_count', model), 2);
+    assert.equal(m.value('time_to_first_token_seconds_bucket', { ...model, le: '0.1' }), 0);
+    assert.equal(m.value('time_to_first_token_seconds_bucket', { ...model, le: '0.25' }), 2);
+    const ttftSum = m.value('time_to_first_token_seconds_sum', model)!;
+    assert.ok(ttftSum >= 2 * 0.18 && ttftSum < 2 * 0.25, `TTFT sum ${ttftSum}`);
+    // TPOT: per stream completion_tokens - 1 = 10 observations of ~30 ms.
+    assert.equal(m.value('time_per_output_token_seconds_count', model), 20);
+    assert.equal(m.value('time_per_output_token_seconds_bucket', { ...model, le: '0.025' }), 0);
+    assert.equal(m.value('time_per_output_token_seconds_bucket', { ...model, le: '0.05' }), 20);
+    const tpotSum = m.value('time_per_output_token_seconds_sum', model)!;
+    assert.ok(tpotSum >= 20 * 0.029 && tpotSum < 20 * 0.05, `TPOT sum ${tpotSum}`);
+    // e2e: streams ~150 + 14 * 30 = 570 ms, non-streamed answers ~40 ms: all four under 1 s.
+    assert.equal(m.value('e2e_request_latency_seconds_count', model), 4);
+    assert.equal(m.value('e2e_request_latency_seconds_bucket', { ...model, le: '1' }), 4);
+    const e2eSum = m.value('e2e_request_latency_seconds_sum', model)!;
+    assert.ok(e2eSum >= 2 * 0.57 + 2 * 0.04 && e2eSum < 4, `e2e sum ${e2eSum}`);
+    // Token histograms: one observation per request.
+    assert.equal(m.value('request_prompt_tokens_count', model), 4);
+    assert.equal(m.value('request_prompt_tokens_sum', model), 58);
+    assert.equal(m.value('request_generation_tokens_bucket', { ...model, le: '10' }), 2);
+    assert.equal(m.value('request_generation_tokens_bucket', { ...model, le: '50' }), 4);
+  });
+
+  it('forwards each event as soon as the upstream sends it', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    // One event, then the upstream holds the stream open: a buffering proxy would show nothing.
+    upstream.respond(() => ({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ data: 'data: {"choices":[{"delta":{"content":"x"}}]}\n\n' }], end: 'hang' }));
+    const app = await startProxy(t, upstream.url);
+    const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' });
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    assert.equal(Buffer.from(first.value!).toString(), 'data: {"choices":[{"delta":{"content":"x"}}]}\n\n');
+    const m = await scrape(app);
+    assert.equal(m.value('num_requests_running', { model_name: 'm' }), 1, 'running after its first token');
+    assert.equal(m.value('time_to_first_token_seconds_count', { model_name: 'm' }), 1, 'TTFT observed while the stream goes on');
+    await reader.cancel();
+  });
+
+  it('proxies every other request untouched and unmeasured, under the upstream path prefix', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond((req) => ({ status: 200, headers: { 'content-type': 'application/json', 'x-upstream': 'yes' }, body: [{ data: JSON.stringify({ path: req.url, method: req.method }) }] }));
+    const app = await startProxy(t, `${upstream.url}/serving/llama`);
+    const models = await fetch(`${app.dataUrl}/v1/models?limit=1`);
+    assert.equal(models.headers.get('x-upstream'), 'yes');
+    assert.deepEqual(await models.json(), { path: '/serving/llama/v1/models?limit=1', method: 'GET' });
+    const put = await fetch(`${app.dataUrl}/anything/else`, { method: 'PUT', body: 'x' });
+    assert.deepEqual(await put.json(), { path: '/serving/llama/anything/else', method: 'PUT' });
+    const chat = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m"}' });
+    assert.deepEqual(await chat.json(), { path: '/serving/llama/v1/chat/completions', method: 'POST' });
+    const m = await scrape(app);
+    assert.deepEqual(m.series('request_received_total'), [{ labels: { model_name: 'm' }, value: 1 }]);
+  });
+
+  it('forwards a chunked upload without a content-length, dropping hop-by-hop headers', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    const app = await startProxy(t, upstream.url);
+    const finished = nextFinished(app, 1);
+    const url = new URL(`${app.dataUrl}/v1/completions`);
+    const status = await new Promise<number>((resolve, reject) => {
+      const headers = { 'content-type': 'application/json', connection: 'keep-alive, x-hop', 'x-hop': '1', 'x-end-to-end': '2' };
+      const req = request(url, { method: 'POST', headers }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', reject);
+      req.write('{"model":"chunk');
+      setImmediate(() => req.end('ed","prompt":"x"}'));
+    });
+    assert.equal(status, 200);
+    assert.equal(upstream.requests[0]!.body.toString(), '{"model":"chunked","prompt":"x"}');
+    assert.equal(upstream.requests[0]!.headers['x-hop'], undefined, 'a header named by Connection is hop-by-hop');
+    assert.equal(upstream.requests[0]!.headers['x-end-to-end'], '2');
+    const [sample] = await finished;
+    assert.equal(sample!.model, 'chunked');
+  });
+});
