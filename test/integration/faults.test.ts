@@ -26,9 +26,13 @@ async function stillServes(app: Infermeter, upstream: ReplayUpstream): Promise<v
   assert.equal(await res.text(), '{"usage":{"prompt_tokens":1,"completion_tokens":1}}');
 }
 
+/** Nothing left in flight, and every received request has exactly one outcome. */
 function assertNothingInFlight(m: Awaited<ReturnType<typeof scrape>>): void {
-  for (const s of [...m.series('num_requests_waiting'), ...m.series('num_requests_running')]) {
-    assert.equal(s.value, 0, `in flight for ${JSON.stringify(s.labels)}`);
+  for (const { labels, value: received } of m.series('request_received_total')) {
+    assert.equal(m.value('num_requests_waiting', labels), 0, `waiting for ${labels.model_name}`);
+    assert.equal(m.value('num_requests_running', labels), 0, `running for ${labels.model_name}`);
+    const outcomes = ['request_success_total', 'request_failed_total', 'request_cancelled_total'].map((n) => m.value(n, labels)!);
+    assert.equal(outcomes[0]! + outcomes[1]! + outcomes[2]!, received, `outcomes of ${labels.model_name}`);
   }
 }
 

@@ -1,0 +1,117 @@
+// npm run demo: a simulated model server, infermeter in front of it and a little traffic, so
+// that /metrics fills within seconds. Ports come from the usual INFERMETER_* variables
+// (defaults 1025/1026/1027); `--duration <seconds>` stops it by itself (the test uses that).
+import { startInfermeter } from './app.ts';
+import { ConfigError, loadConfig } from './config/config.ts';
+import { createLogger } from './log.ts';
+import { startSimServer } from './sim/model-server.ts';
+
+const MODELS = ['sim-llama-8b', 'sim-qwen-7b'];
+
+function argument(name: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i === -1 ? undefined : process.argv[i + 1];
+}
+
+async function main(): Promise<void> {
+  const duration = Number(argument('--duration') ?? 'NaN');
+  const jitter = (base: number, spread: number) => () => base + Math.random() * spread;
+  const sim = await startSimServer({ models: MODELS, ttftMs: jitter(80, 240), interTokenMs: jitter(15, 20), defaultTokens: 48 });
+  let config;
+  try {
+    config = loadConfig({ ...process.env, INFERMETER_UPSTREAM: sim.url });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`infermeter demo: ${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  const app = await startInfermeter(config, { log: createLogger('warn') });
+  const curl = `curl -N ${app.dataUrl}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${MODELS[0]}","stream":true,"messages":[{"role":"user","content":"hi"}]}'`;
+  process.stdout.write(
+    [
+      'infermeter demo',
+      `  simulated model server  ${sim.url}  (models: ${MODELS.join(', ')})`,
+      `  proxy, for clients      ${app.dataUrl}/v1`,
+      `  metrics (Prometheus)    ${app.metricsUrl ?? 'disabled by MIES_SERVICE_MONITOR_MODE'}`,
+      `  health                  ${app.managementUrl}/health`,
+      'Try:',
+      `  curl -s ${app.metricsUrl} | grep -v '^#'`,
+      `  ${curl}`,
+      `Sending a little traffic, 4 requests at a time${Number.isFinite(duration) ? ` for ${duration} s` : '; Ctrl+C to stop'}.`,
+      '',
+    ].join('\n'),
+  );
+
+  let stopping = false;
+  const workers = Array.from({ length: 4 }, (_, i) => traffic(app.dataUrl, i, () => stopping));
+  const summary = setInterval(() => void report(app.metricsUrl), 5000);
+  const stop = async (): Promise<void> => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    clearInterval(summary);
+    await Promise.all(workers);
+    await report(app.metricsUrl);
+    await app.close();
+    await sim.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop());
+  process.on('SIGTERM', () => void stop());
+  if (Number.isFinite(duration)) setTimeout(() => void stop(), duration * 1000);
+}
+
+/** One client: mostly good streamed requests, some without usage, a few bad and cancelled ones. */
+async function traffic(base: string, worker: number, stopped: () => boolean): Promise<void> {
+  for (let n = worker; !stopped(); n++) {
+    const model = n % 12 === 5 ? 'no-such-model' : MODELS[n % MODELS.length]!; // the upstream answers 404
+    const stream = n % 5 !== 2;
+    const body = {
+      model,
+      stream,
+      ...(stream && n % 3 !== 1 ? { stream_options: { include_usage: true } } : {}), // some never ask for usage
+      max_tokens: 16 + ((n * 13) % 64),
+      messages: [{ role: 'user', content: 'Tell me something about metering proxies.' }],
+    };
+    const controller = new AbortController();
+    if (n % 12 === 9) setTimeout(() => controller.abort(), 150).unref(); // a client that gives up
+    try {
+      const res = await fetch(`${base}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: controller.signal,
+      });
+      await res.arrayBuffer();
+    } catch {
+      // aborted on purpose, or the demo is stopping
+    }
+  }
+}
+
+async function report(metricsUrl: string | undefined): Promise<void> {
+  if (metricsUrl === undefined) return;
+  try {
+    const text = await (await fetch(metricsUrl)).text();
+    const total = (name: string) =>
+      text
+        .split('\n')
+        .filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `))
+        .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+    const ttftCount = total('time_to_first_token_seconds_count');
+    const ttftAvg = ttftCount === 0 ? 0 : total('time_to_first_token_seconds_sum') / ttftCount;
+    process.stdout.write(
+      `received ${total('request_received_total')}: ${total('request_success_total')} ok, ${total('request_failed_total')} failed, ` +
+        `${total('request_cancelled_total')} cancelled; TTFT avg ${ttftAvg.toFixed(3)} s; ` +
+        `${total('generation_tokens_total')} tokens generated\n`,
+    );
+  } catch {
+    // the metrics port went away: the demo is stopping
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`infermeter demo: ${(error as Error).message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,52 @@
+// The exposition passes `promtool check metrics` (Debian package prometheus). promtool lints
+// names as well as parsing; the only findings allowed are the two names the MindIE spec fixes
+// (avg_*_throughput_toks_per_s, "abbreviated units"), each listed here on purpose.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
+import { readFileSync } from 'node:fs';
+
+const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
+const available = promtool.status === 0;
+// In CI a missing promtool is a failure, not a skip: .ci/run installs it.
+const skip = available || process.env.CI ? false : 'promtool not installed (Debian package prometheus; .ci/run installs it)';
+
+const SPEC_MANDATED_LINT = new Set([
+  'avg_prompt_throughput_toks_per_s metric names should not contain abbreviated units',
+  'avg_generation_throughput_toks_per_s metric names should not contain abbreviated units',
+]);
+
+describe('promtool check metrics', { skip }, () => {
+  it('accepts a live /metrics after mixed traffic', async (t) => {
+    assert.ok(available, 'promtool must be installed');
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    const vllm = readFileSync(new URL('../../fixtures/streams/vllm-chat-usage.sse', import.meta.url));
+    upstream.respond((req) => {
+      const body = req.body.toString();
+      if (body.includes('"fail"')) return { status: 500, body: [{ data: 'oops' }] };
+      if (body.includes('"stream":true')) return sseScript(vllm, 0, 0);
+      return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"usage":{"prompt_tokens":3,"completion_tokens":4}}' }] };
+    });
+    const app = await startProxy(t, upstream.url);
+    const bodies = [
+      '{"model":"llama","stream":true}',
+      '{"model":"llama"}',
+      '{"model":"qu\\"ote\\\\back\\nline","stream":true}',
+      '{"model":"fail"}',
+      'not json',
+    ];
+    for (const body of bodies) await (await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body })).arrayBuffer();
+    await scrape(app); // a first scrape, so that the exposer summary has observations
+    const text = (await scrape(app)).text;
+    assert.match(text, /model_name="qu\\"ote\\\\back\\nline"/, 'label values escaped');
+    const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    const findings = `${result.stdout}\n${result.stderr}`.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+    const unexpected = findings.filter((l) => !SPEC_MANDATED_LINT.has(l));
+    assert.deepEqual(unexpected, [], 'promtool findings beyond the spec-mandated names');
+    // 0: clean; 3: lint findings only (all of them the allowed ones above). 1 would be a parse error.
+    assert.ok(result.status === 0 || result.status === 3, `promtool exit ${result.status}`);
+  });
+});
