@@ -9,6 +9,7 @@ import { createManagementApp } from './management/management-app.ts';
 import { createMetricsApp } from './management/metrics-app.ts';
 import { closeServer, createAppServer, listen, urlOf } from './management/listen.ts';
 import { monotonicClock, type Clock } from './measure/clock.ts';
+import type { ContainerSamplerOptions } from './metrics/container/container-sampler.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import { VERSION } from './version.ts';
 import { Hono } from 'hono';
@@ -27,6 +28,8 @@ export interface Infermeter {
 export interface StartOptions {
   readonly log: Logger;
   readonly clock?: Clock;
+  /** Sources of the AOM container metrics (tests pass fixtures). */
+  readonly container?: ContainerSamplerOptions;
 }
 
 export async function startInfermeter(config: Config, options: StartOptions): Promise<Infermeter> {
@@ -34,10 +37,20 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   const upstream = config.upstream;
   if (upstream === undefined) throw new Error('INFERMETER_UPSTREAM is required to start the proxy');
   const clock = options.clock ?? monotonicClock;
-  const metrics = createMetrics({ clock, throughputWindowSeconds: config.throughputWindowSeconds, version: VERSION });
+  let dataPlane: DataPlane | undefined;
+  const metrics = createMetrics({
+    clock,
+    throughputWindowSeconds: config.throughputWindowSeconds,
+    version: VERSION,
+    dialects: config.dialects,
+    buckets: config.buckets,
+    aom: config.aom,
+    openConnections: () => dataPlane?.connections() ?? 0,
+    ...(options.container === undefined ? {} : { container: options.container }),
+  });
 
   let ready = false;
-  const dataPlane: DataPlane = createDataPlane({
+  dataPlane = createDataPlane({
     upstream,
     clock,
     sink: metrics.sink,
@@ -50,13 +63,14 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     proxyError: metrics.proxy.proxyError,
   });
 
+  const plane = dataPlane;
   const management = createManagementApp({ ready: () => ready });
   const metricsApp = createMetricsApp(metrics, config.metricsEnabled);
   // One listener serves both when the ports are equal (and fixed); port 0 always means a listener of its own.
   const shared = config.metricsPort === config.managementPort && config.managementPort !== 0;
   const servers: Server[] = [];
   try {
-    const dataAddress = await listen(dataPlane.server, config.host, config.port);
+    const dataAddress = await listen(plane.server, config.host, config.port);
     let managementServer: Server;
     if (shared) {
       const both = new Hono();
@@ -93,11 +107,13 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       metrics,
       async close() {
         ready = false;
-        await Promise.all([dataPlane.close(), ...servers.map(closeServer)]);
+        metrics.close();
+        await Promise.all([plane.close(), ...servers.map(closeServer)]);
       },
     };
   } catch (error) {
-    await Promise.all([dataPlane.close(), ...servers.map(closeServer)]);
+    metrics.close();
+    await Promise.all([plane.close(), ...servers.map(closeServer)]);
     throw error;
   }
 }

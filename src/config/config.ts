@@ -2,6 +2,8 @@
 // config.json second, and validated as a whole: every problem is collected into one
 // ConfigError so that an operator fixes them all in one go. Nothing else reads process.env.
 import { isIP } from 'node:net';
+import { hostname } from 'node:os';
+import { bucketVariable, HISTOGRAM_FAMILIES, parseBuckets, type BucketOverrides, type HistogramFamily } from '../metrics/buckets.ts';
 import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -25,7 +27,32 @@ export interface Config {
   /** Window of the avg_*_throughput_toks_per_s gauges, in seconds. */
   readonly throughputWindowSeconds: number;
   readonly logLevel: LogLevel;
+  /** Metric dialects /metrics serves, in order. */
+  readonly dialects: readonly DialectName[];
+  /** Histogram buckets replaced through INFERMETER_BUCKETS_<FAMILY>. */
+  readonly buckets: BucketOverrides;
+  readonly aom: AomOptions;
 }
+
+export type DialectName = 'mindie' | 'aom';
+export const DIALECT_NAMES: readonly DialectName[] = ['mindie', 'aom'];
+
+export interface AomOptions {
+  /** Collection period of the AOM period gauges and container metrics, in seconds. */
+  readonly periodSeconds: number;
+  /** service_id, group_id, project_id, instance_name, service_name (those set) and source. */
+  readonly labels: Readonly<Record<string, string>>;
+}
+
+/** The AOM service labels and the variables that set them. */
+export const AOM_LABEL_VARIABLES = {
+  service_id: 'INFERMETER_AOM_SERVICE_ID',
+  group_id: 'INFERMETER_AOM_GROUP_ID',
+  project_id: 'INFERMETER_AOM_PROJECT_ID',
+  instance_name: 'INFERMETER_AOM_INSTANCE_NAME',
+  service_name: 'INFERMETER_AOM_SERVICE_NAME',
+  source: 'INFERMETER_AOM_SOURCE',
+} as const;
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
@@ -54,6 +81,8 @@ export interface LoadOptions {
   readonly requireUpstream?: boolean;
   /** Injected for tests; defaults to fs.readFileSync(path, 'utf8'). */
   readonly readFile?: (path: string) => string;
+  /** The default of the AOM `source` label; defaults to os.hostname(). */
+  readonly hostname?: string;
 }
 
 /** Every variable this module reads; a test checks that the README documents each one. */
@@ -73,6 +102,9 @@ export const VARIABLES = [
   'INFERMETER_MAX_EVENT_BYTES',
   'INFERMETER_THROUGHPUT_WINDOW_SECONDS',
   'INFERMETER_LOG_LEVEL',
+  'INFERMETER_DIALECTS',
+  'INFERMETER_AOM_PERIOD_SECONDS',
+  ...Object.values(AOM_LABEL_VARIABLES),
 ] as const;
 
 const MiB = 1024 * 1024;
@@ -155,6 +187,12 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const maxEventBytes = parseInteger(env, 'INFERMETER_MAX_EVENT_BYTES', 1 * MiB, 1024, 256 * MiB, problem);
   const throughputWindowSeconds = parseInteger(env, 'INFERMETER_THROUGHPUT_WINDOW_SECONDS', 10, 1, 3600, problem);
   const logLevel = parseLogLevel(env.INFERMETER_LOG_LEVEL, problem);
+  const dialects = parseDialects(env.INFERMETER_DIALECTS, problem);
+  const buckets = parseBucketOverrides(env, problem);
+  const aom: AomOptions = {
+    periodSeconds: parseInteger(env, 'INFERMETER_AOM_PERIOD_SECONDS', 30, 1, 3600, problem),
+    labels: parseAomLabels(env, options.hostname ?? hostname(), problem),
+  };
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
@@ -170,6 +208,9 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     maxEventBytes,
     throughputWindowSeconds,
     logLevel,
+    dialects,
+    buckets,
+    aom,
   });
 }
 
@@ -272,4 +313,49 @@ function parseLogLevel(raw: string | undefined, problem: Problem): LogLevel {
   if ((LOG_LEVELS as readonly string[]).includes(value)) return value as LogLevel;
   problem('INFERMETER_LOG_LEVEL', `one of ${LOG_LEVELS.join(', ')}`, raw);
   return 'info';
+}
+
+function parseDialects(raw: string | undefined, problem: Problem): DialectName[] {
+  const value = nonEmpty(raw);
+  if (value === undefined) return ['mindie'];
+  const names = value.split(',').map((n) => n.trim().toLowerCase());
+  const expected = `a comma-separated list of ${DIALECT_NAMES.join(', ')}, each at most once`;
+  const valid = names.every((n) => (DIALECT_NAMES as readonly string[]).includes(n)) && new Set(names).size === names.length;
+  if (!valid) {
+    problem('INFERMETER_DIALECTS', expected, raw);
+    return ['mindie'];
+  }
+  return names as DialectName[];
+}
+
+function parseBucketOverrides(env: Env, problem: Problem): BucketOverrides {
+  const overrides: Partial<Record<HistogramFamily, readonly number[]>> = {};
+  const known = new Map(HISTOGRAM_FAMILIES.map((f) => [bucketVariable(f), f]));
+  for (const [variable, raw] of Object.entries(env)) {
+    if (!variable.startsWith('INFERMETER_BUCKETS_') || raw === undefined) continue;
+    const family = known.get(variable);
+    if (family === undefined) {
+      problem(variable, `the name of a histogram family: one of ${[...known.keys()].join(', ')}`, raw);
+      continue;
+    }
+    const buckets = parseBuckets(raw);
+    if (buckets === undefined) problem(variable, 'strictly increasing positive numbers separated by commas, e.g. 0.1,0.5,1,2', raw);
+    else overrides[family] = buckets;
+  }
+  return Object.freeze(overrides);
+}
+
+// Label values end up in every AOM series: keep them printable and of reasonable size.
+const LABEL_VALUE = /^[^\u0000-\u001f\u007f]{1,256}$/;
+
+function parseAomLabels(env: Env, host: string, problem: Problem): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const [label, variable] of Object.entries(AOM_LABEL_VARIABLES)) {
+    const raw = env[variable];
+    const value = nonEmpty(raw) ?? (label === 'source' ? host : undefined);
+    if (value === undefined) continue;
+    if (LABEL_VALUE.test(value)) labels[label] = value;
+    else problem(variable, 'a label value of 1 to 256 printable characters', raw);
+  }
+  return Object.freeze(labels);
 }

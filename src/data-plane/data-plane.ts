@@ -35,6 +35,8 @@ export interface DataPlaneOptions {
 
 export interface DataPlane {
   readonly server: http.Server;
+  /** Client connections open now. */
+  connections(): number;
   /** Stops accepting, ends idle keep-alive connections and upstream sockets. */
   close(): Promise<void>;
 }
@@ -135,6 +137,11 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     }
     proxy.web(req, res, onProxyError);
   });
+  let connections = 0;
+  server.on('connection', (socket: Socket) => {
+    connections++;
+    socket.once('close', () => connections--);
+  });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', ignore);
     proxy.ws(req, socket, head, onProxyError);
@@ -147,6 +154,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
 
   return {
     server,
+    connections: () => connections,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

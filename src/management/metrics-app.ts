@@ -7,7 +7,7 @@ export function createMetricsApp(metrics: Metrics, enabled: boolean): Hono {
   const app = new Hono();
   app.get('/metrics', async (c) => {
     if (!enabled) return c.text('metrics are disabled: MIES_SERVICE_MONITOR_MODE is set to a value other than 1\n', 404);
-    const served = metrics.exposer.scrapeStarted();
+    const served = metrics.scrapeStarted();
     const body = await metrics.render();
     served(Buffer.byteLength(body));
     return c.body(body, 200, { 'content-type': metrics.contentType });

@@ -140,6 +140,7 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
         streamed,
         outputSeen: outputAt !== undefined,
         ttft: ttft(),
+        lastToken: firstTokenAt === undefined ? undefined : (lastTokenAt - t0) / 1000,
         e2e: outcome === 'success' ? (end - t0) / 1000 : undefined,
         tpot,
         promptTokens,

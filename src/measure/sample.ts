@@ -34,6 +34,8 @@ export interface RequestSample extends RequestInfo {
   readonly outputSeen: boolean;
   /** Seconds from arrival to the first token-carrying event (streams only). */
   readonly ttft: number | undefined;
+  /** Seconds from arrival to the last token-carrying event (streams only). */
+  readonly lastToken: number | undefined;
   /** Seconds from arrival to the last byte handed to the client (successes only). */
   readonly e2e: number | undefined;
   /** Seconds per output token after the first, and how many tokens that covers (n - 1). */

@@ -1,5 +1,4 @@
-// The exposer_* families of MindIE's Chinese spec edition: how /metrics itself is used.
-// Registered first so that they lead the exposition, as in the spec's example. The bytes and
+// The exposer_* families of MindIE's Chinese spec edition: how /metrics itself is used. The bytes and
 // latency of a scrape are counted once it is served, so a scrape shows those of the scrapes
 // before it; exposer_scrapes_total includes the scrape being served.
 import { Counter, Summary, type Registry } from 'prom-client';
@@ -7,6 +6,7 @@ import { Counter, Summary, type Registry } from 'prom-client';
 export interface Exposer {
   /** Call when a scrape starts; returns the function to call with the size of what was sent. */
   scrapeStarted(): (bytes: number) => void;
+  readonly metricNames: readonly string[];
 }
 
 export function createExposer(registry: Registry, now: () => number = () => performance.now()): Exposer {
@@ -29,6 +29,7 @@ export function createExposer(registry: Registry, now: () => number = () => perf
     registers: [registry],
   });
   return {
+    metricNames: ['exposer_transferred_bytes_total', 'exposer_scrapes_total', 'exposer_request_latencies'],
     scrapeStarted() {
       const start = now();
       scrapes.inc();

@@ -77,6 +77,8 @@ export interface HistogramOptions {
   readonly buckets: readonly number[];
   /** One label, the usual case here (model_name); its value is passed to observe(). */
   readonly labelName: string;
+  /** Labels with the same value on every series of the family (a service's identity). */
+  readonly constLabels?: Readonly<Record<string, string>>;
 }
 
 export interface WeightedHistogram extends Family {
@@ -92,7 +94,8 @@ interface Series {
 
 export function registerHistogram(registry: Registry, options: HistogramOptions): WeightedHistogram {
   const { name, help, labelName } = options;
-  checkName(name, [labelName]);
+  const constLabels = options.constLabels ?? {};
+  checkName(name, [labelName, ...Object.keys(constLabels)]);
   const bounds = Float64Array.from(options.buckets);
   for (let i = 1; i < bounds.length; i++) {
     if (!(bounds[i]! > bounds[i - 1]!)) throw new TypeError(`buckets of ${name} must increase strictly`);
@@ -128,14 +131,15 @@ export function registerHistogram(registry: Registry, options: HistogramOptions)
     get() {
       const values: MetricValue[] = [];
       for (const [labelValue, s] of series) {
+        const labels = { ...constLabels, [labelName]: labelValue };
         let cumulative = 0;
         for (let i = 0; i < bounds.length; i++) {
           cumulative += s.counts[i]!;
-          values.push({ value: cumulative, labels: { [labelName]: labelValue, le: bounds[i]! }, metricName: bucketName });
+          values.push({ value: cumulative, labels: { ...labels, le: bounds[i]! }, metricName: bucketName });
         }
-        values.push({ value: s.count, labels: { [labelName]: labelValue, le: '+Inf' }, metricName: bucketName });
-        values.push({ value: s.sum, labels: { [labelName]: labelValue }, metricName: sumName });
-        values.push({ value: s.count, labels: { [labelName]: labelValue }, metricName: countName });
+        values.push({ value: s.count, labels: { ...labels, le: '+Inf' }, metricName: bucketName });
+        values.push({ value: s.sum, labels, metricName: sumName });
+        values.push({ value: s.count, labels, metricName: countName });
       }
       return { name, help, type: 'histogram', values, aggregator: 'sum' };
     },

@@ -1,13 +1,13 @@
 // Starts infermeter on port 0 in front of a given upstream, the way the CLI does, and fetches
 // its /metrics. Every test closes what it started through t.after.
 import type { TestContext } from 'node:test';
-import { startInfermeter, type Infermeter } from '../../src/app.ts';
+import { startInfermeter, type Infermeter, type StartOptions } from '../../src/app.ts';
 import { loadConfig, type Env } from '../../src/config/config.ts';
 import { silentLogger } from '../../src/log.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { parseExposition, type Exposition } from './exposition.ts';
 
-export async function startProxy(t: TestContext, upstream: string, env: Env = {}): Promise<Infermeter> {
+export async function startProxy(t: TestContext, upstream: string, env: Env = {}, options: Omit<StartOptions, 'log'> = {}): Promise<Infermeter> {
   const config = loadConfig({
     INFERMETER_UPSTREAM: upstream,
     INFERMETER_PORT: '0',
@@ -15,7 +15,7 @@ export async function startProxy(t: TestContext, upstream: string, env: Env = {}
     INFERMETER_METRICS_PORT: '0',
     ...env,
   });
-  const app = await startInfermeter(config, { log: silentLogger });
+  const app = await startInfermeter(config, { ...options, log: silentLogger });
   t.after(() => app.close());
   return app;
 }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { ConfigError, loadConfig, VARIABLES } from '../../src/config/config.ts';
+import { HISTOGRAM_FAMILIES } from '../../src/metrics/buckets.ts';
 
 const noFile = (path: string): string => {
   throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' });
@@ -107,8 +108,34 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({ MIES_SERVICE_MONITOR_MODE: 'yes' }).metricsEnabled, false);
   });
 
+  it('selects metric dialects, each at most once', () => {
+    assert.deepEqual(loadConfig({}).dialects, ['mindie']);
+    assert.deepEqual(loadConfig({ INFERMETER_DIALECTS: 'aom' }).dialects, ['aom']);
+    assert.deepEqual(loadConfig({ INFERMETER_DIALECTS: ' MindIE , aom ' }).dialects, ['mindie', 'aom']);
+    assert.throws(() => loadConfig({ INFERMETER_DIALECTS: 'mindie,mindie' }), /INFERMETER_DIALECTS: expected a comma-separated list of mindie, aom/);
+    assert.throws(() => loadConfig({ INFERMETER_DIALECTS: 'prometheus' }), /INFERMETER_DIALECTS/);
+  });
+
+  it('reads histogram bucket overrides by family and refuses bad ones', () => {
+    const c = loadConfig({ INFERMETER_BUCKETS_TIME_TO_FIRST_TOKEN_SECONDS: '0.5, 1,2,5e0' });
+    assert.deepEqual(c.buckets, { time_to_first_token_seconds: [0.5, 1, 2, 5] });
+    assert.throws(() => loadConfig({ INFERMETER_BUCKETS_TIME_TO_FIRST_TOKEN_SECONDS: '1,1' }), /strictly increasing positive numbers/);
+    assert.throws(() => loadConfig({ INFERMETER_BUCKETS_E2E_REQUEST_LATENCY_SECONDS: '-1,2' }), /INFERMETER_BUCKETS_E2E_REQUEST_LATENCY_SECONDS/);
+    assert.throws(() => loadConfig({ INFERMETER_BUCKETS_TTFT: '1,2' }), /INFERMETER_BUCKETS_TTFT: expected the name of a histogram family/);
+  });
+
+  it('reads the AOM service labels, leaving unset ones out, with the host name as source', () => {
+    const c = loadConfig({ INFERMETER_AOM_SERVICE_ID: 'svc', INFERMETER_AOM_GROUP_ID: '', INFERMETER_AOM_PERIOD_SECONDS: '60' }, { hostname: 'pod-7' });
+    assert.deepEqual(c.aom, { periodSeconds: 60, labels: { service_id: 'svc', source: 'pod-7' } });
+    assert.equal(loadConfig({ INFERMETER_AOM_SOURCE: 'node-a' }, { hostname: 'pod-7' }).aom.labels.source, 'node-a');
+    assert.throws(() => loadConfig({ INFERMETER_AOM_SERVICE_NAME: 'a\nb' }), /INFERMETER_AOM_SERVICE_NAME: expected a label value/);
+    assert.throws(() => loadConfig({ INFERMETER_AOM_PERIOD_SECONDS: '0' }), /INFERMETER_AOM_PERIOD_SECONDS/);
+  });
+
   it('is documented: every variable it reads is in the README configuration table', () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     for (const variable of VARIABLES) assert.match(readme, new RegExp(`\\| \`${variable}\` \\|`), `${variable} in README`);
+    assert.match(readme, /\| `INFERMETER_BUCKETS_<FAMILY>` \|/);
+    for (const family of HISTOGRAM_FAMILIES) assert.match(readme, new RegExp(`\`${family}\``), `histogram family ${family} named in README`);
   });
 });

@@ -6,19 +6,15 @@
 import type { Registry } from 'prom-client';
 import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
 import type { MeasurementState, ModelState } from '../recorder.ts';
-import type { Dialect } from './dialect.ts';
+import { bucketsFor, type HistogramFamily } from '../buckets.ts';
+import { createExposer } from '../exposer.ts';
+import type { Dialect, DialectContext } from './dialect.ts';
 
 const LABEL = 'model_name';
 
-export const MINDIE_BUCKETS = {
-  time_to_first_token_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
-  time_per_output_token_seconds: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
-  e2e_request_latency_seconds: [1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60],
-  request_prompt_tokens: [10, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
-  request_generation_tokens: [10, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
-} as const;
-
-export function createMindieDialect(registry: Registry, state: MeasurementState): Dialect {
+export function createMindieDialect(registry: Registry, state: MeasurementState, context: DialectContext): Dialect {
+  // The exposer_* families lead the exposition, as in the spec's example.
+  const exposer = createExposer(registry);
   const perModel = (read: (m: ModelState) => number) => (): MetricValue[] => {
     const values: MetricValue[] = [];
     for (const m of state.models.values()) values.push({ value: read(m), labels: { [LABEL]: m.model } });
@@ -64,8 +60,8 @@ export function createMindieDialect(registry: Registry, state: MeasurementState)
     ),
   ];
 
-  const histogram = (name: keyof typeof MINDIE_BUCKETS, help: string) => {
-    const h = registerHistogram(registry, { name, help, buckets: MINDIE_BUCKETS[name], labelName: LABEL });
+  const histogram = (name: HistogramFamily, help: string) => {
+    const h = registerHistogram(registry, { name, help, buckets: bucketsFor(name, context.buckets), labelName: LABEL });
     names.push(name);
     return h;
   };
@@ -77,7 +73,8 @@ export function createMindieDialect(registry: Registry, state: MeasurementState)
 
   return {
     name: 'mindie',
-    metricNames: names,
+    metricNames: [...exposer.metricNames, ...names],
+    scrapeStarted: exposer.scrapeStarted,
     firstOutput(info, ttftSeconds) {
       if (ttftSeconds !== undefined) ttft.observe(info.model, ttftSeconds);
     },

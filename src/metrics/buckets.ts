@@ -1,0 +1,51 @@
+// Histogram bucket boundaries of every histogram family, by family name, and the parser for the
+// INFERMETER_BUCKETS_<FAMILY> overrides. The MindIE defaults are the spec's; the AOM defaults
+// (milliseconds and token counts) are infermeter's choice for LLM traffic, documented in
+// docs/metrics.md.
+
+export const DEFAULT_BUCKETS = {
+  // MindIE (seconds, tokens): as the spec gives them.
+  time_to_first_token_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+  time_per_output_token_seconds: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+  e2e_request_latency_seconds: [1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60],
+  request_prompt_tokens: [10, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
+  request_generation_tokens: [10, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
+  // ModelArts AOM (milliseconds, tokens): the spec names upper limits of 3.7K (request cost) and
+  // 110K (the others); the last finite bounds reach past them so that the top is resolved.
+  infer_service_request_cost: [10, 25, 50, 100, 250, 500, 1000, 2000, 3700, 5000, 10000, 20000, 30000, 60000, 120000, 300000],
+  infer_service_first_token_cost: [5, 10, 25, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 7500, 10000, 20000, 30000, 60000, 110000],
+  infer_service_per_token_cost: [1, 2, 5, 10, 15, 20, 25, 30, 40, 50, 75, 100, 150, 200, 300, 500, 1000, 2500, 110000],
+  infer_service_input_token_quantity: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 110000, 131072],
+  infer_service_output_token_quantity: [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 110000, 131072],
+} as const satisfies Record<string, readonly number[]>;
+
+export type HistogramFamily = keyof typeof DEFAULT_BUCKETS;
+
+export const HISTOGRAM_FAMILIES = Object.keys(DEFAULT_BUCKETS) as HistogramFamily[];
+
+/** Overrides by family; families not named keep their defaults. */
+export type BucketOverrides = Readonly<Partial<Record<HistogramFamily, readonly number[]>>>;
+
+export function bucketsFor(family: HistogramFamily, overrides: BucketOverrides | undefined): readonly number[] {
+  return overrides?.[family] ?? DEFAULT_BUCKETS[family];
+}
+
+/** The environment variable that overrides a family's buckets. */
+export function bucketVariable(family: HistogramFamily): string {
+  return `INFERMETER_BUCKETS_${family.toUpperCase()}`;
+}
+
+/** Parses "0.1,0.5,1" into strictly increasing finite positive numbers; undefined when invalid. */
+export function parseBuckets(text: string): number[] | undefined {
+  const parts = text.split(',').map((p) => p.trim());
+  if (parts.length === 0 || parts.length > 100) return undefined;
+  const values: number[] = [];
+  for (const part of parts) {
+    if (!/^(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/.test(part)) return undefined;
+    const value = Number(part);
+    if (!Number.isFinite(value) || value <= 0) return undefined;
+    if (values.length > 0 && value <= values[values.length - 1]!) return undefined;
+    values.push(value);
+  }
+  return values;
+}
