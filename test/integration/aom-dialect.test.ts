@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { hostname as hostname_ } from 'node:os';
 import { describe, it } from 'node:test';
+import { onPath } from '../../src/metrics/container/container-sampler.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
 
@@ -90,8 +91,9 @@ describe('AOM dialect', () => {
     assert.match(text, /# TYPE infer_service_request_cost histogram/);
     assert.match(text, /# TYPE ma_container_memory_util gauge/);
     assert.doesNotMatch(text, /request_received_total|exposer_scrapes_total|time_to_first_token_seconds/);
-    // No GPU or NPU tool on this machine: those families are absent, not zero.
-    assert.doesNotMatch(text, /ma_container_gpu|ma_container_npu/);
+    // The GPU and NPU families exist exactly where their tool is on the PATH: absent, not zero.
+    assert.equal(/# TYPE ma_container_gpu_util gauge/.test(text), onPath('nvidia-smi'));
+    assert.equal(/# TYPE ma_container_npu_util gauge/.test(text), onPath('npu-smi'));
   });
 
   it('serves MindIE alone by default, without the AOM families', async (t) => {

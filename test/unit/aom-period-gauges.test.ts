@@ -8,7 +8,7 @@ import { parseExposition, type Exposition } from '../helpers/exposition.ts';
 
 const SERVICE = { service_id: 'svc-1', source: 'pod-a' };
 
-function setup(): { metrics: Metrics; clock: { now: number }; scrape: () => Promise<Exposition> } {
+function setup(tools = { gpu: false, npu: false }): { metrics: Metrics; clock: { now: number }; scrape: () => Promise<Exposition> } {
   const clock = { now: 0 };
   const metrics = createMetrics({
     clock: () => clock.now,
@@ -18,7 +18,7 @@ function setup(): { metrics: Metrics; clock: { now: number }; scrape: () => Prom
     buckets: {},
     aom: { periodSeconds: 30, labels: SERVICE },
     openConnections: () => 3,
-    container: { paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' }, hostCpus: 1, hostMemoryBytes: 1, gpu: false, npu: false, run: async () => undefined, now: () => clock.now },
+    container: { paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' }, hostCpus: 1, hostMemoryBytes: 1, ...tools, run: async () => undefined, now: () => clock.now },
   });
   return { metrics, clock, scrape: async () => parseExposition(await metrics.render()) };
 }
@@ -121,5 +121,21 @@ describe('AOM period gauges', () => {
     assert.equal(m.value('infer_service_request_total', { ...l, code: '2xx', method: 'POST', path: '/v1/chat/completions' }), 1);
     assert.deepEqual(m.series('infer_service_first_token_avg_cost'), []);
     metrics.close();
+  });
+});
+
+describe('AOM accelerator families', () => {
+  it('exist only where the vendor tool does', async () => {
+    for (const tools of [{ gpu: false, npu: false }, { gpu: true, npu: false }, { gpu: false, npu: true }]) {
+      const { metrics } = setup(tools);
+      const text = await metrics.render();
+      assert.equal(text.includes('# TYPE ma_container_gpu_util gauge'), tools.gpu);
+      assert.equal(text.includes('# TYPE ma_container_gpu_mem_used_megabytes gauge'), tools.gpu);
+      assert.equal(text.includes('# TYPE ma_container_npu_util gauge'), tools.npu);
+      assert.equal(text.includes('# TYPE ma_container_npu_memory_util gauge'), tools.npu);
+      // A tool that answers nothing leaves its families without samples, never zeros.
+      assert.doesNotMatch(text, /^ma_container_(gpu|npu)_\w+\{/m);
+      metrics.close();
+    }
   });
 });
