@@ -7,12 +7,15 @@ import { createDataPlane, type DataPlane } from './data-plane/data-plane.ts';
 import type { Logger } from './log.ts';
 import { createManagementApp } from './management/management-app.ts';
 import { createMetricsApp } from './management/metrics-app.ts';
-import { closeServer, createAppServer, listen, urlOf } from './management/listen.ts';
+import { closeServer, createAppServer, hostPort, listen, urlOf } from './management/listen.ts';
 import { monotonicClock, type Clock } from './measure/clock.ts';
 import type { ContainerSamplerOptions } from './metrics/container/container-sampler.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import { VERSION } from './version.ts';
 import { Hono } from 'hono';
+
+/** The custom-metric limit of ModelArts: a relayed exposition larger than this is refused. */
+const RELAY_MAX_BYTES = 240 * 1024;
 
 export interface Infermeter {
   /** Base URL clients use instead of the model server's. */
@@ -46,6 +49,21 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     buckets: config.buckets,
     aom: config.aom,
     openConnections: () => dataPlane?.connections() ?? 0,
+    jsonWindow: config.jsonWindow,
+    ...(config.upstreamMetrics === undefined
+      ? {}
+      : {
+          upstreamMetrics: {
+            metricsUrl: config.upstreamMetrics,
+            jsonUrl: config.upstreamMetricsJson,
+            modelsUrl: new URL(`${upstream.pathname.replace(/\/$/, '')}/v1/models`, upstream.origin),
+            intervalMs: config.upstreamMetricsIntervalSeconds * 1000,
+            timeoutMs: config.upstreamMetricsTimeoutMs,
+            relay: { enabled: config.relayUpstreamMetrics, intervalMs: config.relayIntervalSeconds * 1000, maxBytes: RELAY_MAX_BYTES },
+            log,
+            now: clock,
+          },
+        }),
     ...(options.container === undefined ? {} : { container: options.container }),
   });
 
@@ -64,7 +82,8 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   });
 
   const plane = dataPlane;
-  const management = createManagementApp({ ready: () => ready });
+  let instance = `${config.managementHost}:${config.managementPort}`;
+  const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance });
   const metricsApp = createMetricsApp(metrics, config.metricsEnabled);
   // One listener serves both when the ports are equal (and fixed); port 0 always means a listener of its own.
   const shared = config.metricsPort === config.managementPort && config.managementPort !== 0;
@@ -82,6 +101,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     }
     servers.push(managementServer);
     const managementAddress = await listen(managementServer, config.managementHost, config.managementPort);
+    instance = hostPort(managementAddress);
     let metricsUrl: string | undefined;
     if (shared) {
       if (config.metricsEnabled) metricsUrl = `${urlOf(managementAddress)}/metrics`;
@@ -90,6 +110,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       servers.push(metricsServer);
       metricsUrl = `${urlOf(await listen(metricsServer, config.managementHost, config.metricsPort))}/metrics`;
     }
+    metrics.start();
     ready = true;
     const dataUrl = urlOf(dataAddress);
     const managementUrl = urlOf(managementAddress);
@@ -99,6 +120,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       upstream: upstream.origin + upstream.pathname.replace(/\/$/, ''),
       management: managementUrl,
       metrics: metricsUrl ?? 'disabled',
+      upstream_metrics: config.upstreamMetrics?.href ?? 'off',
     });
     return {
       dataUrl,

@@ -32,6 +32,19 @@ export interface Config {
   /** Histogram buckets replaced through INFERMETER_BUCKETS_<FAMILY>. */
   readonly buckets: BucketOverrides;
   readonly aom: AomOptions;
+  /** The engine's own /metrics, read on an interval; undefined when off. */
+  readonly upstreamMetrics: URL | undefined;
+  readonly upstreamMetricsIntervalSeconds: number;
+  readonly upstreamMetricsTimeoutMs: number;
+  /** MindIE's /metrics-json, for remainBlocks; undefined when unset. */
+  readonly upstreamMetricsJson: URL | undefined;
+  /** Re-serve the engine's exposition below infermeter's own on /metrics. */
+  readonly relayUpstreamMetrics: boolean;
+  readonly relayIntervalSeconds: number;
+  /** Requests in the /metrics-json averages. */
+  readonly jsonWindow: number;
+  /** The `job` of /metrics-json entries. */
+  readonly jsonJob: string;
 }
 
 export type DialectName = 'mindie' | 'aom';
@@ -103,6 +116,14 @@ export const VARIABLES = [
   'INFERMETER_THROUGHPUT_WINDOW_SECONDS',
   'INFERMETER_LOG_LEVEL',
   'INFERMETER_DIALECTS',
+  'INFERMETER_UPSTREAM_METRICS',
+  'INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS',
+  'INFERMETER_UPSTREAM_METRICS_TIMEOUT_MS',
+  'INFERMETER_UPSTREAM_METRICS_JSON',
+  'INFERMETER_RELAY_UPSTREAM_METRICS',
+  'INFERMETER_RELAY_INTERVAL_SECONDS',
+  'INFERMETER_JSON_WINDOW',
+  'INFERMETER_JSON_JOB',
   'INFERMETER_AOM_PERIOD_SECONDS',
   ...Object.values(AOM_LABEL_VARIABLES),
 ] as const;
@@ -194,6 +215,19 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     labels: parseAomLabels(env, options.hostname ?? hostname(), problem),
   };
 
+  const upstreamMetrics = parseMetricsUrl('INFERMETER_UPSTREAM_METRICS', env.INFERMETER_UPSTREAM_METRICS, upstream === undefined ? undefined : new URL('/metrics', upstream.origin), problem);
+  const upstreamMetricsJson = parseMetricsUrl('INFERMETER_UPSTREAM_METRICS_JSON', env.INFERMETER_UPSTREAM_METRICS_JSON, undefined, problem);
+  const upstreamMetricsIntervalSeconds = parseInteger(env, 'INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS', 5, 1, 3600, problem);
+  const upstreamMetricsTimeoutMs = parseInteger(env, 'INFERMETER_UPSTREAM_METRICS_TIMEOUT_MS', 2000, 100, 60_000, problem);
+  const relayUpstreamMetrics = parseSwitch(env, 'INFERMETER_RELAY_UPSTREAM_METRICS', false, problem);
+  const relayIntervalSeconds = parseInteger(env, 'INFERMETER_RELAY_INTERVAL_SECONDS', 30, 1, 3600, problem);
+  if (relayUpstreamMetrics && upstreamMetrics === undefined && env.INFERMETER_UPSTREAM_METRICS?.trim().toLowerCase() === 'off') {
+    problem('INFERMETER_RELAY_UPSTREAM_METRICS', 'INFERMETER_UPSTREAM_METRICS not to be off (the relay re-serves what it reads)', env.INFERMETER_RELAY_UPSTREAM_METRICS);
+  }
+  const jsonWindow = parseInteger(env, 'INFERMETER_JSON_WINDOW', 1000, 1, 1_000_000, problem);
+  const jsonJob = nonEmpty(env.INFERMETER_JSON_JOB) ?? 'node';
+  if (!LABEL_VALUE.test(jsonJob)) problem('INFERMETER_JSON_JOB', 'a name of 1 to 256 printable characters', env.INFERMETER_JSON_JOB);
+
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     upstream,
@@ -211,6 +245,14 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     dialects,
     buckets,
     aom,
+    upstreamMetrics,
+    upstreamMetricsIntervalSeconds,
+    upstreamMetricsTimeoutMs,
+    upstreamMetricsJson,
+    relayUpstreamMetrics,
+    relayIntervalSeconds,
+    jsonWindow,
+    jsonJob,
   });
 }
 
@@ -358,4 +400,27 @@ function parseAomLabels(env: Env, host: string, problem: Problem): Record<string
     else problem(variable, 'a label value of 1 to 256 printable characters', raw);
   }
   return Object.freeze(labels);
+}
+
+function parseMetricsUrl(variable: string, raw: string | undefined, fallback: URL | undefined, problem: Problem): URL | undefined {
+  const value = nonEmpty(raw);
+  if (value === undefined) return fallback;
+  if (value.toLowerCase() === 'off') return undefined;
+  try {
+    const url = new URL(value);
+    if (url.protocol === 'http:' || url.protocol === 'https:') return url;
+  } catch {
+    // reported below
+  }
+  problem(variable, 'an http:// or https:// URL, or off', raw);
+  return undefined;
+}
+
+function parseSwitch(env: Env, variable: string, fallback: boolean, problem: Problem): boolean {
+  const value = nonEmpty(env[variable])?.toLowerCase();
+  if (value === undefined) return fallback;
+  if (value === '1' || value === 'true' || value === 'on') return true;
+  if (value === '0' || value === 'false' || value === 'off') return false;
+  problem(variable, '1 or 0 (also true/false, on/off)', env[variable]);
+  return fallback;
 }

@@ -32,6 +32,11 @@ export function closeServer(server: Server): Promise<void> {
 }
 
 export function urlOf(address: AddressInfo, scheme = 'http'): string {
+  return `${scheme}://${hostPort(address)}`;
+}
+
+/** ip:port, with brackets around an IPv6 address. */
+export function hostPort(address: AddressInfo): string {
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return `${scheme}://${host}:${address.port}`;
+  return `${host}:${address.port}`;
 }

@@ -1,14 +1,19 @@
-// Liveness and readiness on the management port: /health answers while the process serves,
-// /ready only while the data plane accepts traffic (a load balancer stops sending at 503).
+// The management port: /health answers while the process serves, /ready only while the data
+// plane accepts traffic (a load balancer stops sending at 503), /metrics-json the spec's
+// rolling averages.
 import { Hono } from 'hono';
+import type { Metrics } from '../metrics/metrics.ts';
+import { metricsJson, type MetricsJsonOptions } from './metrics-json.ts';
 
-export interface ManagementOptions {
+export interface ManagementOptions extends MetricsJsonOptions {
   readonly ready: () => boolean;
+  readonly metrics: Metrics;
 }
 
 export function createManagementApp(options: ManagementOptions): Hono {
   const app = new Hono();
   app.get('/health', (c) => c.json({ status: 'healthy' }));
   app.get('/ready', (c) => (options.ready() ? c.json({ status: 'ready' }) : c.json({ status: 'not ready' }, 503)));
+  app.get('/metrics-json', (c) => c.json(metricsJson(options.metrics, options)));
   return app;
 }

@@ -7,7 +7,10 @@ import type { MeasurementSink } from '../measure/request-timer.ts';
 import { createAomDialect } from './dialects/aom.ts';
 import type { Dialect, DialectContext, DialectFactory } from './dialects/dialect.ts';
 import { createMindieDialect } from './dialects/mindie.ts';
+import { createEngineScraper, type EngineScraper, type EngineScraperOptions, type EngineView } from '../engine/engine-scraper.ts';
+import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
 import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
+import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
 
 /** Every dialect by its INFERMETER_DIALECTS name. */
@@ -29,31 +32,68 @@ export interface Metrics {
   /** The exposition text of every family. */
   render(): Promise<string>;
   readonly contentType: string;
-  /** Stops the dialects' background work. */
+  /** Mean TTFT and TBT (ms) over the last INFERMETER_JSON_WINDOW finished requests. */
+  recentAverages(): { ttftMs: number | undefined; tbtMs: number | undefined };
+  /** The engine's state from its last good scrape, when its metrics are read. */
+  engineView(): EngineView | undefined;
+  /** The engine scraper, when the upstream's metrics are read (tests drive its rounds). */
+  readonly engineScraper: EngineScraper | undefined;
+  /** Starts background work (the engine scraper). */
+  start(): void;
+  /** Stops the dialects' and the scraper's background work. */
   close(): void;
 }
 
-export interface MetricsOptions extends Omit<DialectContext, 'openConnections'> {
+export interface MetricsOptions extends Omit<DialectContext, 'openConnections' | 'engine'> {
   readonly clock: Clock;
   readonly throughputWindowSeconds: number;
   readonly version: string;
   readonly dialects: readonly DialectName[];
   /** Client connections open on the data plane now (read at scrape time). */
   readonly openConnections?: () => number;
+  /** Size of the /metrics-json window, in requests. */
+  readonly jsonWindow?: number;
+  /** Reading the engine's own /metrics; undefined: off. */
+  readonly upstreamMetrics?: Omit<EngineScraperOptions, 'ownNames'>;
 }
 
 export function createMetrics(options: MetricsOptions): Metrics {
   const registry = new Registry();
   const recorder = createRecorder(options.clock, options.throughputWindowSeconds);
+  let scraper: EngineScraper | undefined;
   const context: DialectContext = {
     buckets: options.buckets,
     aom: options.aom,
     openConnections: options.openConnections ?? (() => 0),
+    engine: () => scraper?.view(),
     ...(options.container === undefined ? {} : { container: options.container }),
   };
   const dialects = options.dialects.map((name) => DIALECTS[name](registry, recorder.state, context));
   for (const dialect of dialects) recorder.addObserver(dialect);
   const proxy = createProxyFamilies(registry, options.version);
+  const recent = createRecentRequests(options.jsonWindow ?? 1000);
+  recorder.addObserver({
+    finished: (s) => recent.add(s.ttft === undefined ? undefined : s.ttft * 1000, s.tpot === undefined ? undefined : s.tpot.seconds * 1000),
+  });
+  let ownNames: Set<string> | undefined;
+  if (options.upstreamMetrics !== undefined) {
+    scraper = createEngineScraper(
+      {
+        ...options.upstreamMetrics,
+        // Every series name infermeter itself may emit: a relayed family must not reuse one.
+        ownNames: () => {
+          ownNames ??= new Set(
+            registry.getMetricsAsArray().flatMap((m) => {
+              const { name, type } = m as unknown as { name: string; type: FamilyType };
+              return [name, ...seriesNames(name, type)];
+            }),
+          );
+          return ownNames;
+        },
+      },
+      registry,
+    );
+  }
   return {
     registry,
     sink: recorder.sink,
@@ -67,9 +107,20 @@ export function createMetrics(options: MetricsOptions): Metrics {
         for (const f of done) f(bytes);
       };
     },
-    render: () => registry.metrics(),
+    async render() {
+      const own = await registry.metrics();
+      const relayed = scraper?.relayText() ?? '';
+      return relayed === '' ? own : `${own}\n${relayed}`;
+    },
     contentType: registry.contentType,
+    recentAverages: () => recent.averages(),
+    engineView: () => scraper?.view(),
+    engineScraper: scraper,
+    start() {
+      scraper?.start();
+    },
     close() {
+      scraper?.stop();
       for (const d of dialects) d.close?.();
     },
   };

@@ -13,6 +13,8 @@ export async function startProxy(t: TestContext, upstream: string, env: Env = {}
     INFERMETER_PORT: '0',
     INFERMETER_MANAGEMENT_PORT: '0',
     INFERMETER_METRICS_PORT: '0',
+    // Tests of other features do not want the replaying upstream scraped; engine tests set it.
+    INFERMETER_UPSTREAM_METRICS: 'off',
     ...env,
   });
   const app = await startInfermeter(config, { ...options, log: silentLogger });

@@ -6,6 +6,7 @@ import type { Registry } from 'prom-client';
 import type { AomOptions } from '../../config/config.ts';
 import type { BucketOverrides } from '../buckets.ts';
 import type { ContainerSamplerOptions } from '../container/container-sampler.ts';
+import type { EngineView } from '../../engine/engine-scraper.ts';
 import type { MeasurementState, SampleObserver } from '../recorder.ts';
 
 export interface Dialect extends SampleObserver {
@@ -23,6 +24,8 @@ export interface DialectContext {
   readonly aom: AomOptions;
   /** Client connections open on the data plane now. */
   readonly openConnections: () => number;
+  /** The engine's own state from its /metrics, when it is read and the last scrape succeeded. */
+  readonly engine: () => EngineView | undefined;
   /** Sources of the container metrics; tests pass fixture trees and a fake nvidia-smi. */
   readonly container?: ContainerSamplerOptions;
 }

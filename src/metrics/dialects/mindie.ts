@@ -1,13 +1,15 @@
 // MindIE's service metrics (spec: MindIE "Querying Service Management and Control Metrics",
-// English and Chinese editions): the names, HELP texts, types, `model_name` label and histogram
-// buckets of the spec. The engine-internal families of that spec (num_requests_swapped,
-// num_preemptions_total, npu/cpu_cache_usage_perc, npu_prefix_cache_hit_rate) are not visible
-// in traffic and are not emitted here. request_cancelled_total is infermeter's addition.
+// English and Chinese editions): the names, HELP texts, types, `model_name` label, buckets and
+// order of the spec. The engine-internal families (swapped requests, preemptions, KV-cache
+// usage, prefix-cache hit rate) come from the engine's own /metrics when it is read, and are
+// left without samples otherwise; when the engine reports running and waiting requests, its
+// values win over the proxy's in-flight counts. request_cancelled_total is infermeter's addition.
 import type { Registry } from 'prom-client';
-import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
-import type { MeasurementState, ModelState } from '../recorder.ts';
+import type { EngineFamily } from '../../engine/engine-map.ts';
 import { bucketsFor, type HistogramFamily } from '../buckets.ts';
 import { createExposer } from '../exposer.ts';
+import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
+import type { MeasurementState, ModelState } from '../recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 
 const LABEL = 'model_name';
@@ -15,50 +17,54 @@ const LABEL = 'model_name';
 export function createMindieDialect(registry: Registry, state: MeasurementState, context: DialectContext): Dialect {
   // The exposer_* families lead the exposition, as in the spec's example.
   const exposer = createExposer(registry);
+  const names: string[] = [];
+
   const perModel = (read: (m: ModelState) => number) => (): MetricValue[] => {
     const values: MetricValue[] = [];
     for (const m of state.models.values()) values.push({ value: read(m), labels: { [LABEL]: m.model } });
     return values;
   };
-  const counter = (name: string, help: string, read: (m: ModelState) => number): string =>
-    registerDerived(registry, { name, help, type: 'counter', collect: perModel(read) }).name;
-  const gauge = (
-    name: string,
-    help: string,
-    read: (m: ModelState) => number,
-    aggregator: 'sum' | 'average' = 'sum',
-  ): string => registerDerived(registry, { name, help, type: 'gauge', aggregator, collect: perModel(read) }).name;
+  /** The engine's value per model where it reports one, the proxy's own elsewhere. */
+  const engineOr = (family: EngineFamily, read: (m: ModelState) => number) => (): MetricValue[] => {
+    const engine = context.engine()?.values.get(family);
+    const values = perModel(read)().filter((v) => !engine?.has(String(v.labels[LABEL])));
+    for (const [model, value] of engine ?? []) values.push({ value, labels: { [LABEL]: model } });
+    return values;
+  };
+  const engineOnly = (family: EngineFamily) => (): MetricValue[] =>
+    [...(context.engine()?.values.get(family) ?? [])].map(([model, value]) => ({ value, labels: { [LABEL]: model } }));
 
-  const names = [
-    counter('request_received_total', 'Number of requests received so far.', (m) => m.received),
-    counter('request_success_total', 'Number of requests proceed successfully so far.', (m) => m.success),
-    counter('request_failed_total', 'Number of requests failed so far.', (m) => m.failed),
-    counter(
-      'request_cancelled_total',
-      'Number of requests cancelled by the client so far (neither success nor failure).',
-      (m) => m.cancelled,
-    ),
-    gauge('num_requests_running', 'Number of requests currently running on NPU.', (m) => m.running),
-    gauge('num_requests_waiting', 'Number of requests waiting to be processed.', (m) => m.waiting),
-    counter('prompt_tokens_total', 'Number of prefill tokens processed.', (m) => m.promptTokens),
-    counter('generation_tokens_total', 'Number of generation tokens processed.', (m) => m.generationTokens),
-    gauge(
-      'avg_prompt_throughput_toks_per_s',
-      'Average prefill throughput in tokens/s.',
-      (m) => m.promptWindow.sum(state.clock()) / state.windowCoverage(),
-    ),
-    gauge(
-      'avg_generation_throughput_toks_per_s',
-      'Average generation throughput in tokens/s.',
-      (m) => m.generationWindow.sum(state.clock()) / state.windowCoverage(),
-    ),
-    gauge(
-      'failed_request_perc',
-      'Requests failure rate. 1 means 100 percent usage.',
-      (m) => (m.received === 0 ? 0 : m.failed / m.received),
-      'average',
-    ),
-  ];
+  const family = (name: string, help: string, type: 'counter' | 'gauge', collect: () => MetricValue[], aggregator: 'sum' | 'average' = 'sum'): void => {
+    registerDerived(registry, { name, help, type, aggregator, collect });
+    names.push(name);
+  };
+
+  family('request_received_total', 'Number of requests received so far.', 'counter', perModel((m) => m.received));
+  family('request_success_total', 'Number of requests proceed successfully so far.', 'counter', perModel((m) => m.success));
+  family('request_failed_total', 'Number of requests failed so far.', 'counter', perModel((m) => m.failed));
+  family('request_cancelled_total', 'Number of requests cancelled by the client so far (neither success nor failure).', 'counter', perModel((m) => m.cancelled));
+  family('num_preemptions_total', 'Cumulative number of preemption from the engine.', 'counter', engineOnly('num_preemptions_total'));
+  family('num_requests_running', 'Number of requests currently running on NPU.', 'gauge', engineOr('num_requests_running', (m) => m.running));
+  family('num_requests_waiting', 'Number of requests waiting to be processed.', 'gauge', engineOr('num_requests_waiting', (m) => m.waiting));
+  family('num_requests_swapped', 'Number of requests swapped to CPU.', 'gauge', engineOnly('num_requests_swapped'));
+  family('prompt_tokens_total', 'Number of prefill tokens processed.', 'counter', perModel((m) => m.promptTokens));
+  family('generation_tokens_total', 'Number of generation tokens processed.', 'counter', perModel((m) => m.generationTokens));
+  family(
+    'avg_prompt_throughput_toks_per_s',
+    'Average prefill throughput in tokens/s.',
+    'gauge',
+    perModel((m) => m.promptWindow.sum(state.clock()) / state.windowCoverage()),
+  );
+  family(
+    'avg_generation_throughput_toks_per_s',
+    'Average generation throughput in tokens/s.',
+    'gauge',
+    perModel((m) => m.generationWindow.sum(state.clock()) / state.windowCoverage()),
+  );
+  family('failed_request_perc', 'Requests failure rate. 1 means 100 percent usage.', 'gauge', perModel((m) => (m.received === 0 ? 0 : m.failed / m.received)), 'average');
+  family('npu_cache_usage_perc', 'NPU KV-cache usage. 1 means 100 percent usage.', 'gauge', engineOnly('npu_cache_usage_perc'), 'average');
+  family('cpu_cache_usage_perc', 'CPU KV-cache usage. 1 means 100 percent usage.', 'gauge', engineOnly('cpu_cache_usage_perc'), 'average');
+  family('npu_prefix_cache_hit_rate', 'NPU prefix cache block hit rate.', 'gauge', engineOnly('npu_prefix_cache_hit_rate'), 'average');
 
   const histogram = (name: HistogramFamily, help: string) => {
     const h = registerHistogram(registry, { name, help, buckets: bucketsFor(name, context.buckets), labelName: LABEL });

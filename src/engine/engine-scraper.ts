@@ -1,0 +1,247 @@
+// Reads the model server's own /metrics on an interval, off the request path, with a timeout
+// and a size cap: the engine state for the MindIE families and /metrics-json, and (optionally)
+// the whole exposition to relay below infermeter's own. Its health is visible as metrics; the
+// log says once when the engine's metrics cannot be read, and once when they can again.
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Logger } from '../log.ts';
+import { formatExposition, parseExposition, seriesNames, type Family } from './exposition-parser.ts';
+import { readEngineState, readMindieJson, type EngineSnapshot } from './engine-state.ts';
+
+export interface EngineView extends EngineSnapshot {
+  /** MindIE's /metrics-json figures, when that URL is configured and answered. */
+  readonly mindieJson: { remainBlocks?: number; waiting?: number; processing?: number } | undefined;
+}
+
+export interface EngineScraperOptions {
+  readonly metricsUrl: URL;
+  readonly jsonUrl: URL | undefined;
+  /** The upstream's /v1/models: names the model of series without a model_name label. */
+  readonly modelsUrl: URL;
+  readonly intervalMs: number;
+  readonly timeoutMs: number;
+  readonly relay: { readonly enabled: boolean; readonly intervalMs: number; readonly maxBytes: number };
+  /** Names of infermeter's own series: relayed families that would clash are dropped. */
+  readonly ownNames: () => ReadonlySet<string>;
+  readonly log: Logger;
+  /** Milliseconds; monotonic for intervals. */
+  readonly now: () => number;
+}
+
+export interface EngineScraper {
+  /** The engine state of the last good scrape; undefined when the last scrape failed. */
+  view(): EngineView | undefined;
+  /** What to append to /metrics: the relayed exposition of the last good relay round, or ''. */
+  relayText(): string;
+  /** One round now (the timer calls it; tests await it). */
+  scrapeOnce(): Promise<void>;
+  start(): void;
+  stop(): void;
+}
+
+/** Why a scrape failed; label values of infermeter_upstream_metrics_scrape_failures_total. */
+export type ScrapeFailure = 'unreachable' | 'timeout' | 'status' | 'too_large' | 'unparseable' | 'unknown_engine';
+
+const MAX_SCRAPE_BYTES = 8 * 1024 * 1024;
+const MODELS_REFRESH_ROUNDS = 12;
+
+class ScrapeError extends Error {
+  readonly reason: ScrapeFailure;
+  constructor(reason: ScrapeFailure, message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}
+
+async function fetchText(url: URL, timeoutMs: number, maxBytes: number): Promise<string> {
+  let res: Response;
+  try {
+    res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'text/plain;version=0.0.4, application/json;q=0.5' } });
+  } catch (error) {
+    const timedOut = (error as Error).name === 'TimeoutError';
+    throw new ScrapeError(timedOut ? 'timeout' : 'unreachable', timedOut ? `no answer within ${timeoutMs} ms` : String((error as Error).cause ?? error));
+  }
+  if (!res.ok) {
+    await res.body?.cancel();
+    throw new ScrapeError('status', `HTTP ${res.status}`);
+  }
+  const reader = res.body?.getReader();
+  if (reader === undefined) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.length;
+      if (size > maxBytes) {
+        await reader.cancel();
+        throw new ScrapeError('too_large', `more than ${maxBytes} bytes`);
+      }
+      chunks.push(value);
+    }
+  } catch (error) {
+    if (error instanceof ScrapeError) throw error;
+    const timedOut = (error as Error).name === 'TimeoutError';
+    throw new ScrapeError(timedOut ? 'timeout' : 'unreachable', String(error));
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export function createEngineScraper(options: EngineScraperOptions, registry: Registry): EngineScraper {
+  const { log } = options;
+  const up = new Gauge({ name: 'infermeter_upstream_metrics_up', help: '1 when the last scrape of the upstream engine\'s /metrics succeeded, else 0.', registers: [registry] });
+  const lastSuccess = new Gauge({
+    name: 'infermeter_upstream_metrics_last_success_timestamp_seconds',
+    help: 'Unix time of the last successful scrape of the upstream engine\'s /metrics.',
+    registers: [registry],
+  });
+  const failures = new Counter({
+    name: 'infermeter_upstream_metrics_scrape_failures_total',
+    help: 'Failed scrapes of the upstream engine\'s /metrics, by reason.',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  const engineInfo = new Gauge({
+    name: 'infermeter_upstream_engine_info',
+    help: 'Always 1; the engine label names the engine detected from its /metrics.',
+    labelNames: ['engine'],
+    registers: [registry],
+  });
+  const relaySkipped = options.relay.enabled
+    ? new Counter({
+        name: 'infermeter_relay_rounds_skipped_total',
+        help: 'Relay rounds in which the engine exposition was not relayed, by reason.',
+        labelNames: ['reason'],
+        registers: [registry],
+      })
+    : undefined;
+  const relayFamilies = options.relay.enabled
+    ? new Gauge({
+        name: 'infermeter_relay_families',
+        help: 'Families of the engine exposition in the last relay round: relayed, or dropped because they clash with infermeter\'s own.',
+        labelNames: ['state'],
+        registers: [registry],
+      })
+    : undefined;
+  up.set(0);
+
+  let view: EngineView | undefined;
+  let relay = '';
+  let lastRelayAt: number | undefined;
+  let servedModel: string | undefined;
+  let rounds = 0;
+  let failing = false;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = true;
+
+  async function modelName(): Promise<string> {
+    if (servedModel !== undefined && rounds % MODELS_REFRESH_ROUNDS !== 0) return servedModel;
+    try {
+      const body = JSON.parse(await fetchText(options.modelsUrl, options.timeoutMs, 1024 * 1024)) as { data?: Array<{ id?: unknown }> };
+      const id = body.data?.[0]?.id;
+      servedModel = typeof id === 'string' && id !== '' ? id : 'unknown';
+    } catch {
+      servedModel ??= 'unknown';
+    }
+    return servedModel;
+  }
+
+  function updateRelay(text: string, families: readonly Family[]): void {
+    if (!options.relay.enabled) return;
+    const at = options.now();
+    if (lastRelayAt !== undefined && at - lastRelayAt < options.relay.intervalMs) return;
+    lastRelayAt = at;
+    if (Buffer.byteLength(text) > options.relay.maxBytes) {
+      relay = '';
+      relaySkipped!.inc({ reason: 'too_large' });
+      return;
+    }
+    const own = options.ownNames();
+    const kept = families.filter((f) => !own.has(f.name) && !seriesNames(f.name, f.type).some((n) => own.has(n)) && !f.samples.some((s) => own.has(s.name)));
+    const formatted = formatExposition(kept);
+    if (Buffer.byteLength(formatted) > options.relay.maxBytes) {
+      relay = '';
+      relaySkipped!.inc({ reason: 'too_large' });
+      return;
+    }
+    relay = formatted;
+    relayFamilies!.set({ state: 'relayed' }, kept.length);
+    relayFamilies!.set({ state: 'dropped' }, families.length - kept.length);
+  }
+
+  async function scrapeOnce(): Promise<void> {
+    rounds++;
+    try {
+      const text = await fetchText(options.metricsUrl, options.timeoutMs, MAX_SCRAPE_BYTES);
+      let families: Family[];
+      try {
+        families = parseExposition(text);
+      } catch (error) {
+        if (options.relay.enabled) {
+          relay = '';
+          relaySkipped!.inc({ reason: 'unparseable' });
+        }
+        throw new ScrapeError('unparseable', (error as Error).message);
+      }
+      updateRelay(text, families);
+      // Models for series without a model_name label are looked up only when there are some.
+      const placeholder = '\u0000';
+      let state = readEngineState(families, { servedModel: placeholder, previous: view });
+      if (state !== undefined && [...state.values.values()].some((m) => m.has(placeholder))) {
+        state = readEngineState(families, { servedModel: await modelName(), previous: view });
+      }
+      if (state === undefined) throw new ScrapeError('unknown_engine', 'no metric of a known engine');
+      const mindieJson = options.jsonUrl === undefined ? undefined : await readJson(options.jsonUrl);
+      view = { ...state, mindieJson };
+      up.set(1);
+      lastSuccess.set(Date.now() / 1000);
+      engineInfo.reset();
+      engineInfo.set({ engine: state.engine }, 1);
+      if (failing) log.info('upstream metrics readable again', { url: options.metricsUrl.href, engine: state.engine });
+      else if (rounds === 1) log.info('reading upstream engine metrics', { url: options.metricsUrl.href, engine: state.engine });
+      failing = false;
+    } catch (error) {
+      const reason: ScrapeFailure = error instanceof ScrapeError ? error.reason : 'unreachable';
+      // A source that vanished is dropped, never frozen at its last value.
+      view = undefined;
+      if (reason !== 'unparseable' && options.relay.enabled) relay = '';
+      up.set(0);
+      engineInfo.reset();
+      failures.inc({ reason });
+      if (!failing) log.warn('cannot read the upstream engine metrics; engine families left out until they can be read', { url: options.metricsUrl.href, reason, detail: (error as Error).message });
+      failing = true;
+    }
+  }
+
+  async function readJson(url: URL): Promise<EngineView['mindieJson']> {
+    try {
+      return readMindieJson(JSON.parse(await fetchText(url, options.timeoutMs, 1024 * 1024)));
+    } catch {
+      return undefined;
+    }
+  }
+
+  const loop = (): void => {
+    if (stopped) return;
+    void scrapeOnce().finally(() => {
+      if (stopped) return;
+      timer = setTimeout(loop, options.intervalMs);
+      timer.unref();
+    });
+  };
+
+  return {
+    view: () => view,
+    relayText: () => relay,
+    scrapeOnce,
+    start() {
+      if (!stopped) return;
+      stopped = false;
+      loop();
+    },
+    stop() {
+      stopped = true;
+      if (timer !== undefined) clearTimeout(timer);
+    },
+  };
+}
