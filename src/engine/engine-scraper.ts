@@ -169,7 +169,11 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
     relayFamilies!.set({ state: 'dropped' }, families.length - kept.length);
   }
 
-  async function scrapeOnce(): Promise<void> {
+  // Rounds never overlap: a later one waits for the one in flight, so views arrive in order.
+  let chain: Promise<void> = Promise.resolve();
+  const scrapeOnce = (): Promise<void> => (chain = chain.then(round, round));
+
+  async function round(): Promise<void> {
     rounds++;
     try {
       const text = await fetchText(options.metricsUrl, options.timeoutMs, MAX_SCRAPE_BYTES);

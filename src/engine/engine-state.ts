@@ -1,6 +1,7 @@
 // From one parsed engine exposition to the MindIE families' values, per model: pure, so the
 // mapping is tested against fixture expositions of every engine. Series without a model_name
-// label (TGI, llama.cpp) belong to the model the engine serves.
+// label (TGI, llama.cpp) belong to the model the engine serves. Several series of one model
+// (vLLM's data-parallel engines) are summed for counts and averaged for ratios.
 import { detectEngine, ENGINE_MAP, type Engine, type EngineFamily, type Source } from './engine-map.ts';
 import type { Family, Sample } from './exposition-parser.ts';
 
@@ -36,6 +37,8 @@ export function readEngineState(
     const acc = new Map<string, { sum: number; n: number }>();
     for (const s of samples) {
       if (!Number.isFinite(s.value)) continue;
+      // Tensor- and pipeline-parallel ranks repeat one engine's figures: count rank 0 only.
+      if ((s.labels.tp_rank ?? '0') !== '0' || (s.labels.pp_rank ?? '0') !== '0') continue;
       const model = modelOf(s);
       const a = acc.get(model) ?? { sum: 0, n: 0 };
       a.sum += s.value;
@@ -105,7 +108,7 @@ function remainBlocks(
   let used = 0;
   for (const u of usage.values()) used += u;
   const share = Math.min(1, Math.max(0, used / usage.size));
-  return Math.floor(blocks * (1 - share));
+  return Math.round(blocks * (1 - share));
 }
 
 /** MindIE's own /metrics-json: its remainBlocks and request counts, when its URL is configured. */

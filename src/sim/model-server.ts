@@ -1,7 +1,8 @@
 // A simulated OpenAI-compatible model server for the demo, the benchmark and tests: chat
 // completions, completions, the Responses API and embeddings, streamed or not, with a time to
 // first token, gaps between tokens and usage as a vLLM-like server produces them (usage in a
-// final chunk only when the request asks for it with stream_options.include_usage).
+// final chunk only when the request asks for it with stream_options.include_usage), and a
+// vLLM-style /metrics reporting its own queues and a KV-cache usage that follows the load.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -29,13 +30,31 @@ const WORDS = ['the', ' model', ' answers', ' with', ' tokens', ' that', ' arriv
 const value = (v: number | (() => number) | undefined, fallback: number): number =>
   Math.max(0, typeof v === 'function' ? v() : (v ?? fallback));
 
+/** What the simulated engine reports on its vLLM-style /metrics. */
+interface EngineStats {
+  waiting: number;
+  running: number;
+  tokensInFlight: number;
+  prefixQueries: number;
+  prefixHits: number;
+}
+
+const BLOCKS = 4096;
+const BLOCK_SIZE = 16;
+
 export function createSimHandler(options: SimOptions = {}): (req: IncomingMessage, res: ServerResponse) => void {
   const models = options.models ?? ['sim-llama-8b'];
   const tokensPerEvent = Math.max(1, options.tokensPerEvent ?? 1);
   let counter = 0;
+  const stats = new Map<string, EngineStats>(models.map((m) => [m, { waiting: 0, running: 0, tokensInFlight: 0, prefixQueries: 0, prefixHits: 0 }]));
 
   return (req, res) => {
     const path = (req.url ?? '/').split('?')[0]!;
+    if (req.method === 'GET' && path === '/metrics') {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+      res.end(engineMetrics(stats));
+      return;
+    }
     if (req.method === 'GET' && path.endsWith('/v1/models')) {
       json(res, 200, { object: 'list', data: models.map((id) => ({ id, object: 'model', owned_by: 'infermeter-sim' })) });
       return;
@@ -86,8 +105,15 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
         return;
       }
       const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
-      if (body.stream === true) void stream(res, api, plan, includeUsage);
-      else setTimeout(() => answer(res, api, plan), plan.ttftMs + plan.gapMs() * (plan.tokens - 1)).unref();
+      const s = stats.get(model)!;
+      s.prefixQueries += promptTokens;
+      s.prefixHits += Math.floor(promptTokens / 2);
+      const engine = track(s, plan.tokens, res);
+      if (body.stream === true) void stream(res, api, plan, includeUsage, engine);
+      else {
+        setTimeout(engine.firstToken, plan.ttftMs).unref();
+        setTimeout(() => answer(res, api, plan), plan.ttftMs + plan.gapMs() * (plan.tokens - 1)).unref();
+      }
     }, () => res.destroy());
   };
 }
@@ -124,7 +150,47 @@ interface Plan {
 
 type Api = 'chat' | 'completions' | 'responses';
 
-async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: boolean): Promise<void> {
+/** Moves one request through the engine's queues: waiting, running, done (or gone). */
+function track(s: EngineStats, tokens: number, res: ServerResponse): { firstToken: () => void } {
+  s.waiting++;
+  let state: 'waiting' | 'running' | 'done' = 'waiting';
+  res.on('close', () => {
+    if (state === 'waiting') s.waiting--;
+    else if (state === 'running') {
+      s.running--;
+      s.tokensInFlight -= tokens;
+    }
+    state = 'done';
+  });
+  return {
+    firstToken() {
+      if (state !== 'waiting') return;
+      state = 'running';
+      s.waiting--;
+      s.running++;
+      s.tokensInFlight += tokens;
+    },
+  };
+}
+
+function engineMetrics(stats: ReadonlyMap<string, EngineStats>): string {
+  const lines: string[] = [];
+  const family = (name: string, type: string, help: string, value: (s: EngineStats) => number): void => {
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const [model, s] of stats) lines.push(`${name}{engine="0",model_name="${model}"} ${value(s)}`);
+  };
+  family('vllm:num_requests_running', 'gauge', 'Number of requests in model execution batches.', (s) => s.running);
+  family('vllm:num_requests_waiting', 'gauge', 'Number of requests waiting to be processed.', (s) => s.waiting);
+  family('vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage. 1 means 100 percent usage.', (s) => Math.min(1, s.tokensInFlight / (BLOCKS * BLOCK_SIZE)));
+  family('vllm:num_preemptions_total', 'counter', 'Cumulative number of preemption from the engine.', () => 0);
+  family('vllm:prefix_cache_queries_total', 'counter', 'Prefix cache queries, in terms of number of queried tokens.', (s) => s.prefixQueries);
+  family('vllm:prefix_cache_hits_total', 'counter', 'Prefix cache hits, in terms of number of cached tokens.', (s) => s.prefixHits);
+  lines.push('# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig', '# TYPE vllm:cache_config_info gauge');
+  lines.push(`vllm:cache_config_info{block_size="${BLOCK_SIZE}",engine="0",num_gpu_blocks="${BLOCKS}"} 1.0`);
+  return `${lines.join('\n')}\n`;
+}
+
+async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: boolean, engine: { firstToken: () => void }): Promise<void> {
   const created = Math.floor(Date.now() / 1000);
   let closed = false;
   res.on('close', () => (closed = true));
@@ -140,6 +206,7 @@ async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: b
   if (api === 'chat') send(chunk({ role: 'assistant', content: '' }));
   if (api === 'responses') send({ type: 'response.created', response: { id: plan.id, status: 'in_progress', model: plan.model } }, 'response.created');
   await sleep(plan.ttftMs);
+  engine.firstToken();
   let sent = 0;
   let text = '';
   while (sent < plan.tokens && !closed) {

@@ -7,7 +7,7 @@ import { silentLogger } from '../../src/log.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { parseExposition, type Exposition } from './exposition.ts';
 
-export async function startProxy(t: TestContext, upstream: string, env: Env = {}, options: Omit<StartOptions, 'log'> = {}): Promise<Infermeter> {
+export async function startProxy(t: TestContext, upstream: string, env: Env = {}, options: Partial<StartOptions> = {}): Promise<Infermeter> {
   const config = loadConfig({
     INFERMETER_UPSTREAM: upstream,
     INFERMETER_PORT: '0',
@@ -17,7 +17,7 @@ export async function startProxy(t: TestContext, upstream: string, env: Env = {}
     INFERMETER_UPSTREAM_METRICS: 'off',
     ...env,
   });
-  const app = await startInfermeter(config, { ...options, log: silentLogger });
+  const app = await startInfermeter(config, { log: silentLogger, ...options });
   t.after(() => app.close());
   return app;
 }

@@ -1,0 +1,173 @@
+// Reading the engine's own /metrics: the MindIE engine families follow a live engine whose
+// values change, disappear when their source does, and the scrape's health is visible; the
+// relay re-serves the engine's exposition safely.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { describe, it, type TestContext } from 'node:test';
+import type { Infermeter } from '../../src/app.ts';
+import { createLogger } from '../../src/log.ts';
+import { scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { startReplayUpstream, type ReplayUpstream } from '../helpers/replay-upstream.ts';
+
+const fixture = (name: string) => readFileSync(new URL(`../../fixtures/engine-metrics/${name}`, import.meta.url), 'utf8');
+const VLLM = fixture('vllm-v1.prom');
+const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
+const m = { model_name: MODEL };
+
+interface Engine {
+  upstream: ReplayUpstream;
+  app: Infermeter;
+  /** What the engine's /metrics answers next. */
+  serve(status: number, body: string): void;
+  scrapeOnce(): Promise<void>;
+  logs: Array<Record<string, unknown>>;
+  clock: { now: number };
+}
+
+async function engine(t: TestContext, env: Record<string, string> = {}): Promise<Engine> {
+  const upstream = await startReplayUpstream();
+  t.after(() => upstream.close());
+  let metrics = { status: 200, body: VLLM };
+  upstream.respond((req) => {
+    if (req.url === '/metrics') return { status: metrics.status, headers: { 'content-type': 'text/plain; version=0.0.4' }, body: [{ data: metrics.body }] };
+    if (req.url === '/v1/models') return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: JSON.stringify({ data: [{ id: MODEL }] }) }] };
+    return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{}' }] };
+  });
+  const logs: Array<Record<string, unknown>> = [];
+  const clock = { now: 0 };
+  const app = await startProxy(
+    t,
+    upstream.url,
+    { INFERMETER_UPSTREAM_METRICS: `${upstream.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600', ...env },
+    { log: createLogger('info', (line) => logs.push(JSON.parse(line) as Record<string, unknown>)), clock: () => clock.now },
+  );
+  return {
+    upstream,
+    app,
+    logs,
+    clock,
+    serve: (status, body) => (metrics = { status, body }),
+    scrapeOnce: () => app.metrics.engineScraper!.scrapeOnce(),
+  };
+}
+
+async function metricsJson(app: Infermeter): Promise<Record<string, string>> {
+  const body = (await (await fetch(`${app.managementUrl}/metrics-json`)).json()) as { result: Array<{ metric: Array<{ __name__: string }>; value: string }> };
+  return Object.fromEntries(body.result.map((r) => [r.metric[0]!.__name__, r.value]));
+}
+
+describe('engine metrics', () => {
+  it('fill the MindIE families from a live engine, follow its changes and drop what vanished', async (t) => {
+    const e = await engine(t);
+    await e.scrapeOnce();
+    let x = await scrape(e.app);
+    assert.equal(x.value('infermeter_upstream_metrics_up'), 1);
+    assert.equal(x.value('infermeter_upstream_engine_info', { engine: 'vllm' }), 1);
+    assert.equal(x.value('num_requests_running', m), 5, 'the engine\'s value');
+    assert.equal(x.value('num_requests_waiting', m), 1);
+    assert.equal(x.value('num_preemptions_total', m), 7);
+    assert.equal(x.value('npu_cache_usage_perc', m), 0.5);
+    assert.equal(x.value('npu_prefix_cache_hit_rate', m), 0.4);
+    assert.deepEqual(x.series('num_requests_swapped'), [], 'v1 has no swapped requests: left out');
+    assert.deepEqual(await metricsJson(e.app), { TTFT: '0', TBT: '0', waitingInferRequestNum: '1', processingInferRequestNum: '5', remainBlocks: '1000' });
+
+    // The engine's values change, and its KV-cache gauge disappears.
+    e.serve(200, VLLM.replace('engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 3.0', 'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 7.0').replace(/^vllm:kv_cache_usage_perc\{.*$/gm, ''));
+    await e.scrapeOnce();
+    x = await scrape(e.app);
+    assert.equal(x.value('num_requests_running', m), 9);
+    assert.deepEqual(x.series('npu_cache_usage_perc'), [], 'a gauge whose source vanished is dropped, not frozen');
+    assert.equal((await metricsJson(e.app)).remainBlocks, undefined, 'no usage, no free blocks: never made up');
+  });
+
+  it('drop every engine value when the engine cannot be read, fall back to the proxy\'s counts, and log once', async (t) => {
+    const e = await engine(t);
+    await (await fetch(`${e.app.dataUrl}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: MODEL }) })).arrayBuffer();
+    await e.scrapeOnce();
+    assert.equal((await scrape(e.app)).value('num_requests_running', m), 5);
+    e.serve(500, 'engine down');
+    await e.scrapeOnce();
+    await e.scrapeOnce();
+    const x = await scrape(e.app);
+    assert.equal(x.value('num_requests_running', m), 0, 'the proxy\'s own in-flight count');
+    assert.deepEqual(x.series('num_preemptions_total'), []);
+    assert.equal(x.value('infermeter_upstream_metrics_up'), 0);
+    assert.equal(x.value('infermeter_upstream_metrics_scrape_failures_total', { reason: 'status' }), 2);
+    assert.deepEqual(x.series('infermeter_upstream_engine_info'), []);
+    const warnings = e.logs.filter((l) => l.level === 'warn');
+    assert.equal(warnings.length, 1, 'logged once, not per scrape');
+    assert.equal(warnings[0]!.reason, 'status');
+    e.serve(200, VLLM);
+    await e.scrapeOnce();
+    assert.equal((await scrape(e.app)).value('infermeter_upstream_metrics_up'), 1);
+    assert.equal(e.logs.filter((l) => l.msg === 'upstream metrics readable again').length, 1);
+    assert.ok((await scrape(e.app)).value('infermeter_upstream_metrics_last_success_timestamp_seconds')! > Date.now() / 1000 - 60);
+  });
+
+  it('time out on an engine that does not answer', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond(() => ({ status: 200, body: [], end: 'hang' }));
+    const app = await startProxy(t, upstream.url, {
+      INFERMETER_UPSTREAM_METRICS: `${upstream.url}/metrics`,
+      INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
+      INFERMETER_UPSTREAM_METRICS_TIMEOUT_MS: '200',
+    });
+    await app.metrics.engineScraper!.scrapeOnce(); // runs after the round started at start, which times out too
+    assert.equal((await scrape(app)).value('infermeter_upstream_metrics_scrape_failures_total', { reason: 'timeout' }), 2);
+  });
+});
+
+describe('engine metrics relay', () => {
+  it('re-serves the engine exposition below infermeter\'s own, dropping clashing families', async (t) => {
+    const e = await engine(t, { INFERMETER_RELAY_UPSTREAM_METRICS: '1', INFERMETER_RELAY_INTERVAL_SECONDS: '30' });
+    e.serve(200, `${fixture('mindie.prom')}# HELP mindie_custom_queue_depth A custom metric.\n# TYPE mindie_custom_queue_depth gauge\nmindie_custom_queue_depth{pool="a"} 42\n`);
+    await e.scrapeOnce();
+    const x = await scrape(e.app);
+    assert.equal(x.value('mindie_custom_queue_depth', { pool: 'a' }), 42, 'relayed');
+    assert.equal(x.text.match(/^# TYPE num_requests_running /gm)?.length, 1, 'the engine\'s clashing family is not repeated');
+    assert.equal(x.value('request_received_total', { model_name: 'llama3-70b' }), undefined, 'the engine\'s request_received_total is dropped');
+    assert.equal(x.value('num_requests_running', { model_name: 'llama3-70b' }), 12, 'its value still reaches the MindIE family through the mapping');
+    assert.equal(x.value('infermeter_relay_families', { state: 'relayed' }), 1);
+    assert.equal(x.value('infermeter_relay_families', { state: 'dropped' }), 8);
+    if (spawnSync('promtool', ['--version']).status === 0 || process.env.CI) {
+      const check = spawnSync('promtool', ['check', 'metrics'], { input: x.text, encoding: 'utf8' });
+      const findings = `${check.stdout}${check.stderr}`.split('\n').filter((l) => l.trim() !== '' && !/toks_per_s metric names should not contain abbreviated units/.test(l));
+      assert.deepEqual(findings, [], 'promtool stays clean with the relay on');
+      assert.ok(check.status === 0 || check.status === 3);
+    }
+  });
+
+  it('refuses an exposition over 240 KB and an unparseable one, counting each, and refreshes on its interval', async (t) => {
+    const e = await engine(t, { INFERMETER_RELAY_UPSTREAM_METRICS: '1', INFERMETER_RELAY_INTERVAL_SECONDS: '30' });
+    const padding = Array.from({ length: 3000 }, (_, i) => `# HELP pad_${i} Padding to make the exposition large.\n# TYPE pad_${i} gauge\npad_${i}{shard="${i}"} ${i}\n`).join('');
+    const big = VLLM + padding;
+    assert.ok(Buffer.byteLength(big) > 300 * 1024);
+    e.serve(200, big);
+    await e.scrapeOnce();
+    let x = await scrape(e.app);
+    assert.equal(x.value('infermeter_relay_rounds_skipped_total', { reason: 'too_large' }), 1);
+    assert.equal(x.value('pad_1', { shard: '1' }), undefined, 'nothing relayed');
+    assert.equal(x.value('num_requests_running', m), 5, 'the engine mapping is unaffected');
+
+    // Within the relay interval the next round does not relay, even with a good exposition ...
+    e.serve(200, VLLM);
+    e.clock.now = 10_000;
+    await e.scrapeOnce();
+    assert.equal((await scrape(e.app)).value('vllm:num_requests_running', { engine: '0', model_name: MODEL }), undefined);
+    // ... after it, it does.
+    e.clock.now = 31_000;
+    await e.scrapeOnce();
+    assert.equal((await scrape(e.app)).value('vllm:num_requests_running', { engine: '0', model_name: MODEL }), 3);
+
+    e.serve(200, 'this is { not an exposition');
+    e.clock.now = 62_000;
+    await e.scrapeOnce();
+    x = await scrape(e.app);
+    assert.equal(x.value('infermeter_relay_rounds_skipped_total', { reason: 'unparseable' }), 1);
+    assert.equal(x.value('vllm:num_requests_running', { engine: '0', model_name: MODEL }), undefined, 'a bad round relays nothing');
+    assert.equal(x.value('request_received_total', m) ?? 0, 0, 'infermeter\'s own metrics are unaffected');
+    assert.match(x.text, /# TYPE request_received_total counter/);
+  });
+});
