@@ -5,7 +5,7 @@
 // request started, that output began, and that it finished, each exactly once.
 import type { Clock } from './clock.ts';
 import type { Usage } from './usage.ts';
-import type { FailureReason, InferenceApi, Outcome, RequestInfo, RequestSample, UsageSource } from './sample.ts';
+import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestSample, UsageSource } from './sample.ts';
 
 export interface MeasurementSink {
   /** Labels are known; the request is in flight and waiting for output. */
@@ -14,6 +14,11 @@ export interface MeasurementSink {
   firstOutput(info: RequestInfo, ttftSeconds: number | undefined): void;
   /** The request is over. Called once, after started. */
   finished(sample: RequestSample): void;
+  /**
+   * A token-carrying event after the first: `seconds` per token since the previous one, over
+   * `tokens` tokens (the event's usage delta when the upstream reports cumulative usage, else 1).
+   */
+  interToken?(info: RequestInfo, seconds: number, tokens: number): void;
 }
 
 export interface RequestTimer {
@@ -23,8 +28,8 @@ export interface RequestTimer {
   responseHeaders(status: number, streamed: boolean): void;
   /** A chunk of the response body arrived from the upstream. */
   responseBody(): void;
-  /** A token-carrying event arrived. */
-  tokenEvent(): void;
+  /** A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if any. */
+  tokenEvent(completionTokens?: number): void;
   /** The upstream reported usage; the last report wins (reports are cumulative). */
   usage(usage: Usage): void;
   /** The upstream sent an error event inside the stream. */
@@ -47,6 +52,8 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
   let firstTokenAt: number | undefined;
   let lastTokenAt = 0;
   let tokenEvents = 0;
+  let headersAt: number | undefined;
+  let lastCumulative: number | undefined;
   let lastUsage: Usage | undefined;
   let failure: FailureReason | undefined;
   let finishedAt: number | undefined;
@@ -72,6 +79,7 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
     },
     responseHeaders(code, isStream) {
       if (closed) return;
+      headersAt ??= clock();
       status = code;
       streamed = isStream;
       if (code < 200 || code > 299) failure ??= 'upstream_status';
@@ -80,15 +88,22 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
       // A non-streamed answer arrives whole: its first byte is the first output the wire shows.
       if (!streamed && outputAt === undefined && !closed) output(clock());
     },
-    tokenEvent() {
+    tokenEvent(completionTokens) {
       if (closed) return;
       const at = clock();
       tokenEvents++;
-      lastTokenAt = at;
       if (firstTokenAt === undefined) {
         firstTokenAt = at;
         output(at);
+      } else if (info !== undefined && sink.interToken !== undefined) {
+        // With cumulative usage on every chunk (vLLM's continuous usage stats) an event may carry
+        // several tokens: the gap is shared among them.
+        const delta = completionTokens !== undefined && lastCumulative !== undefined ? completionTokens - lastCumulative : 1;
+        const tokens = delta >= 1 ? delta : 1;
+        sink.interToken(info, (at - lastTokenAt) / 1000 / tokens, tokens);
       }
+      if (completionTokens !== undefined) lastCumulative = completionTokens;
+      lastTokenAt = at;
     },
     usage(u) {
       if (!closed) lastUsage = u;
@@ -125,6 +140,10 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
         promptTokens = 0;
         completionTokens = 0;
         usageSource = 'fallback';
+      } else if (streamed && tokenEvents > 0) {
+        // A stream cut short (cancelled, or broken) keeps the tokens it did deliver, one per event.
+        completionTokens = tokenEvents;
+        usageSource = 'events';
       }
       let tpot: RequestSample['tpot'];
       if (streamed && firstTokenAt !== undefined && tokenEvents > 1) {
@@ -137,6 +156,8 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
         status,
         outcome,
         failure,
+        cancelPhase: outcome === 'cancelled' ? ((outputAt === undefined ? 'before_first_token' : 'decoding') satisfies CancelPhase) : undefined,
+        ttfb: headersAt === undefined ? undefined : (headersAt - t0) / 1000,
         streamed,
         outputSeen: outputAt !== undefined,
         ttft: ttft(),

@@ -12,8 +12,14 @@ export type FailureReason =
   | 'upstream_reset' // the response broke off before its end
   | 'stream_error'; // an error event inside a 2xx stream
 
-/** Where the token counts came from. */
-export type UsageSource = 'upstream' | 'fallback' | 'none';
+/**
+ * Where the token counts came from: the upstream's usage; the spec's zero fallback (a complete
+ * stream without usage); the token events seen (a stream cut short without usage); none.
+ */
+export type UsageSource = 'upstream' | 'fallback' | 'events' | 'none';
+
+/** Where a cancelled request was when the client left. */
+export type CancelPhase = 'before_first_token' | 'decoding';
 
 export interface RequestInfo {
   readonly api: InferenceApi;
@@ -28,6 +34,10 @@ export interface RequestSample extends RequestInfo {
   readonly status: number;
   readonly outcome: Outcome;
   readonly failure: FailureReason | undefined;
+  /** For a cancelled request, whether output had begun. */
+  readonly cancelPhase: CancelPhase | undefined;
+  /** Seconds from arrival to the upstream's response headers (undefined when none came). */
+  readonly ttfb: number | undefined;
   /** The response was a server-sent event stream. */
   readonly streamed: boolean;
   /** Output was seen (first token, or first body byte of a non-streamed answer): it was running, not waiting. */

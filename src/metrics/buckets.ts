@@ -10,6 +10,10 @@ export const DEFAULT_BUCKETS = {
   e2e_request_latency_seconds: [1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60],
   request_prompt_tokens: [10, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
   request_generation_tokens: [10, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
+  // infermeter's additions in MindIE style: the gap between tokens, resolved below 10 ms where
+  // fast decoders live; the first response byte on the TTFT buckets, so the two compare.
+  inter_token_latency_seconds: [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5],
+  time_to_first_byte_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
   // ModelArts AOM (milliseconds, tokens): the spec names upper limits of 3.7K (request cost) and
   // 110K (the others); the last finite bounds reach past them so that the top is resolved.
   infer_service_request_cost: [10, 25, 50, 100, 250, 500, 1000, 2000, 3700, 5000, 10000, 20000, 30000, 60000, 120000, 300000],

@@ -12,7 +12,11 @@ export interface ModelState {
   received: number;
   success: number;
   failed: number;
-  cancelled: number;
+  /** Cancelled by the client before output began, and while decoding. */
+  cancelledBeforeFirstToken: number;
+  cancelledDecoding: number;
+  /** Streamed requests that ended without a token, by why. */
+  noFirstToken: { no_token: number; error: number; cancelled: number };
   promptTokens: number;
   generationTokens: number;
   /** In flight, no output seen yet. */
@@ -35,6 +39,7 @@ export interface MeasurementState {
 /** What a dialect hears of each request, besides reading the shared state. */
 export interface SampleObserver {
   firstOutput?(info: RequestInfo, ttftSeconds: number | undefined): void;
+  interToken?(info: RequestInfo, seconds: number, tokens: number): void;
   finished?(sample: RequestSample): void;
 }
 
@@ -57,7 +62,9 @@ export function createRecorder(clock: Clock, windowSeconds: number): Recorder {
         received: 0,
         success: 0,
         failed: 0,
-        cancelled: 0,
+        cancelledBeforeFirstToken: 0,
+        cancelledDecoding: 0,
+        noFirstToken: { no_token: 0, error: 0, cancelled: 0 },
         promptTokens: 0,
         generationTokens: 0,
         waiting: 0,
@@ -76,6 +83,9 @@ export function createRecorder(clock: Clock, windowSeconds: number): Recorder {
       m.received++;
       m.waiting++;
     },
+    interToken(info, seconds, tokens) {
+      for (const o of observers) o.interToken?.(info, seconds, tokens);
+    },
     firstOutput(info, ttft) {
       const m = model(info.model);
       m.waiting--;
@@ -88,7 +98,11 @@ export function createRecorder(clock: Clock, windowSeconds: number): Recorder {
       else m.waiting--;
       if (sample.outcome === 'success') m.success++;
       else if (sample.outcome === 'failed') m.failed++;
-      else m.cancelled++;
+      else if (sample.cancelPhase === 'decoding') m.cancelledDecoding++;
+      else m.cancelledBeforeFirstToken++;
+      if ((sample.stream || sample.streamed) && sample.ttft === undefined) {
+        m.noFirstToken[sample.outcome === 'success' ? 'no_token' : sample.outcome === 'failed' ? 'error' : 'cancelled']++;
+      }
       const now = clock();
       if (sample.promptTokens !== undefined) {
         m.promptTokens += sample.promptTokens;

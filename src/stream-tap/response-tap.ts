@@ -68,7 +68,7 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
   let live = true;
   const onEvent = (event: EventSourceMessage): void => {
     const facts = classifyEvent(event.data, event.event);
-    if (facts.token) timer.tokenEvent();
+    if (facts.token) timer.tokenEvent(facts.usage?.completionTokens);
     if (facts.usage !== undefined) timer.usage(facts.usage);
     if (facts.error) timer.streamError();
     if (facts.malformed) options.problem('malformed_event');

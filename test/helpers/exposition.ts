@@ -5,6 +5,8 @@ export interface Exposition {
   value(name: string, labels?: Record<string, string>): number | undefined;
   /** Every series of a name. */
   series(name: string): Array<{ labels: Record<string, string>; value: number }>;
+  /** The sum of the series of a name whose labels include `match` (undefined when there is none). */
+  sum(name: string, match?: Record<string, string>): number | undefined;
   readonly text: string;
 }
 
@@ -31,5 +33,9 @@ export function parseExposition(text: string): Exposition {
     text,
     value: (name, labels = {}) => all.find((s) => s.name === name && same(s.labels, labels))?.value,
     series: (name) => all.filter((s) => s.name === name).map(({ labels, value }) => ({ labels, value })),
+    sum(name, match = {}) {
+      const hits = all.filter((s) => s.name === name && Object.entries(match).every(([k, v]) => s.labels[k] === v));
+      return hits.length === 0 ? undefined : hits.reduce((total, s) => total + s.value, 0);
+    },
   };
 }

@@ -31,7 +31,7 @@ function assertNothingInFlight(m: Awaited<ReturnType<typeof scrape>>): void {
   for (const { labels, value: received } of m.series('request_received_total')) {
     assert.equal(m.value('num_requests_waiting', labels), 0, `waiting for ${labels.model_name}`);
     assert.equal(m.value('num_requests_running', labels), 0, `running for ${labels.model_name}`);
-    const outcomes = ['request_success_total', 'request_failed_total', 'request_cancelled_total'].map((n) => m.value(n, labels)!);
+    const outcomes = ['request_success_total', 'request_failed_total', 'request_cancelled_total'].map((n) => m.sum(n, labels)!);
     assert.equal(outcomes[0]! + outcomes[1]! + outcomes[2]!, received, `outcomes of ${labels.model_name}`);
   }
 }
@@ -58,8 +58,11 @@ describe('faults and bad input', () => {
     assert.equal(sample!.outcome, 'cancelled');
     assert.ok(sample!.ttft !== undefined, 'its TTFT is kept');
     const m = await scrape(app);
-    assert.equal(m.value('request_cancelled_total', { model_name: 'm' }), 1);
+    assert.equal(m.value('request_cancelled_total', { model_name: 'm', phase: 'decoding' }), 1);
+    assert.equal(m.value('request_cancelled_total', { model_name: 'm', phase: 'before_first_token' }), 0);
     assert.equal(m.value('request_failed_total', { model_name: 'm' }), 0);
+    assert.equal(sample!.usageSource, 'events', 'the tokens it did receive are kept');
+    assert.equal(m.value('generation_tokens_total', { model_name: 'm' }), sample!.tokenEvents);
     assert.equal(m.value('request_success_total', { model_name: 'm' }), 0);
     assert.equal(m.value('time_to_first_token_seconds_count', { model_name: 'm' }), 1);
     assertNothingInFlight(m);
@@ -77,8 +80,13 @@ describe('faults and bad input', () => {
     const [sample] = await finished;
     assert.equal(sample!.outcome, 'cancelled');
     assert.equal(sample!.outputSeen, false);
+    assert.equal(sample!.cancelPhase, 'before_first_token');
     assert.equal(await upstream.requests[0]!.abandoned, true);
-    assertNothingInFlight(await scrape(app));
+    const m = await scrape(app);
+    assert.equal(m.value('request_cancelled_total', { model_name: 'm', phase: 'before_first_token' }), 1);
+    assert.equal(m.value('request_no_first_token_total', { model_name: 'm', reason: 'cancelled' }), 1);
+    assert.equal(m.value('time_to_first_byte_seconds_count', { model_name: 'm' }), 1, 'the headers came: TTFB observed');
+    assertNothingInFlight(m);
   });
 
   it('an upstream that resets mid-stream: the client gets the bytes sent so far and a broken response', async (t) => {

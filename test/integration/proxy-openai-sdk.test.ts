@@ -71,7 +71,8 @@ describe('openai SDK through infermeter', () => {
     assert.equal(m.value('request_received_total', model), 4);
     assert.equal(m.value('request_success_total', model), 4);
     assert.equal(m.value('request_failed_total', model), 0);
-    assert.equal(m.value('request_cancelled_total', model), 0);
+    assert.equal(m.sum('request_cancelled_total', model), 0);
+    assert.equal(m.sum('request_no_first_token_total', model), 0);
     assert.equal(m.value('num_requests_waiting', model), 0);
     assert.equal(m.value('num_requests_running', model), 0);
     assert.equal(m.value('prompt_tokens_total', model), 17 * 2 + 12 * 2);

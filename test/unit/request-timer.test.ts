@@ -106,7 +106,7 @@ describe('request timer', () => {
     assert.deepEqual(h.calls, ['started m', 'output 0.05', 'finished failed']);
     assert.equal(h.sample.failure, 'stream_error');
     assert.equal(h.sample.e2e, undefined, 'e2e is for successes only');
-    assert.equal(h.sample.usageSource, 'none', 'no zero fallback for a failed stream');
+    assert.deepEqual([h.sample.usageSource, h.sample.completionTokens, h.sample.promptTokens], ['events', 1, undefined], 'a broken stream keeps the tokens it delivered, not the zero fallback');
   });
 
   it('counts a client that leaves as cancelled, an upstream that breaks as failed', () => {
@@ -117,6 +117,7 @@ describe('request timer', () => {
     cancelled.timer.close(false);
     assert.equal(cancelled.sample.outcome, 'cancelled');
     assert.equal(cancelled.sample.failure, undefined);
+    assert.equal(cancelled.sample.cancelPhase, 'decoding');
 
     const reset = harness();
     reset.timer.identify('m', true);
@@ -157,6 +158,34 @@ describe('request timer', () => {
     const h = harness();
     h.timer.close(false);
     assert.deepEqual(h.calls, ['started unknown', 'finished cancelled']);
+    assert.equal(h.sample.cancelPhase, 'before_first_token');
+    assert.equal(h.sample.ttfb, undefined);
+  });
+
+  it('reports the gap between tokens as they come, shared among the tokens of an event', () => {
+    let now = 0;
+    const gaps: Array<[number, number]> = [];
+    const timer = createRequestTimer('chat', () => now, {
+      started() {},
+      firstOutput() {},
+      finished() {},
+      interToken: (_info, seconds, tokens) => gaps.push([Math.round(seconds * 1e6) / 1e6, tokens]),
+    });
+    timer.identify('m', true);
+    now = 40;
+    timer.responseHeaders(200, true);
+    now = 100;
+    timer.tokenEvent(); // first token: no gap
+    now = 120;
+    timer.tokenEvent(); // 20 ms, one token
+    now = 150;
+    timer.tokenEvent(3); // cumulative usage starts here: no delta known, one token
+    now = 210;
+    timer.tokenEvent(6); // 60 ms over 3 tokens
+    timer.responseFinished();
+    const sample = timer.close(true)!;
+    assert.deepEqual(gaps, [[0.02, 1], [0.03, 1], [0.02, 3]]);
+    assert.equal(sample.ttfb, 0.04);
   });
 
   it('finishes once; later events are ignored', () => {

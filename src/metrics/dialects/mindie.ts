@@ -3,7 +3,9 @@
 // order of the spec. The engine-internal families (swapped requests, preemptions, KV-cache
 // usage, prefix-cache hit rate) come from the engine's own /metrics when it is read, and are
 // left without samples otherwise; when the engine reports running and waiting requests, its
-// values win over the proxy's in-flight counts. request_cancelled_total is infermeter's addition.
+// values win over the proxy's in-flight counts. infermeter's additions in the same style:
+// request_cancelled_total{phase}, request_no_first_token_total{reason},
+// inter_token_latency_seconds and time_to_first_byte_seconds.
 import type { Registry } from 'prom-client';
 import type { EngineFamily } from '../../engine/engine-map.ts';
 import { bucketsFor, type HistogramFamily } from '../buckets.ts';
@@ -42,7 +44,21 @@ export function createMindieDialect(registry: Registry, state: MeasurementState,
   family('request_received_total', 'Number of requests received so far.', 'counter', perModel((m) => m.received));
   family('request_success_total', 'Number of requests proceed successfully so far.', 'counter', perModel((m) => m.success));
   family('request_failed_total', 'Number of requests failed so far.', 'counter', perModel((m) => m.failed));
-  family('request_cancelled_total', 'Number of requests cancelled by the client so far (neither success nor failure).', 'counter', perModel((m) => m.cancelled));
+  family('request_cancelled_total', 'Number of requests cancelled by the client so far (neither success nor failure), by the phase they were in.', 'counter', () => {
+    const values: MetricValue[] = [];
+    for (const m of state.models.values()) {
+      values.push({ value: m.cancelledBeforeFirstToken, labels: { [LABEL]: m.model, phase: 'before_first_token' } });
+      values.push({ value: m.cancelledDecoding, labels: { [LABEL]: m.model, phase: 'decoding' } });
+    }
+    return values;
+  });
+  family('request_no_first_token_total', 'Number of streamed requests that ended without a token, by reason: no_token (the stream ended), error, cancelled.', 'counter', () => {
+    const values: MetricValue[] = [];
+    for (const m of state.models.values()) {
+      for (const reason of ['no_token', 'error', 'cancelled'] as const) values.push({ value: m.noFirstToken[reason], labels: { [LABEL]: m.model, reason } });
+    }
+    return values;
+  });
   family('num_preemptions_total', 'Cumulative number of preemption from the engine.', 'counter', engineOnly('num_preemptions_total'));
   family('num_requests_running', 'Number of requests currently running on NPU.', 'gauge', engineOr('num_requests_running', (m) => m.running));
   family('num_requests_waiting', 'Number of requests waiting to be processed.', 'gauge', engineOr('num_requests_waiting', (m) => m.waiting));
@@ -76,6 +92,8 @@ export function createMindieDialect(registry: Registry, state: MeasurementState,
   const e2e = histogram('e2e_request_latency_seconds', 'Histogram of end to end request latency in seconds.');
   const prompt = histogram('request_prompt_tokens', 'Number of prefill tokens processed.');
   const generation = histogram('request_generation_tokens', 'Number of generation tokens processed.');
+  const itl = histogram('inter_token_latency_seconds', 'Histogram of the time between consecutive tokens in seconds, observed as tokens arrive.');
+  const ttfb = histogram('time_to_first_byte_seconds', 'Histogram of time from arrival to the first response byte from the upstream in seconds.');
 
   return {
     name: 'mindie',
@@ -84,7 +102,11 @@ export function createMindieDialect(registry: Registry, state: MeasurementState,
     firstOutput(info, ttftSeconds) {
       if (ttftSeconds !== undefined) ttft.observe(info.model, ttftSeconds);
     },
+    interToken(info, seconds, tokens) {
+      itl.observe(info.model, seconds, tokens);
+    },
     finished(sample) {
+      if (sample.ttfb !== undefined) ttfb.observe(sample.model, sample.ttfb);
       // MindIE counts TPOT per token: completion_tokens - 1 observations of the mean gap.
       if (sample.tpot !== undefined) tpot.observe(sample.model, sample.tpot.seconds, sample.tpot.tokens);
       if (sample.e2e !== undefined) e2e.observe(sample.model, sample.e2e);
