@@ -3,7 +3,9 @@
 // and the tests alike, so what the tests exercise is what runs.
 import type { Server } from 'node:http';
 import type { Config } from './config/config.ts';
+import { createAccessLog } from './access-log.ts';
 import { createDataPlane, type DataPlane } from './data-plane/data-plane.ts';
+import { createInjectionSwitch } from './data-plane/usage-injection.ts';
 import type { Logger } from './log.ts';
 import { createManagementApp } from './management/management-app.ts';
 import { createMetricsApp } from './management/metrics-app.ts';
@@ -13,6 +15,9 @@ import type { ContainerSamplerOptions } from './metrics/container/container-samp
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import { VERSION } from './version.ts';
 import { Hono } from 'hono';
+
+/** Access log bytes that may wait for the writer before lines are dropped. */
+const ACCESS_LOG_MAX_PENDING_BYTES = 4 * 1024 * 1024;
 
 /** The custom-metric limit of ModelArts: a relayed exposition larger than this is refused. */
 const RELAY_MAX_BYTES = 240 * 1024;
@@ -68,6 +73,15 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   });
 
   let ready = false;
+  const accessLog =
+    config.accessLog === undefined
+      ? undefined
+      : createAccessLog({ target: config.accessLog, maxPendingBytes: ACCESS_LOG_MAX_PENDING_BYTES, dropped: metrics.proxy.accessLogDropped });
+  const usageInjection = createInjectionSwitch(
+    config.injectUsage,
+    { active: metrics.proxy.injectionActive, injected: metrics.proxy.usageInjected, stripped: metrics.proxy.usageStripped },
+    (msg) => log.warn(msg),
+  );
   dataPlane = createDataPlane({
     upstream,
     clock,
@@ -79,6 +93,8 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     uninspected: metrics.proxy.uninspected,
     tapProblem: metrics.proxy.tapProblem,
     proxyError: metrics.proxy.proxyError,
+    usageInjection: config.injectUsage ? usageInjection : undefined,
+    accessLog,
   });
 
   const plane = dataPlane;
@@ -131,6 +147,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
         ready = false;
         metrics.close();
         await Promise.all([plane.close(), ...servers.map(closeServer)]);
+        await accessLog?.close();
       },
     };
   } catch (error) {

@@ -45,6 +45,10 @@ export interface Config {
   readonly jsonWindow: number;
   /** The `job` of /metrics-json entries. */
   readonly jsonJob: string;
+  /** Add stream_options.include_usage to streaming chat/completions requests that lack it. */
+  readonly injectUsage: boolean;
+  /** 'stdout', a file path, or undefined (off). */
+  readonly accessLog: string | undefined;
 }
 
 export type DialectName = 'mindie' | 'aom';
@@ -124,6 +128,8 @@ export const VARIABLES = [
   'INFERMETER_RELAY_INTERVAL_SECONDS',
   'INFERMETER_JSON_WINDOW',
   'INFERMETER_JSON_JOB',
+  'INFERMETER_INJECT_USAGE',
+  'INFERMETER_ACCESS_LOG',
   'INFERMETER_AOM_PERIOD_SECONDS',
   ...Object.values(AOM_LABEL_VARIABLES),
 ] as const;
@@ -228,6 +234,10 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const jsonJob = nonEmpty(env.INFERMETER_JSON_JOB) ?? 'node';
   if (!LABEL_VALUE.test(jsonJob)) problem('INFERMETER_JSON_JOB', 'a name of 1 to 256 printable characters', env.INFERMETER_JSON_JOB);
 
+  const injectUsage = parseSwitch(env, 'INFERMETER_INJECT_USAGE', true, problem);
+  const accessLogValue = nonEmpty(env.INFERMETER_ACCESS_LOG);
+  const accessLog = accessLogValue === undefined || accessLogValue.toLowerCase() === 'off' ? undefined : accessLogValue === 'stdout' ? 'stdout' : accessLogValue;
+
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     upstream,
@@ -253,6 +263,8 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     relayIntervalSeconds,
     jsonWindow,
     jsonJob,
+    injectUsage,
+    accessLog,
   });
 }
 

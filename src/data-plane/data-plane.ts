@@ -1,21 +1,37 @@
 // The data plane: a node:http server in front of the model server, forwarding with
-// http-proxy-3. Every request is proxied as it comes; an inference request additionally gets a
-// request timer, a listener on its body (model, stream) and a tap on its response. The tap sees
-// the very buffers http-proxy pipes to the client, after they are handed on, so measurement can
-// neither delay nor alter them.
+// http-proxy-3. Every request is proxied as it comes; an inference request additionally gets an
+// Exchange: a request timer, a reader of its body (model, stream), a tap on its response and,
+// when usage is injected, a filter that removes the injected usage chunk. The tap sees the very
+// buffers that are piped to the client, after they are handed on, so measurement can neither
+// delay nor alter them.
+import { randomUUID } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
+import { ms, type AccessLog, type AccessRecord } from '../access-log.ts';
 import type { Clock } from '../measure/clock.ts';
 import { createRequestTimer, type MeasurementSink, type RequestTimer } from '../measure/request-timer.ts';
-import { tapRequestBody, type UninspectedReason } from '../stream-tap/request-tap.ts';
-import { tapResponse, type TapProblem } from '../stream-tap/response-tap.ts';
+import type { InferenceApi, RequestSample } from '../measure/sample.ts';
 import type { Logger } from '../log.ts';
+import { createBodyScanner } from '../stream-tap/request-body-scanner.ts';
+import { tapRequestBody, type UninspectedReason } from '../stream-tap/request-tap.ts';
+import { isEventStream, tapResponse, type TapProblem } from '../stream-tap/response-tap.ts';
+import { createUsageStrip } from '../stream-tap/usage-strip.ts';
 import { stripHopByHop } from './hop-by-hop.ts';
 import { inferenceApi } from './inference-route.ts';
 import { proxyErrorResponse, type ProxyErrorKind } from './openai-error.ts';
+import { injectUsage, rejectsStreamOptions } from './usage-injection.ts';
+
+export interface UsageInjection {
+  /** Whether to inject now: on, and the upstream has not refused stream_options. */
+  active(): boolean;
+  /** The upstream refused stream_options: stop injecting, say so once. */
+  refused(): void;
+  injected(): void;
+  stripped(bytes: number): void;
+}
 
 export interface DataPlaneOptions {
   readonly upstream: URL;
@@ -31,6 +47,10 @@ export interface DataPlaneOptions {
   readonly tapProblem: (kind: TapProblem) => void;
   /** Counts failures of the proxy itself to reach or hear the upstream, by kind. */
   readonly proxyError: (kind: ProxyErrorKind) => void;
+  /** Usage injection for streaming chat and completions requests; undefined: off. */
+  readonly usageInjection?: UsageInjection | undefined;
+  /** The per-request log; undefined: off. */
+  readonly accessLog?: AccessLog | undefined;
 }
 
 export interface DataPlane {
@@ -41,13 +61,27 @@ export interface DataPlane {
   close(): Promise<void>;
 }
 
-const TIMER = Symbol('infermeter.timer');
-type Tagged = IncomingMessage & { [TIMER]?: RequestTimer };
+/** One inference request on its way through. */
+interface Exchange {
+  readonly api: InferenceApi;
+  readonly timer: RequestTimer;
+  readonly requestId: string | undefined;
+  bytesIn: number;
+  bytesOut: number;
+  /** Set when usage was injected: the original body, for the one retry without it. */
+  injection: { readonly original: Buffer; refused: boolean } | undefined;
+}
+
+const EXCHANGE = Symbol('infermeter.exchange');
+type Tagged = IncomingMessage & { [EXCHANGE]?: Exchange };
 
 const CONNECT_TIMEOUTS = new Set(['ECONNECT_TIMEOUT', 'ETIMEDOUT']);
+const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+/** An upstream's answer to an injected request that may be a refusal of stream_options. */
+const MAX_REFUSAL_BYTES = 64 * 1024;
 
 export function createDataPlane(options: DataPlaneOptions): DataPlane {
-  const { upstream, clock, sink, log } = options;
+  const { upstream, clock, sink, log, usageInjection, accessLog } = options;
   const agent =
     upstream.protocol === 'https:'
       ? new https.Agent({ keepAlive: true, scheduling: 'lifo' })
@@ -65,31 +99,95 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
 
   proxy.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
     stripHopByHop(proxyRes.headers);
-    const timer = (req as Tagged)[TIMER];
+    const exchange = (req as Tagged)[EXCHANGE];
     // A response that breaks off upstream must break off for the client too: ending it
     // cleanly would turn a truncated answer into one that looks whole.
     proxyRes.on('error', ignore);
     proxyRes.on('close', () => {
       if (proxyRes.complete || res.destroyed) return;
-      timer?.fail('upstream_reset');
+      exchange?.timer.fail('upstream_reset');
       options.proxyError('upstream_reset');
       log.warnThrottled('upstream_reset', 'upstream closed a response before its end', { path: pathOf(req) });
       res.destroy();
     });
+    if (exchange?.injection !== undefined && !exchange.injection.refused) {
+      answerInjected(proxyRes, req, res, exchange);
+      return;
+    }
     // Headers go to the client when they arrive, as they would without us: a streaming
     // upstream often sends them well before its first token. Node would otherwise hold them
     // until the first body byte. Runs after http-proxy has copied status and headers.
     process.nextTick(() => {
       if (!res.headersSent && proxyRes.readableLength === 0 && !res.destroyed) res.flushHeaders();
     });
-    if (timer !== undefined) {
-      try {
-        tapResponse(proxyRes, timer, tapOptions);
-      } catch (error) {
-        tapOptions.problem('tap_error', error);
-      }
-    }
+    if (exchange !== undefined) measure(proxyRes, exchange);
   });
+
+  function measure(proxyRes: IncomingMessage, exchange: Exchange): void {
+    try {
+      tapResponse(proxyRes, exchange.timer, tapOptions);
+    } catch (error) {
+      tapOptions.problem('tap_error', error);
+    }
+    if (accessLog !== undefined) proxyRes.on('data', (chunk: Buffer) => (exchange.bytesOut += chunk.length));
+  }
+
+  /**
+   * The response to a request we added stream_options to. A 4xx that names stream_options is
+   * the upstream refusing the field: the request is sent again, once, as the client wrote it,
+   * and injection stops. Otherwise the response goes to the client with the usage-only chunk
+   * removed from an event stream.
+   */
+  function answerInjected(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse, exchange: Exchange): void {
+    const injection = exchange.injection!;
+    const status = proxyRes.statusCode ?? 0;
+    if (status >= 400 && status < 500) {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      proxyRes.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size <= MAX_REFUSAL_BYTES) chunks.push(chunk);
+      });
+      proxyRes.on('end', () => {
+        const body = Buffer.concat(chunks);
+        if (size <= MAX_REFUSAL_BYTES && rejectsStreamOptions(status, body.toString('utf8'))) {
+          injection.refused = true;
+          usageInjection?.refused();
+          forward(req, res, injection.original);
+          return;
+        }
+        // Not a refusal: the client gets this answer as it is.
+        exchange.timer.responseHeaders(status, false);
+        if (accessLog !== undefined) exchange.bytesOut += size;
+        writeHead(res, proxyRes, false);
+        // A body over the refusal cap was only partly kept: cut the response rather than alter it.
+        if (size <= MAX_REFUSAL_BYTES) res.end(body);
+        else res.destroy();
+      });
+      return;
+    }
+    measure(proxyRes, exchange);
+    const streamed = isEventStream(proxyRes.headers['content-type']);
+    writeHead(res, proxyRes, streamed);
+    if (!streamed) {
+      proxyRes.pipe(res);
+      return;
+    }
+    const strip = createUsageStrip({
+      maxEventBytes: options.maxEventBytes,
+      stripped: (bytes) => {
+        usageInjection?.stripped(bytes);
+        if (accessLog !== undefined) exchange.bytesOut -= bytes;
+      },
+    });
+    proxyRes.pipe(strip).pipe(res);
+  }
+
+  /** Sends a held request body upstream (with content-length), measured as the same exchange. */
+  function forward(req: IncomingMessage, res: ServerResponse, body: Buffer, selfHandleResponse = false): void {
+    req.headers['content-length'] = String(body.length);
+    proxy.web(req, res, { buffer: Readable.from([body]), selfHandleResponse }, onProxyError);
+  }
 
   // Errors of one request: the upstream could not be reached, or failed before answering.
   const onProxyError = (error: Error, req: IncomingMessage, res: ServerResponse | Socket): void => {
@@ -102,7 +200,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     const kind: ProxyErrorKind = code !== undefined && CONNECT_TIMEOUTS.has(code) ? 'upstream_timeout' : 'upstream_unreachable';
     options.proxyError(kind);
     log.warnThrottled(`proxy:${code ?? error.message}`, 'upstream request failed', { code, path: pathOf(req) });
-    const timer = (req as Tagged)[TIMER];
+    const timer = (req as Tagged)[EXCHANGE]?.timer;
     if (res.headersSent) {
       timer?.fail('upstream_reset');
       res.destroy();
@@ -119,22 +217,81 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   proxy.on('error', onProxyError);
   proxy.on('econnreset', ignore); // the client went away mid-upload; res 'close' accounts for it
 
+  function identify(exchange: Exchange, result: { ok: true; model: string | undefined; stream: boolean | undefined } | { ok: false; reason: UninspectedReason }): void {
+    if (result.ok) exchange.timer.identify(result.model ?? 'unknown', result.stream === true);
+    else {
+      options.uninspected(result.reason);
+      exchange.timer.identify('unknown', false);
+    }
+  }
+
+  /** Holds a chat or completions body (up to the cap) to see whether usage is to be injected. */
+  function holdAndForward(req: IncomingMessage, res: ServerResponse, exchange: Exchange): void {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const scanner = createBodyScanner();
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      exchange.bytesIn += chunk.length;
+      if (size > options.maxInspectBytes) {
+        // Too large to inspect: forward what was held, then the rest as it comes.
+        req.off('data', onData);
+        req.off('end', onEnd);
+        req.pause();
+        identify(exchange, { ok: false, reason: 'too_large' });
+        chunks.push(chunk);
+        proxy.web(req, res, { buffer: joinHeldAndRest(chunks, req) }, onProxyError);
+        return;
+      }
+      chunks.push(chunk);
+      scanner.feed(chunk);
+    };
+    const onEnd = (): void => {
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+      const scan = scanner.end();
+      identify(exchange, scan);
+      const injected = usageInjection?.active() === true ? injectUsage(body, scan) : undefined;
+      if (injected === undefined) {
+        forward(req, res, body);
+        return;
+      }
+      usageInjection?.injected();
+      exchange.injection = { original: body, refused: false };
+      forward(req, res, injected, true);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+  }
+
   const server = http.createServer({ noDelay: true }, (req, res) => {
     const api = inferenceApi(req.method, req.url);
     stripHopByHop(req.headers);
-    if (api !== undefined) {
-      const timer = createRequestTimer(api, clock, sink);
-      (req as Tagged)[TIMER] = timer;
-      tapRequestBody(req, options.maxInspectBytes, (result) => {
-        if (result.ok) timer.identify(result.model ?? 'unknown', result.stream === true);
-        else {
-          options.uninspected(result.reason);
-          timer.identify('unknown', false);
-        }
-      });
-      res.on('finish', () => timer.responseFinished());
-      res.on('close', () => timer.close(res.writableFinished));
+    if (api === undefined) {
+      proxy.web(req, res, onProxyError);
+      return;
     }
+    let requestId: string | undefined;
+    if (accessLog !== undefined) {
+      const given = req.headers['x-request-id'];
+      requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+      req.headers['x-request-id'] = requestId; // passed upstream, so both logs share it
+    }
+    const exchange: Exchange = { api, timer: createRequestTimer(api, clock, sink), requestId, bytesIn: 0, bytesOut: 0, injection: undefined };
+    (req as Tagged)[EXCHANGE] = exchange;
+    res.on('finish', () => exchange.timer.responseFinished());
+    res.on('close', () => {
+      const sample = exchange.timer.close(res.writableFinished);
+      if (sample !== undefined && accessLog !== undefined) accessLog.write(accessRecord(req, exchange, sample));
+    });
+    const encoded = req.headers['content-encoding'] !== undefined && req.headers['content-encoding'].trim().toLowerCase() !== 'identity';
+    if (usageInjection !== undefined && (api === 'chat' || api === 'completions') && !encoded) {
+      holdAndForward(req, res, exchange);
+      return;
+    }
+    tapRequestBody(req, options.maxInspectBytes, (result, size) => {
+      exchange.bytesIn = size;
+      identify(exchange, result);
+    });
     proxy.web(req, res, onProxyError);
   });
   let connections = 0;
@@ -161,6 +318,51 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
         server.closeIdleConnections();
         agent.destroy();
       }),
+  };
+}
+
+/** Held chunks first, then whatever else the client sends. */
+function joinHeldAndRest(held: readonly Buffer[], req: IncomingMessage): Readable {
+  return Readable.from(
+    (async function* () {
+      yield* held;
+      req.resume();
+      for await (const chunk of req) yield chunk as Buffer;
+    })(),
+  );
+}
+
+/** Status and headers of an upstream response, for responses we pipe ourselves. */
+function writeHead(res: ServerResponse, proxyRes: IncomingMessage, rewritten: boolean): void {
+  const headers = { ...proxyRes.headers };
+  // The body we send differs in length from the upstream's: let node frame it.
+  if (rewritten) delete headers['content-length'];
+  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage, headers);
+  res.flushHeaders();
+}
+
+function accessRecord(req: IncomingMessage, exchange: Exchange, s: RequestSample): AccessRecord {
+  return {
+    time: new Date().toISOString(),
+    request_id: exchange.requestId,
+    method: req.method ?? '',
+    path: pathOf(req),
+    status: s.status,
+    model: s.model,
+    stream: s.stream,
+    outcome: s.outcome,
+    failure: s.failure,
+    cancel_phase: s.cancelPhase,
+    ttfb_ms: ms(s.ttfb),
+    ttft_ms: ms(s.ttft),
+    tpot_ms: ms(s.tpot?.seconds),
+    e2e_ms: ms(s.e2e),
+    prompt_tokens: s.promptTokens,
+    completion_tokens: s.completionTokens,
+    usage_source: s.usageSource,
+    usage_injected: exchange.injection !== undefined && !exchange.injection.refused,
+    bytes_in: exchange.bytesIn,
+    bytes_out: exchange.bytesOut,
   };
 }
 

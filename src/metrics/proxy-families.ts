@@ -10,6 +10,11 @@ export interface ProxyFamilies {
   uninspected(reason: UninspectedReason): void;
   tapProblem(kind: TapProblem): void;
   proxyError(kind: ProxyErrorKind): void;
+  /** Usage injection: whether it is on now, requests injected, usage chunks removed. */
+  injectionActive(on: boolean): void;
+  usageInjected(): void;
+  usageStripped(): void;
+  accessLogDropped(): void;
   readonly metricNames: readonly string[];
 }
 
@@ -32,6 +37,26 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     labelNames: ['kind'],
     registers: [registry],
   });
+  const injectionActive = new Gauge({
+    name: 'infermeter_usage_injection_active',
+    help: '1 while stream_options.include_usage is added to streaming requests that lack it; 0 when off or refused by the upstream.',
+    registers: [registry],
+  });
+  const injected = new Counter({
+    name: 'infermeter_usage_injected_total',
+    help: 'Streaming requests to which stream_options.include_usage was added.',
+    registers: [registry],
+  });
+  const stripped = new Counter({
+    name: 'infermeter_usage_chunks_stripped_total',
+    help: 'Usage-only chunks removed from streams because infermeter had asked for them.',
+    registers: [registry],
+  });
+  const dropped = new Counter({
+    name: 'infermeter_access_log_dropped_total',
+    help: 'Access log lines dropped because the log writer fell behind.',
+    registers: [registry],
+  });
   const build = new Gauge({
     name: 'infermeter_build_info',
     help: 'Always 1; the labels name the infermeter and Node.js versions.',
@@ -43,10 +68,18 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     uninspected: (reason) => uninspected.inc({ reason }),
     tapProblem: (kind) => tapProblems.inc({ kind }),
     proxyError: (kind) => proxyErrors.inc({ kind }),
+    injectionActive: (on) => injectionActive.set(on ? 1 : 0),
+    usageInjected: () => injected.inc(),
+    usageStripped: () => stripped.inc(),
+    accessLogDropped: () => dropped.inc(),
     metricNames: [
       'infermeter_request_body_uninspected_total',
       'infermeter_stream_tap_problems_total',
       'infermeter_upstream_errors_total',
+      'infermeter_usage_injection_active',
+      'infermeter_usage_injected_total',
+      'infermeter_usage_chunks_stripped_total',
+      'infermeter_access_log_dropped_total',
       'infermeter_build_info',
     ],
   };

@@ -5,7 +5,15 @@
 // understood; nested values are skipped by bracket and string tracking.
 
 export type ScanResult =
-  | { readonly ok: true; readonly model: string | undefined; readonly stream: boolean | undefined }
+  | {
+      readonly ok: true;
+      readonly model: string | undefined;
+      readonly stream: boolean | undefined;
+      /** Byte offset of the top-level object's '{'. */
+      readonly objectStart: number;
+      /** Where the top-level `stream_options` value lies (bytes [start, end)), when there is one. */
+      readonly streamOptions: { readonly start: number; readonly end: number; readonly isObject: boolean } | undefined;
+    }
   | { readonly ok: false; readonly reason: 'empty' | 'invalid_json' | 'not_object' };
 
 export interface BodyScanner {
@@ -29,12 +37,13 @@ const ERROR = 11;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
-const MAX_KEY = 8; // longest key of interest ("stream") plus room; longer keys are skipped
+const MAX_KEY = 16; // longest key of interest ("stream_options") plus room; longer keys are skipped
 const MAX_MODEL = 512; // bytes of a model name kept; a longer one is reported as absent
 
 const K_OTHER = 0;
 const K_MODEL = 1;
 const K_STREAM = 2;
+const K_STREAM_OPTIONS = 3;
 
 export function createBodyScanner(): BodyScanner {
   let state = START;
@@ -52,6 +61,11 @@ export function createBodyScanner(): BodyScanner {
   let primitive = '';
   let model: string | undefined;
   let stream: boolean | undefined;
+  let offset = 0; // bytes of earlier chunks
+  let objectStart = -1;
+  let optionsStart = -1;
+  let streamOptions: { start: number; end: number; isObject: boolean } | undefined;
+  let optionsIsObject = false;
 
   function finishKey(): void {
     key = K_OTHER;
@@ -62,6 +76,8 @@ export function createBodyScanner(): BodyScanner {
       keyBuf[0] === 0x73 && keyBuf[1] === 0x74 && keyBuf[2] === 0x72 && keyBuf[3] === 0x65 && keyBuf[4] === 0x61 && keyBuf[5] === 0x6d
     ) {
       key = K_STREAM; // "stream"
+    } else if (keyLen === 14 && String.fromCharCode(...keyBuf.subarray(0, 14)) === 'stream_options') {
+      key = K_STREAM_OPTIONS;
     }
   }
 
@@ -105,6 +121,7 @@ export function createBodyScanner(): BodyScanner {
               if (--nestedDepth === 0) {
                 state = AFTER_VALUE;
                 i++;
+                if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i, isObject: optionsIsObject };
                 break;
               }
             }
@@ -117,6 +134,7 @@ export function createBodyScanner(): BodyScanner {
             else if (b === BACKSLASH) escaped = true;
             else if (b === QUOTE) {
               if (capturingModel) finishModel();
+              if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i + 1, isObject: false };
               state = AFTER_VALUE;
               i++;
               break;
@@ -139,7 +157,10 @@ export function createBodyScanner(): BodyScanner {
           keyLen++;
           break;
         case START:
-          if (c === 0x7b) state = FIRST_KEY;
+          if (c === 0x7b) {
+            state = FIRST_KEY;
+            objectStart = offset + i;
+          }
           else if (!isSpace(c)) {
             notObject = true;
             state = ERROR;
@@ -172,15 +193,22 @@ export function createBodyScanner(): BodyScanner {
             nestedInString = false;
             if (key === K_MODEL) model = undefined;
             else if (key === K_STREAM) stream = undefined;
+            else if (key === K_STREAM_OPTIONS) {
+              optionsStart = offset + i;
+              optionsIsObject = c === 0x7b;
+            }
           } else if (isPrimitiveByte(c)) {
             state = PRIMITIVE;
             primitive = String.fromCharCode(c);
+            if (key === K_STREAM_OPTIONS) optionsStart = offset + i;
           } else state = ERROR;
+          if (key === K_STREAM_OPTIONS && c === QUOTE) optionsStart = offset + i;
           break;
         case PRIMITIVE:
           if (isPrimitiveByte(c)) {
             if (primitive.length < 8) primitive += String.fromCharCode(c);
           } else {
+            if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i, isObject: false };
             finishPrimitive();
             state = AFTER_VALUE;
             continue; // re-read this byte as a separator
@@ -197,10 +225,11 @@ export function createBodyScanner(): BodyScanner {
       }
       i++;
     }
+    offset += n;
   }
 
   function end(): ScanResult {
-    if (state === DONE) return { ok: true, model, stream };
+    if (state === DONE) return { ok: true, model, stream, objectStart, streamOptions };
     if (state === START) return { ok: false, reason: 'empty' };
     return { ok: false, reason: notObject ? 'not_object' : 'invalid_json' };
   }

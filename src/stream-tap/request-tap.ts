@@ -11,11 +11,11 @@ export type RequestInspection =
   | { readonly ok: true; readonly model: string | undefined; readonly stream: boolean | undefined }
   | { readonly ok: false; readonly reason: UninspectedReason };
 
-/** Attach before the body starts flowing; `done` is called at most once. */
-export function tapRequestBody(req: IncomingMessage, maxBytes: number, done: (result: RequestInspection) => void): void {
+/** Attach before the body starts flowing; `done` is called at most once, with the bytes seen. */
+export function tapRequestBody(req: IncomingMessage, maxBytes: number, done: (result: RequestInspection, bytes: number) => void): void {
   const encoding = req.headers['content-encoding'];
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-    done({ ok: false, reason: 'encoded' });
+    done({ ok: false, reason: 'encoded' }, 0);
     return;
   }
   const scanner = createBodyScanner();
@@ -26,13 +26,13 @@ export function tapRequestBody(req: IncomingMessage, maxBytes: number, done: (re
     if (size > maxBytes) {
       over = true;
       req.off('data', onData);
-      done({ ok: false, reason: 'too_large' });
+      done({ ok: false, reason: 'too_large' }, size);
       return;
     }
     scanner.feed(chunk);
   };
   req.on('data', onData);
   req.on('end', () => {
-    if (!over) done(scanner.end());
+    if (!over) done(scanner.end(), size);
   });
 }

@@ -3,12 +3,18 @@ import { describe, it } from 'node:test';
 import { createBodyScanner } from '../../src/stream-tap/request-body-scanner.ts';
 import { rechunk, seededRandom } from '../helpers/random.ts';
 
-function scan(body: string | Buffer, seed?: number) {
+function scanFull(body: string | Buffer, seed?: number) {
   const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
   const scanner = createBodyScanner();
   if (seed === undefined) scanner.feed(bytes);
   else for (const chunk of rechunk(bytes, seededRandom(seed), 5)) scanner.feed(chunk);
   return scanner.end();
+}
+
+/** The labels part of a result. */
+function scan(body: string | Buffer, seed?: number) {
+  const r = scanFull(body, seed);
+  return r.ok ? { ok: true, model: r.model, stream: r.stream } : r;
 }
 
 describe('request body scanner', () => {
@@ -83,6 +89,27 @@ describe('request body scanner', () => {
         stream: typeof parsed.stream === 'boolean' ? parsed.stream : undefined,
       };
       assert.deepEqual(scan(text, i), expected, text);
+    }
+  });
+});
+
+describe('request body scanner: where stream_options lies', () => {
+  const slice = (body: string, seed?: number) => {
+    const r = scanFull(body, seed);
+    assert.ok(r.ok);
+    const bytes = Buffer.from(body);
+    return { objectStart: r.objectStart, options: r.streamOptions && { text: bytes.subarray(r.streamOptions.start, r.streamOptions.end).toString(), isObject: r.streamOptions.isObject } };
+  };
+  it('finds the top-level object and the stream_options value of any type, at any chunking', () => {
+    for (const seed of [undefined, 1, 2, 3]) {
+      assert.deepEqual(slice(' {"model":"m","stream":true}', seed), { objectStart: 1, options: undefined });
+      assert.deepEqual(slice('{"stream_options": {"include_usage": false, "x": [1]} ,"stream":true}', seed), {
+        objectStart: 0,
+        options: { text: '{"include_usage": false, "x": [1]}', isObject: true },
+      });
+      assert.deepEqual(slice('{"stream_options":null,"stream":true}', seed), { objectStart: 0, options: { text: 'null', isObject: false } });
+      assert.deepEqual(slice('{"stream_options":"x","stream":true}', seed), { objectStart: 0, options: { text: '"x"', isObject: false } });
+      assert.deepEqual(slice('{"metadata":{"stream_options":{}}}', seed), { objectStart: 0, options: undefined });
     }
   });
 });

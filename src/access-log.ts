@@ -1,0 +1,95 @@
+// One JSON line per finished inference request, for grep and log pipelines. Writing never holds
+// up the data plane: lines are batched and written once per event-loop turn, to a file through
+// an asynchronous stream (or to stdout); when the writer falls behind by more than a bound,
+// further lines are dropped and counted rather than buffered without limit. Never a header
+// value, never prompt or completion text.
+import { createWriteStream } from 'node:fs';
+import type { Writable } from 'node:stream';
+
+export interface AccessRecord {
+  readonly time: string;
+  readonly request_id: string | undefined;
+  readonly method: string;
+  readonly path: string;
+  readonly status: number;
+  readonly model: string;
+  readonly stream: boolean;
+  readonly outcome: string;
+  readonly failure: string | undefined;
+  readonly cancel_phase: string | undefined;
+  readonly ttfb_ms: number | undefined;
+  readonly ttft_ms: number | undefined;
+  readonly tpot_ms: number | undefined;
+  readonly e2e_ms: number | undefined;
+  readonly prompt_tokens: number | undefined;
+  readonly completion_tokens: number | undefined;
+  readonly usage_source: string;
+  readonly usage_injected: boolean;
+  readonly bytes_in: number;
+  readonly bytes_out: number;
+}
+
+export interface AccessLog {
+  write(record: AccessRecord): void;
+  /** Flushes what is batched and closes a file target. */
+  close(): Promise<void>;
+}
+
+export interface AccessLogOptions {
+  /** 'stdout', or a file path (appended to). */
+  readonly target: string;
+  /** Bytes that may wait to be written before lines are dropped. */
+  readonly maxPendingBytes: number;
+  readonly dropped: () => void;
+  /** Injected for tests. */
+  readonly stream?: Writable;
+}
+
+export function createAccessLog(options: AccessLogOptions): AccessLog {
+  const stream: Writable = options.stream ?? (options.target === 'stdout' ? process.stdout : createWriteStream(options.target, { flags: 'a' }));
+  const ownsStream = options.stream === undefined && options.target !== 'stdout';
+  stream.on('error', () => {}); // a failing disk must not take the proxy down; lines are dropped below
+  let batch = '';
+  let batchLines = 0;
+  let scheduled = false;
+
+  const flush = (): void => {
+    scheduled = false;
+    if (batch === '') return;
+    const text = batch;
+    const lines = batchLines;
+    batch = '';
+    batchLines = 0;
+    if (stream.destroyed) {
+      for (let i = 0; i < lines; i++) options.dropped();
+      return;
+    }
+    stream.write(text);
+  };
+
+  return {
+    write(record) {
+      const line = `${JSON.stringify(record)}\n`;
+      if (stream.destroyed || stream.writableLength + batch.length + line.length > options.maxPendingBytes) {
+        options.dropped();
+        return;
+      }
+      batch += line;
+      batchLines++;
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    },
+    close() {
+      flush();
+      if (!ownsStream) return Promise.resolve();
+      return new Promise((resolve) => stream.end(resolve));
+    },
+  };
+}
+
+/** Milliseconds from seconds, to the microsecond: readable and exact enough. */
+export function ms(seconds: number | undefined): number | undefined {
+  return seconds === undefined ? undefined : Math.round(seconds * 1e6) / 1e3;
+}

@@ -1,0 +1,62 @@
+// Usage without client cooperation: a streaming chat or completions request that does not ask
+// for usage gets `"stream_options":{"include_usage":true}` inserted on its way to the upstream
+// (every other byte of the body as it was), so the engine reports token counts in a final
+// usage-only chunk, which is then removed from what the client receives. An explicit
+// include_usage (true or false), or a stream_options that is not an object, is left alone.
+import type { ScanResult } from '../stream-tap/request-body-scanner.ts';
+
+const FIELD = Buffer.from('"stream_options":{"include_usage":true}');
+const INNER = Buffer.from('"include_usage":true');
+const COMMA = Buffer.from(',');
+
+/**
+ * The body to send instead, or undefined when nothing is to be injected. `body` is the whole
+ * request body the scan was made of.
+ */
+export function injectUsage(body: Buffer, scan: ScanResult): Buffer | undefined {
+  if (!scan.ok || scan.stream !== true) return undefined;
+  const options = scan.streamOptions;
+  if (options === undefined) {
+    const at = scan.objectStart + 1;
+    // An object with keys after its '{' needs a comma after the inserted member.
+    const empty = /^\s*\}/.test(body.subarray(at, at + 64).toString('latin1'));
+    return Buffer.concat(empty ? [body.subarray(0, at), FIELD, body.subarray(at)] : [body.subarray(0, at), FIELD, COMMA, body.subarray(at)]);
+  }
+  if (!options.isObject) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.subarray(options.start, options.end).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null || 'include_usage' in parsed) return undefined;
+  const at = options.start + 1;
+  const empty = Object.keys(parsed).length === 0;
+  return Buffer.concat(empty ? [body.subarray(0, at), INNER, body.subarray(at)] : [body.subarray(0, at), INNER, COMMA, body.subarray(at)]);
+}
+
+/** Does an upstream's error body say it does not accept stream_options? */
+export function rejectsStreamOptions(status: number, body: string): boolean {
+  return status >= 400 && status < 500 && body.includes('stream_options');
+}
+
+/** The switch the data plane asks: on until the upstream refuses the field, then off for good. */
+export function createInjectionSwitch(
+  enabled: boolean,
+  report: { active(on: boolean): void; injected(): void; stripped(): void },
+  warn: (msg: string) => void,
+): { active(): boolean; refused(): void; injected(): void; stripped(bytes: number): void } {
+  let on = enabled;
+  report.active(on);
+  return {
+    active: () => on,
+    refused() {
+      if (!on) return;
+      on = false;
+      report.active(false);
+      warn('the upstream refuses stream_options: usage injection is off from now on; streams without usage report 0 tokens');
+    },
+    injected: () => report.injected(),
+    stripped: () => report.stripped(),
+  };
+}

@@ -1,0 +1,68 @@
+// The per-request log: one JSON line per finished inference request, with the request id the
+// client gave (or one generated and passed upstream), never a secret or any prompt text.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { describe, it } from 'node:test';
+import { createAccessLog } from '../../src/access-log.ts';
+import { nextFinished, startProxy } from '../helpers/proxy-harness.ts';
+import { startReplayUpstream } from '../helpers/replay-upstream.ts';
+
+describe('access log', () => {
+  it('writes one JSON line per finished inference request, without secrets or text', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'infermeter-log-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'access.log');
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond((req) =>
+      req.body.toString().includes('"stream":true')
+        ? { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ afterMs: 20, data: 'data: {"choices":[{"delta":{"content":"SECRET-OUTPUT"}}]}\n\n' }, { afterMs: 10, data: 'data: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2}}\n\ndata: [DONE]\n\n' }] }
+        : { status: 500, headers: { 'content-type': 'application/json' }, body: [{ data: '{"error":{"message":"boom"}}' }] },
+    );
+    const app = await startProxy(t, upstream.url, { INFERMETER_ACCESS_LOG: file });
+    const finished = nextFinished(app, 3);
+    const stream = '{"model":"m","stream":true,"messages":[{"role":"user","content":"SECRET-PROMPT"}]}';
+    const headers = { authorization: 'Bearer sk-SECRET-KEY', 'content-type': 'application/json' };
+    await (await fetch(`${app.dataUrl}/v1/chat/completions?api-key=SECRET-QUERY`, { method: 'POST', body: stream, headers: { ...headers, 'x-request-id': 'client-req-1' } })).arrayBuffer();
+    await (await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: stream, headers })).arrayBuffer();
+    await (await fetch(`${app.dataUrl}/v1/completions`, { method: 'POST', body: '{"model":"m","prompt":"x"}', headers })).arrayBuffer();
+    await (await fetch(`${app.dataUrl}/v1/models`)).arrayBuffer(); // not inference: not logged
+    await finished;
+    await app.close(); // flushes the log
+    const text = readFileSync(file, 'utf8');
+    assert.doesNotMatch(text, /SECRET/, 'no key, query, prompt or completion text');
+    const lines = text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.equal(lines.length, 3);
+    const [first, second, third] = lines as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
+    assert.equal(first.request_id, 'client-req-1');
+    assert.equal(upstream.requests[0]!.headers['x-request-id'], 'client-req-1');
+    assert.match(String(second.request_id), /^[0-9a-f-]{36}$/, 'generated when the client sent none');
+    assert.equal(upstream.requests[1]!.headers['x-request-id'], second.request_id, 'and passed upstream');
+    assert.deepEqual(
+      { method: first.method, path: first.path, status: first.status, model: first.model, stream: first.stream, outcome: first.outcome, usage_source: first.usage_source, usage_injected: first.usage_injected, prompt_tokens: first.prompt_tokens, completion_tokens: first.completion_tokens, bytes_in: first.bytes_in },
+      { method: 'POST', path: '/v1/chat/completions', status: 200, model: 'm', stream: true, outcome: 'success', usage_source: 'upstream', usage_injected: true, prompt_tokens: 7, completion_tokens: 2, bytes_in: Buffer.byteLength(stream) },
+    );
+    assert.ok((first.ttft_ms as number) >= 20 && (first.e2e_ms as number) >= (first.ttft_ms as number) && (first.ttfb_ms as number) <= (first.ttft_ms as number));
+    // What the client received: the upstream's bytes minus the usage chunk it did not ask for.
+    assert.equal(first.bytes_out, Buffer.byteLength('data: {"choices":[{"delta":{"content":"SECRET-OUTPUT"}}]}\n\ndata: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n'));
+    assert.deepEqual([third.status, third.outcome, third.failure, third.stream], [500, 'failed', 'upstream_status', false]);
+  });
+
+  it('drops and counts lines when the writer falls behind, instead of buffering without bound', async () => {
+    let dropped = 0;
+    const written: string[] = [];
+    // A writer that accepts data but never finishes writing it: its backlog only grows.
+    const stuck = new Writable({ highWaterMark: 1, write(chunk: Buffer, _e, _done) { written.push(chunk.toString()); } });
+    const log = createAccessLog({ target: 'test', maxPendingBytes: 2000, dropped: () => dropped++, stream: stuck });
+    const record = { time: 't', request_id: 'r', method: 'POST', path: '/v1/completions', status: 200, model: 'm', stream: false, outcome: 'success', failure: undefined, cancel_phase: undefined, ttfb_ms: 1, ttft_ms: undefined, tpot_ms: undefined, e2e_ms: 2, prompt_tokens: 1, completion_tokens: 1, usage_source: 'upstream', usage_injected: false, bytes_in: 1, bytes_out: 1 };
+    for (let i = 0; i < 100; i++) {
+      log.write(record);
+      if (i % 10 === 9) await new Promise((r) => setImmediate(r)); // let batches flush
+    }
+    assert.ok(dropped > 50, `dropped ${dropped}`);
+    assert.ok(written.join('').length <= 2000 + JSON.stringify(record).length * 10, 'what was accepted stayed within the bound');
+  });
+});

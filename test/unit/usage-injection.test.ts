@@ -1,0 +1,39 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { injectUsage, rejectsStreamOptions } from '../../src/data-plane/usage-injection.ts';
+import { createBodyScanner } from '../../src/stream-tap/request-body-scanner.ts';
+
+function inject(body: string): string | undefined {
+  const bytes = Buffer.from(body);
+  const scanner = createBodyScanner();
+  scanner.feed(bytes);
+  return injectUsage(bytes, scanner.end())?.toString();
+}
+
+describe('usage injection', () => {
+  it('adds stream_options to a streaming request, every other byte as it was', () => {
+    assert.equal(inject('{"model":"m","stream":true}'), '{"stream_options":{"include_usage":true},"model":"m","stream":true}');
+    assert.equal(inject('  {\n  "stream": true, "messages": []\n}'), '  {"stream_options":{"include_usage":true},\n  "stream": true, "messages": []\n}');
+  });
+
+  it('completes a stream_options object that lacks include_usage', () => {
+    assert.equal(inject('{"stream":true,"stream_options":{"continuous_usage_stats":true}}'), '{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}');
+    assert.equal(inject('{"stream":true,"stream_options":{ }}'), '{"stream":true,"stream_options":{"include_usage":true }}');
+  });
+
+  it('leaves alone what it must not change', () => {
+    assert.equal(inject('{"model":"m"}'), undefined, 'not streaming');
+    assert.equal(inject('{"stream":false}'), undefined);
+    assert.equal(inject('{"stream":true,"stream_options":{"include_usage":true}}'), undefined, 'asked already');
+    assert.equal(inject('{"stream":true,"stream_options":{"include_usage":false}}'), undefined, 'an explicit choice is respected');
+    assert.equal(inject('{"stream":true,"stream_options":null}'), undefined, 'not an object');
+    assert.equal(inject('{"stream":true,'), undefined, 'not JSON');
+  });
+
+  it('recognises a refusal of the field', () => {
+    assert.equal(rejectsStreamOptions(400, '{"error":{"message":"Unrecognized request argument supplied: stream_options"}}'), true);
+    assert.equal(rejectsStreamOptions(422, '{"detail":[{"loc":["body","stream_options"],"msg":"extra fields not permitted"}]}'), true);
+    assert.equal(rejectsStreamOptions(400, '{"error":{"message":"bad model"}}'), false);
+    assert.equal(rejectsStreamOptions(500, 'stream_options'), false, 'a server error is not a refusal');
+  });
+});

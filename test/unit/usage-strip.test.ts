@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
+import { describe, it } from 'node:test';
+import { createUsageStrip, isUsageOnlyEvent } from '../../src/stream-tap/usage-strip.ts';
+import { ownStreams } from '../helpers/fixtures.ts';
+import { rechunk, seededRandom } from '../helpers/random.ts';
+import { sseBlocks } from '../helpers/tap-harness.ts';
+
+async function strip(chunks: Buffer[], maxEventBytes = 1 << 20): Promise<{ out: Buffer; stripped: number[] }> {
+  const stripped: number[] = [];
+  const out = await buffer(Readable.from(chunks).pipe(createUsageStrip({ maxEventBytes, stripped: (n) => stripped.push(n) })));
+  return { out, stripped };
+}
+
+/** The stream as it would be without usage: the usage-only event's block removed. */
+function withoutUsageEvent(bytes: Buffer): Buffer {
+  return Buffer.concat(sseBlocks(bytes).filter((b) => !(b.isEvent && /"choices":\[\],"usage":\{/.test(b.bytes.toString()))).map((b) => b.bytes));
+}
+
+describe('usage strip', () => {
+  it('removes exactly the usage-only chunk of every recorded stream, at any chunking', async () => {
+    for (const fixture of ownStreams()) {
+      const expected = withoutUsageEvent(fixture.bytes);
+      for (let seed = 0; seed <= 20; seed++) {
+        const chunks = seed === 0 ? [fixture.bytes] : rechunk(fixture.bytes, seededRandom(seed), seed % 2 === 0 ? 5 : 300);
+        const { out, stripped } = await strip(chunks);
+        assert.ok(out.equals(expected), `${fixture.name} seed ${seed}`);
+        assert.equal(stripped.reduce((a, b) => a + b, 0), fixture.bytes.length - expected.length);
+      }
+    }
+  });
+
+  it('handles CRLF and bare CR line ends, split anywhere', async () => {
+    for (const nl of ['\r\n', '\r']) {
+      const a = `data: {"choices":[{"delta":{"content":"a"}}]}${nl}${nl}`;
+      const usage = `data: {"choices":[],"usage":{"prompt_tokens":1}}${nl}${nl}`;
+      const done = `data: [DONE]${nl}${nl}`;
+      const input = Buffer.from(a + usage + done);
+      for (let seed = 1; seed <= 30; seed++) {
+        const { out } = await strip(rechunk(input, seededRandom(seed), 4));
+        assert.equal(out.toString(), a + done, `${JSON.stringify(nl)} seed ${seed}`);
+      }
+    }
+  });
+
+  it('passes a chunk that ends on an event boundary as the same bytes, with nothing held', async () => {
+    const event = Buffer.from('data: {"choices":[{"delta":{"content":"x"}}]}\n\n');
+    const { out } = await strip([event, event]);
+    assert.ok(out.equals(Buffer.concat([event, event])));
+  });
+
+  it('leaves usage on a chunk with content or finish_reason, and events with other fields', () => {
+    assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":[],"usage":{"prompt_tokens":1}}\n\n')), true);
+    assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}\n\n')), false);
+    assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":[],"usage":null}\n\n')), false);
+    assert.equal(isUsageOnlyEvent(Buffer.from('event: response.completed\ndata: {"choices":[],"usage":{}}\n\n')), false);
+    assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":[],"usage":{"x":1}\n\n')), false, 'not JSON: kept');
+  });
+
+  it('stops stripping past the event cap and loses no byte', async () => {
+    const big = Buffer.from(`data: {"choices":[{"delta":{"content":"${'y'.repeat(5000)}"}}]}\n\n`);
+    const usage = Buffer.from('data: {"choices":[],"usage":{"prompt_tokens":1}}\n\n');
+    const input = Buffer.concat([big, usage]);
+    const { out, stripped } = await strip(rechunk(input, seededRandom(3), 100), 1024);
+    assert.ok(out.equals(input), 'everything forwarded once the cap was passed');
+    assert.deepEqual(stripped, []);
+  });
+
+  it('forwards a stream that ends mid-event', async () => {
+    const input = Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choi');
+    const { out } = await strip([input]);
+    assert.ok(out.equals(input));
+  });
+});
