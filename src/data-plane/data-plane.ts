@@ -114,13 +114,15 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       answerInjected(proxyRes, req, res, exchange);
       return;
     }
-    // Headers go to the client when they arrive, as they would without us: a streaming
-    // upstream often sends them well before its first token. Node would otherwise hold them
-    // until the first body byte. Runs after http-proxy has copied status and headers.
+    // After http-proxy has copied status and headers and started piping (it does both right
+    // after this event): headers go to the client as they arrive, as they would without us (a
+    // streaming upstream often sends them well before its first token; Node would otherwise
+    // hold them until the first body byte), and the tap's listener lands after the pipe's, so
+    // each chunk is written to the client before it is read for measurement.
     process.nextTick(() => {
       if (!res.headersSent && proxyRes.readableLength === 0 && !res.destroyed) res.flushHeaders();
+      if (exchange !== undefined) measure(proxyRes, exchange);
     });
-    if (exchange !== undefined) measure(proxyRes, exchange);
   });
 
   function measure(proxyRes: IncomingMessage, exchange: Exchange): void {
@@ -166,11 +168,11 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       });
       return;
     }
-    measure(proxyRes, exchange);
     const streamed = isEventStream(proxyRes.headers['content-type']);
     writeHead(res, proxyRes, streamed);
     if (!streamed) {
       proxyRes.pipe(res);
+      measure(proxyRes, exchange); // after the pipe: forward first, then read
       return;
     }
     const strip = createUsageStrip({
@@ -181,6 +183,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       },
     });
     proxyRes.pipe(strip).pipe(res);
+    measure(proxyRes, exchange);
   }
 
   /** Sends a held request body upstream (with content-length), measured as the same exchange. */

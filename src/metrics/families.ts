@@ -5,6 +5,7 @@
 // - counters and gauges computed at scrape time from the shared measurement state, so that every
 //   dialect reads the same numbers and none can drift from another.
 import type { Registry } from 'prom-client';
+import { escapeLabelValue, formatLabels, formatValue, header } from './text-format.ts';
 
 type MetricType = 'counter' | 'gauge' | 'histogram';
 
@@ -26,7 +27,10 @@ export interface Family {
   readonly name: string;
   readonly help: string;
   readonly type: MetricType;
+  /** prom-client's collector interface (JSON, cluster aggregation). */
   get(): Collected;
+  /** The family in the text format, HELP and TYPE included; what /metrics serves. */
+  renderText(): string;
 }
 
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
@@ -54,10 +58,19 @@ export interface DerivedOptions {
 /** A counter or gauge whose samples are computed at scrape time. */
 export function registerDerived(registry: Registry, options: DerivedOptions): Family {
   checkName(options.name, []);
+  const head = header(options.name, options.help, options.type);
   const family: Family = {
     name: options.name,
     help: options.help,
     type: options.type,
+    renderText() {
+      let out = head;
+      for (const v of options.collect()) {
+        const labels = formatLabels(v.labels);
+        out += `${v.metricName ?? options.name}${labels === '' ? '' : `{${labels}}`} ${formatValue(v.value)}\n`;
+      }
+      return out;
+    },
     get: () => ({
       name: options.name,
       help: options.help,
@@ -90,6 +103,8 @@ interface Series {
   readonly counts: Float64Array; // per bucket, not cumulative; last slot is +Inf
   sum: number;
   count: number;
+  /** Text up to the value of each line (bucket lines, +Inf, sum, count), built on first render. */
+  prefixes: string[] | undefined;
 }
 
 export function registerHistogram(registry: Registry, options: HistogramOptions): WeightedHistogram {
@@ -105,15 +120,38 @@ export function registerHistogram(registry: Registry, options: HistogramOptions)
   const sumName = `${name}_sum`;
   const countName = `${name}_count`;
 
+  const head = header(name, help, 'histogram');
+  const constText = formatLabels(constLabels);
+  const bucketLabels = Array.from(bounds, (b) => `le="${formatValue(b)}"`);
+  const prefixesFor = (labelValue: string): string[] => {
+    const labels = `${constText === '' ? '' : `${constText},`}${labelName}="${escapeLabelValue(labelValue)}"`;
+    const prefixes = bucketLabels.map((le) => `${bucketName}{${labels},${le}} `);
+    prefixes.push(`${bucketName}{${labels},le="+Inf"} `, `${sumName}{${labels}} `, `${countName}{${labels}} `);
+    return prefixes;
+  };
+
   const histogram: WeightedHistogram = {
     name,
     help,
     type: 'histogram',
+    renderText() {
+      let out = head;
+      for (const [labelValue, s] of series) {
+        const p = (s.prefixes ??= prefixesFor(labelValue));
+        let cumulative = 0;
+        for (let i = 0; i < bounds.length; i++) {
+          cumulative += s.counts[i]!;
+          out += `${p[i]}${cumulative}\n`;
+        }
+        out += `${p[bounds.length]}${s.count}\n${p[bounds.length + 1]}${formatValue(s.sum)}\n${p[bounds.length + 2]}${s.count}\n`;
+      }
+      return out;
+    },
     observe(labelValue, value, weight = 1) {
       if (!(weight > 0) || !Number.isFinite(value)) return;
       let s = series.get(labelValue);
       if (s === undefined) {
-        s = { counts: new Float64Array(bounds.length + 1), sum: 0, count: 0 };
+        s = { counts: new Float64Array(bounds.length + 1), sum: 0, count: 0, prefixes: undefined };
         series.set(labelValue, s);
       }
       // Binary search for the first bound >= value.

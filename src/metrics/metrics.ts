@@ -9,6 +9,7 @@ import type { Dialect, DialectContext, DialectFactory } from './dialects/dialect
 import { createMindieDialect } from './dialects/mindie.ts';
 import { createEngineScraper, type EngineScraper, type EngineScraperOptions, type EngineView } from '../engine/engine-scraper.ts';
 import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
+import type { Family } from './families.ts';
 import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
@@ -108,9 +109,14 @@ export function createMetrics(options: MetricsOptions): Metrics {
       };
     },
     async render() {
-      const own = await registry.metrics();
-      const relayed = scraper?.relayText() ?? '';
-      return relayed === '' ? own : `${own}\n${relayed}`;
+      // Our families write their own text (label strings built once per series); prom-client
+      // formats its own metric types.
+      let out = '';
+      for (const metric of registry.getMetricsAsArray()) {
+        const family = metric as unknown as Partial<Family>;
+        out += family.renderText !== undefined ? family.renderText() : `${await registry.getSingleMetricAsString(metric.name)}\n`;
+      }
+      return out + (scraper?.relayText() ?? '');
     },
     contentType: registry.contentType,
     recentAverages: () => recent.averages(),

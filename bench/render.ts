@@ -1,0 +1,42 @@
+// /metrics render time with 100 models and every family (MindIE and AOM dialects), in process.
+import { createRequestTimer } from '../src/measure/request-timer.ts';
+import { createMetrics } from '../src/metrics/metrics.ts';
+import { median } from './load.ts';
+
+export async function renderMillis(models = 100): Promise<{ ms: number; bytes: number }> {
+  let now = 0;
+  const metrics = createMetrics({
+    clock: () => now,
+    throughputWindowSeconds: 10,
+    version: 'bench',
+    dialects: ['mindie', 'aom'],
+    buckets: {},
+    aom: { periodSeconds: 30, labels: { service_id: 'bench', source: 'bench' } },
+    container: { paths: { cgroupRoot: '/sys/fs/cgroup', procRoot: '/proc' }, hostCpus: 2, hostMemoryBytes: 1, gpu: false, npu: false, run: async () => undefined, now: () => now },
+  });
+  for (let m = 0; m < models; m++) {
+    for (let r = 0; r < 5; r++) {
+      const timer = createRequestTimer('chat', () => now, metrics.sink);
+      timer.identify(`model-${m}`, true);
+      timer.responseHeaders(200, true);
+      for (let t = 0; t < 8; t++) {
+        now += 7;
+        timer.tokenEvent();
+      }
+      timer.usage({ promptTokens: 100 + r, completionTokens: 8 });
+      timer.responseFinished();
+      timer.close(r !== 4);
+    }
+  }
+  now += 31_000; // an AOM period ends: its gauges render too
+  const times: number[] = [];
+  let bytes = 0;
+  for (let i = 0; i < 30; i++) {
+    const t0 = performance.now();
+    const text = await metrics.render();
+    times.push(performance.now() - t0);
+    bytes = text.length;
+  }
+  metrics.close();
+  return { ms: median(times.slice(5)), bytes };
+}

@@ -1,0 +1,202 @@
+// npm run bench: infermeter side by side with no proxy, a bare Node pass-through and nginx, in
+// one run, interleaved (the order rotates every repetition), medians over repetitions, because
+// these machines are noisy. `--quick` for a shorter run; `--write` puts the table in
+// docs/performance.md. Loopback only; every loop is bounded in count.
+import http from 'node:http';
+import { execSync } from 'node:child_process';
+import { cpus, totalmem } from 'node:os';
+import { writeFileSync } from 'node:fs';
+import { startFleet, type Target } from './targets.ts';
+import { median, percentile, runLoad, type Scenario } from './load.ts';
+import { cpuSeconds, rssBytes } from './proc.ts';
+import { renderMillis } from './render.ts';
+
+const quick = process.argv.includes('--quick');
+const write = process.argv.includes('--write');
+const skipMemory = process.argv.includes('--no-memory');
+
+const SCENARIOS: ReadonlyArray<Scenario & { reps: number }> = [
+  { name: 'latency', requests: quick ? 64 : 192, concurrency: 32, tokens: 128, ttftMs: 50, gapMs: 10, reps: quick ? 2 : 3 },
+  { name: 'throughput', requests: quick ? 32 : 128, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 5 },
+  { name: 'round trip', requests: quick ? 300 : 1500, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 5 },
+];
+
+interface Rep {
+  ttftP50: number;
+  ttftP99: number;
+  e2eP50: number;
+  eventsPerSecond: number;
+  cpuUsPerEvent: number;
+  errors: number;
+}
+
+const f = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+
+async function measure(target: Target, scenario: Scenario, agent: http.Agent): Promise<Rep> {
+  const pids = target.pids();
+  const cpu0 = pids.length === 0 ? 0 : cpuSeconds(pids);
+  const r = await runLoad(target.url, scenario, agent);
+  const cpu = pids.length === 0 ? Number.NaN : cpuSeconds(pids) - cpu0;
+  return {
+    ttftP50: percentile(r.ttftMs, 50),
+    ttftP99: percentile(r.ttftMs, 99),
+    e2eP50: percentile(r.e2eMs, 50),
+    eventsPerSecond: r.events / r.wallSeconds,
+    cpuUsPerEvent: (cpu * 1e6) / r.events,
+    errors: r.errors,
+  };
+}
+
+async function main(): Promise<void> {
+  const fleet = await startFleet({ nginx: true });
+  const all = [fleet.upstream, ...fleet.targets];
+  const agents = new Map(all.map((t) => [t.name, new http.Agent({ keepAlive: true, maxSockets: 64 })]));
+  const out: string[] = [];
+  const say = (line = '') => {
+    out.push(line);
+    process.stdout.write(`${line}\n`);
+  };
+  const goals: Array<[string, boolean, string]> = [];
+  try {
+    // Warm every path up (JIT, sockets) before anything is measured.
+    for (const t of all) await runLoad(t.url, { name: 'warm', requests: 200, concurrency: 16, tokens: 32, ttftMs: 0, gapMs: 0 }, agents.get(t.name)!);
+
+    const results = new Map<string, Map<string, Rep[]>>();
+    for (const scenario of SCENARIOS) {
+      const byTarget = new Map<string, Rep[]>(all.map((t) => [t.name, []]));
+      for (let rep = 0; rep < scenario.reps; rep++) {
+        const order = all.map((_, i) => all[(i + rep) % all.length]!);
+        for (const t of order) byTarget.get(t.name)!.push(await measure(t, scenario, agents.get(t.name)!));
+      }
+      results.set(scenario.name, byTarget);
+    }
+
+    say(`## Results (${new Date().toISOString().slice(0, 10)})`);
+    say();
+    for (const scenario of SCENARIOS) {
+      const byTarget = results.get(scenario.name)!;
+      const direct = byTarget.get('direct')!;
+      const node = byTarget.get('node pass-through')!;
+      const nginx = byTarget.get('nginx');
+      const added = (reps: Rep[], pick: (r: Rep) => number) => median(reps.map((r, i) => pick(r) - pick(direct[i]!)));
+      const m = (reps: Rep[], pick: (r: Rep) => number) => median(reps.map(pick));
+      say(`### ${scenario.name}: ${scenario.requests} requests, concurrency ${scenario.concurrency}, ${scenario.tokens} tokens, TTFT ${scenario.ttftMs} ms, ${scenario.gapMs} ms between tokens; median of ${scenario.reps} interleaved repetitions`);
+      say();
+      say('| target | TTFT p50 ms | TTFT p99 ms | added TTFT p50 ms | added TTFT p99 ms | e2e p50 ms | added e2e p50 ms | events/s | × direct | CPU µs/event | × node | × nginx | errors |');
+      say('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+      for (const t of all) {
+        const reps = byTarget.get(t.name)!;
+        const cpu = m(reps, (r) => r.cpuUsPerEvent);
+        const nodeCpu = m(node, (r) => r.cpuUsPerEvent);
+        const nginxCpu = nginx === undefined ? Number.NaN : m(nginx, (r) => r.cpuUsPerEvent);
+        say(
+          `| ${t.name} | ${f(m(reps, (r) => r.ttftP50))} | ${f(m(reps, (r) => r.ttftP99))} | ${t === fleet.upstream ? '-' : f(added(reps, (r) => r.ttftP50), 3)} | ${t === fleet.upstream ? '-' : f(added(reps, (r) => r.ttftP99), 3)} | ${f(m(reps, (r) => r.e2eP50))} | ${t === fleet.upstream ? '-' : f(added(reps, (r) => r.e2eP50), 3)} | ${f(m(reps, (r) => r.eventsPerSecond), 0)} | ${f(m(reps, (r) => r.eventsPerSecond) / m(direct, (r) => r.eventsPerSecond))} | ${f(cpu)} | ${t.pids().length === 0 ? '-' : f(cpu / nodeCpu)} | ${t.pids().length === 0 || nginx === undefined ? '-' : f(cpu / nginxCpu)} | ${reps.reduce((a, r) => a + r.errors, 0)} |`,
+        );
+      }
+      say();
+      const inf = byTarget.get('infermeter')!;
+      if (scenario.name === 'latency') {
+        const a = added(inf, (r) => r.ttftP50);
+        const b = added(node, (r) => r.ttftP50);
+        goals.push([`latency: added TTFT p50 within 0.1 ms of the Node pass-through's`, a - b <= 0.1, `${f(a, 3)} ms vs ${f(b, 3)} ms`]);
+        const p99 = added(inf, (r) => r.ttftP99);
+        goals.push([`latency: added TTFT p99 at most 1.5 ms`, p99 <= 1.5, `${f(p99, 3)} ms`]);
+      }
+      if (scenario.name === 'round trip') {
+        const a = added(inf, (r) => r.e2eP50);
+        const b = added(node, (r) => r.e2eP50);
+        goals.push([`round trip: added time within 1.2x the Node pass-through's`, a <= 1.2 * b, `${f(a, 3)} ms vs ${f(b, 3)} ms (${f(a / b)}x)`]);
+      }
+      if (scenario.name === 'throughput') {
+        const ratio = m(inf, (r) => r.eventsPerSecond) / m(direct, (r) => r.eventsPerSecond);
+        goals.push([`throughput: at least 0.85x direct's events/s`, ratio >= 0.85, `${f(ratio)}x`]);
+        const cpu = m(inf, (r) => r.cpuUsPerEvent);
+        const nodeCpu = m(node, (r) => r.cpuUsPerEvent);
+        goals.push([`throughput: CPU per event no more than the Node pass-through's`, cpu <= nodeCpu, `${f(cpu)} µs vs ${f(nodeCpu)} µs (${f(cpu / nodeCpu)}x)`]);
+        if (nginx !== undefined) {
+          const nginxCpu = m(nginx, (r) => r.cpuUsPerEvent);
+          goals.push([`throughput: CPU per event within 1.5x nginx's`, cpu <= 1.5 * nginxCpu, `${f(cpu)} µs vs ${f(nginxCpu)} µs (${f(cpu / nginxCpu)}x)`]);
+        }
+        const log = m(byTarget.get('infermeter + access log')!, (r) => r.cpuUsPerEvent);
+        goals.push([`throughput: the access log adds no measurable CPU per event (within 5 %)`, log <= cpu * 1.05, `${f(log)} µs vs ${f(cpu)} µs`]);
+      }
+    }
+
+    if (!skipMemory) {
+      const inf = fleet.targets.find((t) => t.name === 'infermeter')!;
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1024 });
+      const mb = (b: number) => b / (1024 * 1024);
+      const oneToken: Scenario = { name: 'memory', requests: 5000, concurrency: 32, tokens: 1, ttftMs: 0, gapMs: 0 };
+      await runLoad(inf.url, oneToken, agent);
+      const steady = rssBytes(inf.pids());
+      const many = quick ? 20_000 : 100_000;
+      for (let done = 0; done < many; done += 10_000) await runLoad(inf.url, { ...oneToken, requests: 10_000 }, agent);
+      const afterMany = rssBytes(inf.pids());
+      const streams = quick ? 200 : 1000;
+      const samples: number[] = [];
+      const sampler = setInterval(() => samples.push(rssBytes(inf.pids())), 250);
+      await runLoad(inf.url, { name: 'long', requests: streams, concurrency: streams, tokens: 4096, ttftMs: 0, gapMs: 0 }, agent);
+      clearInterval(sampler);
+      const afterLong = rssBytes(inf.pids());
+      const early = samples[Math.floor(samples.length * 0.3)] ?? afterLong;
+      const late = samples[Math.floor(samples.length * 0.9)] ?? afterLong;
+      say(`### memory (infermeter)`);
+      say();
+      say('| reading | RSS MB |');
+      say('|---|---|');
+      say(`| steady state after warm-up (5 000 requests) | ${f(mb(steady), 1)} |`);
+      say(`| after ${many.toLocaleString('en')} more requests | ${f(mb(afterMany), 1)} |`);
+      say(`| during ${streams} concurrent 4k-token streams, 30 % through | ${f(mb(early), 1)} |`);
+      say(`| during them, 90 % through | ${f(mb(late), 1)} |`);
+      say(`| peak during them | ${f(mb(Math.max(...samples, afterLong)), 1)} |`);
+      say(`| after them | ${f(mb(afterLong), 1)} |`);
+      say();
+      goals.push([`memory: RSS after ${many} requests within 10 MB of steady state`, mb(afterMany - steady) <= 10, `${f(mb(afterMany - steady), 1)} MB`]);
+      goals.push([`memory: RSS after ${streams} concurrent long streams within 10 MB of steady state`, mb(afterLong - steady) <= 10, `${f(mb(afterLong - steady), 1)} MB`]);
+      goals.push([`memory: no growth with stream length (90 % vs 30 % through)`, mb(late - early) <= 10, `${f(mb(late - early), 1)} MB`]);
+      agent.destroy();
+    }
+
+    const render = await renderMillis(100);
+    say(`### /metrics render`);
+    say();
+    say(`100 models, MindIE and AOM dialects, every family: ${f(render.ms, 2)} ms per render (median of 25), ${Math.round(render.bytes / 1024)} KiB.`);
+    say();
+    goals.push(['/metrics render with 100 models under 5 ms', render.ms < 5, `${f(render.ms)} ms`]);
+
+    say('### Goals');
+    say();
+    say('| goal | met | measured |');
+    say('|---|---|---|');
+    for (const [goal, met, measured] of goals) say(`| ${goal} | ${met ? 'yes' : '**no**'} | ${measured} |`);
+    say();
+
+    if (write) {
+      const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}, ${execSync('nginx -v 2>&1').toString().trim()}`;
+      writeFileSync(new URL('../docs/performance.md', import.meta.url), `${HEADER}\nMachine: ${machine}${quick ? ' (quick run)' : ''}.\n\n${out.join('\n')}\n${FOOTER}`);
+    }
+  } finally {
+    for (const a of agents.values()) a.destroy();
+    await fleet.stop();
+  }
+}
+
+const HEADER = `# Performance
+
+Produced by \`npm run bench -- --write\` (bench/run.ts). Every target is measured in the same
+run, interleaved (the order rotates each repetition), with medians over repetitions, because
+these machines are noisy: the simulated upstream directly ("direct"), a bare Node pass-through
+(node:http piping with keep-alive: the Node floor), infermeter with all measurement on (MindIE
+and AOM dialects, usage injection, engine scraping), the same with its access log writing to a
+file, and nginx (\`proxy_buffering off\`, one worker) as the native floor. The load client,
+the upstream and the proxy share the machine's cores, so ratios, not absolute figures, are
+what a run says. TTFT is measured by the client: from sending the request to the first body
+bytes. CPU per event is the proxy process's user + system time from /proc over the events it
+forwarded.
+`;
+const FOOTER = '';
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench: ${(error as Error).stack ?? String(error)}\n`);
+  process.exit(1);
+});

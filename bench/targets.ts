@@ -1,0 +1,149 @@
+// The processes a benchmark run measures side by side: the upstream, infermeter (all
+// measurement on), infermeter with its access log, the bare Node pass-through and nginx.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { childPids } from './proc.ts';
+
+export interface Target {
+  readonly name: string;
+  readonly url: string;
+  /** The processes whose CPU and memory count for this target (none for direct). */
+  readonly pids: () => number[];
+}
+
+export interface Fleet {
+  readonly upstream: Target;
+  readonly targets: readonly Target[];
+  readonly tmp: string;
+  stop(): Promise<void>;
+}
+
+const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
+
+function lineMatching(child: ChildProcess, stream: 'stdout' | 'stderr', pattern: RegExp): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    const source = child[stream]!;
+    const onData = (chunk: Buffer) => {
+      text += chunk.toString();
+      for (const line of text.split('\n')) {
+        if (pattern.test(line)) {
+          source.off('data', onData);
+          source.resume();
+          resolve(line);
+          return;
+        }
+      }
+    };
+    source.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`${child.spawnfile} exited with ${code}: ${text}`)));
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function node(script: string, args: string[], env: Record<string, string>, ready: RegExp, stream: 'stdout' | 'stderr'): Promise<{ child: ChildProcess; line: string }> {
+  const child = spawn(process.execPath, [script, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const line = await lineMatching(child, stream, ready);
+  return { child, line };
+}
+
+export function nginxAvailable(): boolean {
+  return spawnSync('nginx', ['-v']).status === 0;
+}
+
+export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
+  const tmp = mkdtempSync(join(tmpdir(), 'infermeter-bench-'));
+  const children: ChildProcess[] = [];
+  const up = await node(here('upstream.ts'), [], {}, /"port"/, 'stdout');
+  children.push(up.child);
+  const upstreamUrl = `http://127.0.0.1:${(JSON.parse(up.line) as { port: number }).port}`;
+
+  const infermeter = async (name: string, extra: Record<string, string>): Promise<Target> => {
+    const env = {
+      INFERMETER_UPSTREAM: upstreamUrl,
+      INFERMETER_PORT: '0',
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_DIALECTS: 'mindie,aom',
+      INFERMETER_LOG_LEVEL: 'info',
+      ...extra,
+    };
+    const { child, line } = await node(here('../src/cli.ts'), [], env, /"infermeter started"/, 'stderr');
+    children.push(child);
+    const started = JSON.parse(line) as { data: string };
+    return { name, url: started.data, pids: () => [child.pid!] };
+  };
+
+  const pass = await node(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
+  children.push(pass.child);
+  const targets: Target[] = [
+    { name: 'node pass-through', url: `http://127.0.0.1:${(JSON.parse(pass.line) as { port: number }).port}`, pids: () => [pass.child.pid!] },
+    await infermeter('infermeter', {}),
+    await infermeter('infermeter + access log', { INFERMETER_ACCESS_LOG: join(tmp, 'access.log') }),
+  ];
+
+  let nginx: ChildProcess | undefined;
+  if (options.nginx && nginxAvailable()) {
+    const port = await freePort();
+    const upstreamPort = new URL(upstreamUrl).port;
+    // One worker like one Node process; streaming unbuffered; keep-alive to the upstream.
+    writeFileSync(
+      join(tmp, 'nginx.conf'),
+      `worker_processes 1;
+error_log ${tmp}/nginx-error.log warn;
+pid ${tmp}/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${tmp}/body; proxy_temp_path ${tmp}/proxy; fastcgi_temp_path ${tmp}/fcgi; uwsgi_temp_path ${tmp}/uwsgi; scgi_temp_path ${tmp}/scgi;
+  upstream model { server 127.0.0.1:${upstreamPort}; keepalive 256; }
+  server {
+    listen 127.0.0.1:${port};
+    keepalive_requests 1000000;
+    location / {
+      proxy_pass http://model;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+`,
+    );
+    nginx = spawn('nginx', ['-c', join(tmp, 'nginx.conf'), '-p', tmp, '-g', 'daemon off;'], { stdio: 'ignore' });
+    // Ready once it accepts connections.
+    for (let i = 0; i < 100; i++) {
+      const ok = await fetch(`http://127.0.0.1:${port}/metrics`).then(() => true, () => false);
+      if (ok) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const master = nginx.pid!;
+    targets.push({ name: 'nginx', url: `http://127.0.0.1:${port}`, pids: () => childPids(master) });
+  }
+
+  return {
+    upstream: { name: 'direct', url: upstreamUrl, pids: () => [] },
+    targets,
+    tmp,
+    async stop() {
+      for (const c of children) c.kill('SIGKILL');
+      nginx?.kill('SIGQUIT');
+      await new Promise((r) => setTimeout(r, 100));
+      rmSync(tmp, { recursive: true, force: true });
+    },
+  };
+}
