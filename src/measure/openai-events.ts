@@ -95,9 +95,15 @@ function choiceHasOutput(choice: unknown): boolean {
     nonEmpty(d.reasoning) ||
     nonEmpty(d.tool_calls) ||
     nonEmpty(d.refusal) ||
-    (typeof d.audio === 'object' && d.audio !== null) ||
-    (typeof d.function_call === 'object' && d.function_call !== null)
+    nonEmptyObject(d.audio) ||
+    nonEmptyObject(d.function_call)
   );
+}
+
+function nonEmptyObject(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  for (const _ in value) return true;
+  return false;
 }
 
 function nonEmpty(value: unknown): boolean {

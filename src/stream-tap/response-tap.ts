@@ -6,7 +6,8 @@
 import type { IncomingMessage } from 'node:http';
 import { brotliDecompressSync, gunzipSync, inflateSync, zstdDecompressSync } from 'node:zlib';
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
-import { classifyBody, classifyEvent } from '../measure/openai-events.ts';
+import { classifyBody, classifyEvent, type EventFacts } from '../measure/openai-events.ts';
+import { skimTokenEvent } from '../measure/skim-event.ts';
 import type { RequestTimer } from '../measure/request-timer.ts';
 
 /** Why part of a response could not be measured; label values of infermeter_stream_tap_problems_total. */
@@ -34,6 +35,10 @@ const DECODERS: Readonly<Record<string, Decode>> = {
   br: (b, max) => brotliDecompressSync(b, { maxOutputLength: max }),
   zstd: (b, max) => zstdDecompressSync(b, { maxOutputLength: max }),
 };
+
+const LF = 0x0a;
+const CR = 0x0d;
+const BLANK = Buffer.from('\n\n');
 
 export function isEventStream(contentType: string | undefined): boolean {
   return contentType !== undefined && contentType.toLowerCase().includes('text/event-stream');
@@ -63,50 +68,138 @@ export function tapResponse(proxyRes: IncomingMessage, timer: RequestTimer, opti
   tapJsonBody(proxyRes, timer, options, wantBody, decode);
 }
 
+/**
+ * Event streams are read on two paths. The fast one works on the bytes as they come: it cuts
+ * events at their blank line and skims single-line `data:` payloads (skim-event.ts) without
+ * decoding them; an event of any other shape (several lines, `event:` fields, comments) is
+ * decoded and classified on its own. A stream that uses CR line ends, or starts with a byte-order
+ * mark, moves for good to the general path: TextDecoder and eventsource-parser, which handle
+ * every form the SSE specification allows.
+ */
 function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options: TapOptions): void {
-  const decoder = new TextDecoder();
   let live = true;
-  const onEvent = (event: EventSourceMessage): void => {
-    const facts = classifyEvent(event.data, event.event);
+  let general: ((chunk: Buffer | undefined) => void) | undefined; // set once on the general path
+  let pending: Buffer | undefined; // bytes of an incomplete event (fast path)
+  let first = true;
+
+  const report = (facts: EventFacts): void => {
     if (facts.token) timer.tokenEvent(facts.usage?.completionTokens);
     if (facts.usage !== undefined) timer.usage(facts.usage);
     if (facts.error) timer.streamError();
     if (facts.malformed) options.problem('malformed_event');
   };
-  const parser: EventSourceParser = createParser({
-    onEvent,
-    maxBufferSize: options.maxEventBytes,
-    onError(error) {
-      if (error.type === 'max-buffer-size-exceeded') {
-        live = false;
-        options.problem('event_too_large');
-      }
-    },
-  });
-  const guard = (error: unknown): void => {
+
+  const fail = (error: unknown): void => {
     live = false;
     options.problem('tap_error', error);
   };
+
+  const goGeneral = (): void => {
+    const decoder = new TextDecoder();
+    const parser: EventSourceParser = createParser({
+      onEvent: (event: EventSourceMessage) => report(classifyEvent(event.data, event.event)),
+      maxBufferSize: options.maxEventBytes,
+      onError(error) {
+        if (error.type === 'max-buffer-size-exceeded') {
+          live = false;
+          options.problem('event_too_large');
+        }
+      },
+    });
+    general = (chunk) => {
+      if (chunk !== undefined) {
+        // stream: true keeps a multibyte character split across chunks for the next call.
+        parser.feed(decoder.decode(chunk, { stream: true }));
+        return;
+      }
+      const tail = decoder.decode();
+      if (tail !== '') parser.feed(tail);
+      // A last event without its blank line still counts, as the client SDKs count it.
+      parser.feed('\n\n');
+    };
+  };
+
+  const onEvent = (event: Buffer): void => {
+    // The common event: one `data:` line and nothing else.
+    if (event[0] === 0x64 && event.indexOf(LF) === -1 && event.toString('latin1', 0, 5) === 'data:') {
+      const payload = event.subarray(event[5] === 0x20 ? 6 : 5);
+      const token = skimTokenEvent(payload);
+      if (token === true) timer.tokenEvent();
+      else if (token === undefined) report(classifyEvent(payload.toString('utf8')));
+      return;
+    }
+    let data: string | undefined;
+    let name: string | undefined;
+    for (const line of event.toString('utf8').split('\n')) {
+      if (line.startsWith('data:')) {
+        const value = line.slice(line.charCodeAt(5) === 0x20 ? 6 : 5);
+        data = data === undefined ? value : `${data}\n${value}`;
+      } else if (line.startsWith('event:')) name = line.slice(line.charCodeAt(6) === 0x20 ? 7 : 6) || undefined;
+    }
+    if (data !== undefined) report(classifyEvent(data, name));
+  };
+
+  const fast = (chunk: Buffer): void => {
+    if (first) {
+      first = false;
+      if (chunk[0] === 0xef) {
+        goGeneral(); // a byte-order mark: let the parser strip it
+        general!(chunk);
+        return;
+      }
+    }
+    let data = chunk;
+    if (pending !== undefined) {
+      data = Buffer.concat([pending, chunk]);
+      pending = undefined;
+    }
+    let at = 0;
+    for (;;) {
+      const cr = data.indexOf(CR, at);
+      const end = data.indexOf(BLANK, at);
+      if (cr !== -1 && (end === -1 || cr < end)) {
+        // CR line ends: the general parser takes the stream from this event on.
+        goGeneral();
+        general!(data.subarray(at));
+        return;
+      }
+      if (end === -1) break;
+      if (end > at) onEvent(data.subarray(at, end));
+      at = end + 2;
+    }
+    if (at < data.length) {
+      if (data.length - at > options.maxEventBytes) {
+        live = false;
+        options.problem('event_too_large');
+        return;
+      }
+      pending = data.subarray(at);
+    }
+  };
+
   proxyRes.on('data', (chunk: Buffer) => {
     timer.responseBody();
     if (!live) return;
     try {
-      // stream: true keeps a multibyte character split across chunks for the next call.
-      parser.feed(decoder.decode(chunk, { stream: true }));
+      if (general !== undefined) general(chunk);
+      else fast(chunk);
     } catch (error) {
-      guard(error);
+      fail(error);
     }
   });
   proxyRes.on('end', () => {
     if (!live) return;
     try {
-      const tail = decoder.decode();
-      if (tail !== '') parser.feed(tail);
-      // A last event without its blank line still counts, as a browser's EventSource would not
-      // but as the client SDKs do.
-      parser.feed('\n\n');
+      if (general !== undefined) general(undefined);
+      else if (pending !== undefined && pending.length > 0) {
+        // A last event without its blank line still counts, as the client SDKs count it.
+        const rest = pending;
+        pending = undefined;
+        const trimmed = rest[rest.length - 1] === LF ? rest.subarray(0, rest.length - 1) : rest;
+        if (trimmed.length > 0) onEvent(trimmed);
+      }
     } catch (error) {
-      guard(error);
+      fail(error);
     }
   });
 }

@@ -1,0 +1,76 @@
+// The fast classifier against the full one: on any payload it either defers (undefined) or
+// agrees; and it does decide the shapes real engines send, or it would save nothing.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { classifyEvent } from '../../src/measure/openai-events.ts';
+import { skimTokenEvent } from '../../src/measure/skim-event.ts';
+import { ownStreams, REAL_STREAMS, realStreamBytes, realStreamsAvailable } from '../helpers/fixtures.ts';
+import { seededRandom } from '../helpers/random.ts';
+import { sseBlocks } from '../helpers/tap-harness.ts';
+
+const skim = (s: string) => skimTokenEvent(Buffer.from(s));
+
+describe('skimTokenEvent', () => {
+  it('decides the common chunk shapes', () => {
+    assert.equal(skim('{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}'), true);
+    assert.equal(skim('{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}'), false);
+    assert.equal(skim('{"choices":[{"delta":{"role":null,"content":null,"reasoning_content":"x","tool_calls":null}}]}'), true);
+    assert.equal(skim('{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"a\\":1}"}}]}}]}'), true);
+    assert.equal(skim('{"choices":[{"delta":{"tool_calls":[]}}]}'), false);
+    assert.equal(skim('{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}'), true);
+    assert.equal(skim('{"choices":[{"delta":{}, "finish_reason":"stop"}]}'), false);
+    assert.equal(skim('{"choices":[{"text":" the","index":0}],"model":"m"}'), true);
+    assert.equal(skim('{"choices":[{"text":"","index":0,"finish_reason":"length"}]}'), false);
+    assert.equal(skim('{"choices":[{"delta":{"content":"a"}},{"delta":{"content":""}}]}'), true);
+  });
+
+  it('defers what it must not decide', () => {
+    assert.equal(skim('[DONE]'), undefined);
+    assert.equal(skim('{not json'), undefined);
+    assert.equal(skim('{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}'), undefined);
+    assert.equal(skim('{"object":"error","message":"x"}'), undefined);
+    assert.equal(skim('{"error":{"message":"x"}}'), undefined);
+    assert.equal(skim('{"type":"response.output_text.delta","delta":"x"}'), undefined);
+    assert.equal(skim('{"choices":[{"delta":{"content":"x"'), undefined, 'truncated');
+  });
+
+  it('agrees with the full classifier on random chunks whenever it decides', () => {
+    const random = seededRandom(11);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+    const values = ['""', '"x"', '"\\"}{[\\\\"', 'null', '[]', '[{"index":0,"function":{"arguments":"}"}}]', '{}', '{"data":"AA"}', '0', 'true', '"\u00e9\u{1F680}"'];
+    const keys = ['role', 'content', 'reasoning_content', 'reasoning', 'tool_calls', 'refusal', 'audio', 'function_call', 'other', 'delta'];
+    let decided = 0;
+    for (let i = 0; i < 5000; i++) {
+      // Engines never repeat a key in one object: neither do these.
+      const chosen = [...new Set(Array.from({ length: Math.floor(random() * 4) }, () => pick(keys)))];
+      const members = chosen.map((key) => `${pick(['', ' '])}"${key}":${pick(['', ' '])}${pick(values)}`);
+      const delta = `{${members.join(',')}}`;
+      const choice = random() < 0.15 ? `{"index":0,"text":${pick(values)}}` : `{"index":0,"delta":${random() < 0.05 ? 'null' : delta},"finish_reason":${pick(['null', '"stop"'])}}`;
+      const choices = random() < 0.2 ? `[${choice},${choice}]` : `[${choice}]`;
+      const extra = pick(['', ',"usage":null', ',"usage":{"prompt_tokens":3,"completion_tokens":4}', ',"model":"m\\"x"', ',"error":null']);
+      const payload = `{"id":"c","choices":${choices}${extra}}`;
+      const fast = skim(payload);
+      if (fast === undefined) continue;
+      decided++;
+      assert.equal(fast, classifyEvent(payload).token, payload);
+    }
+    assert.ok(decided > 2500, `decided ${decided} of 5000`);
+  });
+
+  it('takes the fast path for the token events of the recorded chat streams', () => {
+    const streams = [...ownStreams().map((f) => f.bytes), ...(realStreamsAvailable() ? REAL_STREAMS.filter((s) => s.api !== 'responses').map((s) => realStreamBytes(s.file)) : [])];
+    let tokens = 0;
+    let fast = 0;
+    for (const bytes of streams) {
+      for (const block of sseBlocks(bytes)) {
+        const text = block.bytes.toString().trim();
+        if (!text.startsWith('data: {') || text.includes('\n')) continue;
+        const payload = text.slice(6);
+        if (!classifyEvent(payload).token) continue;
+        tokens++;
+        if (skim(payload) === true) fast++;
+      }
+    }
+    assert.ok(fast / tokens > 0.9, `${fast} of ${tokens} token events skimmed`);
+  });
+});
