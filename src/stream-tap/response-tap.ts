@@ -79,7 +79,10 @@ export function tapResponse(proxyRes: IncomingMessage, timer: RequestTimer, opti
 function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options: TapOptions): void {
   let live = true;
   let general: ((chunk: Buffer | undefined) => void) | undefined; // set once on the general path
-  let pending: Buffer | undefined; // bytes of an incomplete event (fast path)
+  // Bytes of an incomplete event (fast path), kept as pieces and joined only once a line ends,
+  // so that an event arriving in many small chunks costs linear, not quadratic, copying.
+  let pending: Buffer[] = [];
+  let pendingLength = 0;
   let first = true;
 
   const report = (facts: EventFacts): void => {
@@ -119,15 +122,8 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
     };
   };
 
-  const onEvent = (event: Buffer): void => {
-    // The common event: one `data:` line and nothing else.
-    if (event[0] === 0x64 && event.indexOf(LF) === -1 && event.toString('latin1', 0, 5) === 'data:') {
-      const payload = event.subarray(event[5] === 0x20 ? 6 : 5);
-      const token = skimTokenEvent(payload);
-      if (token === true) timer.tokenEvent();
-      else if (token === undefined) report(classifyEvent(payload.toString('utf8')));
-      return;
-    }
+  /** An event of any shape but one `data:` line: decoded and classified on its own. */
+  const otherEvent = (event: Buffer): void => {
     let data: string | undefined;
     let name: string | undefined;
     for (const line of event.toString('utf8').split('\n')) {
@@ -139,6 +135,17 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
     if (data !== undefined) report(classifyEvent(data, name));
   };
 
+  /** One `data:` line, bytes [start, end) of b: skimmed in place, classified in full only if need be. */
+  const dataLine = (b: Buffer, start: number, end: number): void => {
+    const from = start + (b[start + 5] === 0x20 ? 6 : 5);
+    const token = skimTokenEvent(b, from, end);
+    if (token === true) timer.tokenEvent();
+    else if (token === undefined) report(classifyEvent(b.toString('utf8', from, end)));
+  };
+
+  const isDataPrefix = (b: Buffer, i: number): boolean =>
+    b[i] === 0x64 && b[i + 1] === 0x61 && b[i + 2] === 0x74 && b[i + 3] === 0x61 && b[i + 4] === 0x3a;
+
   const fast = (chunk: Buffer): void => {
     if (first) {
       first = false;
@@ -148,32 +155,57 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
         return;
       }
     }
-    let data = chunk;
-    if (pending !== undefined) {
-      data = Buffer.concat([pending, chunk]);
-      pending = undefined;
-    }
-    let at = 0;
-    for (;;) {
-      const cr = data.indexOf(CR, at);
-      const end = data.indexOf(BLANK, at);
-      if (cr !== -1 && (end === -1 || cr < end)) {
-        // CR line ends: the general parser takes the stream from this event on.
-        goGeneral();
-        general!(data.subarray(at));
+    let b = chunk;
+    if (pendingLength > 0) {
+      if (chunk.indexOf(LF) === -1 && chunk.indexOf(CR) === -1) {
+        pending.push(chunk);
+        pendingLength += chunk.length;
+        if (pendingLength > options.maxEventBytes) {
+          live = false;
+          options.problem('event_too_large');
+        }
         return;
       }
-      if (end === -1) break;
-      if (end > at) onEvent(data.subarray(at, end));
+      pending.push(chunk);
+      b = Buffer.concat(pending, pendingLength + chunk.length);
+      pending = [];
+      pendingLength = 0;
+    }
+    // CR line ends are rare: one search per chunk, and the general parser from there on.
+    const cr = b.indexOf(CR);
+    const limit = cr === -1 ? b.length : cr;
+    let at = 0;
+    while (at < limit) {
+      const lf = b.indexOf(LF, at);
+      if (lf === -1 || lf >= limit) break;
+      if (lf === at) {
+        at++; // a stray blank line
+        continue;
+      }
+      if (b[lf + 1] === LF && isDataPrefix(b, at)) {
+        // The common event: one `data:` line, then the blank line.
+        dataLine(b, at, lf);
+        at = lf + 2;
+        continue;
+      }
+      const end = b.indexOf(BLANK, at);
+      if (end === -1 || end >= limit) break;
+      otherEvent(b.subarray(at, end));
       at = end + 2;
     }
-    if (at < data.length) {
-      if (data.length - at > options.maxEventBytes) {
+    if (cr !== -1) {
+      goGeneral();
+      general!(b.subarray(at));
+      return;
+    }
+    if (at < b.length) {
+      if (b.length - at > options.maxEventBytes) {
         live = false;
         options.problem('event_too_large');
         return;
       }
-      pending = data.subarray(at);
+      pending = [b.subarray(at)];
+      pendingLength = b.length - at;
     }
   };
 
@@ -191,12 +223,15 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
     if (!live) return;
     try {
       if (general !== undefined) general(undefined);
-      else if (pending !== undefined && pending.length > 0) {
+      else if (pendingLength > 0) {
         // A last event without its blank line still counts, as the client SDKs count it.
-        const rest = pending;
-        pending = undefined;
+        const rest = Buffer.concat(pending, pendingLength);
+        pending = [];
+        pendingLength = 0;
         const trimmed = rest[rest.length - 1] === LF ? rest.subarray(0, rest.length - 1) : rest;
-        if (trimmed.length > 0) onEvent(trimmed);
+        if (trimmed.length === 0) return;
+        if (trimmed.indexOf(LF) === -1 && isDataPrefix(trimmed, 0)) dataLine(trimmed, 0, trimmed.length);
+        else otherEvent(trimmed);
       }
     } catch (error) {
       fail(error);
