@@ -189,7 +189,11 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   /** Sends a held request body upstream (with content-length), measured as the same exchange. */
   function forward(req: IncomingMessage, res: ServerResponse, body: Buffer, selfHandleResponse = false): void {
     req.headers['content-length'] = String(body.length);
-    proxy.web(req, res, { buffer: Readable.from([body]), selfHandleResponse }, onProxyError);
+    // A stream that already holds the whole body: cheaper than Readable.from's async iteration.
+    const buffer = new Readable({ read() {} });
+    buffer.push(body);
+    buffer.push(null);
+    proxy.web(req, res, { buffer, selfHandleResponse }, onProxyError);
   }
 
   // Errors of one request: the upstream could not be reached, or failed before answering.

@@ -26,7 +26,7 @@ export interface RequestTimer {
   identify(model: string, stream: boolean): void;
   /** Upstream status line arrived; `streamed` when the body is text/event-stream. */
   responseHeaders(status: number, streamed: boolean): void;
-  /** A chunk of the response body arrived from the upstream. */
+  /** A chunk of the response body arrived from the upstream; the events in it share its arrival time. */
   responseBody(): void;
   /** A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if any. */
   tokenEvent(completionTokens?: number): void;
@@ -54,6 +54,8 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
   let tokenEvents = 0;
   let headersAt: number | undefined;
   let lastCumulative: number | undefined;
+  // When the current chunk arrived: every event in one chunk arrived then (one clock read a chunk).
+  let chunkAt: number | undefined;
   let lastUsage: Usage | undefined;
   let failure: FailureReason | undefined;
   let finishedAt: number | undefined;
@@ -85,12 +87,14 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
       if (code < 200 || code > 299) failure ??= 'upstream_status';
     },
     responseBody() {
+      if (closed) return;
+      chunkAt = clock();
       // A non-streamed answer arrives whole: its first byte is the first output the wire shows.
-      if (!streamed && outputAt === undefined && !closed) output(clock());
+      if (!streamed && outputAt === undefined) output(chunkAt);
     },
     tokenEvent(completionTokens) {
       if (closed) return;
-      const at = clock();
+      const at = chunkAt ?? clock();
       tokenEvents++;
       if (firstTokenAt === undefined) {
         firstTokenAt = at;

@@ -42,6 +42,9 @@ export function skimTokenEvent(b: Uint8Array, start = 0, end = b.length): boolea
   w.b = b;
   w.end = end;
   w.token = false;
+  w.choiceCount = 0;
+  w.members = 0;
+  w.valueStart = -1;
   let i = w.space(start);
   if (b[i] !== LBRACE) return undefined;
   i = w.space(i + 1);
@@ -91,6 +94,11 @@ class Walker {
   b: Uint8Array = new Uint8Array(0);
   end = 0;
   token = false;
+  /** Choices seen, delta members seen, and the span of the last string value of a sequence key. */
+  choiceCount = 0;
+  members = 0;
+  valueStart = -1;
+  valueEnd = -1;
 
   space(i: number): number {
     const b = this.b;
@@ -161,6 +169,7 @@ class Walker {
     i = this.space(i + 1);
     if (b[i] === RBRACKET) return i + 1;
     for (;;) {
+      this.choiceCount++;
       if (b[i] === LBRACE) {
         i = this.choice(i);
         if (i === DEFER) return DEFER;
@@ -225,9 +234,18 @@ class Walker {
       const c = b[i];
       const end = this.skipValue(i);
       if (end === DEFER) return DEFER;
-      if (c === QUOTE || c === LBRACKET) {
-        // A non-empty string or array under a sequence key.
-        if (end > i + 2 && this.space(i + 1) < end - 1 && this.keyIn(keyStart, keyEnd - 1, SEQUENCE_KEYS)) this.token = true;
+      this.members++;
+      if (c === QUOTE) {
+        // A string under a sequence key: output when non-empty. Remember where it lies, for
+        // the stream's template (see createSkimmer).
+        if (this.keyIn(keyStart, keyEnd - 1, SEQUENCE_KEYS)) {
+          if (end > i + 2) this.token = true;
+          this.valueStart = i;
+          this.valueEnd = end;
+        }
+      } else if (c === LBRACKET) {
+        // A non-empty array (tool calls, content parts) under a sequence key.
+        if (this.space(i + 1) < end - 1 && this.keyIn(keyStart, keyEnd - 1, SEQUENCE_KEYS)) this.token = true;
       } else if (c === LBRACE) {
         if (this.space(i + 1) < end - 1 && this.keyIn(keyStart, keyEnd - 1, OBJECT_KEYS)) this.token = true;
       }
@@ -242,3 +260,53 @@ class Walker {
 }
 
 const walker = new Walker();
+
+/**
+ * A skimmer for one stream. Chunks of one stream repeat their bytes but for the generated text:
+ * `{"id":"...","created":...,"model":"...","choices":[{"index":0,"delta":{"content":"<text>"},...}]}`.
+ * After a full walk of a chunk with one choice whose delta holds one string, the bytes before and
+ * after that string become the stream's template; a later chunk that is template + a JSON string
+ * + template is that same chunk with other text, decided by two native comparisons and a scan of
+ * the text alone. Any other chunk is walked in full (and may become the new template).
+ */
+export function createSkimmer(): (b: Buffer, start: number, end: number) => boolean | undefined {
+  let prefix: Buffer | undefined;
+  let suffix: Buffer | undefined;
+  return (b, start, end) => {
+    if (prefix !== undefined && suffix !== undefined) {
+      const p = prefix.length;
+      const q = suffix.length;
+      const from = start + p;
+      const to = end - q;
+      if (
+        to - from >= 2 &&
+        b[from] === QUOTE &&
+        b.compare(prefix, 0, p, start, from) === 0 &&
+        b.compare(suffix, 0, q, to, end) === 0 &&
+        isString(b, from, to)
+      ) {
+        return to - from > 2;
+      }
+    }
+    const token = skimTokenEvent(b, start, end);
+    const w = walker;
+    if (token !== undefined && w.choiceCount === 1 && w.members === 1 && w.valueStart !== -1) {
+      prefix = Buffer.from(b.subarray(start, w.valueStart));
+      suffix = Buffer.from(b.subarray(w.valueEnd, end));
+    }
+    return token;
+  };
+}
+
+/** Bytes [from, to) are exactly one JSON string: quotes at both ends, none unescaped between. */
+function isString(b: Uint8Array, from: number, to: number): boolean {
+  if (b[to - 1] !== QUOTE) return false;
+  for (let j = from + 1; j < to - 1; j++) {
+    const c = b[j];
+    if (c === BACKSLASH) {
+      j++;
+      if (j >= to - 1) return false; // the closing quote was escaped
+    } else if (c === QUOTE) return false;
+  }
+  return true;
+}

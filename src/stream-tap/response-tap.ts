@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import { brotliDecompressSync, gunzipSync, inflateSync, zstdDecompressSync } from 'node:zlib';
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
 import { classifyBody, classifyEvent, type EventFacts } from '../measure/openai-events.ts';
-import { skimTokenEvent } from '../measure/skim-event.ts';
+import { createSkimmer } from '../measure/skim-event.ts';
 import type { RequestTimer } from '../measure/request-timer.ts';
 
 /** Why part of a response could not be measured; label values of infermeter_stream_tap_problems_total. */
@@ -135,10 +135,11 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
     if (data !== undefined) report(classifyEvent(data, name));
   };
 
+  const skim = createSkimmer();
   /** One `data:` line, bytes [start, end) of b: skimmed in place, classified in full only if need be. */
   const dataLine = (b: Buffer, start: number, end: number): void => {
     const from = start + (b[start + 5] === 0x20 ? 6 : 5);
-    const token = skimTokenEvent(b, from, end);
+    const token = skim(b, from, end);
     if (token === true) timer.tokenEvent();
     else if (token === undefined) report(classifyEvent(b.toString('utf8', from, end)));
   };

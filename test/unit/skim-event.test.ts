@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { classifyEvent } from '../../src/measure/openai-events.ts';
-import { skimTokenEvent } from '../../src/measure/skim-event.ts';
+import { createSkimmer, skimTokenEvent } from '../../src/measure/skim-event.ts';
 import { ownStreams, REAL_STREAMS, realStreamBytes, realStreamsAvailable } from '../helpers/fixtures.ts';
 import { seededRandom } from '../helpers/random.ts';
 import { sseBlocks } from '../helpers/tap-harness.ts';
@@ -37,7 +37,7 @@ describe('skimTokenEvent', () => {
   it('agrees with the full classifier on random chunks whenever it decides', () => {
     const random = seededRandom(11);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
-    const values = ['""', '"x"', '"\\"}{[\\\\"', 'null', '[]', '[{"index":0,"function":{"arguments":"}"}}]', '{}', '{"data":"AA"}', '0', 'true', '"\u00e9\u{1F680}"'];
+    const values = ['""', '" "', '"x"', '"\\"}{[\\\\"', 'null', '[]', '[{"index":0,"function":{"arguments":"}"}}]', '{}', '{"data":"AA"}', '0', 'true', '"\u00e9\u{1F680}"'];
     const keys = ['role', 'content', 'reasoning_content', 'reasoning', 'tool_calls', 'refusal', 'audio', 'function_call', 'other', 'delta'];
     let decided = 0;
     for (let i = 0; i < 5000; i++) {
@@ -72,5 +72,32 @@ describe('skimTokenEvent', () => {
       }
     }
     assert.ok(fast / tokens > 0.9, `${fast} of ${tokens} token events skimmed`);
+  });
+});
+
+describe('createSkimmer (stream templates)', () => {
+  it('agrees with the full classifier on a stream of chunks that share a template, and on those that break it', () => {
+    const skimmer = createSkimmer();
+    const random = seededRandom(5);
+    const texts = ['"a"', '""', '" "', '"\\""', '"\\\\"', '"x\\"y"', '"é"', '"}]}"'];
+    let templated = 0;
+    for (let i = 0; i < 3000; i++) {
+      const text = texts[Math.floor(random() * texts.length)]!;
+      const shape = random();
+      const payload =
+        shape < 0.8
+          ? `{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":${text}},"finish_reason":null}]}`
+          : shape < 0.9
+            ? `{"id":"c1","created":2,"choices":[{"index":0,"delta":{"content":${text}},"finish_reason":null}]}`
+            : `{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":${text}},"finish_reason":null}],"usage":{"prompt_tokens":1}}`;
+      const bytes = Buffer.from(`data: ${payload}`);
+      const fast = skimmer(bytes, 6, bytes.length);
+      if (fast !== undefined) assert.equal(fast, classifyEvent(payload).token, payload);
+      if (fast !== undefined && shape < 0.8) templated++;
+    }
+    assert.ok(templated > 2000);
+    // A chunk that looks like the template but is not one string in the middle: walked in full.
+    const tricky = Buffer.from('{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":"a","refusal":"b"},"finish_reason":null}]}');
+    assert.equal(skimmer(tricky, 0, tricky.length), true);
   });
 });
