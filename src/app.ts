@@ -1,9 +1,12 @@
 // The composition root: builds the metrics, the data plane and the management and metrics
 // servers from one validated Config, starts them, and stops them. Used by the CLI, the demo
-// and the tests alike, so what the tests exercise is what runs.
+// and the tests alike, so what the tests exercise is what runs. With INFERMETER_WORKERS > 1 the
+// same pieces are split between a primary (metrics, management) and workers (data plane): see
+// cluster/.
 import type { Server } from 'node:http';
+import { Hono } from 'hono';
 import type { Config } from './config/config.ts';
-import { createAccessLog } from './access-log.ts';
+import { createAccessLog, type AccessLog } from './access-log.ts';
 import { createDataPlane, type DataPlane } from './data-plane/data-plane.ts';
 import { createInjectionSwitch } from './data-plane/usage-injection.ts';
 import type { Logger } from './log.ts';
@@ -11,10 +14,11 @@ import { createManagementApp } from './management/management-app.ts';
 import { createMetricsApp } from './management/metrics-app.ts';
 import { closeServer, createAppServer, hostPort, listen, urlOf } from './management/listen.ts';
 import { monotonicClock, type Clock } from './measure/clock.ts';
+import type { MeasurementSink } from './measure/request-timer.ts';
 import type { ContainerSamplerOptions } from './metrics/container/container-sampler.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
+import type { ProxyEvents } from './metrics/proxy-families.ts';
 import { VERSION } from './version.ts';
-import { Hono } from 'hono';
 
 /** Access log bytes that may wait for the writer before lines are dropped. */
 const ACCESS_LOG_MAX_PENDING_BYTES = 4 * 1024 * 1024;
@@ -40,20 +44,23 @@ export interface StartOptions {
   readonly container?: ContainerSamplerOptions;
 }
 
-export async function startInfermeter(config: Config, options: StartOptions): Promise<Infermeter> {
-  const { log } = options;
-  const upstream = config.upstream;
-  if (upstream === undefined) throw new Error('INFERMETER_UPSTREAM is required to start the proxy');
+function requireUpstream(config: Config): URL {
+  if (config.upstream === undefined) throw new Error('INFERMETER_UPSTREAM is required to start the proxy');
+  return config.upstream;
+}
+
+/** The metrics of one infermeter (the primary's, with workers). */
+export function buildMetrics(config: Config, options: StartOptions, openConnections: () => number): Metrics {
+  const upstream = requireUpstream(config);
   const clock = options.clock ?? monotonicClock;
-  let dataPlane: DataPlane | undefined;
-  const metrics = createMetrics({
+  return createMetrics({
     clock,
     throughputWindowSeconds: config.throughputWindowSeconds,
     version: VERSION,
     dialects: config.dialects,
     buckets: config.buckets,
     aom: config.aom,
-    openConnections: () => dataPlane?.connections() ?? 0,
+    openConnections,
     jsonWindow: config.jsonWindow,
     ...(config.upstreamMetrics === undefined
       ? {}
@@ -65,47 +72,65 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
             intervalMs: config.upstreamMetricsIntervalSeconds * 1000,
             timeoutMs: config.upstreamMetricsTimeoutMs,
             relay: { enabled: config.relayUpstreamMetrics, intervalMs: config.relayIntervalSeconds * 1000, maxBytes: RELAY_MAX_BYTES },
-            log,
+            log: options.log,
             now: clock,
           },
         }),
     ...(options.container === undefined ? {} : { container: options.container }),
   });
+}
 
-  let ready = false;
+/** The data plane of one process, reporting to `sink` and `events`. */
+export function buildDataPlane(
+  config: Config,
+  log: Logger,
+  clock: Clock,
+  sink: MeasurementSink,
+  events: ProxyEvents,
+): { dataPlane: DataPlane; accessLog: AccessLog | undefined } {
   const accessLog =
     config.accessLog === undefined
       ? undefined
-      : createAccessLog({ target: config.accessLog, maxPendingBytes: ACCESS_LOG_MAX_PENDING_BYTES, dropped: metrics.proxy.accessLogDropped });
+      : createAccessLog({ target: config.accessLog, maxPendingBytes: ACCESS_LOG_MAX_PENDING_BYTES, dropped: events.accessLogDropped });
   const usageInjection = createInjectionSwitch(
     config.injectUsage,
-    { active: metrics.proxy.injectionActive, injected: metrics.proxy.usageInjected, stripped: metrics.proxy.usageStripped },
+    { active: events.injectionActive, injected: events.usageInjected, stripped: events.usageStripped },
     (msg) => log.warn(msg),
   );
-  dataPlane = createDataPlane({
-    upstream,
+  const dataPlane = createDataPlane({
+    upstream: requireUpstream(config),
     clock,
-    sink: metrics.sink,
+    sink,
     log,
     maxInspectBytes: config.maxInspectBytes,
     maxResponseInspectBytes: config.maxResponseInspectBytes,
     maxEventBytes: config.maxEventBytes,
-    uninspected: metrics.proxy.uninspected,
-    tapProblem: metrics.proxy.tapProblem,
-    proxyError: metrics.proxy.proxyError,
+    uninspected: events.uninspected,
+    tapProblem: events.tapProblem,
+    proxyError: events.proxyError,
     usageInjection: config.injectUsage ? usageInjection : undefined,
     accessLog,
   });
+  return { dataPlane, accessLog };
+}
 
-  const plane = dataPlane;
+export interface Management {
+  readonly managementUrl: string;
+  readonly metricsUrl: string | undefined;
+  setReady(ready: boolean): void;
+  close(): Promise<void>;
+}
+
+/** The management listener (/health, /ready, /metrics-json) and the metrics listener (/metrics). */
+export async function startManagement(config: Config, metrics: Metrics, beforeScrape?: () => Promise<void>): Promise<Management> {
+  let ready = false;
   let instance = `${config.managementHost}:${config.managementPort}`;
-  const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance });
-  const metricsApp = createMetricsApp(metrics, config.metricsEnabled);
+  const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance, beforeScrape });
+  const metricsApp = createMetricsApp(metrics, config.metricsEnabled, beforeScrape);
   // One listener serves both when the ports are equal (and fixed); port 0 always means a listener of its own.
   const shared = config.metricsPort === config.managementPort && config.managementPort !== 0;
   const servers: Server[] = [];
   try {
-    const dataAddress = await listen(plane.server, config.host, config.port);
     let managementServer: Server;
     if (shared) {
       const both = new Hono();
@@ -126,33 +151,65 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       servers.push(metricsServer);
       metricsUrl = `${urlOf(await listen(metricsServer, config.managementHost, config.metricsPort))}/metrics`;
     }
+    return {
+      managementUrl: urlOf(managementAddress),
+      metricsUrl,
+      setReady: (r) => (ready = r),
+      close: async () => {
+        await Promise.all(servers.map(closeServer));
+      },
+    };
+  } catch (error) {
+    await Promise.all(servers.map(closeServer));
+    throw error;
+  }
+}
+
+export function startedFields(config: Config, dataUrl: string, management: Management): Record<string, string | number> {
+  const upstream = requireUpstream(config);
+  return {
+    version: VERSION,
+    data: dataUrl,
+    upstream: upstream.origin + upstream.pathname.replace(/\/$/, ''),
+    management: management.managementUrl,
+    metrics: management.metricsUrl ?? 'disabled',
+    upstream_metrics: config.upstreamMetrics?.href ?? 'off',
+  };
+}
+
+/** One process: data plane, metrics and management together. */
+export async function startInfermeter(config: Config, options: StartOptions): Promise<Infermeter> {
+  const { log } = options;
+  const clock = options.clock ?? monotonicClock;
+  let dataPlane: DataPlane | undefined;
+  const metrics = buildMetrics(config, options, () => dataPlane?.connections() ?? 0);
+  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy);
+  dataPlane = built.dataPlane;
+  const plane = dataPlane;
+  let management: Management | undefined;
+  try {
+    const dataAddress = await listen(plane.server, config.host, config.port);
+    management = await startManagement(config, metrics);
     metrics.start();
-    ready = true;
+    management.setReady(true);
     const dataUrl = urlOf(dataAddress);
-    const managementUrl = urlOf(managementAddress);
-    log.info('infermeter started', {
-      version: VERSION,
-      data: dataUrl,
-      upstream: upstream.origin + upstream.pathname.replace(/\/$/, ''),
-      management: managementUrl,
-      metrics: metricsUrl ?? 'disabled',
-      upstream_metrics: config.upstreamMetrics?.href ?? 'off',
-    });
+    log.info('infermeter started', startedFields(config, dataUrl, management));
+    const m = management;
     return {
       dataUrl,
-      managementUrl,
-      metricsUrl,
+      managementUrl: m.managementUrl,
+      metricsUrl: m.metricsUrl,
       metrics,
       async close() {
-        ready = false;
+        m.setReady(false);
         metrics.close();
-        await Promise.all([plane.close(), ...servers.map(closeServer)]);
-        await accessLog?.close();
+        await Promise.all([plane.close(), m.close()]);
+        await built.accessLog?.close();
       },
     };
   } catch (error) {
     metrics.close();
-    await Promise.all([plane.close(), ...servers.map(closeServer)]);
+    await Promise.all([plane.close(), management?.close()]);
     throw error;
   }
 }

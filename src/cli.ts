@@ -3,6 +3,7 @@
 // calls process.exit.
 import { ConfigError, loadConfig } from './config/config.ts';
 import { startInfermeter } from './app.ts';
+import { startClusterPrimary } from './cluster/primary.ts';
 import { createLogger } from './log.ts';
 
 async function main(): Promise<void> {
@@ -17,7 +18,7 @@ async function main(): Promise<void> {
     throw error;
   }
   const log = createLogger(config.logLevel);
-  const app = await startInfermeter(config, { log });
+  const app = config.workers > 1 ? await startClusterPrimary(config, process.env, { log, workers: config.workers }) : await startInfermeter(config, { log });
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) process.exit(1); // a second signal: leave now

@@ -2,7 +2,7 @@
 // config.json second, and validated as a whole: every problem is collected into one
 // ConfigError so that an operator fixes them all in one go. Nothing else reads process.env.
 import { isIP } from 'node:net';
-import { hostname } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { bucketVariable, HISTOGRAM_FAMILIES, parseBuckets, type BucketOverrides, type HistogramFamily } from '../metrics/buckets.ts';
 import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
 
@@ -49,6 +49,8 @@ export interface Config {
   readonly injectUsage: boolean;
   /** 'stdout', a file path, or undefined (off). */
   readonly accessLog: string | undefined;
+  /** Data-plane processes: 1 runs everything in one process; more run a primary and workers. */
+  readonly workers: number;
 }
 
 export type DialectName = 'mindie' | 'aom';
@@ -130,6 +132,7 @@ export const VARIABLES = [
   'INFERMETER_JSON_JOB',
   'INFERMETER_INJECT_USAGE',
   'INFERMETER_ACCESS_LOG',
+  'INFERMETER_WORKERS',
   'INFERMETER_AOM_PERIOD_SECONDS',
   ...Object.values(AOM_LABEL_VARIABLES),
 ] as const;
@@ -238,6 +241,9 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const accessLogValue = nonEmpty(env.INFERMETER_ACCESS_LOG);
   const accessLog = accessLogValue === undefined || accessLogValue.toLowerCase() === 'off' ? undefined : accessLogValue === 'stdout' ? 'stdout' : accessLogValue;
 
+  const workersRaw = nonEmpty(env.INFERMETER_WORKERS)?.toLowerCase();
+  const workers = workersRaw === 'auto' ? availableParallelism() : parseInteger(env, 'INFERMETER_WORKERS', 1, 1, 256, problem, 'an integer from 1 to 256, or auto (one per CPU)');
+
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     upstream,
@@ -265,6 +271,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     jsonJob,
     injectUsage,
     accessLog,
+    workers,
   });
 }
 
@@ -347,6 +354,7 @@ function parseInteger(
   min: number,
   max: number,
   problem: Problem,
+  expected = `an integer from ${min} to ${max}`,
 ): number {
   const raw = env[variable];
   const value = nonEmpty(raw);
@@ -355,7 +363,7 @@ function parseInteger(
     const n = Number(value);
     if (Number.isSafeInteger(n) && n >= min && n <= max) return n;
   }
-  problem(variable, `an integer from ${min} to ${max}`, raw);
+  problem(variable, expected, raw);
   return fallback;
 }
 

@@ -99,6 +99,10 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
 
   proxy.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
     stripHopByHop(proxyRes.headers);
+    // The client's connection, not the upstream's: Node decided from the client's request
+    // (Connection: close, HTTP/1.0) whether it stays open. Said explicitly, or http-proxy would
+    // answer keep-alive to a client that asked to close.
+    proxyRes.headers.connection = res.shouldKeepAlive ? 'keep-alive' : 'close';
     const exchange = (req as Tagged)[EXCHANGE];
     // A response that breaks off upstream must break off for the client too: ending it
     // cleanly would turn a truncated answer into one that looks whole.

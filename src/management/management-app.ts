@@ -8,12 +8,17 @@ import { metricsJson, type MetricsJsonOptions } from './metrics-json.ts';
 export interface ManagementOptions extends MetricsJsonOptions {
   readonly ready: () => boolean;
   readonly metrics: Metrics;
+  /** Awaited before the figures are read (with workers: their batched events arrive first). */
+  readonly beforeScrape?: (() => Promise<void>) | undefined;
 }
 
 export function createManagementApp(options: ManagementOptions): Hono {
   const app = new Hono();
   app.get('/health', (c) => c.json({ status: 'healthy' }));
   app.get('/ready', (c) => (options.ready() ? c.json({ status: 'ready' }) : c.json({ status: 'not ready' }, 503)));
-  app.get('/metrics-json', (c) => c.json(metricsJson(options.metrics, options)));
+  app.get('/metrics-json', async (c) => {
+    await options.beforeScrape?.();
+    return c.json(metricsJson(options.metrics, options));
+  });
   return app;
 }

@@ -3,10 +3,12 @@
 import { Hono } from 'hono';
 import type { Metrics } from '../metrics/metrics.ts';
 
-export function createMetricsApp(metrics: Metrics, enabled: boolean): Hono {
+/** `beforeScrape` is awaited first: with workers, their batched events reach the primary. */
+export function createMetricsApp(metrics: Metrics, enabled: boolean, beforeScrape?: () => Promise<void>): Hono {
   const app = new Hono();
   app.get('/metrics', async (c) => {
     if (!enabled) return c.text('metrics are disabled: MIES_SERVICE_MONITOR_MODE is set to a value other than 1\n', 404);
+    await beforeScrape?.();
     const served = metrics.scrapeStarted();
     const body = await metrics.render();
     served(Buffer.byteLength(body));

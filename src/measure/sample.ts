@@ -10,7 +10,8 @@ export type FailureReason =
   | 'upstream_status' // the upstream answered >= 400 (or a non-2xx status)
   | 'upstream_unreachable' // no response: connection refused, DNS, TLS, timeout
   | 'upstream_reset' // the response broke off before its end
-  | 'stream_error'; // an error event inside a 2xx stream
+  | 'stream_error' // an error event inside a 2xx stream
+  | 'worker_exit'; // the worker process serving it died (INFERMETER_WORKERS > 1)
 
 /**
  * Where the token counts came from: the upstream's usage; the spec's zero fallback (a complete

@@ -6,7 +6,8 @@ import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';
 import type { TapProblem } from '../stream-tap/response-tap.ts';
 
-export interface ProxyFamilies {
+/** What the data plane reports besides requests: the events behind infermeter's own families. */
+export interface ProxyEvents {
   uninspected(reason: UninspectedReason): void;
   tapProblem(kind: TapProblem): void;
   proxyError(kind: ProxyErrorKind): void;
@@ -15,6 +16,11 @@ export interface ProxyFamilies {
   usageInjected(): void;
   usageStripped(): void;
   accessLogDropped(): void;
+}
+
+export interface ProxyFamilies extends ProxyEvents {
+  /** A worker process exited and was restarted; `lost` of its requests were in flight. */
+  workerRestarted(lost: number): void;
   readonly metricNames: readonly string[];
 }
 
@@ -57,6 +63,16 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     help: 'Access log lines dropped because the log writer fell behind.',
     registers: [registry],
   });
+  const restarts = new Counter({
+    name: 'infermeter_worker_restarts_total',
+    help: 'Worker processes that exited and were restarted (INFERMETER_WORKERS > 1). Their in-flight requests are counted as failed (worker_exit).',
+    registers: [registry],
+  });
+  const lostRequests = new Counter({
+    name: 'infermeter_worker_lost_requests_total',
+    help: 'Requests in flight in a worker process when it exited, counted as failed.',
+    registers: [registry],
+  });
   const build = new Gauge({
     name: 'infermeter_build_info',
     help: 'Always 1; the labels name the infermeter and Node.js versions.',
@@ -72,6 +88,10 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     usageInjected: () => injected.inc(),
     usageStripped: () => stripped.inc(),
     accessLogDropped: () => dropped.inc(),
+    workerRestarted(lost) {
+      restarts.inc();
+      lostRequests.inc(lost);
+    },
     metricNames: [
       'infermeter_request_body_uninspected_total',
       'infermeter_stream_tap_problems_total',
@@ -80,6 +100,8 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
       'infermeter_usage_injected_total',
       'infermeter_usage_chunks_stripped_total',
       'infermeter_access_log_dropped_total',
+      'infermeter_worker_restarts_total',
+      'infermeter_worker_lost_requests_total',
       'infermeter_build_info',
     ],
   };

@@ -17,6 +17,8 @@ export interface RecordedRequest {
   readonly url: string;
   readonly headers: IncomingHttpHeaders;
   readonly body: Buffer;
+  /** The port the request came from: one per upstream connection the proxy opened. */
+  readonly remotePort: number;
   /** Resolves true when the proxy closed the connection before the response ended. */
   readonly abandoned: Promise<boolean>;
 }
@@ -44,7 +46,7 @@ export async function startReplayUpstream(): Promise<ReplayUpstream> {
     res.on('close', () => resolveAbandoned(!res.writableFinished));
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const recorded: RecordedRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks), abandoned };
+      const recorded: RecordedRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks), remotePort: req.socket.remotePort ?? 0, abandoned };
       requests.push(recorded);
       for (const w of waiters.splice(0)) {
         if (requests.length >= w.n) w.resolve();

@@ -136,6 +136,25 @@ describe('openai SDK through infermeter', () => {
     assert.deepEqual(m.series('request_received_total'), [{ labels: { model_name: 'm' }, value: 1 }]);
   });
 
+  it('keeps the client\'s connection semantics, not the upstream\'s', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond(() => ({ status: 200, headers: { 'content-type': 'application/json', connection: 'keep-alive', 'keep-alive': 'timeout=5' }, body: [{ data: '{}' }] }));
+    const app = await startProxy(t, upstream.url);
+    for (const [path, method] of [['/v1/completions', 'POST'], ['/v1/models', 'GET']] as const) {
+      const headers = await new Promise<Record<string, unknown>>((resolve, reject) => {
+        const req = request(`${app.dataUrl}${path}`, { method, headers: { connection: 'close' }, agent: false }, (res) => {
+          res.resume();
+          resolve(res.headers);
+        });
+        req.on('error', reject);
+        req.end(method === 'POST' ? '{"model":"m"}' : undefined);
+      });
+      assert.equal(headers.connection, 'close', `${method} ${path}: the client asked to close`);
+      assert.equal(headers['keep-alive'], undefined, 'the upstream\'s keep-alive is hop-by-hop');
+    }
+  });
+
   it('forwards a chunked upload without a content-length, dropping hop-by-hop headers', async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());

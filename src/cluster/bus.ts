@@ -1,0 +1,164 @@
+// With INFERMETER_WORKERS > 1 the data plane runs in worker processes and the measurement in
+// the primary: each worker sends its requests' events (started, first output, inter-token gaps,
+// finished samples) and its proxy events to the primary in batches, where the one recorder and
+// the dialects turn them into metrics. So /metrics, /metrics-json and the AOM periods are those
+// of all workers' traffic, exactly, and nothing has to be merged after the fact.
+import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
+import type { MeasurementSink } from '../measure/request-timer.ts';
+import type { InferenceApi, RequestInfo, RequestSample } from '../measure/sample.ts';
+import type { ProxyEvents } from '../metrics/proxy-families.ts';
+import type { UninspectedReason } from '../stream-tap/request-tap.ts';
+import type { TapProblem } from '../stream-tap/response-tap.ts';
+
+/** One event, as compact as structured clone makes cheap. */
+export type BusEvent =
+  | readonly [kind: 0, api: InferenceApi, model: string, stream: boolean] // started
+  | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null] // first output
+  | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number] // inter-token
+  | readonly [kind: 3, sample: RequestSample] // finished
+  | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null]; // a proxy event
+
+type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped';
+
+/** Worker -> primary. */
+export type WorkerMessage =
+  | { readonly t: 'events'; readonly events: BusEvent[]; readonly connections: number }
+  | { readonly t: 'flushed'; readonly seq: number }
+  | { readonly t: 'listening'; readonly url: string };
+
+/** Primary -> worker. */
+export type PrimaryMessage = { readonly t: 'flush'; readonly seq: number } | { readonly t: 'drain' };
+
+export interface WorkerBus {
+  readonly sink: MeasurementSink;
+  readonly events: ProxyEvents;
+  /** Sends what is batched now. */
+  flush(): void;
+}
+
+/** Worker side: batches events and sends them every `intervalMs`, or sooner when many wait. */
+export function createWorkerBus(send: (m: WorkerMessage) => void, connections: () => number, intervalMs = 50, maxBatch = 512): WorkerBus {
+  let batch: BusEvent[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  const flush = (): void => {
+    if (timer !== undefined) {
+      clearTimeout(timer);
+      timer = undefined;
+    }
+    if (batch.length === 0) return;
+    const events = batch;
+    batch = [];
+    send({ t: 'events', events, connections: connections() });
+  };
+  const push = (e: BusEvent): void => {
+    batch.push(e);
+    if (batch.length >= maxBatch) flush();
+    else if (timer === undefined) {
+      timer = setTimeout(flush, intervalMs);
+      timer.unref();
+    }
+  };
+  const proxy = (name: ProxyEventName) => (arg?: string | boolean) => push([4, name, arg ?? null]);
+  return {
+    flush,
+    sink: {
+      started: (i) => push([0, i.api, i.model, i.stream]),
+      firstOutput: (i, ttft) => push([1, i.api, i.model, i.stream, ttft ?? null]),
+      interToken: (i, seconds, tokens) => push([2, i.api, i.model, i.stream, seconds, tokens]),
+      finished: (s) => push([3, s]),
+    },
+    events: {
+      uninspected: proxy('uninspected') as (r: UninspectedReason) => void,
+      tapProblem: proxy('tapProblem') as (k: TapProblem) => void,
+      proxyError: proxy('proxyError') as (k: ProxyErrorKind) => void,
+      injectionActive: proxy('injectionActive') as (on: boolean) => void,
+      usageInjected: proxy('usageInjected'),
+      usageStripped: proxy('usageStripped'),
+      accessLogDropped: proxy('accessLogDropped'),
+    },
+  };
+}
+
+/**
+ * Primary side: replays one worker's events into the real sink and proxy families, and keeps
+ * that worker's in-flight requests per model, so that a worker that dies leaves no request
+ * waiting or running forever: they are finished as failed (`worker_exit`).
+ */
+export function createWorkerReceiver(sink: MeasurementSink, events: ProxyEvents): { receive(batch: readonly BusEvent[]): void; lost(): number } {
+  const inFlight = new Map<string, { info: RequestInfo; waiting: number; running: number }>();
+  const key = (api: string, model: string, stream: boolean) => `${api}\u0000${model}\u0000${stream}`;
+  const entry = (api: InferenceApi, model: string, stream: boolean) => {
+    const k = key(api, model, stream);
+    let e = inFlight.get(k);
+    if (e === undefined) inFlight.set(k, (e = { info: { api, model, stream }, waiting: 0, running: 0 }));
+    return e;
+  };
+  return {
+    receive(batch) {
+      for (const e of batch) {
+        switch (e[0]) {
+          case 0:
+            entry(e[1], e[2], e[3]).waiting++;
+            sink.started({ api: e[1], model: e[2], stream: e[3] });
+            break;
+          case 1: {
+            const f = entry(e[1], e[2], e[3]);
+            f.waiting--;
+            f.running++;
+            sink.firstOutput({ api: e[1], model: e[2], stream: e[3] }, e[4] ?? undefined);
+            break;
+          }
+          case 2:
+            sink.interToken?.({ api: e[1], model: e[2], stream: e[3] }, e[4], e[5]);
+            break;
+          case 3: {
+            const s = e[1];
+            const f = entry(s.api, s.model, s.stream);
+            if (s.outputSeen) f.running--;
+            else f.waiting--;
+            sink.finished(s);
+            break;
+          }
+          case 4: {
+            const [, name, arg] = e;
+            (events[name] as (a?: unknown) => void)(arg ?? undefined);
+            break;
+          }
+        }
+      }
+    },
+    /** The worker is gone: finish what it had in flight as failed; returns how many. */
+    lost() {
+      let n = 0;
+      for (const { info, waiting, running } of inFlight.values()) {
+        for (let i = 0; i < waiting + running; i++) {
+          sink.finished(lostSample(info, i >= waiting));
+          n++;
+        }
+      }
+      inFlight.clear();
+      return n;
+    },
+  };
+}
+
+function lostSample(info: RequestInfo, outputSeen: boolean): RequestSample {
+  return {
+    ...info,
+    status: 502,
+    outcome: 'failed',
+    failure: 'worker_exit',
+    cancelPhase: undefined,
+    ttfb: undefined,
+    streamed: info.stream,
+    outputSeen,
+    ttft: undefined,
+    lastToken: undefined,
+    e2e: undefined,
+    tpot: undefined,
+    promptTokens: undefined,
+    completionTokens: undefined,
+    usageSource: 'none',
+    tokenEvents: 0,
+  };
+}

@@ -1,0 +1,129 @@
+// The primary of INFERMETER_WORKERS > 1: forks the workers (node:cluster; they share the data
+// port), keeps the one set of metrics fed by their batched events, serves the management and
+// metrics ports, and restarts a worker that dies, saying so in the log and in
+// infermeter_worker_restarts_total, with its in-flight requests counted as failed.
+import cluster, { type Worker } from 'node:cluster';
+import { fileURLToPath } from 'node:url';
+import type { Config, Env } from '../config/config.ts';
+import { buildMetrics, startedFields, startManagement, type Infermeter, type StartOptions } from '../app.ts';
+import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage } from './bus.ts';
+
+const WORKER_MAIN = fileURLToPath(new URL('./worker-main.ts', import.meta.url)).replace(/\.ts$/, import.meta.url.endsWith('.ts') ? '.ts' : '.js');
+const FLUSH_TIMEOUT_MS = 1000;
+
+export interface ClusterInfermeter extends Infermeter {
+  /** Process ids of the live workers (tests kill one). */
+  workerPids(): number[];
+  /** Resolves when `n` workers have been started since the beginning (restarts included). */
+  workersStarted(n: number): Promise<void>;
+}
+
+export async function startClusterPrimary(
+  config: Config,
+  env: Env,
+  options: StartOptions & { readonly workers: number },
+): Promise<ClusterInfermeter> {
+  const { log } = options;
+  const connections = new Map<number, number>();
+  const metrics = buildMetrics(config, options, () => {
+    let n = 0;
+    for (const c of connections.values()) n += c;
+    return n;
+  });
+  cluster.setupPrimary({ exec: WORKER_MAIN, serialization: 'advanced', silent: false });
+
+  let stopping = false;
+  let started = 0;
+  const startWaiters: Array<{ n: number; resolve: () => void }> = [];
+  const flushWaiters = new Map<number, () => void>();
+  let seq = 0;
+  let dataUrl: string | undefined;
+  let resolveFirstListening!: (url: string) => void;
+  const firstListening = new Promise<string>((resolve) => (resolveFirstListening = resolve));
+
+  const fork = (): Worker => {
+    const worker = cluster.fork({ ...env });
+    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy);
+    worker.on('message', (m: WorkerMessage) => {
+      if (m.t === 'events') {
+        receiver.receive(m.events);
+        connections.set(worker.id, m.connections);
+      } else if (m.t === 'flushed') flushWaiters.get(m.seq)?.();
+      else if (m.t === 'listening') {
+        started++;
+        for (const w of startWaiters.splice(0)) (started >= w.n ? w.resolve() : startWaiters.push(w));
+        resolveFirstListening(m.url);
+      }
+    });
+    worker.on('exit', (code, signal) => {
+      connections.delete(worker.id);
+      const lost = receiver.lost();
+      if (stopping) return;
+      metrics.proxy.workerRestarted(lost);
+      log.warn('worker exited; starting another', { pid: worker.process.pid, code: code ?? undefined, signal: signal ?? undefined, requests_lost: lost });
+      fork();
+    });
+    return worker;
+  };
+
+  const workers = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected());
+
+  /** Every live worker sends what it has batched before a scrape is answered. */
+  const flushAll = async (): Promise<void> => {
+    const live = workers();
+    await Promise.all(
+      live.map(
+        (w) =>
+          new Promise<void>((resolve) => {
+            const id = ++seq;
+            const timer = setTimeout(done, FLUSH_TIMEOUT_MS);
+            function done(): void {
+              clearTimeout(timer);
+              flushWaiters.delete(id);
+              resolve();
+            }
+            flushWaiters.set(id, done);
+            try {
+              w.send({ t: 'flush', seq: id } satisfies PrimaryMessage);
+            } catch {
+              done();
+            }
+          }),
+      ),
+    );
+  };
+
+  for (let i = 0; i < options.workers; i++) fork();
+  dataUrl = await firstListening;
+  await new Promise<void>((resolve) => startWaiters.push({ n: options.workers, resolve }));
+  const management = await startManagement(config, metrics, flushAll);
+  metrics.start();
+  management.setReady(true);
+  log.info('infermeter started', { ...startedFields(config, dataUrl, management), workers: options.workers });
+
+  return {
+    dataUrl,
+    managementUrl: management.managementUrl,
+    metricsUrl: management.metricsUrl,
+    metrics,
+    workerPids: () => workers().map((w) => w.process.pid!),
+    workersStarted: (n) => (started >= n ? Promise.resolve() : new Promise((resolve) => startWaiters.push({ n, resolve }))),
+    async close() {
+      stopping = true;
+      management.setReady(false);
+      await flushAll();
+      await Promise.all(
+        workers().map(
+          (w) =>
+            new Promise<void>((resolve) => {
+              w.once('exit', () => resolve());
+              w.send({ t: 'drain' } satisfies PrimaryMessage);
+              setTimeout(() => w.process.kill('SIGKILL'), 5000).unref();
+            }),
+        ),
+      );
+      metrics.close();
+      await management.close();
+    },
+  };
+}

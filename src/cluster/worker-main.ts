@@ -1,0 +1,36 @@
+// A worker of INFERMETER_WORKERS > 1: the data plane on the shared port, its measurement sent
+// to the primary in batches. Reads the same environment as the primary.
+import { buildDataPlane } from '../app.ts';
+import { loadConfig } from '../config/config.ts';
+import { createLogger } from '../log.ts';
+import { listen, urlOf } from '../management/listen.ts';
+import { monotonicClock } from '../measure/clock.ts';
+import { createWorkerBus, type PrimaryMessage, type WorkerMessage } from './bus.ts';
+
+const config = loadConfig(process.env, { requireUpstream: true });
+const log = createLogger(config.logLevel);
+const send = (m: WorkerMessage): void => {
+  if (process.connected) process.send!(m);
+};
+let connections = () => 0;
+const bus = createWorkerBus(send, () => connections());
+const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus.sink, bus.events);
+connections = () => dataPlane.connections();
+
+const address = await listen(dataPlane.server, config.host, config.port);
+send({ t: 'listening', url: urlOf(address) });
+
+process.on('message', (m: PrimaryMessage) => {
+  if (m.t === 'flush') {
+    bus.flush();
+    send({ t: 'flushed', seq: m.seq });
+  } else if (m.t === 'drain') {
+    void dataPlane.close().then(async () => {
+      bus.flush();
+      await accessLog?.close();
+      process.disconnect();
+    });
+  }
+});
+// The primary is gone: nothing left to report to.
+process.on('disconnect', () => process.exit(0));
