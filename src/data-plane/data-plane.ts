@@ -148,28 +148,40 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     const injection = exchange.injection!;
     const status = proxyRes.statusCode ?? 0;
     if (status >= 400 && status < 500) {
+      // Held to read whether it names stream_options; one too large to be such a refusal is
+      // passed on as it is, held bytes first.
       const chunks: Buffer[] = [];
       let size = 0;
-      proxyRes.on('data', (chunk: Buffer) => {
+      const answerAsIs = (): void => {
+        exchange.timer.responseHeaders(status, false);
+        if (accessLog !== undefined) exchange.bytesOut += size;
+        writeHead(res, proxyRes, false);
+      };
+      const onData = (chunk: Buffer): void => {
+        chunks.push(chunk);
         size += chunk.length;
-        if (size <= MAX_REFUSAL_BYTES) chunks.push(chunk);
-      });
-      proxyRes.on('end', () => {
-        const body = Buffer.concat(chunks);
-        if (size <= MAX_REFUSAL_BYTES && rejectsStreamOptions(status, body.toString('utf8'))) {
+        if (size <= MAX_REFUSAL_BYTES) return;
+        proxyRes.off('data', onData);
+        proxyRes.off('end', onEnd);
+        answerAsIs();
+        for (const c of chunks) res.write(c);
+        if (accessLog !== undefined) proxyRes.on('data', (c: Buffer) => (exchange.bytesOut += c.length));
+        proxyRes.pipe(res);
+      };
+      const onEnd = (): void => {
+        const body = Buffer.concat(chunks, size);
+        if (rejectsStreamOptions(status, body.toString('utf8'))) {
           injection.refused = true;
           usageInjection?.refused();
           forward(req, res, injection.original);
           return;
         }
         // Not a refusal: the client gets this answer as it is.
-        exchange.timer.responseHeaders(status, false);
-        if (accessLog !== undefined) exchange.bytesOut += size;
-        writeHead(res, proxyRes, false);
-        // A body over the refusal cap was only partly kept: cut the response rather than alter it.
-        if (size <= MAX_REFUSAL_BYTES) res.end(body);
-        else res.destroy();
-      });
+        answerAsIs();
+        res.end(body);
+      };
+      proxyRes.on('data', onData);
+      proxyRes.on('end', onEnd);
       return;
     }
     const streamed = isEventStream(proxyRes.headers['content-type']);

@@ -122,6 +122,17 @@ describe('usage injection', () => {
     assert.equal((await scrape(app)).value('infermeter_usage_injection_active'), 1);
   });
 
+  it('passes a 4xx too large to be a refusal through whole, held bytes first', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    const big = `{"error":{"message":"${'x'.repeat(200_000)}"}}`;
+    upstream.respond(() => ({ status: 413, headers: { 'content-type': 'application/json' }, body: [{ data: big.slice(0, 50_000) }, { afterMs: 5, data: big.slice(50_000) }] }));
+    const app = await startProxy(t, upstream.url);
+    const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' });
+    assert.equal(res.status, 413);
+    assert.equal(await res.text(), big);
+  });
+
   it('leaves every body untouched when off', async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
