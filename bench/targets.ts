@@ -24,6 +24,9 @@ export interface Fleet {
 
 const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
 
+/** The flags infermeter runs with (npm start, the bin's shebang, the image). */
+const INFERMETER_FLAGS = '--max-semi-space-size=4';
+
 function lineMatching(child: ChildProcess, stream: 'stdout' | 'stderr', pattern: RegExp): Promise<string> {
   return new Promise((resolve, reject) => {
     let text = '';
@@ -54,8 +57,8 @@ function freePort(): Promise<number> {
   });
 }
 
-async function node(script: string, args: string[], env: Record<string, string>, ready: RegExp, stream: 'stdout' | 'stderr'): Promise<{ child: ChildProcess; line: string }> {
-  const child = spawn(process.execPath, [script, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+async function node(script: string, args: string[], env: Record<string, string>, ready: RegExp, stream: 'stdout' | 'stderr', flags: string[] = []): Promise<{ child: ChildProcess; line: string }> {
+  const child = spawn(process.execPath, [...flags, script, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const line = await lineMatching(child, stream, ready);
   return { child, line };
 }
@@ -81,7 +84,7 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
       INFERMETER_LOG_LEVEL: 'info',
       ...extra,
     };
-    const { child, line } = await node(here('../src/cli.ts'), [], env, /"infermeter started"/, 'stderr');
+    const { child, line } = await node(here('../src/cli.ts'), [], env, /"infermeter started"/, 'stderr', (process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS).split(' ').filter(Boolean));
     children.push(child);
     const started = JSON.parse(line) as { data: string };
     return { name, url: started.data, pids: () => [child.pid!] };

@@ -159,7 +159,7 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
     let b = chunk;
     if (pendingLength > 0) {
       if (chunk.indexOf(LF) === -1 && chunk.indexOf(CR) === -1) {
-        pending.push(chunk);
+        pending.push(Buffer.from(chunk));
         pendingLength += chunk.length;
         if (pendingLength > options.maxEventBytes) {
           live = false;
@@ -205,7 +205,8 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
         options.problem('event_too_large');
         return;
       }
-      pending = [b.subarray(at)];
+      // A copy: a view would keep the whole socket read buffer (up to 64 KiB) alive per stream.
+      pending = [Buffer.from(b.subarray(at))];
       pendingLength = b.length - at;
     }
   };

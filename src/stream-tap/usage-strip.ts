@@ -96,7 +96,8 @@ export function createUsageStrip(options: UsageStripOptions): Transform {
         if (b === CR) boundaryAtCR = true;
       }
       if (start < chunk.length) {
-        const rest = chunk.subarray(start);
+        // A copy: a view would keep the whole socket read buffer alive while the event waits.
+        const rest = Buffer.from(chunk.subarray(start));
         held.push(rest);
         heldLength += rest.length;
         if (heldLength > options.maxEventBytes) {
