@@ -1,0 +1,64 @@
+// npm run bench:profile: infermeter under the throughput scenario with --cpu-prof, and where its
+// CPU time goes, inclusive, by function (Node's internals and infermeter's own modules).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runLoad } from './load.ts';
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'infermeter-profile-'));
+const up = spawn(process.execPath, [here('upstream.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
+const port = await new Promise<number>((resolve) => up.stdout!.once('data', (d: Buffer) => resolve((JSON.parse(d.toString()) as { port: number }).port)));
+const inf = spawn(process.execPath, ['--max-semi-space-size=8', '--cpu-prof', `--cpu-prof-dir=${dir}`, here('../src/cli.ts')], {
+  env: { PATH: process.env.PATH ?? '', INFERMETER_UPSTREAM: `http://127.0.0.1:${port}`, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_DIALECTS: 'mindie,aom' },
+  stdio: ['ignore', 'ignore', 'pipe'],
+});
+const url = await new Promise<string>((resolve) => {
+  let text = '';
+  inf.stderr!.on('data', (d: Buffer) => {
+    text += d.toString();
+    const line = text.split('\n').find((l) => l.includes('"infermeter started"'));
+    if (line !== undefined) resolve((JSON.parse(line) as { data: string }).data);
+  });
+});
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+const r = await runLoad(url, { name: 'throughput', requests: 1500, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0 }, agent);
+agent.destroy();
+inf.kill('SIGTERM');
+await new Promise((resolve) => inf.once('exit', resolve));
+up.kill();
+
+const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))!;
+const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
+rmSync(dir, { recursive: true, force: true });
+const byId = new Map(prof.nodes.map((n) => [n.id, n]));
+const parent = new Map<number, number>();
+for (const n of prof.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+const inclusive = new Map<string, number>();
+let total = 0;
+prof.samples.forEach((id, i) => {
+  const t = prof.timeDeltas[i] ?? 0;
+  total += t;
+  const seen = new Set<string>();
+  for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
+    const cf = byId.get(cur)!.callFrame;
+    const name = `${cf.functionName || '(anonymous)'} ${cf.url.replace(/.*\//, '')}:${cf.lineNumber + 1}`;
+    if (seen.has(name)) continue;
+    seen.add(name);
+    inclusive.set(name, (inclusive.get(name) ?? 0) + t);
+  }
+});
+process.stdout.write(`${r.events} events in ${r.wallSeconds.toFixed(2)} s; share of infermeter's samples, inclusive:\n\n| share | function |\n|---|---|\n`);
+const wanted = /\.ts:|socketOnData|_writev|garbage collector|\(idle\)|\(program\)/;
+for (const [name, t] of [...inclusive].filter(([n]) => wanted.test(n)).sort((a, b) => b[1] - a[1]).slice(0, 20)) {
+  process.stdout.write(`| ${((100 * t) / total).toFixed(1)} % | \`${name}\` |\n`);
+}
