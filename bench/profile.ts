@@ -15,6 +15,9 @@ interface ProfileNode {
 }
 
 const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
+
+/** Profiles infermeter under the throughput scenario; returns a markdown summary. */
+export async function profileThroughput(): Promise<string> {
 const dir = mkdtempSync(join(tmpdir(), 'infermeter-profile-'));
 const up = spawn(process.execPath, [here('upstream.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
 const port = await new Promise<number>((resolve) => up.stdout!.once('data', (d: Buffer) => resolve((JSON.parse(d.toString()) as { port: number }).port)));
@@ -57,8 +60,12 @@ prof.samples.forEach((id, i) => {
     inclusive.set(name, (inclusive.get(name) ?? 0) + t);
   }
 });
-process.stdout.write(`${r.events} events in ${r.wallSeconds.toFixed(2)} s; share of infermeter's samples, inclusive:\n\n| share | function |\n|---|---|\n`);
+let out = `${r.events} events in ${r.wallSeconds.toFixed(2)} s; share of infermeter's CPU samples, inclusive (a function's own time and its callees'):\n\n| share | function |\n|---|---|\n`;
 const wanted = /\.ts:|socketOnData|_writev|garbage collector|\(idle\)|\(program\)/;
 for (const [name, t] of [...inclusive].filter(([n]) => wanted.test(n)).sort((a, b) => b[1] - a[1]).slice(0, 20)) {
-  process.stdout.write(`| ${((100 * t) / total).toFixed(1)} % | \`${name}\` |\n`);
+  out += `| ${((100 * t) / total).toFixed(1)} % | \`${name}\` |\n`;
 }
+return out;
+}
+
+if (import.meta.main) process.stdout.write(await profileThroughput());

@@ -10,6 +10,7 @@ import { startFleet, type Target } from './targets.ts';
 import { median, percentile, runLoad, type Scenario } from './load.ts';
 import { cpuSeconds, rssBytes } from './proc.ts';
 import { renderMillis } from './render.ts';
+import { profileThroughput } from './profile.ts';
 
 const quick = process.argv.includes('--quick');
 const write = process.argv.includes('--write');
@@ -181,6 +182,12 @@ async function main(): Promise<void> {
     for (const [goal, met, measured] of goals) say(`| ${goal} | ${met ? 'yes' : '**no**'} | ${measured} |`);
     say();
 
+    if (write && !memoryOnly) {
+      say('### Where the CPU goes (throughput scenario, `npm run bench:profile`)');
+      say();
+      say(await profileThroughput());
+    }
+
     if (write) {
       const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}, ${execSync('nginx -v 2>&1').toString().trim()}`;
       writeFileSync(new URL('../docs/performance.md', import.meta.url), `${HEADER}\nMachine: ${machine}${quick ? ' (quick run)' : ''}.\n\n${out.join('\n')}\n${FOOTER}`);
@@ -204,7 +211,47 @@ what a run says. TTFT is measured by the client: from sending the request to the
 bytes. CPU per event is the proxy process's user + system time from /proc over the events it
 forwarded.
 `;
-const FOOTER = '';
+const FOOTER = `
+## Reading the goals
+
+The issue's goals, and what bounds those this machine does not meet (figures above are from one
+run; runs vary by tens of percent, which is why every comparison is within one run):
+
+- **Throughput at 0.85× direct.** Out of reach for any Node proxy here: the load client, the
+  upstream and the proxy share two cores, and the bare Node pass-through itself delivers about
+  half of direct's events per second. infermeter runs at 0.85–0.9× the Node floor's rate; nginx,
+  native and multi-buffered, is at or above direct.
+- **CPU per event no more than the Node pass-through's, within 1.5× nginx's.** infermeter does
+  strictly more per event than the pass-through: it reads every event. What it adds was cut to
+  what the profile shows: events are cut and classified on the bytes in one pass with no decoding
+  and no allocation (\`skim-event.ts\`, a per-stream template that reduces most chunks to two
+  native comparisons), one clock read per chunk, and the tap runs after the bytes were written to
+  the client. The rest of the time is Node's own HTTP machinery (parsing the upstream's response,
+  \`writev\` to the client) and http-proxy-3, which alone costs about 1.1–1.25× the bare
+  pass-through. nginx spends 0.4–0.5 µs per event; Node's per-chunk stream path alone costs
+  several times that, so 1.5× nginx is out of reach for a Node process.
+- **Added TTFT in the latency scenario.** 32 streams get their first token at the same instant;
+  one thread forwards them one after another, so the last waits for the others. The Node floor
+  itself adds several milliseconds at p99 in this burst; 1.5 ms at p99 is out of reach for a
+  single-threaded proxy on this machine (nginx: about 0.2 ms). At p50, infermeter's per-request
+  work (holding the body to decide on usage injection, the timer, the tap, the dialects'
+  observations) puts it a few tenths of a millisecond to a millisecond above the floor; the
+  round trip at concurrency 1 is between 1.1× and 1.7× the floor's added time across runs.
+- **Memory.** No leak: the resident set does not grow with stream length, and the V8 heap after
+  a collection stays at about 12 MB however many requests went through (checked in process with
+  --expose-gc). What the resident set does under 1000 concurrent 4k-token streams varies from run
+  to run of the same build (from under 1 MB to about 80 MB above the warm-up's level, after a
+  warm-up with the same load): that is the working set of 1000 open streams, which glibc keeps
+  after it is freed; the 10 MB goal is met in some runs and not in others. Two changes bound it:
+  a partial event is copied instead of keeping its whole socket read buffer alive (before that,
+  1000 streams held tens of MB of read buffers), and infermeter runs with
+  \`--max-semi-space-size=8\` (the bin's shebang, \`npm start\`, the image), which caps V8's young
+  generation: without it the resident set grew by 150 to 400 MB under the same load and stayed
+  there, for about 3 % more CPU in garbage collection (compare the GC share in the profile with
+  the flag and without). The Node floor, run with Node's defaults, grows by 70 to 200 MB.
+- **/metrics render** stays far under 5 ms: our families render their own text with label
+  strings built once per series.
+`;
 
 main().catch((error: unknown) => {
   process.stderr.write(`bench: ${(error as Error).stack ?? String(error)}\n`);
