@@ -238,15 +238,15 @@ run; runs vary by tens of percent, which is why every comparison is within one r
   observations) puts it a few tenths of a millisecond to a millisecond above the floor; the
   round trip at concurrency 1 is between 1.1× and 1.7× the floor's added time across runs.
 - **Memory.** No leak: the resident set does not grow with stream length, and the V8 heap after
-  a collection stays at about 12 MB however many requests went through (checked in process with
-  --expose-gc). What the resident set does under 1000 concurrent 4k-token streams varies from run
+  a collection stays between 13 and 18 MB, with no upward trend, however many requests went through (checked in process with
+  --expose-gc, \`npm run bench:heap\`). What the resident set does under 1000 concurrent 4k-token streams varies from run
   to run of the same build (from under 1 MB to about 80 MB above the warm-up's level, after a
   warm-up with the same load): that is the working set of 1000 open streams, which glibc keeps
   after it is freed; the 10 MB goal is met in some runs and not in others. Two changes bound it:
   a partial event is copied instead of keeping its whole socket read buffer alive (before that,
   1000 streams held tens of MB of read buffers), and infermeter runs with
   \`--max-semi-space-size=8\` (the bin's shebang, \`npm start\`, the image), which caps V8's young
-  generation: without it the resident set grew by 150 to 400 MB under the same load and stayed
+  generation: without it the resident set grew by 140 to 410 MB under the same load and stayed
   there, for about 3 % more CPU in garbage collection (compare the GC share in the profile with
   the flag and without). The Node floor, run with Node's defaults, grows by 70 to 200 MB.
 - **/metrics render** stays far under 5 ms: our families render their own text with label
