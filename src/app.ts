@@ -110,6 +110,10 @@ export function buildDataPlane(
     proxyError: events.proxyError,
     usageInjection: config.injectUsage ? usageInjection : undefined,
     accessLog,
+    tls: config.security.dataTls,
+    upstreamCa: config.security.upstreamCa,
+    limits: config.security,
+    rejected: events.rejected,
   });
   return { dataPlane, accessLog };
 }

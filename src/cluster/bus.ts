@@ -18,7 +18,7 @@ export type BusEvent =
   | readonly [kind: 3, sample: RequestSample] // finished
   | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null]; // a proxy event
 
-type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped';
+type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected';
 
 /** Worker -> primary. */
 export type WorkerMessage =
@@ -27,7 +27,7 @@ export type WorkerMessage =
   | { readonly t: 'listening'; readonly url: string };
 
 /** Primary -> worker. */
-export type PrimaryMessage = { readonly t: 'flush'; readonly seq: number } | { readonly t: 'drain' };
+export type PrimaryMessage = { readonly t: 'flush'; readonly seq: number } | { readonly t: 'drain'; readonly timeoutMs: number };
 
 export interface WorkerBus {
   readonly sink: MeasurementSink;
@@ -75,6 +75,7 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
       usageInjected: proxy('usageInjected'),
       usageStripped: proxy('usageStripped'),
       accessLogDropped: proxy('accessLogDropped'),
+      rejected: proxy('rejected'),
     },
   };
 }

@@ -117,8 +117,8 @@ export async function startClusterPrimary(
           (w) =>
             new Promise<void>((resolve) => {
               w.once('exit', () => resolve());
-              w.send({ t: 'drain' } satisfies PrimaryMessage);
-              setTimeout(() => w.process.kill('SIGKILL'), 5000).unref();
+              w.send({ t: 'drain', timeoutMs: config.security.drainTimeoutMs } satisfies PrimaryMessage);
+              setTimeout(() => w.process.kill('SIGKILL'), config.security.drainTimeoutMs + 5000).unref();
             }),
         ),
       );

@@ -25,7 +25,7 @@ process.on('message', (m: PrimaryMessage) => {
     bus.flush();
     send({ t: 'flushed', seq: m.seq });
   } else if (m.t === 'drain') {
-    void dataPlane.close().then(async () => {
+    void dataPlane.drain(m.timeoutMs).then(async () => {
       bus.flush();
       await accessLog?.close();
       process.disconnect();

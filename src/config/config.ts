@@ -4,7 +4,9 @@
 import { isIP } from 'node:net';
 import { availableParallelism, hostname } from 'node:os';
 import { bucketVariable, HISTOGRAM_FAMILIES, parseBuckets, type BucketOverrides, type HistogramFamily } from '../metrics/buckets.ts';
+import { dirname } from 'node:path';
 import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
+import { parseSecurity, readBuffer, SECURITY_VARIABLES, type Security } from './security.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -51,6 +53,8 @@ export interface Config {
   readonly accessLog: string | undefined;
   /** Data-plane processes: 1 runs everything in one process; more run a primary and workers. */
   readonly workers: number;
+  /** TLS, the metrics token, label and concurrency bounds, timeouts, the drain. */
+  readonly security: Security;
 }
 
 export type DialectName = 'mindie' | 'aom';
@@ -102,6 +106,8 @@ export interface LoadOptions {
   readonly readFile?: (path: string) => string;
   /** The default of the AOM `source` label; defaults to os.hostname(). */
   readonly hostname?: string;
+  /** Injected for tests; reads TLS files and token files. */
+  readonly readBinary?: (path: string) => Buffer;
 }
 
 /** Every variable this module reads; a test checks that the README documents each one. */
@@ -133,6 +139,7 @@ export const VARIABLES = [
   'INFERMETER_INJECT_USAGE',
   'INFERMETER_ACCESS_LOG',
   'INFERMETER_WORKERS',
+  ...SECURITY_VARIABLES,
   'INFERMETER_AOM_PERIOD_SECONDS',
   ...Object.values(AOM_LABEL_VARIABLES),
 ] as const;
@@ -241,6 +248,20 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const accessLogValue = nonEmpty(env.INFERMETER_ACCESS_LOG);
   const accessLog = accessLogValue === undefined || accessLogValue.toLowerCase() === 'off' ? undefined : accessLogValue === 'stdout' ? 'stdout' : accessLogValue;
 
+  const security = parseSecurity({
+    env,
+    file,
+    fileDir: configPath === undefined ? undefined : dirname(configPath),
+    readFile: options.readBinary ?? readBuffer,
+    problem,
+  });
+  // Listening on every address defeats the separation of the planes: MindIE refuses it unless
+  // told otherwise, and so does infermeter.
+  if (!security.allowAllZeroIp) {
+    const zero = (h: string) => h === '0.0.0.0' || h === '::' || h === '0:0:0:0:0:0:0:0';
+    if (zero(host)) problem('INFERMETER_HOST', 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)', host);
+    if (zero(managementHost)) problem('INFERMETER_MANAGEMENT_HOST', 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)', managementHost);
+  }
   const workersRaw = nonEmpty(env.INFERMETER_WORKERS)?.toLowerCase();
   const workers = workersRaw === 'auto' ? availableParallelism() : parseInteger(env, 'INFERMETER_WORKERS', 1, 1, 256, problem, 'an integer from 1 to 256, or auto (one per CPU)');
 
@@ -272,6 +293,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     injectUsage,
     accessLog,
     workers,
+    security,
   });
 }
 

@@ -9,11 +9,42 @@ export interface MindieServerConfig {
   readonly port?: string | number;
   readonly managementPort?: string | number;
   readonly metricsPort?: string | number;
+  readonly httpsEnabled?: string | number | boolean;
+  readonly allowAllZeroIpListening?: string | number | boolean;
+  readonly maxLinkNum?: string | number;
+  /** TLS files of the three planes; relative paths are taken from the config file's folder. */
+  readonly tlsCert?: string;
+  readonly tlsPk?: string;
+  readonly tlsPkPwd?: string;
+  readonly managementTlsCert?: string;
+  readonly managementTlsPk?: string;
+  readonly managementTlsPkPwd?: string;
+  readonly metricsTlsCert?: string;
+  readonly metricsTlsPk?: string;
+  readonly metricsTlsPkPwd?: string;
 }
 
 export type ReadResult = { ok: true; value: MindieServerConfig } | { ok: false; expected: string };
 
-const KEYS = ['ipAddress', 'managementIpAddress', 'port', 'managementPort', 'metricsPort'] as const;
+const KEYS = [
+  'ipAddress',
+  'managementIpAddress',
+  'port',
+  'managementPort',
+  'metricsPort',
+  'httpsEnabled',
+  'allowAllZeroIpListening',
+  'maxLinkNum',
+  'tlsCert',
+  'tlsPk',
+  'tlsPkPwd',
+  'managementTlsCert',
+  'managementTlsPk',
+  'managementTlsPkPwd',
+  'metricsTlsCert',
+  'metricsTlsPk',
+  'metricsTlsPkPwd',
+] as const;
 
 export function readMindieServerConfig(
   path: string,
@@ -36,12 +67,12 @@ export function readMindieServerConfig(
   const server = parsed.ServerConfig;
   if (server === undefined) return { ok: true, value: {} };
   if (!isObject(server)) return { ok: false, expected: 'ServerConfig to be a JSON object' };
-  const value: Record<string, string | number> = {};
+  const value: Record<string, string | number | boolean> = {};
   for (const key of KEYS) {
     const v = server[key];
     if (v === undefined || v === null) continue;
-    if (typeof v !== 'string' && typeof v !== 'number') {
-      return { ok: false, expected: `ServerConfig.${key} to be a string or number` };
+    if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') {
+      return { ok: false, expected: `ServerConfig.${key} to be a string, number or boolean` };
     }
     value[key] = v;
   }

@@ -9,7 +9,10 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
 import { Readable, type Duplex } from 'node:stream';
+import { rootCertificates as tlsRootCertificates } from 'node:tls';
 import { createProxyServer } from 'http-proxy-3';
+import type { TlsFiles } from '../config/security.ts';
+import { createConcurrencyLimit } from './concurrency-limit.ts';
 import { ms, type AccessLog, type AccessRecord } from '../access-log.ts';
 import type { Clock } from '../measure/clock.ts';
 import { createRequestTimer, type MeasurementSink, type RequestTimer } from '../measure/request-timer.ts';
@@ -51,12 +54,44 @@ export interface DataPlaneOptions {
   readonly usageInjection?: UsageInjection | undefined;
   /** The per-request log; undefined: off. */
   readonly accessLog?: AccessLog | undefined;
+  /** TLS of the data plane's listener; undefined: plain HTTP. */
+  readonly tls?: TlsFiles | undefined;
+  /** CA certificates trusted for an https:// upstream, besides the system's. */
+  readonly upstreamCa?: Buffer | undefined;
+  readonly limits?: DataPlaneLimits;
+  /** Counts inference requests refused because the concurrency limit's queue was full. */
+  readonly rejected?: () => void;
 }
+
+export interface DataPlaneLimits {
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly upstreamConnectTimeoutMs: number;
+  readonly upstreamIdleTimeoutMs: number;
+  /** 0: none. */
+  readonly totalTimeoutMs: number;
+  /** 0: none. */
+  readonly maxConcurrency: number;
+}
+
+const DEFAULT_LIMITS: DataPlaneLimits = {
+  headersTimeoutMs: 60_000,
+  requestTimeoutMs: 300_000,
+  upstreamConnectTimeoutMs: 10_000,
+  upstreamIdleTimeoutMs: 600_000,
+  totalTimeoutMs: 3_600_000,
+  maxConcurrency: 0,
+};
 
 export interface DataPlane {
   readonly server: http.Server;
   /** Client connections open now. */
   connections(): number;
+  /**
+   * Stops accepting; lets requests in flight finish (connections close after their current
+   * response) for up to `timeoutMs`, then cuts what is left. Resolves when no connection is open.
+   */
+  drain(timeoutMs: number): Promise<void>;
   /** Stops accepting, ends idle keep-alive connections and upstream sockets. */
   close(): Promise<void>;
 }
@@ -70,23 +105,36 @@ interface Exchange {
   bytesOut: number;
   /** Set when usage was injected: the original body, for the one retry without it. */
   injection: { readonly original: Buffer; refused: boolean } | undefined;
+  /** The request to the upstream, once there is one (a timeout aborts it). */
+  upstreamRequest: http.ClientRequest | undefined;
 }
 
 const EXCHANGE = Symbol('infermeter.exchange');
 type Tagged = IncomingMessage & { [EXCHANGE]?: Exchange };
 
-const CONNECT_TIMEOUTS = new Set(['ECONNECT_TIMEOUT', 'ETIMEDOUT']);
+const TIMEOUTS = new Set(['ECONNECT_TIMEOUT', 'ETIMEDOUT']);
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 /** An upstream's answer to an injected request that may be a refusal of stream_options. */
 const MAX_REFUSAL_BYTES = 64 * 1024;
 
 export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const { upstream, clock, sink, log, usageInjection, accessLog } = options;
+  const limits = options.limits ?? DEFAULT_LIMITS;
   const agent =
     upstream.protocol === 'https:'
-      ? new https.Agent({ keepAlive: true, scheduling: 'lifo' })
+      ? new https.Agent({ keepAlive: true, scheduling: 'lifo', ...(options.upstreamCa === undefined ? {} : { ca: [...tlsRootCertificates, options.upstreamCa.toString('utf8')] }) })
       : new http.Agent({ keepAlive: true, scheduling: 'lifo' });
-  const proxy = createProxyServer({ target: upstream, agent, changeOrigin: true, ws: true });
+  const proxy = createProxyServer({ target: upstream, agent, changeOrigin: true, ws: true, connectTimeout: limits.upstreamConnectTimeoutMs });
+  const limit = limits.maxConcurrency > 0 ? createConcurrencyLimit(limits.maxConcurrency) : undefined;
+  let draining = false;
+
+  // An upstream silent for longer than the idle timeout (no headers, or no bytes mid-stream) is
+  // given up on: 504 when nothing was sent to the client yet, a cut response otherwise.
+  proxy.on('proxyReq', (proxyReq: http.ClientRequest, req: IncomingMessage) => {
+    const exchange = (req as Tagged)[EXCHANGE];
+    if (exchange !== undefined) exchange.upstreamRequest = proxyReq;
+    proxyReq.setTimeout(limits.upstreamIdleTimeoutMs, () => proxyReq.destroy(timeoutError('the model server was silent too long')));
+  });
 
   const tapOptions = {
     maxEventBytes: options.maxEventBytes,
@@ -220,17 +268,17 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       return;
     }
     if (res.destroyed || res.writableEnded) return; // the client is gone; the timer saw it
-    const kind: ProxyErrorKind = code !== undefined && CONNECT_TIMEOUTS.has(code) ? 'upstream_timeout' : 'upstream_unreachable';
+    const kind: ProxyErrorKind = code !== undefined && TIMEOUTS.has(code) ? 'upstream_timeout' : 'upstream_unreachable';
     options.proxyError(kind);
     log.warnThrottled(`proxy:${code ?? error.message}`, 'upstream request failed', { code, path: pathOf(req) });
     const timer = (req as Tagged)[EXCHANGE]?.timer;
     if (res.headersSent) {
-      timer?.fail('upstream_reset');
+      timer?.fail(kind === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_reset');
       res.destroy();
       return;
     }
     const answer = proxyErrorResponse(kind, code);
-    timer?.fail('upstream_unreachable', answer.status);
+    timer?.fail(kind === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_unreachable', answer.status);
     res.writeHead(answer.status, {
       'content-type': 'application/json',
       'content-length': Buffer.byteLength(answer.body),
@@ -286,7 +334,9 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     req.on('end', onEnd);
   }
 
-  const server = http.createServer({ noDelay: true }, (req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    // While draining, each connection closes after its current response.
+    if (draining) res.shouldKeepAlive = false;
     const api = inferenceApi(req.method, req.url);
     stripHopByHop(req.headers);
     if (api === undefined) {
@@ -299,28 +349,75 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
       req.headers['x-request-id'] = requestId; // passed upstream, so both logs share it
     }
-    const exchange: Exchange = { api, timer: createRequestTimer(api, clock, sink), requestId, bytesIn: 0, bytesOut: 0, injection: undefined };
-    (req as Tagged)[EXCHANGE] = exchange;
-    res.on('finish', () => exchange.timer.responseFinished());
+    const exchange: Exchange = { api, timer: createRequestTimer(api, clock, sink), requestId, bytesIn: 0, bytesOut: 0, injection: undefined, upstreamRequest: undefined };
+    let release = (): void => {};
+    let total: NodeJS.Timeout | undefined;
+    const begin = (): void => {
+      (req as Tagged)[EXCHANGE] = exchange;
+      res.on('finish', () => exchange.timer.responseFinished());
+      res.on('close', () => {
+        const sample = exchange.timer.close(res.writableFinished);
+        if (sample !== undefined && accessLog !== undefined) accessLog.write(accessRecord(req, exchange, sample));
+      });
+      if (limits.totalTimeoutMs > 0) {
+        total = setTimeout(() => overTime(res, exchange), limits.totalTimeoutMs);
+        total.unref();
+      }
+      const encoded = req.headers['content-encoding'] !== undefined && req.headers['content-encoding'].trim().toLowerCase() !== 'identity';
+      if (usageInjection !== undefined && (api === 'chat' || api === 'completions') && !encoded) {
+        holdAndForward(req, res, exchange);
+        return;
+      }
+      tapRequestBody(req, options.maxInspectBytes, (result, size) => {
+        exchange.bytesIn = size;
+        identify(exchange, result);
+      });
+      proxy.web(req, res, onProxyError);
+    };
     res.on('close', () => {
-      const sample = exchange.timer.close(res.writableFinished);
-      if (sample !== undefined && accessLog !== undefined) accessLog.write(accessRecord(req, exchange, sample));
+      if (total !== undefined) clearTimeout(total);
+      release();
     });
-    const encoded = req.headers['content-encoding'] !== undefined && req.headers['content-encoding'].trim().toLowerCase() !== 'identity';
-    if (usageInjection !== undefined && (api === 'chat' || api === 'completions') && !encoded) {
-      holdAndForward(req, res, exchange);
+    if (limit === undefined) begin();
+    else {
+      release = limit.acquire(begin, () => {
+        // Refused at once: never forwarded, not counted as received (the engine never saw it).
+        options.rejected?.();
+        const answer = proxyErrorResponse('overloaded', undefined);
+        res.writeHead(answer.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer.body), 'retry-after': '1' });
+        res.end(answer.body);
+        req.resume();
+      });
+    }
+  };
+
+  /** Past INFERMETER_TOTAL_TIMEOUT_MS: the upstream request is aborted, the client told or cut. */
+  const overTime = (res: ServerResponse, exchange: Exchange): void => {
+    if (res.writableEnded || res.destroyed) return;
+    exchange.timer.fail('upstream_timeout', 504);
+    options.proxyError('upstream_timeout');
+    exchange.upstreamRequest?.destroy();
+    if (res.headersSent) {
+      res.destroy();
       return;
     }
-    tapRequestBody(req, options.maxInspectBytes, (result, size) => {
-      exchange.bytesIn = size;
-      identify(exchange, result);
-    });
-    proxy.web(req, res, onProxyError);
-  });
+    const answer = proxyErrorResponse('upstream_timeout', 'total timeout');
+    res.writeHead(answer.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer.body) });
+    res.end(answer.body);
+  };
+
+  const server = options.tls === undefined ? http.createServer({ noDelay: true }, onRequest) : https.createServer({ noDelay: true, ...options.tls }, onRequest);
+  // Slow clients: the headers, then the whole request, must arrive within these.
+  server.headersTimeout = limits.headersTimeoutMs;
+  server.requestTimeout = limits.requestTimeoutMs;
   let connections = 0;
+  let drained: (() => void) | undefined;
   server.on('connection', (socket: Socket) => {
     connections++;
-    socket.once('close', () => connections--);
+    socket.once('close', () => {
+      connections--;
+      if (connections === 0) drained?.();
+    });
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', ignore);
@@ -335,6 +432,24 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   return {
     server,
     connections: () => connections,
+    drain(timeoutMs) {
+      draining = true;
+      server.close();
+      server.closeIdleConnections();
+      if (connections === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          // Past the drain timeout: what is left is cut.
+          server.closeAllConnections();
+          resolve();
+        }, timeoutMs);
+        timer.unref();
+        drained = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -395,4 +510,8 @@ function pathOf(req: IncomingMessage): string {
   const url = req.url ?? '';
   const q = url.indexOf('?');
   return (q === -1 ? url : url.slice(0, q)).slice(0, 200);
+}
+
+function timeoutError(message: string): Error {
+  return Object.assign(new Error(message), { code: 'ETIMEDOUT' });
 }

@@ -8,7 +8,8 @@ export type Outcome = 'success' | 'failed' | 'cancelled';
 /** Why a request failed; stable strings, used as label values and in logs. */
 export type FailureReason =
   | 'upstream_status' // the upstream answered >= 400 (or a non-2xx status)
-  | 'upstream_unreachable' // no response: connection refused, DNS, TLS, timeout
+  | 'upstream_unreachable' // no response: connection refused, DNS, TLS
+  | 'upstream_timeout' // the upstream was silent past INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS, or the request passed INFERMETER_TOTAL_TIMEOUT_MS
   | 'upstream_reset' // the response broke off before its end
   | 'stream_error' // an error event inside a 2xx stream
   | 'worker_exit'; // the worker process serving it died (INFERMETER_WORKERS > 1)

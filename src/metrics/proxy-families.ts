@@ -16,6 +16,8 @@ export interface ProxyEvents {
   usageInjected(): void;
   usageStripped(): void;
   accessLogDropped(): void;
+  /** An inference request refused because the concurrency limit's queue was full. */
+  rejected(): void;
 }
 
 export interface ProxyFamilies extends ProxyEvents {
@@ -63,6 +65,11 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     help: 'Access log lines dropped because the log writer fell behind.',
     registers: [registry],
   });
+  const rejected = new Counter({
+    name: 'infermeter_requests_rejected_total',
+    help: 'Inference requests refused with 503 because INFERMETER_MAX_CONCURRENCY requests were in flight and twice as many waiting.',
+    registers: [registry],
+  });
   const restarts = new Counter({
     name: 'infermeter_worker_restarts_total',
     help: 'Worker processes that exited and were restarted (INFERMETER_WORKERS > 1). Their in-flight requests are counted as failed (worker_exit).',
@@ -88,6 +95,7 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     usageInjected: () => injected.inc(),
     usageStripped: () => stripped.inc(),
     accessLogDropped: () => dropped.inc(),
+    rejected: () => rejected.inc(),
     workerRestarted(lost) {
       restarts.inc();
       lostRequests.inc(lost);
@@ -100,6 +108,7 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
       'infermeter_usage_injected_total',
       'infermeter_usage_chunks_stripped_total',
       'infermeter_access_log_dropped_total',
+      'infermeter_requests_rejected_total',
       'infermeter_worker_restarts_total',
       'infermeter_worker_lost_requests_total',
       'infermeter_build_info',

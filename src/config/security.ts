@@ -1,0 +1,204 @@
+// The hardening settings: TLS on each plane and to the upstream, the bearer token of the
+// management and metrics ports, label and concurrency bounds, timeouts and the drain. Read and
+// checked with the rest of the configuration: a certificate that cannot be read, or does not
+// go with its key, stops the start with a message that names the variable.
+import { readFileSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
+import { createSecureContext } from 'node:tls';
+import type { MindieServerConfig } from './mindie-config.ts';
+
+type Env = Readonly<Record<string, string | undefined>>;
+type Problem = (variable: string, expected: string, got: string | undefined) => void;
+
+/** Key, certificate chain and passphrase of one TLS listener, read at start. */
+export interface TlsFiles {
+  readonly key: Buffer;
+  readonly cert: Buffer;
+  readonly passphrase: string | undefined;
+}
+
+export interface Security {
+  /** TLS of the data plane, the management port and the metrics port (undefined: plain HTTP). */
+  readonly dataTls: TlsFiles | undefined;
+  readonly managementTls: TlsFiles | undefined;
+  readonly metricsTls: TlsFiles | undefined;
+  /** CA certificates trusted for an https:// upstream, besides the system's. */
+  readonly upstreamCa: Buffer | undefined;
+  readonly allowAllZeroIp: boolean;
+  /** Bearer token of the management and metrics ports (undefined: none required). */
+  readonly metricsToken: string | undefined;
+  /** Distinct model_name values before new ones fold into "other". */
+  readonly maxModels: number;
+  /** Inference requests in flight at once (0: no limit); as many again, twice, may wait. */
+  readonly maxConcurrency: number;
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly upstreamConnectTimeoutMs: number;
+  readonly upstreamIdleTimeoutMs: number;
+  readonly totalTimeoutMs: number;
+  readonly drainTimeoutMs: number;
+}
+
+export const SECURITY_VARIABLES = [
+  'INFERMETER_TLS_CERT',
+  'INFERMETER_TLS_KEY',
+  'INFERMETER_TLS_KEY_PASSPHRASE_FILE',
+  'INFERMETER_MANAGEMENT_TLS_CERT',
+  'INFERMETER_MANAGEMENT_TLS_KEY',
+  'INFERMETER_MANAGEMENT_TLS_KEY_PASSPHRASE_FILE',
+  'INFERMETER_METRICS_TLS_CERT',
+  'INFERMETER_METRICS_TLS_KEY',
+  'INFERMETER_METRICS_TLS_KEY_PASSPHRASE_FILE',
+  'INFERMETER_UPSTREAM_CA_FILE',
+  'INFERMETER_ALLOW_ALL_ZERO_IP',
+  'INFERMETER_METRICS_TOKEN',
+  'INFERMETER_METRICS_TOKEN_FILE',
+  'INFERMETER_MAX_MODELS',
+  'INFERMETER_MAX_CONCURRENCY',
+  'INFERMETER_HEADERS_TIMEOUT_MS',
+  'INFERMETER_REQUEST_TIMEOUT_MS',
+  'INFERMETER_UPSTREAM_CONNECT_TIMEOUT_MS',
+  'INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS',
+  'INFERMETER_TOTAL_TIMEOUT_MS',
+  'INFERMETER_DRAIN_TIMEOUT_MS',
+] as const;
+
+interface Reader {
+  readonly env: Env;
+  readonly file: MindieServerConfig;
+  /** Folder of the MindIE config file: its relative paths start there. */
+  readonly fileDir: string | undefined;
+  readonly readFile: (path: string) => Buffer;
+  readonly problem: Problem;
+}
+
+const trimmed = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
+
+function bool(value: string | number | boolean | undefined): boolean | undefined {
+  if (value === undefined) return undefined;
+  const v = String(value).trim().toLowerCase();
+  if (v === '1' || v === 'true' || v === 'on') return true;
+  if (v === '0' || v === 'false' || v === 'off' || v === '') return false;
+  return undefined;
+}
+
+/** One listener's TLS files: the variables first, then (with httpsEnabled) the config file's keys. */
+function tls(
+  r: Reader,
+  prefix: string,
+  fileKeys: readonly [cert: keyof MindieServerConfig, key: keyof MindieServerConfig, pwd: keyof MindieServerConfig],
+  httpsEnabled: boolean,
+): TlsFiles | undefined {
+  const fromFile = (k: keyof MindieServerConfig): string | undefined => {
+    const v = r.file[k];
+    if (typeof v !== 'string' || v.trim() === '') return undefined;
+    return r.fileDir !== undefined && !isAbsolute(v) ? join(r.fileDir, v) : v;
+  };
+  const certVar = `${prefix}_TLS_CERT`;
+  const keyVar = `${prefix}_TLS_KEY`;
+  const pwdVar = `${prefix}_TLS_KEY_PASSPHRASE_FILE`;
+  const certPath = trimmed(r.env[certVar]) ?? (httpsEnabled ? fromFile(fileKeys[0]) : undefined);
+  const keyPath = trimmed(r.env[keyVar]) ?? (httpsEnabled ? fromFile(fileKeys[1]) : undefined);
+  const pwdPath = trimmed(r.env[pwdVar]) ?? (httpsEnabled ? fromFile(fileKeys[2]) : undefined);
+  if (certPath === undefined && keyPath === undefined) {
+    if (httpsEnabled) r.problem(certVar, `a certificate for HTTPS (ServerConfig.httpsEnabled is true; set ${certVar} and ${keyVar}, or ServerConfig.${fileKeys[0]} and ${fileKeys[1]})`, undefined);
+    return undefined;
+  }
+  if (certPath === undefined || keyPath === undefined) {
+    r.problem(certPath === undefined ? certVar : keyVar, 'a PEM file: the certificate and the key go together', undefined);
+    return undefined;
+  }
+  const read = (variable: string, path: string): Buffer | undefined => {
+    try {
+      return r.readFile(path);
+    } catch (error) {
+      r.problem(variable, `a readable PEM file (${(error as NodeJS.ErrnoException).code ?? 'read error'})`, path);
+      return undefined;
+    }
+  };
+  const cert = read(certVar, certPath);
+  const key = read(keyVar, keyPath);
+  let passphrase: string | undefined;
+  if (pwdPath !== undefined) {
+    const p = read(pwdVar, pwdPath);
+    passphrase = p?.toString('utf8').replace(/\r?\n$/, '');
+  }
+  if (cert === undefined || key === undefined) return undefined;
+  try {
+    createSecureContext({ cert, key, passphrase });
+  } catch (error) {
+    r.problem(certVar, `a PEM certificate that goes with ${keyVar} (and its passphrase): ${(error as Error).message}`, certPath);
+    return undefined;
+  }
+  return { cert, key, passphrase };
+}
+
+function int(r: Reader, variable: string, fallback: number, min: number, max: number, fileValue?: string | number | boolean): number {
+  const raw = trimmed(r.env[variable]) ?? (fileValue === undefined ? undefined : String(fileValue));
+  if (raw === undefined) return fallback;
+  if (/^\d+$/.test(raw)) {
+    const n = Number(raw);
+    if (n >= min && n <= max) return n;
+  }
+  r.problem(variable, `an integer from ${min} to ${max}`, raw);
+  return fallback;
+}
+
+export function parseSecurity(r: Reader): Security {
+  const httpsEnabled = bool(r.file.httpsEnabled) === true;
+  const dataTls = tls(r, 'INFERMETER', ['tlsCert', 'tlsPk', 'tlsPkPwd'], httpsEnabled);
+  const managementTls = tls(r, 'INFERMETER_MANAGEMENT', ['managementTlsCert', 'managementTlsPk', 'managementTlsPkPwd'], httpsEnabled);
+  // The metrics port uses its own files when given, else the management port's.
+  const metricsOwn = trimmed(r.env.INFERMETER_METRICS_TLS_CERT) !== undefined || (httpsEnabled && typeof r.file.metricsTlsCert === 'string');
+  const metricsTls = metricsOwn ? tls(r, 'INFERMETER_METRICS', ['metricsTlsCert', 'metricsTlsPk', 'metricsTlsPkPwd'], httpsEnabled) : managementTls;
+
+  let upstreamCa: Buffer | undefined;
+  const caPath = trimmed(r.env.INFERMETER_UPSTREAM_CA_FILE);
+  if (caPath !== undefined) {
+    try {
+      upstreamCa = r.readFile(caPath);
+    } catch (error) {
+      r.problem('INFERMETER_UPSTREAM_CA_FILE', `a readable PEM file of CA certificates (${(error as NodeJS.ErrnoException).code ?? 'read error'})`, caPath);
+    }
+  }
+
+  const zeroEnv = trimmed(r.env.INFERMETER_ALLOW_ALL_ZERO_IP);
+  const zeroSource = zeroEnv ?? r.file.allowAllZeroIpListening;
+  const zero = zeroSource === undefined ? false : bool(zeroSource);
+  if (zero === undefined) r.problem(zeroEnv !== undefined ? 'INFERMETER_ALLOW_ALL_ZERO_IP' : 'INFERMETER_CONFIG ServerConfig.allowAllZeroIpListening', '1 or 0 (also true/false)', String(zeroSource));
+
+  let metricsToken = trimmed(r.env.INFERMETER_METRICS_TOKEN);
+  const tokenFile = trimmed(r.env.INFERMETER_METRICS_TOKEN_FILE);
+  if (metricsToken === undefined && tokenFile !== undefined) {
+    try {
+      metricsToken = trimmed(r.readFile(tokenFile).toString('utf8'));
+      if (metricsToken === undefined) r.problem('INFERMETER_METRICS_TOKEN_FILE', 'a file holding the token', tokenFile);
+    } catch (error) {
+      r.problem('INFERMETER_METRICS_TOKEN_FILE', `a readable file holding the token (${(error as NodeJS.ErrnoException).code ?? 'read error'})`, tokenFile);
+    }
+  }
+  if (metricsToken !== undefined && !/^[\x21-\x7e]{16,4096}$/.test(metricsToken)) {
+    // Shown as a length only: a token never reaches a message.
+    r.problem(trimmed(r.env.INFERMETER_METRICS_TOKEN) !== undefined ? 'INFERMETER_METRICS_TOKEN' : 'INFERMETER_METRICS_TOKEN_FILE', 'a token of 16 to 4096 printable characters, no spaces', `${metricsToken.length} characters`);
+    metricsToken = undefined;
+  }
+
+  return {
+    dataTls,
+    managementTls,
+    metricsTls,
+    upstreamCa,
+    allowAllZeroIp: zero === true,
+    metricsToken,
+    maxModels: int(r, 'INFERMETER_MAX_MODELS', 100, 1, 100_000),
+    maxConcurrency: int(r, 'INFERMETER_MAX_CONCURRENCY', 0, 0, 1_000_000, r.file.maxLinkNum),
+    headersTimeoutMs: int(r, 'INFERMETER_HEADERS_TIMEOUT_MS', 60_000, 100, 3_600_000),
+    requestTimeoutMs: int(r, 'INFERMETER_REQUEST_TIMEOUT_MS', 300_000, 100, 86_400_000),
+    upstreamConnectTimeoutMs: int(r, 'INFERMETER_UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, 100, 600_000),
+    upstreamIdleTimeoutMs: int(r, 'INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS', 600_000, 100, 86_400_000),
+    totalTimeoutMs: int(r, 'INFERMETER_TOTAL_TIMEOUT_MS', 3_600_000, 0, 86_400_000),
+    drainTimeoutMs: int(r, 'INFERMETER_DRAIN_TIMEOUT_MS', 30_000, 0, 3_600_000),
+  };
+}
+
+export const readBuffer = (path: string): Buffer => readFileSync(path);
