@@ -35,6 +35,12 @@ export interface Infermeter {
   readonly metrics: Metrics;
   /** Stops accepting and closes the listeners. */
   close(): Promise<void>;
+  /**
+   * The graceful stop of SIGTERM/SIGINT: /ready answers 503 at once, the data plane stops
+   * accepting, requests in flight finish (up to INFERMETER_DRAIN_TIMEOUT_MS), then everything
+   * closes. /metrics answers throughout, so the last scrape sees every finished request.
+   */
+  drain(): Promise<void>;
 }
 
 export interface StartOptions {
@@ -129,8 +135,9 @@ export interface Management {
 export async function startManagement(config: Config, metrics: Metrics, beforeScrape?: () => Promise<void>): Promise<Management> {
   let ready = false;
   let instance = `${config.managementHost}:${config.managementPort}`;
-  const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance, beforeScrape });
-  const metricsApp = createMetricsApp(metrics, config.metricsEnabled, beforeScrape);
+  const { metricsToken: token, managementTls, metricsTls } = config.security;
+  const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance, beforeScrape, token });
+  const metricsApp = createMetricsApp(metrics, config.metricsEnabled, beforeScrape, token);
   // One listener serves both when the ports are equal (and fixed); port 0 always means a listener of its own.
   const shared = config.metricsPort === config.managementPort && config.managementPort !== 0;
   const servers: Server[] = [];
@@ -140,23 +147,24 @@ export async function startManagement(config: Config, metrics: Metrics, beforeSc
       const both = new Hono();
       both.route('/', management);
       both.route('/', metricsApp);
-      managementServer = createAppServer(both);
+      managementServer = createAppServer(both, managementTls);
     } else {
-      managementServer = createAppServer(management);
+      managementServer = createAppServer(management, managementTls);
     }
     servers.push(managementServer);
     const managementAddress = await listen(managementServer, config.managementHost, config.managementPort);
     instance = hostPort(managementAddress);
+    const managementScheme = managementTls === undefined ? 'http' : 'https';
     let metricsUrl: string | undefined;
     if (shared) {
-      if (config.metricsEnabled) metricsUrl = `${urlOf(managementAddress)}/metrics`;
+      if (config.metricsEnabled) metricsUrl = `${urlOf(managementAddress, managementScheme)}/metrics`;
     } else if (config.metricsEnabled) {
-      const metricsServer = createAppServer(metricsApp);
+      const metricsServer = createAppServer(metricsApp, metricsTls);
       servers.push(metricsServer);
-      metricsUrl = `${urlOf(await listen(metricsServer, config.managementHost, config.metricsPort))}/metrics`;
+      metricsUrl = `${urlOf(await listen(metricsServer, config.managementHost, config.metricsPort), metricsTls === undefined ? 'http' : 'https')}/metrics`;
     }
     return {
-      managementUrl: urlOf(managementAddress),
+      managementUrl: urlOf(managementAddress, managementScheme),
       metricsUrl,
       setReady: (r) => (ready = r),
       close: async () => {
@@ -196,19 +204,25 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     management = await startManagement(config, metrics);
     metrics.start();
     management.setReady(true);
-    const dataUrl = urlOf(dataAddress);
+    const dataUrl = urlOf(dataAddress, config.security.dataTls === undefined ? 'http' : 'https');
     log.info('infermeter started', startedFields(config, dataUrl, management));
     const m = management;
+    const close = async (): Promise<void> => {
+      m.setReady(false);
+      metrics.close();
+      await Promise.all([plane.close(), m.close()]);
+      await built.accessLog?.close();
+    };
     return {
       dataUrl,
       managementUrl: m.managementUrl,
       metricsUrl: m.metricsUrl,
       metrics,
-      async close() {
+      close,
+      async drain() {
         m.setReady(false);
-        metrics.close();
-        await Promise.all([plane.close(), m.close()]);
-        await built.accessLog?.close();
+        await plane.drain(config.security.drainTimeoutMs);
+        await close();
       },
     };
   } catch (error) {

@@ -23,8 +23,8 @@ async function main(): Promise<void> {
   const stop = (signal: string): void => {
     if (stopping) process.exit(1); // a second signal: leave now
     stopping = true;
-    log.info('stopping', { signal });
-    app.close().then(
+    log.info('draining: not ready, finishing requests in flight', { signal, timeout_ms: config.security.drainTimeoutMs });
+    app.drain().then(
       () => process.exit(0),
       () => process.exit(1),
     );

@@ -108,22 +108,26 @@ export async function startClusterPrimary(
     metrics,
     workerPids: () => workers().map((w) => w.process.pid!),
     workersStarted: (n) => (started >= n ? Promise.resolve() : new Promise((resolve) => startWaiters.push({ n, resolve }))),
-    async close() {
-      stopping = true;
-      management.setReady(false);
-      await flushAll();
-      await Promise.all(
-        workers().map(
-          (w) =>
-            new Promise<void>((resolve) => {
-              w.once('exit', () => resolve());
-              w.send({ t: 'drain', timeoutMs: config.security.drainTimeoutMs } satisfies PrimaryMessage);
-              setTimeout(() => w.process.kill('SIGKILL'), config.security.drainTimeoutMs + 5000).unref();
-            }),
-        ),
-      );
-      metrics.close();
-      await management.close();
-    },
+    drain: () => close(),
+    close: () => close(),
   };
+
+  /** Not ready at once; the workers drain (up to the drain timeout) and flush; then the primary closes. */
+  async function close(): Promise<void> {
+    stopping = true;
+    management.setReady(false);
+    await flushAll();
+    await Promise.all(
+      workers().map(
+        (w) =>
+          new Promise<void>((resolve) => {
+            w.once('exit', () => resolve());
+            w.send({ t: 'drain', timeoutMs: config.security.drainTimeoutMs } satisfies PrimaryMessage);
+            setTimeout(() => w.process.kill('SIGKILL'), config.security.drainTimeoutMs + 5000).unref();
+          }),
+      ),
+    );
+    metrics.close();
+    await management.close();
+  }
 }

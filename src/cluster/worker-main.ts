@@ -18,7 +18,7 @@ const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus
 connections = () => dataPlane.connections();
 
 const address = await listen(dataPlane.server, config.host, config.port);
-send({ t: 'listening', url: urlOf(address) });
+send({ t: 'listening', url: urlOf(address, config.security.dataTls === undefined ? 'http' : 'https') });
 
 process.on('message', (m: PrimaryMessage) => {
   if (m.t === 'flush') {

@@ -1,11 +1,15 @@
 // Starts a hono app on node:http through @hono/node-server, leaving Node's globals alone.
 import type { Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import type { Hono } from 'hono';
+import type { TlsFiles } from '../config/security.ts';
 
-export function createAppServer(app: Hono): Server {
-  return createAdaptorServer({ fetch: app.fetch, overrideGlobalObjects: false }) as Server;
+/** A node:http server for the app, or node:https with the given key and certificate. */
+export function createAppServer(app: Hono, tls?: TlsFiles): Server {
+  if (tls === undefined) return createAdaptorServer({ fetch: app.fetch, overrideGlobalObjects: false }) as Server;
+  return createAdaptorServer({ fetch: app.fetch, overrideGlobalObjects: false, createServer: createHttpsServer, serverOptions: { ...tls } }) as unknown as Server;
 }
 
 /** Listens and resolves with the bound address; rejects on EADDRINUSE and the like. */

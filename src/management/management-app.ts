@@ -3,6 +3,7 @@
 // rolling averages.
 import { Hono } from 'hono';
 import type { Metrics } from '../metrics/metrics.ts';
+import { requireBearer } from './bearer-token.ts';
 import { metricsJson, type MetricsJsonOptions } from './metrics-json.ts';
 
 export interface ManagementOptions extends MetricsJsonOptions {
@@ -10,10 +11,13 @@ export interface ManagementOptions extends MetricsJsonOptions {
   readonly metrics: Metrics;
   /** Awaited before the figures are read (with workers: their batched events arrive first). */
   readonly beforeScrape?: (() => Promise<void>) | undefined;
+  /** Bearer token required for everything but /health and /ready. */
+  readonly token?: string | undefined;
 }
 
 export function createManagementApp(options: ManagementOptions): Hono {
   const app = new Hono();
+  if (options.token !== undefined) app.use('*', requireBearer(options.token));
   app.get('/health', (c) => c.json({ status: 'healthy' }));
   app.get('/ready', (c) => (options.ready() ? c.json({ status: 'ready' }) : c.json({ status: 'not ready' }, 503)));
   app.get('/metrics-json', async (c) => {
