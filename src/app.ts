@@ -68,6 +68,8 @@ export function buildMetrics(config: Config, options: StartOptions, openConnecti
     aom: config.aom,
     openConnections,
     jsonWindow: config.jsonWindow,
+    maxModels: config.security.maxModels,
+    modelsUrl: new URL(`${upstream.pathname.replace(/\/$/, '')}/v1/models`, upstream.origin),
     ...(config.upstreamMetrics === undefined
       ? {}
       : {

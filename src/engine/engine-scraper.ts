@@ -52,7 +52,8 @@ class ScrapeError extends Error {
   }
 }
 
-async function fetchText(url: URL, timeoutMs: number, maxBytes: number): Promise<string> {
+/** GETs a URL with a timeout and a size cap; ScrapeError on any failure. */
+export async function fetchText(url: URL, timeoutMs: number, maxBytes: number): Promise<string> {
   let res: Response;
   try {
     res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'text/plain;version=0.0.4, application/json;q=0.5' } });

@@ -1,15 +1,16 @@
 // Builds the metrics of one infermeter: a prom-client Registry of its own (never the global
 // one), the shared measurement state, the enabled dialects and infermeter's own families.
-import { Registry } from 'prom-client';
+import { Counter, Registry } from 'prom-client';
 import type { DialectName } from '../config/config.ts';
 import type { Clock } from '../measure/clock.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
 import { createAomDialect } from './dialects/aom.ts';
 import type { Dialect, DialectContext, DialectFactory } from './dialects/dialect.ts';
 import { createMindieDialect } from './dialects/mindie.ts';
-import { createEngineScraper, type EngineScraper, type EngineScraperOptions, type EngineView } from '../engine/engine-scraper.ts';
+import { createEngineScraper, fetchText, type EngineScraper, type EngineScraperOptions, type EngineView } from '../engine/engine-scraper.ts';
 import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
-import type { Family } from './families.ts';
+import { registerDerived, type Family } from './families.ts';
+import { createLabelGuard } from './label-guard.ts';
 import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
@@ -56,11 +57,36 @@ export interface MetricsOptions extends Omit<DialectContext, 'openConnections' |
   readonly jsonWindow?: number;
   /** Reading the engine's own /metrics; undefined: off. */
   readonly upstreamMetrics?: Omit<EngineScraperOptions, 'ownNames'>;
+  /** Distinct model_name values kept (default 100). */
+  readonly maxModels?: number;
+  /** The upstream's /v1/models: its models are always kept, looked up when the cap is reached. */
+  readonly modelsUrl?: URL;
 }
 
 export function createMetrics(options: MetricsOptions): Metrics {
   const registry = new Registry();
-  const recorder = createRecorder(options.clock, options.throughputWindowSeconds);
+  const overflowed = new Counter({
+    name: 'infermeter_model_label_overflow_total',
+    help: 'Inference requests counted under model_name="other" because INFERMETER_MAX_MODELS distinct models were already kept.',
+    registers: [],
+  });
+  let lastListing = Number.NEGATIVE_INFINITY;
+  const guard = createLabelGuard(options.maxModels ?? 100, () => {
+    overflowed.inc();
+    // The cap is reached: ask the upstream which models it really serves (at most once a minute),
+    // so that those get their own label from now on.
+    const now = options.clock();
+    if (options.modelsUrl === undefined || now - lastListing < 60_000) return;
+    lastListing = now;
+    void fetchText(options.modelsUrl, 5000, 1024 * 1024).then(
+      (text) => {
+        const ids = ((JSON.parse(text) as { data?: Array<{ id?: unknown }> }).data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
+        guard.admitListed(ids);
+      },
+      () => undefined,
+    );
+  });
+  const recorder = createRecorder(options.clock, options.throughputWindowSeconds, guard);
   let scraper: EngineScraper | undefined;
   const context: DialectContext = {
     buckets: options.buckets,
@@ -72,6 +98,13 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const dialects = options.dialects.map((name) => DIALECTS[name](registry, recorder.state, context));
   for (const dialect of dialects) recorder.addObserver(dialect);
   const proxy = createProxyFamilies(registry, options.version);
+  registry.registerMetric(overflowed);
+  registerDerived(registry, {
+    name: 'infermeter_model_labels',
+    help: 'Distinct model_name values kept (unknown and other included).',
+    type: 'gauge',
+    collect: () => [{ value: guard.distinct, labels: {} }],
+  });
   const recent = createRecentRequests(options.jsonWindow ?? 1000);
   recorder.addObserver({
     finished: (s) => recent.add(s.ttft === undefined ? undefined : s.ttft * 1000, s.tpot === undefined ? undefined : s.tpot.seconds * 1000),

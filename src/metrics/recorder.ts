@@ -5,6 +5,7 @@
 import type { Clock } from '../measure/clock.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
 import type { RequestInfo, RequestSample } from '../measure/sample.ts';
+import type { LabelGuard } from './label-guard.ts';
 import { createSlidingSum, type SlidingSum } from './sliding-sum.ts';
 
 export interface ModelState {
@@ -49,8 +50,15 @@ export interface Recorder {
   addObserver(observer: SampleObserver): void;
 }
 
-export function createRecorder(clock: Clock, windowSeconds: number): Recorder {
+export function createRecorder(clock: Clock, windowSeconds: number, guard?: LabelGuard): Recorder {
   const models = new Map<string, ModelState>();
+  // Every event's model goes through the guard: a bounded set of label values, the same for
+  // every event of one request.
+  const infoOf = <T extends RequestInfo>(i: T, count = false): T => {
+    if (guard === undefined) return i;
+    const m = guard.model(i.model, count);
+    return m === i.model ? i : { ...i, model: m };
+  };
   const observers: SampleObserver[] = [];
   const startedAt = clock();
 
@@ -78,21 +86,25 @@ export function createRecorder(clock: Clock, windowSeconds: number): Recorder {
   };
 
   const sink: MeasurementSink = {
-    started(info) {
+    started(raw) {
+      const info = infoOf(raw, true);
       const m = model(info.model);
       m.received++;
       m.waiting++;
     },
-    interToken(info, seconds, tokens) {
+    interToken(raw, seconds, tokens) {
+      const info = infoOf(raw);
       for (const o of observers) o.interToken?.(info, seconds, tokens);
     },
-    firstOutput(info, ttft) {
+    firstOutput(raw, ttft) {
+      const info = infoOf(raw);
       const m = model(info.model);
       m.waiting--;
       m.running++;
       for (const o of observers) o.firstOutput?.(info, ttft);
     },
-    finished(sample) {
+    finished(raw) {
+      const sample = infoOf(raw);
       const m = model(sample.model);
       if (sample.outputSeen) m.running--;
       else m.waiting--;

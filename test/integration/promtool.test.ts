@@ -53,7 +53,7 @@ describe('promtool check metrics', { skip }, () => {
     now += 31_000; // one AOM collection period (30 s) ends: its gauges join the exposition
     const text = (await scrape(app)).text;
     if (dialects.includes('aom')) assert.match(text, /infer_service_request_total\{/);
-    assert.match(text, /model_name="qu\\"ote\\\\back\\nline"/, 'label values escaped');
+    assert.match(text, /model_name="qu\\"ote\\\\back_line"/, 'label values escaped; the control character replaced');
     const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
     const findings = `${result.stdout}\n${result.stderr}`.split('\n').map((l) => l.trim()).filter((l) => l !== '');
     const unexpected = findings.filter((l) => !SPEC_MANDATED_LINT.has(l));

@@ -1,0 +1,58 @@
+// model_name comes from client input: left as is, a client could create series without bound.
+// The guard keeps at most N distinct values (the models the upstream lists at /v1/models always
+// get their own); later new ones are counted under "other". Values are made safe for a label
+// first: control characters replaced, length capped.
+
+export interface LabelGuard {
+  /** The label value to use for a model; `count` when a request starts (counts overflows once). */
+  model(raw: string, count?: boolean): string;
+  /** Models the upstream serves: always kept. */
+  admitListed(models: Iterable<string>): void;
+  /** Distinct values kept so far. */
+  readonly distinct: number;
+}
+
+export const OTHER = 'other';
+const MAX_LENGTH = 128;
+
+export function sanitizeLabel(value: string): string {
+  // eslint-disable-next-line no-control-regex
+  let v = /[\u0000-\u001f\u007f]/.test(value) ? value.replace(/[\u0000-\u001f\u007f]/g, '_') : value;
+  if (v.length > MAX_LENGTH) {
+    v = v.slice(0, MAX_LENGTH);
+    // Do not leave half of a surrogate pair at the end.
+    const last = v.charCodeAt(v.length - 1);
+    if (last >= 0xd800 && last <= 0xdbff) v = v.slice(0, -1);
+  }
+  return v;
+}
+
+export function createLabelGuard(max: number, overflow: () => void): LabelGuard {
+  const kept = new Set<string>(['unknown', OTHER]);
+  const listed = new Set<string>();
+  let counted = 0; // values kept against the cap (listed ones and the reserved ones do not count)
+  return {
+    get distinct() {
+      return kept.size;
+    },
+    model(raw, count = false) {
+      if (kept.has(raw)) return raw;
+      const v = sanitizeLabel(raw);
+      if (kept.has(v)) return v;
+      if (listed.has(v)) {
+        kept.add(v);
+        return v;
+      }
+      if (counted < max) {
+        counted++;
+        kept.add(v);
+        return v;
+      }
+      if (count) overflow();
+      return OTHER;
+    },
+    admitListed(models) {
+      for (const m of models) listed.add(sanitizeLabel(m));
+    },
+  };
+}
