@@ -40,6 +40,8 @@ export interface Metrics {
   engineView(): EngineView | undefined;
   /** The engine scraper, when the upstream's metrics are read (tests drive its rounds). */
   readonly engineScraper: EngineScraper | undefined;
+  /** Settles when the upstream's /v1/models, asked for once the model cap is reached, has been applied. */
+  modelsListed(): Promise<void>;
   /** Starts background work (the engine scraper). */
   start(): void;
   /** Stops the dialects' and the scraper's background work. */
@@ -71,6 +73,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registers: [],
   });
   let lastListing = Number.NEGATIVE_INFINITY;
+  let listing: Promise<void> = Promise.resolve();
   const guard = createLabelGuard(options.maxModels ?? 100, () => {
     overflowed.inc();
     // The cap is reached: ask the upstream which models it really serves (at most once a minute),
@@ -78,13 +81,14 @@ export function createMetrics(options: MetricsOptions): Metrics {
     const now = options.clock();
     if (options.modelsUrl === undefined || now - lastListing < 60_000) return;
     lastListing = now;
-    void fetchText(options.modelsUrl, 5000, 1024 * 1024).then(
-      (text) => {
-        const ids = ((JSON.parse(text) as { data?: Array<{ id?: unknown }> }).data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
-        guard.admitListed(ids);
-      },
-      () => undefined,
-    );
+    // An unreachable upstream or a listing that is not JSON leaves the cap as it is.
+    listing = fetchText(options.modelsUrl, 5000, 1024 * 1024)
+      .then((text) => {
+        const data = (JSON.parse(text) as { data?: unknown }).data;
+        if (!Array.isArray(data)) return;
+        guard.admitListed(data.map((m: { id?: unknown } | null) => m?.id).filter((id): id is string => typeof id === 'string'));
+      })
+      .catch(() => undefined);
   });
   const recorder = createRecorder(options.clock, options.throughputWindowSeconds, guard);
   let scraper: EngineScraper | undefined;
@@ -135,6 +139,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     proxy,
     dialects,
     addObserver: recorder.addObserver,
+    modelsListed: () => listing,
     scrapeStarted() {
       const done = dialects.map((d) => d.scrapeStarted?.()).filter((f) => f !== undefined);
       return (bytes) => {
