@@ -33,6 +33,8 @@ export interface Infermeter {
   /** URL of GET /metrics, or undefined when MIES_SERVICE_MONITOR_MODE turned it off. */
   readonly metricsUrl: string | undefined;
   readonly metrics: Metrics;
+  /** The data plane's listener, in this process (tests watch its requests); none in workers mode. */
+  readonly dataServer?: DataPlane['server'];
   /** Stops accepting and closes the listeners. */
   close(): Promise<void>;
   /**
@@ -122,6 +124,7 @@ export function buildDataPlane(
     upstreamCa: config.security.upstreamCa,
     limits: config.security,
     rejected: events.rejected,
+    clientError: events.clientError,
   });
   return { dataPlane, accessLog };
 }
@@ -220,6 +223,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       managementUrl: m.managementUrl,
       metricsUrl: m.metricsUrl,
       metrics,
+      dataServer: plane.server,
       close,
       async drain() {
         m.setReady(false);

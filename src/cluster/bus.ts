@@ -3,6 +3,7 @@
 // finished samples) and its proxy events to the primary in batches, where the one recorder and
 // the dialects turn them into metrics. So /metrics, /metrics-json and the AOM periods are those
 // of all workers' traffic, exactly, and nothing has to be merged after the fact.
+import type { ClientErrorKind } from '../data-plane/data-plane.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
 import type { InferenceApi, RequestInfo, RequestSample } from '../measure/sample.ts';
@@ -18,7 +19,7 @@ export type BusEvent =
   | readonly [kind: 3, sample: RequestSample] // finished
   | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null]; // a proxy event
 
-type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected';
+type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected' | 'clientError';
 
 /** Worker -> primary. */
 export type WorkerMessage =
@@ -76,6 +77,7 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
       usageStripped: proxy('usageStripped'),
       accessLogDropped: proxy('accessLogDropped'),
       rejected: proxy('rejected'),
+      clientError: proxy('clientError') as (k: ClientErrorKind) => void,
     },
   };
 }

@@ -61,7 +61,12 @@ export interface DataPlaneOptions {
   readonly limits?: DataPlaneLimits;
   /** Counts inference requests refused because the concurrency limit's queue was full. */
   readonly rejected?: () => void;
+  /** A connection dropped before its request could be read (slow client, not HTTP). */
+  readonly clientError?: (kind: ClientErrorKind) => void;
 }
+
+/** Why a client connection was dropped before its request was read. */
+export type ClientErrorKind = 'timeout' | 'malformed';
 
 export interface DataPlaneLimits {
   readonly headersTimeoutMs: number;
@@ -406,7 +411,10 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     res.end(answer.body);
   };
 
-  const server = options.tls === undefined ? http.createServer({ noDelay: true }, onRequest) : https.createServer({ noDelay: true, ...options.tls }, onRequest);
+  // Node checks the headers and request timeouts every connectionsCheckingInterval (30 s by
+  // default): check often enough that a short timeout is kept to within a quarter of itself.
+  const serverOptions = { noDelay: true, connectionsCheckingInterval: Math.min(1000, Math.max(25, Math.floor(limits.headersTimeoutMs / 4))) };
+  const server = options.tls === undefined ? http.createServer(serverOptions, onRequest) : https.createServer({ ...serverOptions, ...options.tls }, onRequest);
   // Slow clients: the headers, then the whole request, must arrive within these.
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = limits.requestTimeoutMs;
@@ -424,9 +432,14 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     proxy.ws(req, socket, head, onProxyError);
   });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    // A malformed request line or headers: answer 400 as node would, without logging its bytes.
-    if (socket.writable && error.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
-    else socket.destroy();
+    // Too slow (slowloris) or not HTTP: answer 408 or 400 as node would, without logging its bytes.
+    if (!socket.writable || error.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
+    const timedOut = error.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    options.clientError?.(timedOut ? 'timeout' : 'malformed');
+    socket.end(timedOut ? 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n' : 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
   });
 
   return {

@@ -2,6 +2,7 @@
 // so that nothing is lost silently. Incremented rarely (per fault), so prom-client's labelled
 // counters are fine here.
 import { Counter, Gauge, type Registry } from 'prom-client';
+import type { ClientErrorKind } from '../data-plane/data-plane.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';
 import type { TapProblem } from '../stream-tap/response-tap.ts';
@@ -18,7 +19,10 @@ export interface ProxyEvents {
   accessLogDropped(): void;
   /** An inference request refused because the concurrency limit's queue was full. */
   rejected(): void;
+  /** A client connection dropped before a request could be read: too slow, or not HTTP. */
+  clientError(kind: ClientErrorKind): void;
 }
+
 
 export interface ProxyFamilies extends ProxyEvents {
   /** A worker process exited and was restarted; `lost` of its requests were in flight. */
@@ -70,6 +74,12 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     help: 'Inference requests refused with 503 because INFERMETER_MAX_CONCURRENCY requests were in flight and twice as many waiting.',
     registers: [registry],
   });
+  const clientErrors = new Counter({
+    name: 'infermeter_client_errors_total',
+    help: 'Client connections answered 408 (headers or body not received within INFERMETER_HEADERS_TIMEOUT_MS / INFERMETER_REQUEST_TIMEOUT_MS) or 400 (not HTTP), by kind.',
+    labelNames: ['kind'],
+    registers: [registry],
+  });
   const restarts = new Counter({
     name: 'infermeter_worker_restarts_total',
     help: 'Worker processes that exited and were restarted (INFERMETER_WORKERS > 1). Their in-flight requests are counted as failed (worker_exit).',
@@ -96,6 +106,7 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     usageStripped: () => stripped.inc(),
     accessLogDropped: () => dropped.inc(),
     rejected: () => rejected.inc(),
+    clientError: (kind) => clientErrors.inc({ kind }),
     workerRestarted(lost) {
       restarts.inc();
       lostRequests.inc(lost);
@@ -109,6 +120,7 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
       'infermeter_usage_chunks_stripped_total',
       'infermeter_access_log_dropped_total',
       'infermeter_requests_rejected_total',
+      'infermeter_client_errors_total',
       'infermeter_worker_restarts_total',
       'infermeter_worker_lost_requests_total',
       'infermeter_build_info',
