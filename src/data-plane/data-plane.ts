@@ -115,7 +115,8 @@ interface Exchange {
 }
 
 const EXCHANGE = Symbol('infermeter.exchange');
-type Tagged = IncomingMessage & { [EXCHANGE]?: Exchange };
+const UPSTREAM_RESPONSE = Symbol('infermeter.upstreamResponse');
+type Tagged = IncomingMessage & { [EXCHANGE]?: Exchange; [UPSTREAM_RESPONSE]?: IncomingMessage };
 
 const TIMEOUTS = new Set(['ECONNECT_TIMEOUT', 'ETIMEDOUT']);
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
@@ -150,7 +151,12 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     },
   };
 
+  // Not expected: a write after end would be a bug, but one that must not take the proxy down.
+  const onResponseError = (error: Error): void => log.warnThrottled('response_error', 'error on a client response', { error: String(error) });
+
   proxy.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
+    (req as Tagged)[UPSTREAM_RESPONSE] = proxyRes;
+    res.on('error', onResponseError);
     stripHopByHop(proxyRes.headers);
     // The client's connection, not the upstream's: Node decided from the client's request
     // (Connection: close, HTTP/1.0) whether it stays open. Said explicitly, or http-proxy would
@@ -273,7 +279,17 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       return;
     }
     if (res.destroyed || res.writableEnded) return; // the client is gone; the timer saw it
-    const kind: ProxyErrorKind = code !== undefined && TIMEOUTS.has(code) ? 'upstream_timeout' : 'upstream_unreachable';
+    const answered = (req as Tagged)[UPSTREAM_RESPONSE];
+    if (answered !== undefined && !TIMEOUTS.has(code ?? '')) {
+      // The upstream's response had begun: it is not answered a second time. An error after
+      // its last byte (bytes that are not HTTP, on a kept-alive connection) leaves it to finish
+      // reaching the client; one before cuts it, as a reset would (its 'close' handler counts).
+      log.warnThrottled(`proxy:${code ?? error.message}`, 'upstream connection failed after its response began', { code, path: pathOf(req) });
+      if (answered.complete) options.proxyError('upstream_protocol');
+      else answered.destroy();
+      return;
+    }
+    const kind: ProxyErrorKind = code !== undefined && TIMEOUTS.has(code) ? 'upstream_timeout' : code?.startsWith('HPE_') === true ? 'upstream_protocol' : 'upstream_unreachable';
     options.proxyError(kind);
     log.warnThrottled(`proxy:${code ?? error.message}`, 'upstream request failed', { code, path: pathOf(req) });
     const timer = (req as Tagged)[EXCHANGE]?.timer;
@@ -283,7 +299,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       return;
     }
     const answer = proxyErrorResponse(kind, code);
-    timer?.fail(kind === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_unreachable', answer.status);
+    timer?.fail(kind, answer.status);
     res.writeHead(answer.status, {
       'content-type': 'application/json',
       'content-length': Buffer.byteLength(answer.body),

@@ -1,12 +1,13 @@
 // The one place where the proxy's own failures become responses, in the error shape the
 // OpenAI SDKs parse ({"error": {message, type, param, code}}), so a client sees a familiar error.
 
-export type ProxyErrorKind = 'upstream_unreachable' | 'upstream_timeout' | 'upstream_reset' | 'overloaded';
+export type ProxyErrorKind = 'upstream_unreachable' | 'upstream_timeout' | 'upstream_reset' | 'upstream_protocol' | 'overloaded';
 
 const STATUS: Readonly<Record<ProxyErrorKind, number>> = {
   upstream_unreachable: 502,
   upstream_timeout: 504,
   upstream_reset: 502,
+  upstream_protocol: 502,
   overloaded: 503,
 };
 
@@ -14,6 +15,7 @@ const MESSAGE: Readonly<Record<ProxyErrorKind, string>> = {
   upstream_unreachable: 'infermeter could not reach the model server',
   upstream_timeout: 'the model server did not answer in time',
   upstream_reset: 'the model server closed the connection',
+  upstream_protocol: 'the model server answered with something that is not valid HTTP',
   overloaded: 'too many requests in flight; try again later',
 };
 

@@ -11,6 +11,7 @@ export type FailureReason =
   | 'upstream_unreachable' // no response: connection refused, DNS, TLS
   | 'upstream_timeout' // the upstream was silent past INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS, or the request passed INFERMETER_TOTAL_TIMEOUT_MS
   | 'upstream_reset' // the response broke off before its end
+  | 'upstream_protocol' // the upstream's answer was not valid HTTP
   | 'stream_error' // an error event inside a 2xx stream
   | 'worker_exit'; // the worker process serving it died (INFERMETER_WORKERS > 1)
 
