@@ -465,6 +465,10 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       draining = true;
       server.close();
       server.closeIdleConnections();
+      // A connection whose response ends from now on is closed at once, not kept alive: Node
+      // reads these when a response finishes (a keepAliveTimeout of 0 would mean never).
+      server.keepAliveTimeout = 1;
+      (server as { keepAliveTimeoutBuffer?: number }).keepAliveTimeoutBuffer = 0;
       if (connections === 0) return Promise.resolve();
       return new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
