@@ -10,9 +10,13 @@ COPY src ./src
 RUN npm run build && npm prune --omit=dev --ignore-scripts
 
 FROM node:24-slim
+# In a container the address is the pod's own: listening on every address is the norm, so it is
+# allowed here explicitly (infermeter refuses it otherwise). Lock the metrics port down with
+# INFERMETER_METRICS_TOKEN and a network policy.
 ENV NODE_ENV=production \
     INFERMETER_HOST=0.0.0.0 \
-    INFERMETER_MANAGEMENT_HOST=0.0.0.0
+    INFERMETER_MANAGEMENT_HOST=0.0.0.0 \
+    INFERMETER_ALLOW_ALL_ZERO_IP=1
 WORKDIR /app
 COPY --from=build --chown=root:root /app/package.json ./
 COPY --from=build --chown=root:root /app/node_modules ./node_modules
