@@ -21,7 +21,8 @@ WORKDIR /app
 COPY --from=build --chown=root:root /app/package.json ./
 COPY --from=build --chown=root:root /app/node_modules ./node_modules
 COPY --from=build --chown=root:root /app/dist ./dist
-USER node
+# The node user by its uid: the kubelet can check runAsNonRoot only against a numeric user.
+USER 1000:1000
 # data plane, management (/health, /ready), metrics (/metrics)
 EXPOSE 1025 1026 1027
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \

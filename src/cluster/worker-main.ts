@@ -34,3 +34,7 @@ process.on('message', (m: PrimaryMessage) => {
 });
 // The primary is gone: nothing left to report to.
 process.on('disconnect', () => process.exit(0));
+// A signal to the whole process group (systemd's default, Ctrl-C in a terminal) reaches the
+// workers too: the primary drives the drain, so a worker waits for its message, not the signal.
+process.on('SIGTERM', () => {});
+process.on('SIGINT', () => {});

@@ -365,7 +365,10 @@ function parsePort(source: Source | undefined, fallback: number, problem: Proble
     const port = Number(text);
     if (port <= 65535) return port;
   }
-  problem(name, 'an integer port from 0 to 65535 (0 picks a free port)', text);
+  // Kubernetes sets <SERVICE>_PORT=tcp://ip:port for every Service of the namespace: a Service
+  // named infermeter (or infermeter-metrics, ...) lands here. Say so rather than only refuse.
+  const serviceLink = /^tcp:\/\//.test(text) ? '; this looks like a Kubernetes service link from a Service named after the variable: set enableServiceLinks: false on the pod or rename the Service' : '';
+  problem(name, `an integer port from 0 to 65535 (0 picks a free port)${serviceLink}`, text);
   return fallback;
 }
 

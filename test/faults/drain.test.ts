@@ -50,12 +50,16 @@ interface Running {
   readonly exited: Promise<[number | null, NodeJS.Signals | null]>;
 }
 
-async function startCli(t: TestContext, upstream: string, env: Record<string, string>): Promise<Running> {
+async function startCli(t: TestContext, upstream: string, env: Record<string, string>, detached = false): Promise<Running> {
   const child = spawn(process.execPath, [CLI], {
+    // detached: a process group of its own, to signal it whole as systemd or Ctrl-C do.
+    detached,
     env: { PATH: process.env.PATH ?? '', INFERMETER_UPSTREAM: upstream, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_UPSTREAM_METRICS: 'off', ...env },
   });
   t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    if (detached) process.kill(-child.pid!, 'SIGKILL');
+    else child.kill('SIGKILL');
   });
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
   const lines: Array<Record<string, unknown>> = [];
@@ -141,6 +145,26 @@ describe('graceful drain', () => {
     app.child.kill('SIGTERM');
     const got = await readAll(res);
     assert.deepEqual(got, { text: event('a'), clean: false });
+    assert.deepEqual(await app.exited, [0, null]);
+  });
+
+  it('with several workers, a signal to the whole process group still drains: the workers wait for the primary', async (t) => {
+    const upstream = await startHeldUpstream(t);
+    const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '30000', INFERMETER_WORKERS: '2' }, true);
+    const { response, upstreamRes } = await streamInFlight(app, upstream);
+    const reader = (await response).body!.getReader();
+    assert.equal(Buffer.from((await reader.read()).value!).toString(), event('a'));
+    process.kill(-app.child.pid!, 'SIGTERM');
+    await app.logged(/^draining/);
+    assert.equal((await fetch(`${app.urls.management}/ready`)).status, 503);
+    upstreamRes.end(event('b') + 'data: [DONE]\n\n');
+    let rest = '';
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      rest += Buffer.from(value).toString();
+    }
+    assert.equal(rest, event('b') + 'data: [DONE]\n\n', 'the stream finished whole');
     assert.deepEqual(await app.exited, [0, null]);
   });
 

@@ -72,6 +72,10 @@ describe('security configuration', () => {
     assert.match(message, /INFERMETER_DRAIN_TIMEOUT_MS: expected an integer from 0 to 3600000, got "99999999"/);
   });
 
+  it('explains a port variable set by a Kubernetes service link', () => {
+    assert.match(problemsOf(() => loadConfig({ INFERMETER_METRICS_PORT: 'tcp://10.96.0.10:1027' })), /INFERMETER_METRICS_PORT: expected an integer port from 0 to 65535 \(0 picks a free port\); this looks like a Kubernetes service link .*enableServiceLinks: false/);
+  });
+
   it('an unreadable upstream CA file stops the start', () => {
     assert.match(problemsOf(() => loadConfig({ INFERMETER_UPSTREAM_CA_FILE: '/nonexistent/ca.pem' })), /INFERMETER_UPSTREAM_CA_FILE: expected a readable PEM file of CA certificates \(ENOENT\)/);
   });
