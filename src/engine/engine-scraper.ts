@@ -40,6 +40,7 @@ export interface EngineScraper {
 
 /** Why a scrape failed; label values of infermeter_upstream_metrics_scrape_failures_total. */
 export type ScrapeFailure = 'unreachable' | 'timeout' | 'status' | 'too_large' | 'unparseable' | 'unknown_engine';
+const SCRAPE_FAILURES: readonly ScrapeFailure[] = ['unreachable', 'timeout', 'status', 'too_large', 'unparseable', 'unknown_engine'];
 
 const MAX_SCRAPE_BYTES = 8 * 1024 * 1024;
 const MODELS_REFRESH_ROUNDS = 12;
@@ -102,6 +103,7 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
     labelNames: ['reason'],
     registers: [registry],
   });
+  for (const reason of SCRAPE_FAILURES) failures.inc({ reason }, 0);
   const engineInfo = new Gauge({
     name: 'infermeter_upstream_engine_info',
     help: 'Always 1; the engine label names the engine detected from its /metrics.',

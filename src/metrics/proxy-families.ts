@@ -30,6 +30,13 @@ export interface ProxyFamilies extends ProxyEvents {
   readonly metricNames: readonly string[];
 }
 
+// Every known label value starts at 0, so that rate() and alerts see a series before the first
+// fault instead of none.
+const UNINSPECTED: readonly UninspectedReason[] = ['empty', 'invalid_json', 'not_object', 'too_large', 'encoded'];
+const TAP_PROBLEMS: readonly TapProblem[] = ['malformed_event', 'event_too_large', 'body_too_large', 'malformed_body', 'compressed_stream', 'unknown_encoding', 'tap_error'];
+const UPSTREAM_ERRORS: readonly ProxyErrorKind[] = ['upstream_unreachable', 'upstream_timeout', 'upstream_reset', 'upstream_protocol'];
+const CLIENT_ERRORS: readonly ClientErrorKind[] = ['timeout', 'malformed'];
+
 export function createProxyFamilies(registry: Registry, version: string): ProxyFamilies {
   const uninspected = new Counter({
     name: 'infermeter_request_body_uninspected_total',
@@ -97,6 +104,10 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     registers: [registry],
   });
   build.set({ version, node_version: process.versions.node }, 1);
+  for (const reason of UNINSPECTED) uninspected.inc({ reason }, 0);
+  for (const kind of TAP_PROBLEMS) tapProblems.inc({ kind }, 0);
+  for (const kind of UPSTREAM_ERRORS) proxyErrors.inc({ kind }, 0);
+  for (const kind of CLIENT_ERRORS) clientErrors.inc({ kind }, 0);
   return {
     uninspected: (reason) => uninspected.inc({ reason }),
     tapProblem: (kind) => tapProblems.inc({ kind }),

@@ -1,0 +1,387 @@
+// A real Prometheus scrapes two infermeter replicas in front of one simulated model server with
+// scripted latencies, and the figures are read back the way operators read them: PromQL through
+// Prometheus' query API. Checked: request counts summed over replicas, TTFT/TPOT/e2e quantiles in
+// the buckets the scripted latencies imply (MindIE names, seconds), the ModelArts spec's own AOM
+// queries (milliseconds), the fault counters, and every query of the Grafana dashboard in
+// deploy/grafana/infermeter.json, which must all answer with data. The dashboard's structure is
+// checked without Prometheus.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import { describe, it } from 'node:test';
+import type { Infermeter } from '../../src/app.ts';
+import { startSimServer } from '../../src/sim/model-server.ts';
+import { startPrometheus, prometheusAvailable, prometheusSkip, single, type Prometheus, type QueryData } from '../helpers/prometheus.ts';
+import { startProxy } from '../helpers/proxy-harness.ts';
+
+// ---------------------------------------------------------------------------------------------
+// The scripted upstream and the traffic mix.
+
+const TTFT_MS = 140; // time_to_first_token_seconds bucket (0.1, 0.25]; AOM first_token_cost (100, 200]
+const GAP_MS = 35; // time_per_output_token_seconds (0.025, 0.05]; AOM per_token_cost (30, 40]
+const TOKENS = 16; // e2e = 140 + 15 × 35 ≈ 665 ms: e2e_request_latency_seconds (0, 1]; AOM request_cost (500, 1000]
+const IDLE_TIMEOUT_MS = 1000; // a non-streamed answer of SLOW_TOKENS arrives after 1505 ms: 504 upstream_timeout
+const SLOW_TOKENS = 40;
+const LLAMA = 'sim-llama-8b';
+const QWEN = 'sim-qwen-7b';
+const MISSING = 'no-such-model'; // the sim answers 404
+const MESSAGES = [{ role: 'user', content: 'Say something.' }]; // the sim counts 11 prompt tokens
+
+/** What one round of the mix adds through one replica. */
+const ROUND = {
+  streamed: [LLAMA, LLAMA, LLAMA, QWEN, QWEN],
+  nonStreamed: [LLAMA, LLAMA, QWEN],
+  received: 12, // the 5 + 3 above, 1 cancelled, 1 404, 1 invalid JSON, 1 upstream timeout
+  success: 8,
+  failed: 3, // 404, 400 (invalid JSON), 504 (timeout)
+  cancelled: 1,
+  byModel: { [LLAMA]: 7, [QWEN]: 3, [MISSING]: 1, unknown: 1 } as Record<string, number>,
+};
+const REPLICAS = 2;
+const ROUNDS = 2;
+
+async function post(dataUrl: string, body: string): Promise<Response> {
+  return fetch(`${dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+}
+
+async function streamed(dataUrl: string, model: string): Promise<void> {
+  const res = await post(dataUrl, JSON.stringify({ model, stream: true, messages: MESSAGES }));
+  const text = await res.text();
+  assert.equal(res.status, 200, text);
+  assert.match(text, /data: \[DONE\]/);
+}
+
+async function nonStreamed(dataUrl: string, model: string, maxTokens?: number): Promise<number> {
+  const res = await post(dataUrl, JSON.stringify({ model, messages: MESSAGES, ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }) }));
+  await res.arrayBuffer();
+  return res.status;
+}
+
+/**
+ * A streamed request the client leaves once its first token arrived: cancelled while decoding.
+ * node:http on a connection of its own (agent: false), destroyed on leaving: an aborted fetch
+ * makes undici open a spare connection that then sits, without a request, until its keep-alive
+ * timeout (4 s), which holds up the data plane's close in teardown.
+ */
+function cancelledStream(dataUrl: string, model: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${dataUrl}/v1/chat/completions`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json' } }, (res) => {
+      if (res.statusCode !== 200) reject(new Error(`cancelled stream answered ${res.statusCode}`));
+      let seen = '';
+      res.on('data', (chunk: Buffer) => {
+        seen += chunk.toString('utf8');
+        if (seen.includes('"content":"the"')) {
+          req.destroy();
+          resolve();
+        }
+      });
+      res.on('end', () => reject(new Error('the stream ended before the client left')));
+    });
+    req.on('error', (error) => {
+      if (!req.destroyed) reject(error);
+    });
+    req.end(JSON.stringify({ model, stream: true, messages: MESSAGES }));
+  });
+}
+
+/** Bytes that are not HTTP: the data plane answers 400 and counts a malformed client. */
+function notHttp(dataUrl: string): Promise<string> {
+  const { hostname, port } = new URL(dataUrl);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: hostname, port: Number(port) });
+    let answer = '';
+    socket.on('error', reject);
+    socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+    socket.on('close', () => resolve(answer));
+    socket.on('connect', () => socket.end('THIS IS NOT HTTP\r\n\r\n'));
+  });
+}
+
+async function round(app: Infermeter): Promise<void> {
+  const url = app.dataUrl;
+  const statuses = await Promise.all([
+    ...ROUND.streamed.map((m) => streamed(url, m).then(() => 200)),
+    ...ROUND.nonStreamed.map((m) => nonStreamed(url, m)),
+    cancelledStream(url, LLAMA).then(() => 0),
+    nonStreamed(url, MISSING),
+    post(url, '{oops, not json').then(async (r) => (await r.arrayBuffer(), r.status)),
+    nonStreamed(url, LLAMA, SLOW_TOKENS),
+    notHttp(url).then((a) => (a.startsWith('HTTP/1.1 400') ? -400 : Number.NaN)),
+  ]);
+  assert.deepEqual(statuses, [200, 200, 200, 200, 200, 200, 200, 200, 0, 404, 400, 504, -400]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dashboard.
+
+const DASHBOARD_FILE = new URL('../../deploy/grafana/infermeter.json', import.meta.url);
+const DOCS = readFileSync(new URL('../../docs/metrics.md', import.meta.url), 'utf8');
+
+interface Target {
+  readonly expr?: string;
+  readonly refId?: string;
+  readonly datasource?: { readonly type?: string; readonly uid?: string };
+}
+interface Panel {
+  readonly id?: number;
+  readonly type?: string;
+  readonly title?: string;
+  readonly gridPos?: { readonly x: number; readonly y: number; readonly w: number; readonly h: number };
+  readonly datasource?: { readonly type?: string; readonly uid?: string };
+  readonly targets?: readonly Target[];
+  readonly panels?: readonly Panel[];
+}
+interface Dashboard {
+  readonly schemaVersion: number;
+  readonly title: string;
+  readonly uid: string;
+  readonly panels: readonly Panel[];
+  readonly templating: { readonly list: ReadonlyArray<Record<string, unknown>> };
+}
+
+const dashboard = (): Dashboard => JSON.parse(readFileSync(DASHBOARD_FILE, 'utf8')) as Dashboard;
+
+/** Every panel, those nested in (collapsed) rows included. */
+function allPanels(panels: readonly Panel[]): Panel[] {
+  return panels.flatMap((p) => [p, ...allPanels(p.panels ?? [])]);
+}
+
+function dashboardQueries(d: Dashboard): Array<{ panel: string; refId: string; expr: string }> {
+  return allPanels(d.panels).flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.title ?? `#${p.id}`, refId: t.refId ?? '?', expr: t.expr ?? '' })));
+}
+
+/** Grafana's variables as Grafana would expand them for a 5-minute dashboard range. */
+function expand(expr: string, model: string): string {
+  return expr
+    .replaceAll('$__rate_interval', '1m')
+    .replaceAll('$__range', '5m')
+    .replaceAll('$__interval', '15s')
+    .replaceAll('${model}', model)
+    .replaceAll('$model', model);
+}
+
+const PROMQL_WORDS = new Set(['sum', 'avg', 'max', 'min', 'count', 'by', 'without', 'on', 'ignoring', 'or', 'and', 'unless', 'rate', 'increase', 'irate', 'histogram_quantile', 'label_replace', 'vector', 'le', 'model_name', 'kind', 'reason', 'counter', 'inf', 'nan']);
+
+/** Metric names an expression reads (strings, durations and PromQL words left out). */
+function metricNames(expr: string): string[] {
+  const bare = expr.replace(/"(?:[^"\\]|\\.)*"/g, '""').replace(/\[[^\]]*\]/g, '').replace(/\$\{?\w+\}?/g, '');
+  const names = new Set<string>();
+  for (const m of bare.matchAll(/[A-Za-z_:][A-Za-z0-9_:]*/g)) if (!PROMQL_WORDS.has(m[0].toLowerCase())) names.add(m[0]);
+  return [...names];
+}
+
+const documented = (name: string): boolean =>
+  [name, name.replace(/_(bucket|sum|count)$/, '')].some((n) => DOCS.includes(`\`${n}\``));
+
+describe('Grafana dashboard deploy/grafana/infermeter.json', () => {
+  it('is a valid Grafana dashboard on a ${datasource} variable, with a model variable and only documented metrics', () => {
+    const d = dashboard();
+    assert.equal(typeof d.title, 'string');
+    assert.match(d.uid, /^[A-Za-z0-9_-]{1,40}$/);
+    assert.ok(d.schemaVersion >= 36 && d.schemaVersion <= 41, `schemaVersion ${d.schemaVersion}`);
+
+    const vars = new Map(d.templating.list.map((v) => [v.name as string, v]));
+    const ds = vars.get('datasource');
+    assert.ok(ds, 'a datasource variable');
+    assert.equal(ds.type, 'datasource');
+    assert.equal(ds.query, 'prometheus');
+    const model = vars.get('model');
+    assert.ok(model, 'a model variable');
+    assert.equal(model.type, 'query');
+    assert.deepEqual(model.datasource, { type: 'prometheus', uid: '${datasource}' });
+    const modelQuery = typeof model.query === 'string' ? model.query : (model.query as { query: string }).query;
+    assert.equal(modelQuery.replace(/\s+/g, ''), 'label_values(request_received_total,model_name)');
+    assert.equal(model.multi, true);
+    assert.equal(model.includeAll, true);
+
+    const panels = allPanels(d.panels);
+    const ids = panels.map((p) => p.id);
+    assert.ok(ids.every((id) => Number.isInteger(id)), 'every panel has an integer id');
+    assert.equal(new Set(ids).size, ids.length, 'panel ids are unique');
+    for (const p of panels) {
+      const g = p.gridPos;
+      assert.ok(g, `panel ${p.title} has a gridPos`);
+      for (const k of ['x', 'y', 'w', 'h'] as const) assert.ok(Number.isInteger(g[k]) && g[k] >= 0, `panel ${p.title} gridPos.${k}`);
+      assert.ok(g.w >= 1 && g.h >= 1 && g.x + g.w <= 24, `panel ${p.title} fits the 24-column grid`);
+      if (p.type === 'row') continue;
+      assert.deepEqual(p.datasource, { type: 'prometheus', uid: '${datasource}' }, `panel ${p.title} uses the datasource variable`);
+      assert.ok((p.targets ?? []).length > 0, `panel ${p.title} has queries`);
+      const refIds = (p.targets ?? []).map((t) => t.refId);
+      assert.equal(new Set(refIds).size, refIds.length, `panel ${p.title} refIds are unique`);
+      for (const t of p.targets ?? []) {
+        if (t.datasource !== undefined) assert.deepEqual(t.datasource, { type: 'prometheus', uid: '${datasource}' }, `panel ${p.title} ${t.refId} datasource`);
+        assert.ok(typeof t.expr === 'string' && t.expr.trim() !== '', `panel ${p.title} ${t.refId} has an expr`);
+      }
+    }
+    // Panels do not overlap.
+    const boxes = panels.map((p) => ({ title: p.title, ...p.gridPos! }));
+    for (const [i, a] of boxes.entries())
+      for (const b of boxes.slice(i + 1))
+        assert.ok(a.x + a.w <= b.x || b.x + b.w <= a.x || a.y + a.h <= b.y || b.y + b.h <= a.y, `panels ${a.title} and ${b.title} overlap`);
+
+    const titles = panels.map((p) => p.title ?? '').join('\n');
+    for (const want of [/request rate/i, /failure/i, /first token/i, /per output token/i, /end-to-end/i, /tokens per second/i, /in-flight/i, /kv-cache/i, /upstream errors/i])
+      assert.match(titles, want);
+
+    const queries = dashboardQueries(d);
+    for (const q of queries) {
+      for (const name of metricNames(q.expr)) assert.ok(documented(name), `${q.panel} ${q.refId}: ${name} is not in docs/metrics.md`);
+      // Every query aggregates over replicas (sum/avg/max/count by ...), and filters by model
+      // where its metric has the label.
+      assert.match(q.expr, /\b(sum|avg|max|count)\b/, `${q.panel} ${q.refId} aggregates`);
+      const perModel = metricNames(q.expr).some((n) => !n.startsWith('infermeter_'));
+      if (perModel) assert.match(q.expr, /model_name=~"\$model"/, `${q.panel} ${q.refId} filters model_name=~"$model"`);
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Prometheus against two replicas.
+
+const inRange = (v: number, low: number, high: number, what: string): void =>
+  assert.ok(v > low && v <= high, `${what} = ${v}, expected in (${low}, ${high}]`);
+
+describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }, () => {
+  it('sums requests over replicas, puts the quantiles in the scripted buckets, answers the AOM spec queries and every dashboard query', async (t) => {
+    assert.ok(prometheusAvailable, 'prometheus must be installed (Debian package prometheus)');
+    const started = Date.now();
+    const phases: string[] = [];
+    const phase = (name: string): void => void phases.push(`${name} at ${Date.now() - started} ms`);
+    const sim = await startSimServer({ ttftMs: TTFT_MS, interTokenMs: GAP_MS, defaultTokens: TOKENS, models: [LLAMA, QWEN] });
+    t.after(() => sim.close());
+    const env = {
+      INFERMETER_DIALECTS: 'mindie,aom',
+      INFERMETER_AOM_SERVICE_ID: 'svc-test',
+      INFERMETER_AOM_PERIOD_SECONDS: '2',
+      INFERMETER_UPSTREAM_METRICS: `${sim.url}/metrics`,
+      INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '1',
+      INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS: String(IDLE_TIMEOUT_MS),
+    };
+    const replicas: Infermeter[] = [];
+    for (let i = 0; i < REPLICAS; i++) replicas.push(await startProxy(t, sim.url, env));
+    const prom: Prometheus = await startPrometheus(t, { targets: replicas.map((r) => r.metricsUrl!) });
+    phase('prometheus ready');
+    await prom.waitForTargetsUp(15_000);
+    phase('targets up');
+
+    const finished = 'sum(request_success_total) + sum(request_failed_total) + sum(request_cancelled_total)';
+    const equals = (n: number) => (data: QueryData) => single(data) === n;
+    // Round 1 makes every series exist in Prometheus before round 2: rate() sees no increase in a
+    // series' first sample, so round 2's traffic is what the rates measure.
+    await Promise.all(replicas.map(round));
+    phase('round 1 sent');
+    await prom.waitFor(finished, equals(ROUND.received * REPLICAS), 15_000);
+    phase('round 1 scraped');
+    await Promise.all(replicas.map(round));
+    phase('round 2 sent');
+    const total = ROUND.received * REPLICAS * ROUNDS;
+    await prom.waitFor(finished, equals(total), 15_000);
+    phase('round 2 scraped');
+    const observed: Record<string, number> = {};
+    const dashboardValues: string[] = [];
+    const value = async (promql: string): Promise<number> => (observed[promql] = single(await prom.query(promql)));
+
+    await t.test('counters summed over replicas equal the requests sent', async () => {
+      assert.equal(await value('sum(request_received_total)'), total);
+      assert.equal(await value('sum(request_success_total)'), ROUND.success * REPLICAS * ROUNDS);
+      assert.equal(await value('sum(request_failed_total)'), ROUND.failed * REPLICAS * ROUNDS);
+      assert.equal(await value('sum(request_cancelled_total{phase="decoding"})'), ROUND.cancelled * REPLICAS * ROUNDS);
+      const byModel = await prom.vector('sum by (model_name) (request_received_total)');
+      assert.deepEqual(
+        Object.fromEntries(byModel.map((s) => [s.metric.model_name, s.value])),
+        Object.fromEntries(Object.entries(ROUND.byModel).map(([m, n]) => [m, n * REPLICAS * ROUNDS])),
+      );
+      const perReplica = await prom.vector('sum by (instance) (request_received_total)');
+      assert.deepEqual(perReplica.map((s) => s.value), [total / REPLICAS, total / REPLICAS]);
+      // Every kind is there from the start (at 0), so rate() and alerts see a series before the first fault.
+      const upstreamErrors = await prom.vector('sum by (kind) (infermeter_upstream_errors_total)');
+      assert.deepEqual(
+        Object.fromEntries(upstreamErrors.map((s) => [s.metric.kind, s.value])),
+        { upstream_protocol: 0, upstream_reset: 0, upstream_timeout: REPLICAS * ROUNDS, upstream_unreachable: 0 },
+      );
+      assert.equal(await value('sum(infermeter_client_errors_total{kind="malformed"})'), REPLICAS * ROUNDS);
+      assert.equal(await value('sum(infermeter_request_body_uninspected_total{reason="invalid_json"})'), REPLICAS * ROUNDS);
+      // Every successful request reported its usage (16 generated tokens); a cancelled stream
+      // keeps the one or two tokens it delivered.
+      const successTokens = ROUND.success * REPLICAS * ROUNDS * TOKENS;
+      const generated = await value('sum(generation_tokens_total)');
+      assert.ok(generated > successTokens && generated <= successTokens + ROUND.cancelled * REPLICAS * ROUNDS * TOKENS, `generation tokens ${generated}`);
+    });
+
+    // The rate windows need two samples with round 2 between them; the last scrape above may
+    // hold round 2 already, so wait until the quantile is a number.
+    const ttftP90 = 'histogram_quantile(0.9, sum by (le) (rate(time_to_first_token_seconds_bucket[1m])))';
+    await prom.waitFor(ttftP90, (d) => Number.isFinite(single(d)), 10_000);
+    phase('rates defined');
+
+    await t.test('MindIE quantiles land in the buckets the scripted latencies imply', async () => {
+      inRange(await value(ttftP90), 0.1, 0.25, 'TTFT p90 (s)');
+      inRange(await value('histogram_quantile(0.5, sum by (le) (rate(time_to_first_token_seconds_bucket[1m])))'), 0.1, 0.25, 'TTFT p50 (s)');
+      inRange(await value('histogram_quantile(0.9, sum by (le) (rate(time_per_output_token_seconds_bucket[1m])))'), 0.025, 0.05, 'TPOT p90 (s)');
+      // Single gaps (not a mean per request): (0.03, 0.04], or the next bucket on a loaded machine.
+      inRange(await value('histogram_quantile(0.9, sum by (le) (rate(inter_token_latency_seconds_bucket[1m])))'), 0.03, 0.05, 'inter-token latency p90 (s)');
+      inRange(await value('histogram_quantile(0.9, sum by (le) (rate(e2e_request_latency_seconds_bucket[1m])))'), 0, 1, 'e2e p90 (s)');
+      // The mean is exact where the quantile interpolates: e2e ≈ TTFT + 15 gaps.
+      const e2eMean = await value('sum(rate(e2e_request_latency_seconds_sum[1m])) / sum(rate(e2e_request_latency_seconds_count[1m]))');
+      inRange(e2eMean, (TTFT_MS + (TOKENS - 1) * GAP_MS - 5) / 1000, 1, 'e2e mean (s)');
+      const ttftMean = await value('sum(rate(time_to_first_token_seconds_sum[1m])) / sum(rate(time_to_first_token_seconds_count[1m]))');
+      inRange(ttftMean, (TTFT_MS - 1) / 1000, (TTFT_MS + 60) / 1000, 'TTFT mean (s)');
+    });
+
+    await t.test("the ModelArts spec's AOM queries (ms) agree with the scripted latencies", async () => {
+      const svc = 'service_id="svc-test"';
+      // As the spec writes them (004: "histogram_quantile(0.90, avg(rate(..._bucket{service_id=...}[1m]))by(le))").
+      inRange(await value(`histogram_quantile(0.90, avg(rate(infer_service_request_cost_bucket{${svc}}[1m])) by (le))`), 500, 1000, 'request cost p90 (ms)');
+      inRange(await value(`histogram_quantile(0.90,avg(rate(infer_service_first_token_cost_bucket{${svc}}[1m]))by(le))`), 100, 200, 'first token cost p90 (ms)');
+      inRange(await value(`histogram_quantile(0.90,avg(rate(infer_service_per_token_cost_bucket{${svc}}[1m]))by(le))`), 30, 40, 'per token cost p90 (ms)');
+      inRange(await value(`histogram_quantile(0.90,avg(rate(infer_service_input_token_quantity_bucket{${svc}}[1m]))by(le))`), 0, 16, 'input tokens p90');
+      inRange(await value(`histogram_quantile(0.90,avg(rate(infer_service_output_token_quantity_bucket{${svc}}[1m]))by(le))`), 8, 16, 'output tokens p90');
+      // The spec's averages: increase over [59999ms] of _sum / _count, by service_id.
+      const avg = (family: string) =>
+        `sum(increase(${family}_sum{${svc}}[59999ms]))by(service_id)/sum(increase(${family}_count{${svc}}[59999ms]))by(service_id)`;
+      inRange(await value(avg('infer_service_first_token_cost')), TTFT_MS - 1, TTFT_MS + 60, 'first token cost avg (ms)');
+      inRange(await value(avg('infer_service_per_token_cost')), GAP_MS - 1, GAP_MS + 10, 'per token cost avg (ms)');
+      // "Average latency equals infer_service_request_cost_sum divided by infer_service_request_cost_count."
+      inRange(await value(`sum(infer_service_request_cost_sum{${svc}}) / sum(infer_service_request_cost_count{${svc}})`), TTFT_MS + (TOKENS - 1) * GAP_MS - 5, 1000, 'request cost avg (ms)');
+      // Twins: each AOM histogram has its MindIE twin's count, over both replicas.
+      assert.equal(await value(`sum(infer_service_first_token_cost_count{${svc}}) - sum(time_to_first_token_seconds_count)`), 0);
+      assert.equal(await value(`count(count by (instance) (infer_service_request_cost_count{${svc}}))`), REPLICAS);
+    });
+
+    await t.test('the engine families are read from the simulated engine', async () => {
+      const kv = await prom.vector('npu_cache_usage_perc');
+      assert.equal(kv.length, REPLICAS * 2, 'both models on both replicas');
+      for (const s of kv) assert.ok(s.value >= 0 && s.value <= 1, `KV-cache usage ${s.value}`);
+      assert.equal(await value('sum(infermeter_upstream_metrics_up)'), REPLICAS);
+      assert.equal(await value('sum(infermeter_upstream_engine_info{engine="vllm"})'), REPLICAS);
+    });
+
+    await t.test('every dashboard query answers with data', async () => {
+      const queries = dashboardQueries(dashboard());
+      assert.ok(queries.length >= 15, `${queries.length} queries`);
+      // "All" (the variable's allValue) and a multi-value selection as Grafana writes it.
+      for (const model of ['.*', `${LLAMA}|${QWEN}`]) {
+        for (const q of queries) {
+          const expr = expand(q.expr, model);
+          assert.doesNotMatch(expr, /\$/, `${q.panel} ${q.refId}: a variable left unexpanded in ${expr}`);
+          const data = await prom.query(expr);
+          assert.equal(data.resultType, 'vector', `${q.panel} ${q.refId}`);
+          assert.ok(data.result.length > 0, `${q.panel} ${q.refId} has no data for model=~"${model}": ${expr}`);
+          const values = data.result.map((s) => Number(s.value[1]));
+          assert.ok(values.some(Number.isFinite), `${q.panel} ${q.refId} has only NaN for model=~"${model}": ${JSON.stringify(data.result)}`);
+          if (model === '.*') dashboardValues.push(`[${q.panel} ${q.refId}] ${data.result.map((r) => `${JSON.stringify(r.metric)}=${Number(r.value[1]).toPrecision(4)}`).join(' ')}`);
+        }
+      }
+      // The model variable's label_values(request_received_total, model_name), through the API Grafana uses.
+      const res = await fetch(`${prom.url}/api/v1/label/model_name/values?${new URLSearchParams({ 'match[]': 'request_received_total' })}`);
+      const labels = (await res.json()) as { data: string[] };
+      assert.deepEqual([...labels.data].sort(), [MISSING, QWEN, LLAMA, 'unknown'].sort());
+    });
+
+    for (const [q, v] of Object.entries(observed)) t.diagnostic(`${v}\t${q}`);
+    for (const line of dashboardValues) t.diagnostic(line);
+    phase('queries done');
+    t.diagnostic(phases.join('; '));
+  });
+});
