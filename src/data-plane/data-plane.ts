@@ -97,7 +97,7 @@ export interface DataPlane {
    * response) for up to `timeoutMs`, then cuts what is left. Resolves when no connection is open.
    */
   drain(timeoutMs: number): Promise<void>;
-  /** Stops accepting, ends idle keep-alive connections and upstream sockets. */
+  /** Stops accepting, ends idle and unused connections and upstream sockets; resolves when no connection is left. */
   close(): Promise<void>;
 }
 
@@ -434,15 +434,20 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   // Slow clients: the headers, then the whole request, must arrive within these.
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = limits.requestTimeoutMs;
-  let connections = 0;
+  const sockets = new Set<Socket>();
   let drained: (() => void) | undefined;
   server.on('connection', (socket: Socket) => {
-    connections++;
+    sockets.add(socket);
     socket.once('close', () => {
-      connections--;
-      if (connections === 0) drained?.();
+      sockets.delete(socket);
+      if (sockets.size === 0) drained?.();
     });
   });
+  // closeIdleConnections leaves alone a connection that has not sent a byte yet (a client's
+  // spare connection, a load balancer's pre-connect): nothing is in flight on it.
+  const closeUnused = (): void => {
+    for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
+  };
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', ignore);
     proxy.ws(req, socket, head, onProxyError);
@@ -460,16 +465,17 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
 
   return {
     server,
-    connections: () => connections,
+    connections: () => sockets.size,
     drain(timeoutMs) {
       draining = true;
       server.close();
       server.closeIdleConnections();
+      closeUnused();
       // A connection whose response ends from now on is closed at once, not kept alive: Node
       // reads these when a response finishes (a keepAliveTimeout of 0 would mean never).
       server.keepAliveTimeout = 1;
       (server as { keepAliveTimeoutBuffer?: number }).keepAliveTimeoutBuffer = 0;
-      if (connections === 0) return Promise.resolve();
+      if (sockets.size === 0) return Promise.resolve();
       return new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           // Past the drain timeout: what is left is cut.
@@ -487,6 +493,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeIdleConnections();
+        closeUnused();
         agent.destroy();
       }),
   };

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import http, { type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
@@ -117,9 +117,15 @@ describe('graceful drain', () => {
     const { response, upstreamRes } = await streamInFlight(app, upstream);
     const reader = (await response).body!.getReader();
     assert.equal(Buffer.from((await reader.read()).value!).toString(), event('a'));
+    // A connection that never sends a request (a client's spare one) must not hold the drain.
+    const spare = connect(Number(new URL(app.urls.data).port), '127.0.0.1');
+    spare.on('error', () => {});
+    await once(spare, 'connect');
+    const spareClosed = once(spare, 'close');
 
     app.child.kill('SIGTERM');
     await app.logged(/^draining/);
+    await spareClosed;
     assert.equal((await fetch(`${app.urls.management}/ready`)).status, 503, 'a load balancer stops sending');
     await assert.rejects(fetch(`${app.urls.data}/v1/models`), 'new connections are refused');
     const metrics = await (await fetch(app.urls.metrics)).text();
