@@ -25,7 +25,7 @@ export interface Fleet {
 const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
 
 /** The flags infermeter runs with (npm start, the bin's shebang, the image). */
-const INFERMETER_FLAGS = '--max-semi-space-size=8';
+export const INFERMETER_FLAGS = '--max-semi-space-size=8';
 
 function lineMatching(child: ChildProcess, stream: 'stdout' | 'stderr', pattern: RegExp): Promise<string> {
   return new Promise((resolve, reject) => {
