@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
+import { readToEnd } from '../helpers/held-upstream.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 
 const event = (content: string) => `data: {"choices":[{"index":0,"delta":{"content":"${content}"}}]}\n\n`;
@@ -44,20 +45,6 @@ async function startRawUpstream(t: TestContext, answer: () => { bytes: Buffer; t
 const chunked = (body: Buffer) => Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]);
 const head = (headers: string) => Buffer.from(`HTTP/1.1 200 OK\r\n${headers}\r\n`);
 
-async function readBytes(res: Response): Promise<{ bytes: Buffer; clean: boolean }> {
-  const parts: Buffer[] = [];
-  const reader = res.body!.getReader();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return { bytes: Buffer.concat(parts), clean: true };
-      parts.push(Buffer.from(value));
-    }
-  } catch {
-    return { bytes: Buffer.concat(parts), clean: false };
-  }
-}
-
 const post = (app: Infermeter, body = '{"model":"m","stream":true}') => fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body });
 
 describe('upstreams that break the rules', () => {
@@ -75,7 +62,7 @@ describe('upstreams that break the rules', () => {
     const url = await startRawUpstream(t, () => ({ bytes: Buffer.concat([head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'), chunked(body)]), then: 'keep' }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
-    const got = await readBytes(await post(app));
+    const got = await readToEnd(await post(app));
     assert.ok(got.clean);
     assert.ok(got.bytes.equals(body), 'byte for byte');
     const [sample] = await finished;
@@ -91,7 +78,7 @@ describe('upstreams that break the rules', () => {
     const url = await startRawUpstream(t, () => ({ bytes: Buffer.concat([head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'), chunked(body)]), then: 'keep' }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
-    const got = await readBytes(await post(app));
+    const got = await readToEnd(await post(app));
     assert.ok(got.bytes.equals(body), 'byte for byte');
     const [sample] = await finished;
     assert.equal(sample!.outcome, 'success');
@@ -103,7 +90,7 @@ describe('upstreams that break the rules', () => {
     const url = await startRawUpstream(t, () => ({ bytes: Buffer.concat([head(`content-type: application/json\r\ncontent-length: ${body.length + 500}\r\n`), body]), then: 'close' }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
-    const got = await readBytes(await post(app, '{"model":"m"}'));
+    const got = await readToEnd(await post(app, '{"model":"m"}'));
     assert.equal(got.clean, false, 'not passed off as complete');
     assert.ok(got.bytes.equals(body));
     const [sample] = await finished;
@@ -120,10 +107,10 @@ describe('upstreams that break the rules', () => {
     });
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 2);
-    const first = await readBytes(await post(app, '{"model":"m"}'));
+    const first = await readToEnd(await post(app, '{"model":"m"}'));
     assert.ok(first.clean);
     assert.ok(first.bytes.equals(declared));
-    const second = await readBytes(await post(app, '{"model":"m"}'));
+    const second = await readToEnd(await post(app, '{"model":"m"}'));
     assert.ok(second.bytes.equals(declared), 'the next request is answered right (not from the garbage)');
     const samples = await finished;
     assert.deepEqual(
@@ -153,7 +140,7 @@ describe('upstreams that break the rules', () => {
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
     // Asking for usage itself, so that infermeter neither injects nor strips it.
-    const got = await readBytes(await post(app, '{"model":"m","stream":true,"stream_options":{"include_usage":true}}'));
+    const got = await readToEnd(await post(app, '{"model":"m","stream":true,"stream_options":{"include_usage":true}}'));
     assert.ok(got.clean);
     assert.ok(got.bytes.equals(body));
     const [sample] = await finished;
@@ -166,7 +153,7 @@ describe('upstreams that break the rules', () => {
     const url = await startRawUpstream(t, () => ({ bytes: Buffer.concat([head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'), Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n')]), then: 'close' }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
-    const got = await readBytes(await post(app));
+    const got = await readToEnd(await post(app));
     assert.equal(got.clean, false);
     assert.ok(got.bytes.equals(body));
     const [sample] = await finished;

@@ -4,43 +4,15 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
-import http, { type ServerResponse } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import type { ServerResponse } from 'node:http';
+import { connect } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { readToEnd, startHeldUpstream, type HeldUpstream } from '../helpers/held-upstream.ts';
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 const SSE = { 'content-type': 'text/event-stream' };
 const event = (content: string) => `data: {"choices":[{"index":0,"delta":{"content":"${content}"}}]}\n\n`;
-
-/** An upstream whose responses the test writes; resolves each request's response as it comes. */
-async function startHeldUpstream(t: TestContext): Promise<{ url: string; next: () => Promise<ServerResponse> }> {
-  const arrived: ServerResponse[] = [];
-  const waiting: Array<(res: ServerResponse) => void> = [];
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      const w = waiting.shift();
-      if (w !== undefined) w(res);
-      else arrived.push(res);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  );
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    next: () => {
-      const res = arrived.shift();
-      return res !== undefined ? Promise.resolve(res) : new Promise((resolve) => waiting.push(resolve));
-    },
-  };
-}
 
 interface Running {
   readonly child: ChildProcessWithoutNullStreams;
@@ -83,22 +55,8 @@ async function startCli(t: TestContext, upstream: string, env: Record<string, st
   return { child, urls: started as unknown as Running['urls'], logged, exited };
 }
 
-async function readAll(res: Response): Promise<{ text: string; clean: boolean }> {
-  let text = '';
-  const reader = res.body!.getReader();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return { text, clean: true };
-      text += Buffer.from(value).toString();
-    }
-  } catch {
-    return { text, clean: false };
-  }
-}
-
 /** A streaming request whose first event has reached the client, and the upstream's response. */
-async function streamInFlight(app: Running, upstream: Awaited<ReturnType<typeof startHeldUpstream>>): Promise<{ response: Promise<Response>; upstreamRes: ServerResponse }> {
+async function streamInFlight(app: Running, upstream: HeldUpstream): Promise<{ response: Promise<Response>; upstreamRes: ServerResponse }> {
   const response = fetch(`${app.urls.data}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' });
   const upstreamRes = await upstream.next();
   upstreamRes.writeHead(200, SSE);
@@ -149,8 +107,8 @@ describe('graceful drain', () => {
     const { response } = await streamInFlight(app, upstream);
     const res = await response;
     app.child.kill('SIGTERM');
-    const got = await readAll(res);
-    assert.deepEqual(got, { text: event('a'), clean: false });
+    const got = await readToEnd(res);
+    assert.deepEqual([got.text, got.clean], [event('a'), false]);
     assert.deepEqual(await app.exited, [0, null]);
   });
 

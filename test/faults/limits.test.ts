@@ -1,49 +1,14 @@
 // Limits, provoked with sockets: slow clients and silent upstreams are cut by their timeouts, a
 // request past the total timeout is ended, and the concurrency limit queues then refuses.
 import assert from 'node:assert/strict';
-import http, { type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
-import { describe, it, type TestContext } from 'node:test';
+import type { IncomingMessage, Server } from 'node:http';
+import { connect } from 'node:net';
+import { describe, it } from 'node:test';
+import { readToEnd, startHeldUpstream } from '../helpers/held-upstream.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 
 const SSE = { 'content-type': 'text/event-stream' };
 const event = (content: string) => `data: {"choices":[{"index":0,"delta":{"content":"${content}"}}]}\n\n`;
-
-interface HeldUpstream {
-  readonly url: string;
-  /** Requests received, in order, with their response left to the test. */
-  readonly held: Array<{ body: string; res: ServerResponse; closed: Promise<void> }>;
-  /** Resolves when `n` requests have arrived. */
-  arrived(n: number): Promise<void>;
-}
-
-/** An upstream that answers nothing on its own: each test writes the responses itself. */
-async function startHeldUpstream(t: TestContext): Promise<HeldUpstream> {
-  const held: HeldUpstream['held'] = [];
-  const waiters: Array<{ n: number; resolve: () => void }> = [];
-  const server = http.createServer((req: IncomingMessage, res: ServerResponse) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString()));
-    req.on('end', () => {
-      const closed = new Promise<void>((resolve) => res.on('close', () => resolve()));
-      held.push({ body, res, closed });
-      for (const w of waiters.splice(0)) (held.length >= w.n ? w.resolve : () => waiters.push(w))();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  );
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    held,
-    arrived: (n) => (held.length >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve }))),
-  };
-}
 
 /** Resolves with the next `n` requests the server reads (after its own handler has run). */
 function requestsSeen(server: Server, n: number): Promise<IncomingMessage[]> {
@@ -57,23 +22,6 @@ function requestsSeen(server: Server, n: number): Promise<IncomingMessage[]> {
     };
     server.on('request', on);
   });
-}
-
-/** Reads a whole response, resolving with what arrived and whether it ended cleanly. */
-function readAll(res: Response): Promise<{ text: string; clean: boolean }> {
-  return (async () => {
-    let text = '';
-    const reader = res.body!.getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) return { text, clean: true };
-        text += Buffer.from(value).toString();
-      }
-    } catch {
-      return { text, clean: false };
-    }
-  })();
 }
 
 describe('limits', () => {
@@ -138,8 +86,8 @@ describe('limits', () => {
     const { res: upstreamRes, closed } = upstream.held[0]!;
     upstreamRes.writeHead(200, SSE);
     upstreamRes.write(event('a'));
-    const got = await readAll(await pending);
-    assert.deepEqual(got, { text: event('a'), clean: false });
+    const got = await readToEnd(await pending);
+    assert.deepEqual([got.text, got.clean], [event('a'), false]);
     await closed;
     const [sample] = await finished;
     assert.deepEqual([sample!.outcome, sample!.failure], ['failed', 'upstream_timeout']);
@@ -164,7 +112,7 @@ describe('limits', () => {
       upstreamRes.write(e);
     }, 20);
     t.after(() => clearInterval(tick));
-    const got = await readAll(await pending);
+    const got = await readToEnd(await pending);
     await closed;
     clearInterval(tick);
     assert.equal(got.clean, false, 'the client sees a cut response, not a complete one');
