@@ -55,6 +55,16 @@ async function startCli(t: TestContext, upstream: string, env: Record<string, st
   return { child, urls: started as unknown as Running['urls'], logged, exited };
 }
 
+/** What is left of a stream, to its clean end. */
+async function restOf(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string> {
+  let rest = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return rest;
+    rest += Buffer.from(value).toString();
+  }
+}
+
 /** A streaming request whose first event has reached the client, and the upstream's response. */
 async function streamInFlight(app: Running, upstream: HeldUpstream): Promise<{ response: Promise<Response>; upstreamRes: ServerResponse }> {
   const response = fetch(`${app.urls.data}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' });
@@ -91,12 +101,7 @@ describe('graceful drain', () => {
     assert.match(metrics, /num_requests_running\{model_name="m"\} 1/, 'the stream is still in flight');
 
     upstreamRes.end(event('b') + 'data: [DONE]\n\n');
-    let rest = '';
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      rest += Buffer.from(value).toString();
-    }
+    const rest = await restOf(reader);
     assert.equal(rest, event('b') + 'data: [DONE]\n\n', 'the stream finished whole');
     assert.deepEqual(await app.exited, [0, null]);
   });
@@ -122,12 +127,7 @@ describe('graceful drain', () => {
     await app.logged(/^draining/);
     assert.equal((await fetch(`${app.urls.management}/ready`)).status, 503);
     upstreamRes.end(event('b') + 'data: [DONE]\n\n');
-    let rest = '';
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      rest += Buffer.from(value).toString();
-    }
+    const rest = await restOf(reader);
     assert.equal(rest, event('b') + 'data: [DONE]\n\n', 'the stream finished whole');
     assert.deepEqual(await app.exited, [0, null]);
   });
