@@ -11,12 +11,16 @@ import { createDataPlane, type DataPlane } from './data-plane/data-plane.ts';
 import { createInjectionSwitch } from './data-plane/usage-injection.ts';
 import type { Logger } from './log.ts';
 import { createManagementApp } from './management/management-app.ts';
+import { loadDashboardAssets } from './management/dashboard-app.ts';
+import { createDashboardFeed } from './management/dashboard-feed.ts';
 import { createMetricsApp } from './management/metrics-app.ts';
 import { closeServer, createAppServer, hostPort, listen, urlOf } from './management/listen.ts';
 import { monotonicClock, type Clock } from './measure/clock.ts';
 import type { MeasurementSink } from './measure/request-timer.ts';
 import type { ContainerSamplerOptions } from './metrics/container/container-sampler.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
+import type { OtelOptions } from './metrics/dialects/otel.ts';
+import { startOtlpExport, type OtlpExport } from './metrics/otlp-export.ts';
 import type { ProxyEvents } from './metrics/proxy-families.ts';
 import { VERSION } from './version.ts';
 
@@ -87,7 +91,21 @@ export function buildMetrics(config: Config, options: StartOptions, openConnecti
           },
         }),
     ...(options.container === undefined ? {} : { container: options.container }),
+    otel: otelOptions(config),
   });
+}
+
+/** The otel dialect's and the OTLP export's constant attributes: the provider and the upstream's address. */
+function otelOptions(config: Config): OtelOptions {
+  const upstream = requireUpstream(config);
+  const port = upstream.port === '' ? (upstream.protocol === 'https:' ? 443 : 80) : Number(upstream.port);
+  return { providerName: config.otel.providerName, serverAddress: upstream.hostname.replace(/^\[(.*)\]$/, '$1'), serverPort: port };
+}
+
+/** The OTLP export of the otel measurements, when an endpoint is configured (the SDK is loaded only then). */
+export async function startExport(config: Config, metrics: Metrics, log: Logger): Promise<OtlpExport | undefined> {
+  if (config.otel.export === undefined) return undefined;
+  return startOtlpExport({ config: config.otel.export, otel: otelOptions(config), buckets: config.buckets, metrics, log });
 }
 
 /** The data plane of one process, reporting to `sink` and `events`. */
@@ -136,12 +154,15 @@ export interface Management {
   close(): Promise<void>;
 }
 
-/** The management listener (/health, /ready, /metrics-json) and the metrics listener (/metrics). */
+/** The management listener (/health, /ready, /metrics-json, /dashboard) and the metrics listener (/metrics). */
 export async function startManagement(config: Config, metrics: Metrics, beforeScrape?: () => Promise<void>): Promise<Management> {
   let ready = false;
   let instance = `${config.managementHost}:${config.managementPort}`;
   const { metricsToken: token, managementTls, metricsTls } = config.security;
-  const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance, beforeScrape, token });
+  // The live page's snapshots (one a second, off the request path); with workers, they flush first.
+  const feed = createDashboardFeed({ metrics, beforeSnapshot: beforeScrape });
+  const dashboard = { feed, assets: loadDashboardAssets(token !== undefined) };
+  const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance, beforeScrape, token, dashboard });
   const metricsApp = createMetricsApp(metrics, config.metricsEnabled, beforeScrape, token);
   // One listener serves both when the ports are equal (and fixed); port 0 always means a listener of its own.
   const shared = config.metricsPort === config.managementPort && config.managementPort !== 0;
@@ -158,6 +179,7 @@ export async function startManagement(config: Config, metrics: Metrics, beforeSc
     }
     servers.push(managementServer);
     const managementAddress = await listen(managementServer, config.managementHost, config.managementPort);
+    feed.start();
     instance = hostPort(managementAddress);
     const managementScheme = managementTls === undefined ? 'http' : 'https';
     let metricsUrl: string | undefined;
@@ -173,10 +195,12 @@ export async function startManagement(config: Config, metrics: Metrics, beforeSc
       metricsUrl,
       setReady: (r) => (ready = r),
       close: async () => {
+        feed.stop();
         await Promise.all(servers.map(closeServer));
       },
     };
   } catch (error) {
+    feed.stop();
     await Promise.all(servers.map(closeServer));
     throw error;
   }
@@ -204,7 +228,10 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   dataPlane = built.dataPlane;
   const plane = dataPlane;
   let management: Management | undefined;
+  let otlp: OtlpExport | undefined;
   try {
+    // Before the first request: the export hears every finished one.
+    otlp = await startExport(config, metrics, log);
     const dataAddress = await listen(plane.server, config.host, config.port);
     management = await startManagement(config, metrics);
     metrics.start();
@@ -212,11 +239,14 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     const dataUrl = urlOf(dataAddress, config.security.dataTls === undefined ? 'http' : 'https');
     log.info('infermeter started', startedFields(config, dataUrl, management));
     const m = management;
+    const exporting = otlp;
     const close = async (): Promise<void> => {
       m.setReady(false);
       metrics.close();
       await Promise.all([plane.close(), m.close()]);
       await built.accessLog?.close();
+      // Every request has finished: the last export carries them all (bounded).
+      await exporting?.close();
     };
     return {
       dataUrl,
@@ -233,7 +263,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     };
   } catch (error) {
     metrics.close();
-    await Promise.all([plane.close(), management?.close()]);
+    await Promise.all([plane.close(), management?.close(), otlp?.close()]);
     throw error;
   }
 }

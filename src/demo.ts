@@ -35,6 +35,7 @@ async function main(): Promise<void> {
       `  simulated model server  ${sim.url}  (models: ${MODELS.join(', ')})`,
       `  proxy, for clients      ${app.dataUrl}/v1`,
       `  metrics (Prometheus)    ${app.metricsUrl ?? 'disabled by MIES_SERVICE_MONITOR_MODE'}`,
+      `  live dashboard          ${app.managementUrl}/dashboard`,
       `  health                  ${app.managementUrl}/health`,
       'Try:',
       `  curl -s ${app.metricsUrl} | grep -v '^#'`,

@@ -163,5 +163,6 @@ function lostSample(info: RequestInfo, outputSeen: boolean): RequestSample {
     completionTokens: undefined,
     usageSource: 'none',
     tokenEvents: 0,
+    finishReason: undefined,
   };
 }

@@ -5,7 +5,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import type { Config, Env } from '../config/config.ts';
-import { buildMetrics, startedFields, startManagement, type Infermeter, type StartOptions } from '../app.ts';
+import { buildMetrics, startedFields, startExport, startManagement, type Infermeter, type StartOptions } from '../app.ts';
 import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage } from './bus.ts';
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.ts', import.meta.url)).replace(/\.ts$/, import.meta.url.endsWith('.ts') ? '.ts' : '.js');
@@ -30,6 +30,8 @@ export async function startClusterPrimary(
     for (const c of connections.values()) n += c;
     return n;
   });
+  // The primary holds the measurements, so it exports them; before the first worker starts.
+  const otlp = await startExport(config, metrics, log);
   cluster.setupPrimary({ exec: WORKER_MAIN, serialization: 'advanced', silent: false });
 
   let stopping = false;
@@ -129,5 +131,6 @@ export async function startClusterPrimary(
     );
     metrics.close();
     await management.close();
+    await otlp?.close();
   }
 }

@@ -7,6 +7,7 @@ import { bucketVariable, HISTOGRAM_FAMILIES, parseBuckets, type BucketOverrides,
 import { dirname } from 'node:path';
 import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
 import { parseSecurity, readBuffer, SECURITY_VARIABLES, type Security } from './security.ts';
+import { OTEL_VARIABLES, parseOtel, type OtelConfig } from './otel-config.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -55,10 +56,12 @@ export interface Config {
   readonly workers: number;
   /** TLS, the metrics token, label and concurrency bounds, timeouts, the drain. */
   readonly security: Security;
+  /** The otel dialect's provider name and the OTLP export (on when an OTLP endpoint is set). */
+  readonly otel: OtelConfig;
 }
 
-export type DialectName = 'mindie' | 'aom';
-export const DIALECT_NAMES: readonly DialectName[] = ['mindie', 'aom'];
+export type DialectName = 'mindie' | 'aom' | 'vllm' | 'otel';
+export const DIALECT_NAMES: readonly DialectName[] = ['mindie', 'aom', 'vllm', 'otel'];
 
 export interface AomOptions {
   /** Collection period of the AOM period gauges and container metrics, in seconds. */
@@ -142,6 +145,7 @@ export const VARIABLES = [
   ...SECURITY_VARIABLES,
   'INFERMETER_AOM_PERIOD_SECONDS',
   ...Object.values(AOM_LABEL_VARIABLES),
+  ...OTEL_VARIABLES,
 ] as const;
 
 const MiB = 1024 * 1024;
@@ -264,6 +268,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   }
   const workersRaw = nonEmpty(env.INFERMETER_WORKERS)?.toLowerCase();
   const workers = workersRaw === 'auto' ? availableParallelism() : parseInteger(env, 'INFERMETER_WORKERS', 1, 1, 256, problem, 'an integer from 1 to 256, or auto (one per CPU)');
+  const otel = parseOtel(env, options.hostname ?? hostname(), problem);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
@@ -294,6 +299,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     accessLog,
     workers,
     security,
+    otel,
   });
 }
 

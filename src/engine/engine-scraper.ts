@@ -160,7 +160,14 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
       return;
     }
     const own = options.ownNames();
-    const kept = families.filter((f) => !own.has(f.name) && !seriesNames(f.name, f.type).some((n) => own.has(n)) && !f.samples.some((s) => own.has(s.name)));
+    const clashes = (f: Family): boolean => own.has(f.name) || seriesNames(f.name, f.type).some((n) => own.has(n)) || f.samples.some((s) => own.has(s.name));
+    // prometheus_client's `<name>_created` companion of a counter or histogram goes with it.
+    const companion = (f: Family): boolean => {
+      if (!f.name.endsWith('_created')) return false;
+      const base = f.name.slice(0, -'_created'.length);
+      return own.has(base) || own.has(`${base}_total`);
+    };
+    const kept = families.filter((f) => !clashes(f) && !companion(f));
     const formatted = formatExposition(kept);
     if (Buffer.byteLength(formatted) > options.relay.maxBytes) {
       relay = '';

@@ -9,10 +9,11 @@ const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
 /** Paths a load balancer or kubelet probes without credentials: they reveal nothing. */
 const OPEN = new Set(['/health', '/ready']);
 
-export function requireBearer(token: string): MiddlewareHandler {
+/** `open`: further paths that need no token because they hold no data (the dashboard's page). */
+export function requireBearer(token: string, open: (path: string) => boolean = () => false): MiddlewareHandler {
   const expected = digest(token);
   return async function bearerToken(c, next) {
-    if (OPEN.has(c.req.path)) return next();
+    if (OPEN.has(c.req.path) || open(c.req.path)) return next();
     const header = c.req.header('authorization') ?? '';
     const given = header.startsWith('Bearer ') ? header.slice(7) : '';
     if (given !== '' && timingSafeEqual(digest(given), expected)) return next();

@@ -3,7 +3,8 @@
 // Shapes covered: chat.completion.chunk (delta.content / reasoning_content / reasoning /
 // tool_calls / refusal / audio / function_call), text_completion (choices[].text), the
 // Responses API (`response.*.delta` events, usage in response.completed), vLLM's flat
-// `{"object":"error"}` event and OpenAI's `{"error":{...}}`.
+// `{"object":"error"}` event and OpenAI's `{"error":{...}}`. It also reads why generation
+// stopped: `choices[].finish_reason`, or the Responses API's final status.
 import { readUsage, type Usage } from './usage.ts';
 
 export interface EventFacts {
@@ -17,13 +18,53 @@ export interface EventFacts {
   readonly done: boolean;
   /** The payload was not JSON: nothing else could be read from it. */
   readonly malformed: boolean;
+  /** Why generation stopped, when this event says (see readFinishReason). */
+  readonly finishReason: string | undefined;
+  /** The payload's `model` (the Responses API: its response's), on events that report usage or a finish reason. */
+  readonly model?: string | undefined;
 }
 
-const DONE: EventFacts = { token: false, usage: undefined, error: false, done: true, malformed: false };
-const MALFORMED: EventFacts = { token: false, usage: undefined, error: false, done: false, malformed: true };
-const ERROR: EventFacts = { token: false, usage: undefined, error: true, done: false, malformed: false };
-const NOTHING: EventFacts = { token: false, usage: undefined, error: false, done: false, malformed: false };
-const TOKEN: EventFacts = { token: true, usage: undefined, error: false, done: false, malformed: false };
+/** Adds `model` to facts when the payload names one (a non-empty string); the key is absent otherwise. */
+function withModel<T extends object>(facts: T, model: unknown): T & { readonly model?: string } {
+  return typeof model === 'string' && model.length > 0 ? { ...facts, model } : facts;
+}
+
+const DONE: EventFacts = { token: false, usage: undefined, error: false, done: true, malformed: false, finishReason: undefined };
+const MALFORMED: EventFacts = { token: false, usage: undefined, error: false, done: false, malformed: true, finishReason: undefined };
+const ERROR: EventFacts = { token: false, usage: undefined, error: true, done: false, malformed: false, finishReason: undefined };
+const NOTHING: EventFacts = { token: false, usage: undefined, error: false, done: false, malformed: false, finishReason: undefined };
+const TOKEN: EventFacts = { token: true, usage: undefined, error: false, done: false, malformed: false, finishReason: undefined };
+
+/** Longest finish reason kept: engines send short words; anything longer is cut. */
+const MAX_FINISH_REASON = 64;
+
+/** A `finish_reason` value: a non-empty string (cut to 64 characters), else undefined (null, absent). */
+export function readFinishReason(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length === 0) return undefined;
+  return value.length > MAX_FINISH_REASON ? value.slice(0, MAX_FINISH_REASON) : value;
+}
+
+/** The last non-null `finish_reason` of a `choices` array (with n > 1, the last choice to finish). */
+function choicesFinishReason(choices: readonly unknown[]): string | undefined {
+  let reason: string | undefined;
+  for (const choice of choices) {
+    if (typeof choice !== 'object' || choice === null) continue;
+    reason = readFinishReason((choice as Record<string, unknown>).finish_reason) ?? reason;
+  }
+  return reason;
+}
+
+/**
+ * The Responses API's final status as a finish reason, in chat's words: `completed` is "stop";
+ * `incomplete` is its `incomplete_details.reason`, with `max_output_tokens` as "length".
+ */
+function responseFinishReason(response: Record<string, unknown>): string | undefined {
+  if (response.status === 'completed') return 'stop';
+  if (response.status !== 'incomplete') return undefined;
+  const details = response.incomplete_details;
+  const reason = typeof details === 'object' && details !== null ? readFinishReason((details as Record<string, unknown>).reason) : undefined;
+  return reason === 'max_output_tokens' ? 'length' : reason;
+}
 
 /** Classifies the `data` of one SSE event; `eventName` is its `event:` field, if any. */
 export function classifyEvent(data: string, eventName?: string): EventFacts {
@@ -50,6 +91,7 @@ export function classifyPayload(p: Record<string, unknown>, eventName?: string):
     return ERROR;
   }
   let token = false;
+  let finishReason: string | undefined;
   const choices = p.choices;
   if (Array.isArray(choices)) {
     for (const choice of choices) {
@@ -58,10 +100,11 @@ export function classifyPayload(p: Record<string, unknown>, eventName?: string):
         break;
       }
     }
+    finishReason = choicesFinishReason(choices);
   }
   const usage = p.usage === undefined || p.usage === null ? undefined : readUsage(p.usage);
-  if (usage === undefined) return token ? TOKEN : NOTHING;
-  return { token, usage, error: false, done: false, malformed: false };
+  if (usage === undefined && finishReason === undefined) return token ? TOKEN : NOTHING;
+  return withModel({ token, usage, error: false, done: false, malformed: false, finishReason }, p.model);
 }
 
 function classifyResponsesEvent(p: Record<string, unknown>, type: string): EventFacts {
@@ -71,12 +114,11 @@ function classifyResponsesEvent(p: Record<string, unknown>, type: string): Event
     return typeof delta === 'string' && delta.length === 0 ? NOTHING : TOKEN;
   }
   if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed') {
-    const response = p.response;
-    const usage =
-      typeof response === 'object' && response !== null
-        ? readUsage((response as Record<string, unknown>).usage)
-        : undefined;
-    return { token: false, usage, error: type === 'response.failed', done: false, malformed: false };
+    const response = typeof p.response === 'object' && p.response !== null ? (p.response as Record<string, unknown>) : undefined;
+    const usage = response === undefined ? undefined : readUsage(response.usage);
+    // The event's type is the status when the response object leaves it out.
+    const finishReason = response === undefined ? undefined : responseFinishReason({ status: type.slice('response.'.length), ...response });
+    return withModel({ token: false, usage, error: type === 'response.failed', done: false, malformed: false, finishReason }, response?.model);
   }
   return NOTHING;
 }
@@ -112,18 +154,29 @@ function nonEmpty(value: unknown): boolean {
   return false;
 }
 
+export interface BodyFacts {
+  readonly usage: Usage | undefined;
+  readonly error: boolean;
+  readonly malformed: boolean;
+  /** `choices[].finish_reason` (the last non-null one), or the Responses API's status as one. */
+  readonly finishReason: string | undefined;
+  /** The body's `model`, when it names one. */
+  readonly model?: string | undefined;
+}
+
 /** Reads what a complete, non-streamed JSON response body reports. */
-export function classifyBody(body: string): { usage: Usage | undefined; error: boolean; malformed: boolean } {
+export function classifyBody(body: string): BodyFacts {
   let payload: unknown;
   try {
     payload = JSON.parse(body);
   } catch {
-    return { usage: undefined, error: false, malformed: true };
+    return { usage: undefined, error: false, malformed: true, finishReason: undefined };
   }
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
-    return { usage: undefined, error: false, malformed: true };
+    return { usage: undefined, error: false, malformed: true, finishReason: undefined };
   }
   const p = payload as Record<string, unknown>;
   const error = p.object === 'error' || (p.error !== undefined && p.error !== null);
-  return { usage: readUsage(p.usage), error, malformed: false };
+  const finishReason = Array.isArray(p.choices) ? choicesFinishReason(p.choices) : p.object === 'response' ? responseFinishReason(p) : undefined;
+  return withModel({ usage: readUsage(p.usage), error, malformed: false, finishReason }, p.model);
 }

@@ -32,6 +32,10 @@ export interface RequestTimer {
   tokenEvent(completionTokens?: number): void;
   /** The upstream reported usage; the last report wins (reports are cumulative). */
   usage(usage: Usage): void;
+  /** The upstream said why generation stopped (`finish_reason`); the last report wins. */
+  finishReason(reason: string): void;
+  /** The upstream named the model that answered (its response's `model`); the first one wins. */
+  responseModel(model: string): void;
   /** The upstream sent an error event inside the stream. */
   streamError(): void;
   /** The request failed on the upstream side; the first reason wins. */
@@ -57,6 +61,8 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
   // When the current chunk arrived: every event in one chunk arrived then (one clock read a chunk).
   let chunkAt: number | undefined;
   let lastUsage: Usage | undefined;
+  let finishReason: string | undefined;
+  let responseModel: string | undefined;
   let failure: FailureReason | undefined;
   let finishedAt: number | undefined;
   let closed = false;
@@ -111,6 +117,12 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
     },
     usage(u) {
       if (!closed) lastUsage = u;
+    },
+    finishReason(reason) {
+      if (!closed) finishReason = reason;
+    },
+    responseModel(model) {
+      if (!closed) responseModel ??= model;
     },
     streamError() {
       if (!closed) failure ??= 'stream_error';
@@ -172,6 +184,9 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
         completionTokens,
         usageSource,
         tokenEvents,
+        finishReason,
+        duration: (end - t0) / 1000,
+        responseModel,
       };
       sink.finished(sample);
       return sample;

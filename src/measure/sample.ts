@@ -58,4 +58,23 @@ export interface RequestSample extends RequestInfo {
   readonly usageSource: UsageSource;
   /** Number of token-carrying events seen. */
   readonly tokenEvents: number;
+  /**
+   * Why generation stopped, as the upstream said: the last non-null `choices[].finish_reason`
+   * ("stop", "length", "tool_calls", ...; at most 64 characters), or for the Responses API
+   * "stop" (completed) or its incomplete reason ("length" for max_output_tokens); undefined when
+   * the upstream did not say (a cut stream, an engine that leaves it out, an error).
+   */
+  readonly finishReason: string | undefined;
+  /**
+   * Seconds from arrival to the end of the request, whatever its outcome: the last byte handed
+   * to the client, or when its connection closed (equal to `e2e` for a success). Left out for
+   * requests lost with a worker.
+   */
+  readonly duration?: number | undefined;
+  /**
+   * The `model` the upstream named in its answer (OpenAI's `gen_ai.response.model`: e.g.
+   * gpt-4o-2024-08-06 for gpt-4o), read where the answer is parsed anyway: a non-streamed body,
+   * a stream's usage or finish chunk, the Responses API's final event. Undefined when it said none.
+   */
+  readonly responseModel?: string | undefined;
 }

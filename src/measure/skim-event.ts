@@ -1,11 +1,11 @@
 // The hot path's classifier: decides from the raw bytes of one `data:` payload whether a chat or
 // completions chunk carries generated output, in one pass over the bytes, without decoding them
 // or building objects. It walks the top-level object: `choices[].delta` members and
-// `choices[].text` decide; anything that needs more than that (a usage object, an error, the
-// Responses API's `type`, an unexpected byte) makes it answer undefined, and the full
-// classifier (JSON.parse) decides instead: exact either way, fast for the events that make up
-// almost every stream. It assumes what engines send: no key twice in one object (JSON.parse would
-// keep the last; a member here counts wherever it is).
+// `choices[].text` decide; anything that needs more than that (a usage object, an error, a
+// non-null `finish_reason`, the Responses API's `type`, an unexpected byte) makes it answer
+// undefined, and the full classifier (JSON.parse) decides instead: exact either way, fast for
+// the events that make up almost every stream. It assumes what engines send: no key twice in one
+// object (JSON.parse would keep the last; a member here counts wherever it is).
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -25,6 +25,7 @@ const USAGE = k('usage');
 const ERROR = k('error');
 const OBJECT = k('object');
 const TYPE = k('type');
+const FINISH_REASON = k('finish_reason');
 // `delta` members whose value is output when it is a non-empty string or array ...
 const SEQUENCE_KEYS = [k('content'), k('reasoning_content'), k('reasoning'), k('tool_calls'), k('refusal')];
 // ... and those whose value is output when it is a non-empty object (as in openai-events.ts).
@@ -186,7 +187,7 @@ class Walker {
     }
   }
 
-  /** One choice object: `delta` members and `text` decide. */
+  /** One choice object: `delta` members and `text` decide; a finish reason defers (once a stream). */
   choice(i: number): number {
     const b = this.b;
     i = this.space(i + 1);
@@ -205,6 +206,8 @@ class Walker {
         const end = this.stringEnd(i);
         if (end !== DEFER && end > i + 2) this.token = true;
         i = end;
+      } else if (b[i] !== 0x6e /* anything but null */ && this.keyIs(keyStart, keyEnd - 1, FINISH_REASON)) {
+        return DEFER; // why generation stopped: the full classifier reads it
       } else {
         i = this.skipValue(i);
       }

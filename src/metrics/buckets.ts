@@ -1,7 +1,7 @@
 // Histogram bucket boundaries of every histogram family, by family name, and the parser for the
 // INFERMETER_BUCKETS_<FAMILY> overrides. The MindIE defaults are the spec's; the AOM defaults
 // (milliseconds and token counts) are infermeter's choice for LLM traffic, documented in
-// docs/metrics.md.
+// docs/metrics.md; the vLLM defaults are vLLM's own (vllm/v1/metrics/loggers.py, v0.12).
 
 export const DEFAULT_BUCKETS = {
   // MindIE (seconds, tokens): as the spec gives them.
@@ -21,6 +21,23 @@ export const DEFAULT_BUCKETS = {
   infer_service_per_token_cost: [1, 2, 5, 10, 15, 20, 25, 30, 40, 50, 75, 100, 150, 200, 300, 500, 1000, 2500, 110000],
   infer_service_input_token_quantity: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 110000, 131072],
   infer_service_output_token_quantity: [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 110000, 131072],
+  // vLLM (seconds, tokens): vLLM's own buckets. Its token buckets are 1-2-5 steps up to the
+  // served model's max_model_len, which a proxy does not know: these are what vLLM emits for a
+  // max_model_len from 100000 to 199999 (131072, say).
+  'vllm:time_to_first_token_seconds': [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560],
+  'vllm:inter_token_latency_seconds': [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80],
+  'vllm:request_time_per_output_token_seconds': [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80],
+  'vllm:e2e_request_latency_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
+  'vllm:request_decode_time_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
+  'vllm:request_prompt_tokens': [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
+  'vllm:request_generation_tokens': [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
+  // OpenTelemetry GenAI semantic conventions (seconds, tokens): the ExplicitBucketBoundaries the
+  // conventions advise (semconv v1.37-v1.41 gen-ai-metrics), under the Prometheus names; the
+  // OTLP export uses the same boundaries.
+  gen_ai_server_time_to_first_token_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+  gen_ai_server_time_per_output_token_seconds: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+  gen_ai_server_request_duration_seconds: [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92],
+  gen_ai_client_token_usage: [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864],
 } as const satisfies Record<string, readonly number[]>;
 
 export type HistogramFamily = keyof typeof DEFAULT_BUCKETS;
@@ -34,9 +51,9 @@ export function bucketsFor(family: HistogramFamily, overrides: BucketOverrides |
   return overrides?.[family] ?? DEFAULT_BUCKETS[family];
 }
 
-/** The environment variable that overrides a family's buckets. */
+/** The environment variable that overrides a family's buckets (`:` of vLLM's names as `_`). */
 export function bucketVariable(family: HistogramFamily): string {
-  return `INFERMETER_BUCKETS_${family.toUpperCase()}`;
+  return `INFERMETER_BUCKETS_${family.toUpperCase().replace(':', '_')}`;
 }
 
 /** Parses "0.1,0.5,1" into strictly increasing finite positive numbers; undefined when invalid. */

@@ -185,3 +185,112 @@ export function registerHistogram(registry: Registry, options: HistogramOptions)
   registry.registerMetric(histogram as never);
   return histogram;
 }
+
+export interface LabelledHistogramOptions {
+  readonly name: string;
+  readonly help: string;
+  /** Upper bounds, strictly increasing; +Inf is implied. */
+  readonly buckets: readonly number[];
+  /** The label names, in the order of the values observe() takes. */
+  readonly labelNames: readonly string[];
+}
+
+export interface LabelledHistogram extends Family {
+  /**
+   * Records `weight` observations of `value` under one label set, its values in the order of
+   * `labelNames`; an undefined value leaves its label out of that series.
+   */
+  observe(labelValues: readonly (string | undefined)[], value: number, weight?: number): void;
+}
+
+/**
+ * A histogram over several labels (the OpenTelemetry dialect's attributes), rendered like
+ * registerHistogram's: label strings built once per series, O(log buckets) per observation.
+ */
+export function registerLabelledHistogram(registry: Registry, options: LabelledHistogramOptions): LabelledHistogram {
+  const { name, help, labelNames } = options;
+  checkName(name, labelNames);
+  const bounds = Float64Array.from(options.buckets);
+  for (let i = 1; i < bounds.length; i++) {
+    if (!(bounds[i]! > bounds[i - 1]!)) throw new TypeError(`buckets of ${name} must increase strictly`);
+  }
+  const series = new Map<string, Series & { readonly labels: Readonly<Record<string, string>> }>();
+  const head = header(name, help, 'histogram');
+  const bucketLabels = Array.from(bounds, (b) => `le="${formatValue(b)}"`);
+  const prefixesFor = (labels: Readonly<Record<string, string>>): string[] => {
+    const text = formatLabels(labels);
+    const sep = text === '' ? '' : ',';
+    const prefixes = bucketLabels.map((le) => `${name}_bucket{${text}${sep}${le}} `);
+    const plain = text === '' ? '' : `{${text}}`;
+    prefixes.push(`${name}_bucket{${text}${sep}le="+Inf"} `, `${name}_sum${plain} `, `${name}_count${plain} `);
+    return prefixes;
+  };
+  // Length-prefixed values: no two label sets share a key, whatever characters they hold.
+  const keyOf = (values: readonly (string | undefined)[]): string => {
+    let key = '';
+    for (let i = 0; i < labelNames.length; i++) {
+      const v = values[i];
+      key += v === undefined ? '-' : `${v.length}:${v}`;
+    }
+    return key;
+  };
+
+  const histogram: LabelledHistogram = {
+    name,
+    help,
+    type: 'histogram',
+    renderText() {
+      let out = head;
+      for (const s of series.values()) {
+        const p = (s.prefixes ??= prefixesFor(s.labels));
+        let cumulative = 0;
+        for (let i = 0; i < bounds.length; i++) {
+          cumulative += s.counts[i]!;
+          out += `${p[i]}${cumulative}\n`;
+        }
+        out += `${p[bounds.length]}${s.count}\n${p[bounds.length + 1]}${formatValue(s.sum)}\n${p[bounds.length + 2]}${s.count}\n`;
+      }
+      return out;
+    },
+    observe(labelValues, value, weight = 1) {
+      if (!(weight > 0) || !Number.isFinite(value)) return;
+      const key = keyOf(labelValues);
+      let s = series.get(key);
+      if (s === undefined) {
+        const labels: Record<string, string> = {};
+        for (let i = 0; i < labelNames.length; i++) {
+          const v = labelValues[i];
+          if (v !== undefined) labels[labelNames[i]!] = v;
+        }
+        s = { counts: new Float64Array(bounds.length + 1), sum: 0, count: 0, prefixes: undefined, labels };
+        series.set(key, s);
+      }
+      let lo = 0;
+      let hi = bounds.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (value <= bounds[mid]!) hi = mid;
+        else lo = mid + 1;
+      }
+      s.counts[lo]! += weight;
+      s.sum += value * weight;
+      s.count += weight;
+    },
+    get() {
+      const values: MetricValue[] = [];
+      for (const s of series.values()) {
+        let cumulative = 0;
+        for (let i = 0; i < bounds.length; i++) {
+          cumulative += s.counts[i]!;
+          values.push({ value: cumulative, labels: { ...s.labels, le: bounds[i]! }, metricName: `${name}_bucket` });
+        }
+        values.push({ value: s.count, labels: { ...s.labels, le: '+Inf' }, metricName: `${name}_bucket` });
+        values.push({ value: s.sum, labels: { ...s.labels }, metricName: `${name}_sum` });
+        values.push({ value: s.count, labels: { ...s.labels }, metricName: `${name}_count` });
+      }
+      return { name, help, type: 'histogram', values, aggregator: 'sum' };
+    },
+  };
+  registry.registerMetric(histogram as never);
+  return histogram;
+}

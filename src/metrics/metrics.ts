@@ -7,6 +7,8 @@ import type { MeasurementSink } from '../measure/request-timer.ts';
 import { createAomDialect } from './dialects/aom.ts';
 import type { Dialect, DialectContext, DialectFactory } from './dialects/dialect.ts';
 import { createMindieDialect } from './dialects/mindie.ts';
+import { createVllmDialect } from './dialects/vllm.ts';
+import { createOtelDialect } from './dialects/otel.ts';
 import { createEngineScraper, fetchText, type EngineScraper, type EngineScraperOptions, type EngineView } from '../engine/engine-scraper.ts';
 import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
 import { registerDerived, type Family } from './families.ts';
@@ -19,6 +21,8 @@ import { createRecorder, type MeasurementState, type SampleObserver } from './re
 export const DIALECTS: Readonly<Record<DialectName, DialectFactory>> = {
   mindie: createMindieDialect,
   aom: createAomDialect,
+  vllm: createVllmDialect,
+  otel: createOtelDialect,
 };
 
 export interface Metrics {
@@ -98,6 +102,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     openConnections: options.openConnections ?? (() => 0),
     engine: () => scraper?.view(),
     ...(options.container === undefined ? {} : { container: options.container }),
+    ...(options.otel === undefined ? {} : { otel: options.otel }),
   };
   const dialects = options.dialects.map((name) => DIALECTS[name](registry, recorder.state, context));
   for (const dialect of dialects) recorder.addObserver(dialect);

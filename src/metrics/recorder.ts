@@ -104,7 +104,12 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
       for (const o of observers) o.firstOutput?.(info, ttft);
     },
     finished(raw) {
-      const sample = infoOf(raw);
+      let sample = infoOf(raw);
+      // The upstream's answer names a model too (gen_ai.response.model): bounded the same way.
+      if (guard !== undefined && sample.responseModel !== undefined) {
+        const responseModel = guard.model(sample.responseModel);
+        if (responseModel !== sample.responseModel) sample = { ...sample, responseModel };
+      }
       const m = model(sample.model);
       if (sample.outputSeen) m.running--;
       else m.waiting--;

@@ -88,6 +88,8 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
   const report = (facts: EventFacts): void => {
     if (facts.token) timer.tokenEvent(facts.usage?.completionTokens);
     if (facts.usage !== undefined) timer.usage(facts.usage);
+    if (facts.finishReason !== undefined) timer.finishReason(facts.finishReason);
+    if (facts.model !== undefined) timer.responseModel(facts.model);
     if (facts.error) timer.streamError();
     if (facts.malformed) options.problem('malformed_event');
   };
@@ -271,6 +273,8 @@ function tapJsonBody(
       const facts = classifyBody(body.toString('utf8'));
       if (facts.malformed) options.problem('malformed_body');
       if (facts.usage !== undefined) timer.usage(facts.usage);
+      if (facts.finishReason !== undefined) timer.finishReason(facts.finishReason);
+      if (facts.model !== undefined) timer.responseModel(facts.model);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       options.problem(code === 'ERR_BUFFER_TOO_LARGE' ? 'body_too_large' : 'malformed_body');

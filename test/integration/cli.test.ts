@@ -115,6 +115,7 @@ describe('npm run demo', () => {
     assert.equal(code, 0, stdout);
     assert.match(stdout, /proxy, for clients {6}http:\/\/127\.0\.0\.1:\d+\/v1/);
     assert.match(stdout, /metrics \(Prometheus\) {4}http:\/\/127\.0\.0\.1:\d+\/metrics/);
+    assert.match(stdout, /live dashboard {10}http:\/\/127\.0\.0\.1:\d+\/dashboard\n/);
     const last = stdout.trim().split('\n').at(-1)!;
     const m = /^received (\d+): (\d+) ok/.exec(last);
     assert.ok(m, last);

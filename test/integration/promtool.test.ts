@@ -1,7 +1,7 @@
 // The exposition passes `promtool check metrics` (Debian package prometheus). promtool lints
 // names as well as parsing; the only findings allowed are on names the specs fix (MindIE's
 // avg_*_throughput_toks_per_s, ModelArts AOM's gauges named *_count / *_total and its megabyte
-// units), each listed here on purpose and in docs/metrics.md.
+// units, vLLM's `vllm:` prefix), each listed here on purpose and in docs/metrics.md.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
@@ -23,10 +23,27 @@ const SPEC_MANDATED_LINT = new Set([
   'ma_container_memory_used_megabytes use base unit "bytes" instead of "megabytes"',
   'ma_container_gpu_mem_used_megabytes use base unit "bytes" instead of "megabytes"',
   'ma_container_npu_memory_used_megabytes use base unit "bytes" instead of "megabytes"',
+  // vLLM's names carry its `vllm:` prefix, which promtool reserves for recording rules.
+  ...[
+    'vllm:num_requests_running',
+    'vllm:num_requests_waiting',
+    'vllm:kv_cache_usage_perc',
+    'vllm:num_preemptions_total',
+    'vllm:prompt_tokens_total',
+    'vllm:generation_tokens_total',
+    'vllm:request_success_total',
+    'vllm:request_prompt_tokens',
+    'vllm:request_generation_tokens',
+    'vllm:time_to_first_token_seconds',
+    'vllm:inter_token_latency_seconds',
+    'vllm:request_time_per_output_token_seconds',
+    'vllm:e2e_request_latency_seconds',
+    'vllm:request_decode_time_seconds',
+  ].map((name) => `${name} metric names should not contain ':'`),
 ]);
 
 describe('promtool check metrics', { skip }, () => {
-  for (const dialects of ['mindie', 'mindie,aom', 'aom']) it(`accepts a live /metrics after mixed traffic (INFERMETER_DIALECTS=${dialects})`, async (t) => {
+  for (const dialects of ['mindie', 'mindie,aom', 'aom', 'vllm', 'mindie,aom,vllm', 'otel', 'mindie,otel']) it(`accepts a live /metrics after mixed traffic (INFERMETER_DIALECTS=${dialects})`, async (t) => {
     assert.ok(available, 'promtool must be installed');
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
@@ -53,7 +70,10 @@ describe('promtool check metrics', { skip }, () => {
     now += 31_000; // one AOM collection period (30 s) ends: its gauges join the exposition
     const text = (await scrape(app)).text;
     if (dialects.includes('aom')) assert.match(text, /infer_service_request_total\{/);
-    assert.match(text, /model_name="qu\\"ote\\\\back_line"/, 'label values escaped; the control character replaced');
+    if (dialects.includes('vllm')) assert.match(text, /vllm:request_time_per_output_token_seconds_bucket\{/);
+    if (dialects.includes('otel')) assert.match(text, /gen_ai_server_request_duration_seconds_bucket\{.*gen_ai_request_model="qu\\"ote\\\\back_line"/, 'otel: label values escaped');
+    // The otel dialect's model label is gen_ai_request_model: model_name comes with the others.
+    if (dialects !== 'otel') assert.match(text, /model_name="qu\\"ote\\\\back_line"/, 'label values escaped; the control character replaced');
     const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
     const findings = `${result.stdout}\n${result.stderr}`.split('\n').map((l) => l.trim()).filter((l) => l !== '');
     const unexpected = findings.filter((l) => !SPEC_MANDATED_LINT.has(l));

@@ -5,8 +5,22 @@ import type { StreamExpectation } from '../helpers/fixtures.ts';
 import { rechunk, seededRandom } from '../helpers/random.ts';
 import { runTap, sseBlocks, type TapRun } from '../helpers/tap-harness.ts';
 
-function checkTotals(run: TapRun, expect: StreamExpectation, context: string): void {
+/**
+ * The finish reason a recording states, read from its bytes alone (an oracle independent of the
+ * classifiers): the last non-empty `"finish_reason":"..."`, or "stop" for a Responses API stream
+ * that completed; null when it cannot tell (another Responses API ending).
+ */
+function finishReasonIn(bytes: Buffer): string | undefined | null {
+  const text = bytes.toString('utf8');
+  if (/"type"\s*:\s*"response\./.test(text)) return /"type"\s*:\s*"response\.completed"/.test(text) ? 'stop' : null;
+  const all = [...text.matchAll(/"finish_reason"\s*:\s*"([^"]+)"/g)];
+  return all.length === 0 ? undefined : all[all.length - 1]![1];
+}
+
+function checkTotals(run: TapRun, expect: StreamExpectation, context: string, bytes: Buffer): void {
   const { sample, problems } = run;
+  const finishReason = finishReasonIn(bytes);
+  if (finishReason !== null) assert.equal(sample.finishReason, finishReason, `${context}: finish reason`);
   assert.equal(sample.tokenEvents, expect.tokenEvents, `${context}: token-carrying events`);
   assert.equal(sample.ttft !== undefined, expect.firstTokenEvent !== null, `${context}: TTFT observed`);
   if (expect.promptTokens === null && expect.completionTokens === null) {
@@ -30,7 +44,7 @@ export function checkEventByEvent(api: InferenceApi, bytes: Buffer, expect: Stre
   let seen = -1;
   for (const b of blocks) eventIndex.push(b.isEvent ? ++seen : seen);
   const run = runTap({ api, chunks: blocks.map((b) => b.bytes), clockAt: (i) => eventIndex[i]! });
-  checkTotals(run, expect, name);
+  checkTotals(run, expect, name, bytes);
   assert.equal(run.firstTokenAt ?? null, expect.firstTokenEvent, `${name}: first token event`);
   const { sample } = run;
   if (expect.firstTokenEvent !== null && expect.lastTokenEvent !== null && sample.tpot !== undefined) {
@@ -53,7 +67,7 @@ export function checkRechunked(api: InferenceApi, bytes: Buffer, expect: StreamE
     for (const c of chunks) ends.push((offset += c.length));
     const context = `${name} (seed ${seed}, chunks up to ${maxLen} bytes)`;
     const run = runTap({ api, chunks, clockAt: (i) => ends[i]! });
-    checkTotals(run, expect, context);
+    checkTotals(run, expect, context, bytes);
     if (expect.firstTokenEvent !== null) {
       // The first token is seen once its event's bytes are all in, and not a chunk later.
       const end = eventEnds[expect.firstTokenEvent]!;

@@ -112,6 +112,8 @@ describe('loadConfig', () => {
     assert.deepEqual(loadConfig({}).dialects, ['mindie']);
     assert.deepEqual(loadConfig({ INFERMETER_DIALECTS: 'aom' }).dialects, ['aom']);
     assert.deepEqual(loadConfig({ INFERMETER_DIALECTS: ' MindIE , aom ' }).dialects, ['mindie', 'aom']);
+    assert.deepEqual(loadConfig({ INFERMETER_DIALECTS: 'vllm' }).dialects, ['vllm']);
+    assert.deepEqual(loadConfig({ INFERMETER_DIALECTS: 'mindie,vllm' }).dialects, ['mindie', 'vllm']);
     assert.throws(() => loadConfig({ INFERMETER_DIALECTS: 'mindie,mindie' }), /INFERMETER_DIALECTS: expected a comma-separated list of mindie, aom/);
     assert.throws(() => loadConfig({ INFERMETER_DIALECTS: 'prometheus' }), /INFERMETER_DIALECTS/);
   });
@@ -119,6 +121,8 @@ describe('loadConfig', () => {
   it('reads histogram bucket overrides by family and refuses bad ones', () => {
     const c = loadConfig({ INFERMETER_BUCKETS_TIME_TO_FIRST_TOKEN_SECONDS: '0.5, 1,2,5e0' });
     assert.deepEqual(c.buckets, { time_to_first_token_seconds: [0.5, 1, 2, 5] });
+    // vLLM's names: the colon of `vllm:` is an underscore in the variable's name.
+    assert.deepEqual(loadConfig({ INFERMETER_BUCKETS_VLLM_TIME_TO_FIRST_TOKEN_SECONDS: '0.1,1' }).buckets, { 'vllm:time_to_first_token_seconds': [0.1, 1] });
     assert.throws(() => loadConfig({ INFERMETER_BUCKETS_TIME_TO_FIRST_TOKEN_SECONDS: '1,1' }), /strictly increasing positive numbers/);
     assert.throws(() => loadConfig({ INFERMETER_BUCKETS_E2E_REQUEST_LATENCY_SECONDS: '-1,2' }), /INFERMETER_BUCKETS_E2E_REQUEST_LATENCY_SECONDS/);
     assert.throws(() => loadConfig({ INFERMETER_BUCKETS_TTFT: '1,2' }), /INFERMETER_BUCKETS_TTFT: expected the name of a histogram family/);

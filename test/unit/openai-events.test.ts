@@ -56,6 +56,29 @@ describe('classifyEvent', () => {
     assert.equal(classifyEvent(chat({ content: 'x' }, { error: null })).error, false);
   });
 
+  it('reads why generation stopped: the last non-null finish_reason, or the Responses API status', () => {
+    const finish = (choices: unknown[]) => classifyEvent(JSON.stringify({ object: 'chat.completion.chunk', choices })).finishReason;
+    assert.equal(finish([{ index: 0, delta: {}, finish_reason: 'stop' }]), 'stop');
+    assert.equal(finish([{ index: 0, delta: { content: 'x' }, finish_reason: null }]), undefined);
+    assert.equal(finish([{ index: 0, delta: { content: '.' }, finish_reason: 'length' }]), 'length', 'with the last token');
+    assert.equal(classifyEvent(JSON.stringify({ choices: [{ index: 0, delta: { content: '.' }, finish_reason: 'length' }] })).token, true);
+    assert.equal(finish([{ index: 0, text: '', finish_reason: 'length' }]), 'length', 'completions');
+    assert.equal(finish([{ index: 0, delta: {}, finish_reason: 'stop' }, { index: 1, delta: {}, finish_reason: 'length' }]), 'length', 'n > 1: the last');
+    assert.equal(finish([{ index: 0, delta: {}, finish_reason: 'tool_calls' }, { index: 1, delta: {}, finish_reason: null }]), 'tool_calls');
+    assert.equal(finish([{ index: 0, delta: {}, finish_reason: '' }]), undefined);
+    assert.equal(finish([{ index: 0, delta: {}, finish_reason: 7 }]), undefined);
+    assert.equal(finish([{ index: 0, delta: {}, finish_reason: 'x'.repeat(100) }]), 'x'.repeat(64), 'cut to 64 characters');
+    const finishUsage = classifyEvent(JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 2 } }));
+    assert.deepEqual([finishUsage.finishReason, finishUsage.usage], ['stop', { promptTokens: 1, completionTokens: 2 }], 'finish and usage in one chunk (llama.cpp, DeepSeek)');
+    const responses = (type: string, response: unknown) => classifyEvent(JSON.stringify({ type, response }), type).finishReason;
+    assert.equal(responses('response.completed', { status: 'completed', usage: null }), 'stop');
+    assert.equal(responses('response.completed', { usage: null }), 'stop', 'the event type stands for a missing status');
+    assert.equal(responses('response.incomplete', { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } }), 'length');
+    assert.equal(responses('response.incomplete', { status: 'incomplete', incomplete_details: { reason: 'content_filter' } }), 'content_filter');
+    assert.equal(responses('response.failed', { status: 'failed', error: {} }), undefined);
+    assert.equal(classifyEvent('[DONE]').finishReason, undefined);
+  });
+
   it('marks the end marker and malformed payloads', () => {
     assert.equal(classifyEvent('[DONE]').done, true);
     assert.equal(classifyEvent('{"choices":[').malformed, true);
@@ -69,8 +92,17 @@ describe('classifyBody', () => {
       usage: { promptTokens: 8, completionTokens: 3 },
       error: false,
       malformed: false,
+      finishReason: undefined,
     });
     assert.equal(classifyBody('{"error":{"message":"bad"}}').error, true);
     assert.equal(classifyBody('<html>').malformed, true);
+  });
+
+  it('reads the finish reason of a whole body', () => {
+    assert.equal(classifyBody('{"object":"chat.completion","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"length"}]}').finishReason, 'length');
+    assert.equal(classifyBody('{"object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"stop"}]}').finishReason, 'stop');
+    assert.equal(classifyBody('{"object":"response","status":"completed","output":[]}').finishReason, 'stop');
+    assert.equal(classifyBody('{"object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}').finishReason, 'length');
+    assert.equal(classifyBody('{"object":"list","data":[]}').finishReason, undefined, 'embeddings');
   });
 });

@@ -188,6 +188,22 @@ describe('request timer', () => {
     assert.equal(sample.ttfb, 0.04);
   });
 
+  it('keeps the last finish reason the upstream reported, and none when it reported none', () => {
+    const h = harness();
+    h.timer.identify('m', true);
+    h.timer.responseHeaders(200, true);
+    h.timer.tokenEvent();
+    h.timer.finishReason('stop');
+    h.timer.finishReason('length'); // n > 1: the last choice to finish
+    h.timer.close(true);
+    h.timer.finishReason('stop'); // after close: ignored
+    assert.equal(h.sample.finishReason, 'length');
+    const quiet = harness();
+    quiet.timer.identify('m', true);
+    quiet.timer.close(false);
+    assert.equal(quiet.sample.finishReason, undefined);
+  });
+
   it('finishes once; later events are ignored', () => {
     const h = harness();
     h.timer.identify('m', true);

@@ -18,9 +18,9 @@ describe('skimTokenEvent', () => {
     assert.equal(skim('{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"a\\":1}"}}]}}]}'), true);
     assert.equal(skim('{"choices":[{"delta":{"tool_calls":[]}}]}'), false);
     assert.equal(skim('{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}'), true);
-    assert.equal(skim('{"choices":[{"delta":{}, "finish_reason":"stop"}]}'), false);
+    assert.equal(skim('{"choices":[{"delta":{}, "finish_reason":null}]}'), false);
     assert.equal(skim('{"choices":[{"text":" the","index":0}],"model":"m"}'), true);
-    assert.equal(skim('{"choices":[{"text":"","index":0,"finish_reason":"length"}]}'), false);
+    assert.equal(skim('{"choices":[{"text":"","index":0,"finish_reason" : null}]}'), false);
     assert.equal(skim('{"choices":[{"delta":{"content":"a"}},{"delta":{"content":""}}]}'), true);
   });
 
@@ -32,6 +32,11 @@ describe('skimTokenEvent', () => {
     assert.equal(skim('{"error":{"message":"x"}}'), undefined);
     assert.equal(skim('{"type":"response.output_text.delta","delta":"x"}'), undefined);
     assert.equal(skim('{"choices":[{"delta":{"content":"x"'), undefined, 'truncated');
+    // Why generation stopped is read by the full classifier (once a stream, per choice).
+    assert.equal(skim('{"choices":[{"delta":{}, "finish_reason":"stop"}]}'), undefined);
+    assert.equal(skim('{"choices":[{"text":"","index":0,"finish_reason":"length"}]}'), undefined);
+    assert.equal(skim('{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop","stop_reason":null}]}'), undefined);
+    assert.equal(skim('{"choices":[{"delta":{"content":"a"},"finish_reason":null},{"delta":{},"finish_reason":"length"}]}'), undefined);
   });
 
   it('agrees with the full classifier on random chunks whenever it decides', () => {
@@ -45,14 +50,18 @@ describe('skimTokenEvent', () => {
       const chosen = [...new Set(Array.from({ length: Math.floor(random() * 4) }, () => pick(keys)))];
       const members = chosen.map((key) => `${pick(['', ' '])}"${key}":${pick(['', ' '])}${pick(values)}`);
       const delta = `{${members.join(',')}}`;
-      const choice = random() < 0.15 ? `{"index":0,"text":${pick(values)}}` : `{"index":0,"delta":${random() < 0.05 ? 'null' : delta},"finish_reason":${pick(['null', '"stop"'])}}`;
+      const finish = random() < 0.2 ? pick(['"stop"', '"length"', '"tool_calls"', '""', '1']) : 'null';
+      const choice = random() < 0.15 ? `{"index":0,"text":${pick(values)},"finish_reason":${finish}}` : `{"index":0,"delta":${random() < 0.05 ? 'null' : delta},"finish_reason":${finish}}`;
       const choices = random() < 0.2 ? `[${choice},${choice}]` : `[${choice}]`;
       const extra = pick(['', ',"usage":null', ',"usage":{"prompt_tokens":3,"completion_tokens":4}', ',"model":"m\\"x"', ',"error":null']);
       const payload = `{"id":"c","choices":${choices}${extra}}`;
       const fast = skim(payload);
       if (fast === undefined) continue;
       decided++;
-      assert.equal(fast, classifyEvent(payload).token, payload);
+      const full = classifyEvent(payload);
+      assert.equal(fast, full.token, payload);
+      // Deciding alone must lose nothing the full classifier would have read.
+      assert.deepEqual([full.usage, full.finishReason, full.error], [undefined, undefined, false], payload);
     }
     assert.ok(decided > 2500, `decided ${decided} of 5000`);
   });
@@ -99,5 +108,9 @@ describe('createSkimmer (stream templates)', () => {
     // A chunk that looks like the template but is not one string in the middle: walked in full.
     const tricky = Buffer.from('{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":"a","refusal":"b"},"finish_reason":null}]}');
     assert.equal(skimmer(tricky, 0, tricky.length), true);
+    // The template's last chunk, with its finish reason: never taken for the template.
+    const last = '{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":"."},"finish_reason":"stop"}]}';
+    assert.equal(skimmer(Buffer.from(last), 0, Buffer.byteLength(last)), undefined);
+    assert.deepEqual([classifyEvent(last).token, classifyEvent(last).finishReason], [true, 'stop']);
   });
 });

@@ -8,6 +8,7 @@ import type { BucketOverrides } from '../buckets.ts';
 import type { ContainerSamplerOptions } from '../container/container-sampler.ts';
 import type { EngineView } from '../../engine/engine-scraper.ts';
 import type { MeasurementState, SampleObserver } from '../recorder.ts';
+import type { OtelOptions } from './otel.ts';
 
 export interface Dialect extends SampleObserver {
   readonly name: string;
@@ -28,6 +29,8 @@ export interface DialectContext {
   readonly engine: () => EngineView | undefined;
   /** Sources of the container metrics; tests pass fixture trees and a fake nvidia-smi. */
   readonly container?: ContainerSamplerOptions;
+  /** The otel dialect's constant attributes (provider, upstream address); its defaults when unset. */
+  readonly otel?: OtelOptions;
 }
 
 export type DialectFactory = (registry: Registry, state: MeasurementState, context: DialectContext) => Dialect;

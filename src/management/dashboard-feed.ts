@@ -1,0 +1,334 @@
+// What the live dashboard (GET /dashboard) plots: a ring of per-model snapshots, one a second for
+// the last 10 minutes, taken off the request path. Each snapshot reads the shared measurement
+// state (lifetime counts and tokens, requests in flight), the engine's last scrape (in-flight
+// requests where it reports them, KV-cache usage) and the TTFT and TPOT quantiles over the last
+// minute, which an observer of the recorder fills as requests report them (metrics.addObserver:
+// O(1) per event). Rates are computed when served, from the counts of two snapshots.
+//
+// Memory is bounded whatever the traffic: a model with activity in the retention holds one ring
+// (16 numbers a snapshot) and two quantile windows (dashboard-window.ts), about 120 KB; a model
+// idle for the whole retention gives them back. Models are the recorder's, so at most
+// INFERMETER_MAX_MODELS plus `unknown` and `other`.
+import type { EngineView } from '../engine/engine-scraper.ts';
+import type { MeasurementState, ModelState, SampleObserver } from '../metrics/recorder.ts';
+import { createQuantileWindow, MAX_RELATIVE_ERROR, type QuantileWindow } from './dashboard-window.ts';
+
+/** What the feed reads of the metrics (a Pick of Metrics). */
+export interface DashboardSource {
+  readonly state: MeasurementState;
+  engineView(): EngineView | undefined;
+  addObserver(observer: SampleObserver): void;
+}
+
+export interface DashboardFeedOptions {
+  readonly metrics: DashboardSource;
+  /** Wall-clock milliseconds for the chart's time axis (default Date.now). */
+  readonly wallClock?: () => number;
+  /** Seconds between snapshots (default 1). */
+  readonly intervalSeconds?: number;
+  /** Seconds of snapshots kept (default 600). */
+  readonly retentionSeconds?: number;
+  /** Rates are over this many seconds (default 10). */
+  readonly rateWindowSeconds?: number;
+  /** Quantiles are over this many seconds (default 60), moving in steps of quantileSlotSeconds (default 5). */
+  readonly quantileWindowSeconds?: number;
+  readonly quantileSlotSeconds?: number;
+  /**
+   * Awaited before a snapshot while someone watches (a data request in the last 30 s): with
+   * workers, they send their batched events first, as before a scrape.
+   */
+  readonly beforeSnapshot?: (() => Promise<void>) | undefined;
+  /** Hears a snapshot that threw (a bug): the timer goes on. */
+  readonly onError?: (error: unknown) => void;
+}
+
+/** The series of one model, aligned with DashboardData.t; null where there is no value. */
+export const SERIES = [
+  'requests', // received per second
+  'success', // per second
+  'failed',
+  'cancelled',
+  'promptTokens', // per second
+  'generationTokens',
+  'waiting', // in flight, no output yet
+  'running', // in flight, output flowing
+  'kvCache', // 0..1, the engine's, when its metrics are read and report it
+  'ttftP50', // seconds
+  'ttftP90',
+  'ttftP99',
+  'tpotP50', // seconds per output token
+  'tpotP90',
+  'tpotP99',
+] as const;
+export type SeriesName = (typeof SERIES)[number];
+
+export interface ModelData {
+  readonly model: string;
+  /** Lifetime counts at the newest snapshot. */
+  readonly totals: { received: number; success: number; failed: number; cancelled: number; promptTokens: number; generationTokens: number };
+  /** Whose in-flight counts the newest snapshot shows: the engine's where it reports them (as num_requests_waiting/running do), else the proxy's. */
+  readonly inFlightSource: 'engine' | 'proxy';
+  readonly series: Record<SeriesName, Array<number | null>>;
+}
+
+export interface DashboardData {
+  /** Number of the newest snapshot: pass it as `since` to get only newer ones. */
+  readonly seq: number;
+  /** True when the answer holds every snapshot kept (no `since`, or one too old or from another run). */
+  readonly full: boolean;
+  readonly intervalSeconds: number;
+  readonly retentionSeconds: number;
+  readonly rateWindowSeconds: number;
+  readonly quantileWindowSeconds: number;
+  readonly quantileRelativeError: number;
+  /** Unix time in seconds of each snapshot returned. */
+  readonly t: number[];
+  readonly models: ModelData[];
+}
+
+export interface DashboardFeed {
+  /** Takes one snapshot now (the timer does every interval; tests call it). */
+  snapshot(): void;
+  /** Snapshots newer than `since` (all kept ones when undefined), with rates and quantiles. */
+  data(since?: number): DashboardData;
+  /** Notes that someone is watching: snapshots then wait for beforeSnapshot. */
+  watched(): void;
+  /** Snapshots every interval (aligned to wall-clock seconds) until stop(). */
+  start(): void;
+  stop(): void;
+}
+
+// Columns of a model's row.
+const RECEIVED = 0;
+const SUCCESS = 1;
+const FAILED = 2;
+const CANCELLED = 3;
+const PROMPT = 4;
+const GENERATION = 5;
+const WAITING = 6;
+const RUNNING = 7;
+const ENGINE_IN_FLIGHT = 8;
+const KV = 9;
+const TTFT = 10; // p50, p90, p99
+const TPOT = 13;
+const COLUMNS = 16;
+const COUNTERS = 6; // RECEIVED..GENERATION: lifetime counts
+const QUANTILES = [0.5, 0.9, 0.99];
+const WATCH_MS = 30_000;
+
+interface ModelSeries {
+  readonly ttft: QuantileWindow;
+  readonly tpot: QuantileWindow;
+  /** Allocated when the model is first active; released after a whole retention idle. */
+  rows: Float64Array | undefined;
+  /** First snapshot with a row. */
+  firstSeq: number;
+  lastActiveSeq: number;
+}
+
+const counts = (m: ModelState): number[] => [
+  m.received,
+  m.success,
+  m.failed,
+  m.cancelledBeforeFirstToken + m.cancelledDecoding,
+  m.promptTokens,
+  m.generationTokens,
+];
+
+/** Six significant digits: plenty for a chart, and short JSON. */
+const round = (v: number): number | null => (Number.isFinite(v) ? Number(v.toPrecision(6)) : null);
+
+export function createDashboardFeed(options: DashboardFeedOptions): DashboardFeed {
+  const { metrics } = options;
+  const { state } = metrics;
+  const wall = options.wallClock ?? Date.now;
+  const intervalSeconds = options.intervalSeconds ?? 1;
+  const retentionSeconds = options.retentionSeconds ?? 600;
+  const size = Math.max(2, Math.round(retentionSeconds / intervalSeconds));
+  const rateWindowSeconds = options.rateWindowSeconds ?? 10;
+  const rateTicks = Math.max(1, Math.round(rateWindowSeconds / intervalSeconds));
+  const quantileWindowSeconds = options.quantileWindowSeconds ?? 60;
+  const windowOptions = { windowSeconds: quantileWindowSeconds, slotSeconds: options.quantileSlotSeconds ?? 5 };
+
+  const wallTimes = new Float64Array(size);
+  const monoTimes = new Float64Array(size);
+  let seq = 0; // snapshots taken; the newest is number seq, at seq % size
+  const series = new Map<string, ModelSeries>();
+  /** Each model's counts at the last snapshot that saw it, so that a model becoming active again starts from them. */
+  const lastCounts = new Map<string, number[]>();
+
+  const seriesOf = (model: string): ModelSeries => {
+    let s = series.get(model);
+    if (s === undefined) {
+      s = { ttft: createQuantileWindow(windowOptions), tpot: createQuantileWindow(windowOptions), rows: undefined, firstSeq: 0, lastActiveSeq: 0 };
+      series.set(model, s);
+    }
+    return s;
+  };
+
+  metrics.addObserver({
+    firstOutput(info, ttft) {
+      if (ttft !== undefined) seriesOf(info.model).ttft.add(state.clock(), ttft);
+    },
+    finished(sample) {
+      if (sample.tpot !== undefined) seriesOf(sample.model).tpot.add(state.clock(), sample.tpot.seconds, sample.tpot.tokens);
+    },
+  });
+
+  const oldestSeq = (): number => Math.max(1, seq - size + 1);
+
+  function snapshot(): void {
+    seq++;
+    const at = seq % size;
+    wallTimes[at] = wall();
+    const now = state.clock();
+    monoTimes[at] = now;
+    const engine = metrics.engineView();
+    const engineWaiting = engine?.values.get('num_requests_waiting');
+    const engineRunning = engine?.values.get('num_requests_running');
+    const kv = engine?.values.get('npu_cache_usage_perc');
+    for (const m of state.models.values()) {
+      const now6 = counts(m);
+      const before = lastCounts.get(m.model);
+      lastCounts.set(m.model, now6);
+      let s = series.get(m.model);
+      const changed = before === undefined || now6.some((v, i) => v !== before[i]);
+      const inFlight = m.waiting + m.running > 0;
+      const sampled = s !== undefined && (s.ttft.weight(now) > 0 || s.tpot.weight(now) > 0);
+      const active = changed || inFlight || sampled;
+      if (s?.rows === undefined) {
+        if (!active) continue;
+        s ??= seriesOf(m.model);
+        s.rows = new Float64Array(size * COLUMNS).fill(Number.NaN);
+        s.firstSeq = seq;
+        // The counts before this snapshot (zero for a model new since the last one), so that the
+        // first interval's requests are in the rates.
+        if (seq > 1) {
+          const prev = ((seq - 1) % size) * COLUMNS;
+          (before ?? [0, 0, 0, 0, 0, 0]).forEach((v, i) => (s!.rows![prev + i] = v));
+          s.firstSeq = seq - 1;
+        }
+      }
+      if (active) s.lastActiveSeq = seq;
+      const row = at * COLUMNS;
+      const rows = s.rows;
+      for (let i = 0; i < COUNTERS; i++) rows[row + i] = now6[i]!;
+      const w = engineWaiting?.get(m.model);
+      const r = engineRunning?.get(m.model);
+      rows[row + WAITING] = w ?? m.waiting;
+      rows[row + RUNNING] = r ?? m.running;
+      rows[row + ENGINE_IN_FLIGHT] = w !== undefined || r !== undefined ? 1 : 0;
+      rows[row + KV] = kv?.get(m.model) ?? Number.NaN;
+      s.ttft.quantiles(now, QUANTILES).forEach((v, i) => (rows[row + TTFT + i] = v));
+      s.tpot.quantiles(now, QUANTILES).forEach((v, i) => (rows[row + TPOT + i] = v));
+      if (s.firstSeq < oldestSeq()) s.firstSeq = oldestSeq();
+      // Idle for the whole retention: nothing left to plot.
+      if (seq - s.lastActiveSeq >= size) series.delete(m.model);
+    }
+  }
+
+  function data(since?: number): DashboardData {
+    const oldest = oldestSeq();
+    const full = since === undefined || !Number.isInteger(since) || since < oldest - 1 || since > seq;
+    const from = full ? oldest : since + 1;
+    const t: number[] = [];
+    for (let k = from; k <= seq; k++) t.push(Math.round(wallTimes[k % size]!) / 1000);
+    const models: ModelData[] = [];
+    for (const [model, s] of [...series].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      const rows = s.rows;
+      if (rows === undefined) continue;
+      const first = Math.max(s.firstSeq, oldest);
+      const out = Object.fromEntries(SERIES.map((name) => [name, [] as Array<number | null>])) as Record<SeriesName, Array<number | null>>;
+      const value = (k: number, column: number): number => rows[(k % size) * COLUMNS + column]!;
+      for (let k = from; k <= seq; k++) {
+        if (k < first) {
+          for (const name of SERIES) out[name].push(null);
+          continue;
+        }
+        // Rates: the increase of each count over the last rateWindowSeconds (less while the series is younger).
+        const j = Math.max(first, k - rateTicks);
+        const seconds = (monoTimes[k % size]! - monoTimes[j % size]!) / 1000;
+        const rate = (column: number): number | null => (j === k || !(seconds > 0) ? null : round((value(k, column) - value(j, column)) / seconds));
+        out.requests.push(rate(RECEIVED));
+        out.success.push(rate(SUCCESS));
+        out.failed.push(rate(FAILED));
+        out.cancelled.push(rate(CANCELLED));
+        out.promptTokens.push(rate(PROMPT));
+        out.generationTokens.push(rate(GENERATION));
+        out.waiting.push(round(value(k, WAITING)));
+        out.running.push(round(value(k, RUNNING)));
+        out.kvCache.push(round(value(k, KV)));
+        out.ttftP50.push(round(value(k, TTFT)));
+        out.ttftP90.push(round(value(k, TTFT + 1)));
+        out.ttftP99.push(round(value(k, TTFT + 2)));
+        out.tpotP50.push(round(value(k, TPOT)));
+        out.tpotP90.push(round(value(k, TPOT + 1)));
+        out.tpotP99.push(round(value(k, TPOT + 2)));
+      }
+      const newest = (column: number): number => (seq >= first ? value(seq, column) : 0);
+      models.push({
+        model,
+        totals: {
+          received: newest(RECEIVED),
+          success: newest(SUCCESS),
+          failed: newest(FAILED),
+          cancelled: newest(CANCELLED),
+          promptTokens: newest(PROMPT),
+          generationTokens: newest(GENERATION),
+        },
+        inFlightSource: seq >= first && value(seq, ENGINE_IN_FLIGHT) === 1 ? 'engine' : 'proxy',
+        series: out,
+      });
+    }
+    return {
+      seq,
+      full,
+      intervalSeconds,
+      retentionSeconds: size * intervalSeconds,
+      rateWindowSeconds: rateTicks * intervalSeconds,
+      quantileWindowSeconds,
+      quantileRelativeError: Number(MAX_RELATIVE_ERROR.toPrecision(3)),
+      t,
+      models,
+    };
+  }
+
+  let timer: NodeJS.Timeout | undefined;
+  let running = false;
+  let watchedUntil = Number.NEGATIVE_INFINITY;
+  const intervalMs = intervalSeconds * 1000;
+  const schedule = (): void => {
+    timer = setTimeout(() => void tick().catch((error: unknown) => {
+      options.onError?.(error);
+      if (running) schedule();
+    }), intervalMs - (wall() % intervalMs));
+    timer.unref();
+  };
+  async function tick(): Promise<void> {
+    if (options.beforeSnapshot !== undefined && state.clock() < watchedUntil) {
+      try {
+        await options.beforeSnapshot();
+      } catch {
+        // a flush that fails leaves the batched events to the next snapshot
+      }
+    }
+    if (!running) return;
+    snapshot();
+    schedule();
+  }
+
+  return {
+    snapshot,
+    data,
+    watched: () => (watchedUntil = state.clock() + WATCH_MS),
+    start() {
+      if (running) return;
+      running = true;
+      schedule();
+    },
+    stop() {
+      running = false;
+      clearTimeout(timer);
+    },
+  };
+}

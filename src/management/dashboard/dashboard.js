@@ -1,0 +1,277 @@
+// infermeter's live dashboard: polls dashboard/data (same origin) every interval, keeps the
+// last retention of snapshots, and draws them with uPlot. With a metrics token the page asks
+// for it, keeps it in sessionStorage (this tab only) and sends it as an Authorization header;
+// it never goes into a URL.
+(() => {
+  'use strict';
+  const TOKEN_KEY = 'infermeter.dashboard.token';
+  const needsToken = document.body.dataset.auth === 'bearer';
+  const $ = (id) => document.getElementById(id);
+
+  const SERIES = ['requests', 'success', 'failed', 'cancelled', 'promptTokens', 'generationTokens', 'waiting', 'running', 'kvCache', 'ttftP50', 'ttftP90', 'ttftP99', 'tpotP50', 'tpotP90', 'tpotP99'];
+  const QUANTILE_COLORS = ['#2f6fd6', '#e08a1e', '#c8372d'];
+  const CHARTS = [
+    { id: 'requests', title: 'Requests', unit: 'per second', series: [['requests', 'received', '#5f6b7a'], ['success', 'success', '#3a9a4a'], ['failed', 'failed', '#c8372d'], ['cancelled', 'cancelled', '#9b59b6']] },
+    { id: 'ttft', title: 'Time to first token', unit: 'ms', scale: 1000, series: [['ttftP50', 'p50'], ['ttftP90', 'p90'], ['ttftP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
+    { id: 'tpot', title: 'Time per output token', unit: 'ms', scale: 1000, series: [['tpotP50', 'p50'], ['tpotP90', 'p90'], ['tpotP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
+    { id: 'tokens', title: 'Tokens', unit: 'per second', series: [['promptTokens', 'prompt', '#8c6d31'], ['generationTokens', 'generation', '#2f6fd6']] },
+    { id: 'inflight', title: 'In flight', unit: 'requests', series: [['waiting', 'waiting', '#e08a1e'], ['running', 'running', '#3a9a4a']] },
+    { id: 'kv', title: 'KV-cache usage', unit: '% (engine)', scale: 100, series: [['kvCache', 'KV cache', '#9b59b6']] },
+  ];
+  // Table columns: [series or derived field, decimals/scale].
+  const COLUMNS = [
+    ['requests', (v) => fmt(v, 2)],
+    ['success', (v) => fmt(v, 2)],
+    ['failed', (v) => fmt(v, 2)],
+    ['cancelled', (v) => fmt(v, 2)],
+    ['failedShare', (v) => (v == null ? '–' : `${fmt(v * 100, 1)} %`)],
+    ['ttftP50', ms], ['ttftP90', ms], ['ttftP99', ms],
+    ['tpotP50', ms], ['tpotP90', ms], ['tpotP99', ms],
+    ['promptTokens', (v) => fmt(v, 1)],
+    ['generationTokens', (v) => fmt(v, 1)],
+    ['waiting', (v) => fmt(v, 0)],
+    ['running', (v) => fmt(v, 0)],
+    ['kvCache', (v) => (v == null ? '–' : `${fmt(v * 100, 1)} %`)],
+    ['received', (v) => fmt(v, 0)],
+  ];
+
+  const store = { seq: undefined, t: [], models: new Map(), meta: undefined };
+  let selected = decodeURIComponent((location.hash.match(/^#model=(.*)$/) || [])[1] || '');
+  let charts = [];
+  let chartsModel;
+  let timer;
+
+  function fmt(v, decimals) {
+    if (v == null || !Number.isFinite(v)) return '–';
+    return v.toLocaleString('en-US', { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
+  }
+  function ms(v) {
+    if (v == null) return '–';
+    const x = v * 1000;
+    return fmt(x, x < 10 ? 2 : x < 100 ? 1 : 0);
+  }
+  const last = (a) => (a.length === 0 ? null : a[a.length - 1]);
+
+  // ---- token --------------------------------------------------------------------------------
+  const token = () => sessionStorage.getItem(TOKEN_KEY);
+  function showLogin(message) {
+    clearTimeout(timer);
+    $('live').hidden = true;
+    $('login').hidden = false;
+    $('forget').hidden = true;
+    $('login-error').textContent = message || '';
+    setStatus('a token is required', true);
+    $('token').focus();
+  }
+  $('login').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const value = $('token').value.trim();
+    if (value === '') return;
+    sessionStorage.setItem(TOKEN_KEY, value);
+    $('token').value = '';
+    $('login').hidden = true;
+    poll();
+  });
+  $('forget').addEventListener('click', () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    store.seq = undefined;
+    showLogin('');
+  });
+
+  function setStatus(text, down) {
+    const status = $('status');
+    status.textContent = text;
+    status.classList.toggle('down', Boolean(down));
+  }
+
+  // ---- polling ------------------------------------------------------------------------------
+  async function poll() {
+    clearTimeout(timer);
+    const t = token();
+    if (needsToken && !t) {
+      showLogin('');
+      return;
+    }
+    let delay = 1000;
+    try {
+      const res = await fetch(`dashboard/data${store.seq === undefined ? '' : `?since=${store.seq}`}`, {
+        headers: t ? { authorization: `Bearer ${t}` } : {},
+        cache: 'no-store',
+        credentials: 'omit',
+      });
+      if (res.status === 401) {
+        sessionStorage.removeItem(TOKEN_KEY);
+        store.seq = undefined;
+        showLogin(t ? 'The token was refused.' : '');
+        return;
+      }
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      const data = await res.json();
+      merge(data);
+      render();
+      delay = data.intervalSeconds * 1000;
+      $('forget').hidden = !t;
+      $('status').dataset.seq = String(data.seq);
+      setStatus(`updated ${new Date().toLocaleTimeString()} · every ${data.intervalSeconds} s`);
+    } catch (error) {
+      setStatus(`no answer (${error.message}); retrying`, true);
+      delay = 3000;
+    }
+    timer = setTimeout(poll, delay);
+  }
+
+  function merge(data) {
+    if (data.full) {
+      store.t = [];
+      store.models = new Map();
+    }
+    const before = store.t.length;
+    const added = data.t.length;
+    store.t.push(...data.t);
+    const seen = new Set();
+    for (const m of data.models) {
+      seen.add(m.model);
+      let entry = store.models.get(m.model);
+      if (entry === undefined) {
+        entry = { series: {} };
+        for (const name of SERIES) entry.series[name] = new Array(before).fill(null);
+        store.models.set(m.model, entry);
+      }
+      entry.totals = m.totals;
+      entry.inFlightSource = m.inFlightSource;
+      for (const name of SERIES) entry.series[name].push(...(m.series[name] || new Array(added).fill(null)));
+    }
+    for (const [model, entry] of store.models) {
+      if (seen.has(model)) continue;
+      for (const name of SERIES) entry.series[name].push(...new Array(added).fill(null));
+    }
+    const keep = Math.round(data.retentionSeconds / data.intervalSeconds);
+    const extra = store.t.length - keep;
+    if (extra > 0) {
+      store.t.splice(0, extra);
+      for (const entry of store.models.values()) for (const name of SERIES) entry.series[name].splice(0, extra);
+    }
+    for (const [model, entry] of store.models) {
+      if (!seen.has(model) && SERIES.every((name) => entry.series[name].every((v) => v == null))) store.models.delete(model);
+    }
+    store.seq = data.seq;
+    store.meta = data;
+  }
+
+  // ---- rendering ----------------------------------------------------------------------------
+  function render() {
+    $('login').hidden = true;
+    $('live').hidden = false;
+    const models = [...store.models.keys()];
+    $('empty').hidden = models.length > 0;
+    if (!store.models.has(selected)) selected = models[0] || '';
+    renderTable(models);
+    renderSelect(models);
+    const meta = store.meta;
+    $('notes').textContent = `rates over the last ${meta.rateWindowSeconds} s; quantiles over the last ${meta.quantileWindowSeconds} s (within ±${(meta.quantileRelativeError * 100).toFixed(1)} %); ${Math.round(meta.retentionSeconds / 60)} minutes kept`;
+    renderCharts();
+  }
+
+  function renderTable(models) {
+    const body = $('models').tBodies[0];
+    const rows = new Map([...body.rows].map((r) => [r.dataset.model, r]));
+    for (const [model, row] of rows) if (!store.models.has(model)) row.remove();
+    for (const model of models) {
+      const entry = store.models.get(model);
+      let row = rows.get(model);
+      if (row === undefined) {
+        row = body.insertRow();
+        row.dataset.model = model;
+        const name = row.insertCell();
+        name.textContent = model;
+        for (const [field] of COLUMNS) row.insertCell().dataset.field = field;
+        row.addEventListener('click', () => select(model));
+      }
+      body.appendChild(row); // keeps the order of `models`
+      row.classList.toggle('selected', model === selected);
+      const s = entry.series;
+      const ok = last(s.success);
+      const failed = last(s.failed);
+      const cancelled = last(s.cancelled);
+      const finished = (ok || 0) + (failed || 0) + (cancelled || 0);
+      const values = { failedShare: failed == null ? null : finished > 0 ? failed / finished : 0, received: entry.totals.received };
+      for (const [i, [field, format]] of COLUMNS.entries()) {
+        const cell = row.cells[i + 1];
+        const v = field in values ? values[field] : last(s[field]);
+        const text = format(v);
+        if (cell.textContent !== text) cell.textContent = text;
+        if (field === 'failedShare') cell.classList.toggle('bad', v != null && v > 0.05);
+      }
+      row.cells[COLUMNS.findIndex(([f]) => f === 'waiting') + 1].title = `in flight as the ${entry.inFlightSource} reports it`;
+    }
+  }
+
+  function renderSelect(models) {
+    const picker = $('model');
+    const current = [...picker.options].map((o) => o.value);
+    if (current.join('\n') !== models.join('\n')) {
+      picker.replaceChildren(...models.map((m) => new Option(m, m)));
+    }
+    picker.value = selected;
+  }
+  $('model').addEventListener('change', (event) => select(event.target.value));
+
+  function select(model) {
+    selected = model;
+    history.replaceState(null, '', `#model=${encodeURIComponent(model)}`);
+    render();
+  }
+
+  function chartData(def, entry) {
+    return [store.t, ...def.series.map(([name]) => {
+      const values = entry ? entry.series[name] : store.t.map(() => null);
+      return def.scale ? values.map((v) => (v == null ? null : v * def.scale)) : values;
+    })];
+  }
+
+  function renderCharts() {
+    const entry = store.models.get(selected);
+    const container = $('charts');
+    if (charts.length === 0) {
+      for (const def of CHARTS) {
+        const box = document.createElement('div');
+        box.className = 'chart';
+        box.dataset.chart = def.id;
+        const title = document.createElement('h2');
+        title.textContent = `${def.title} `;
+        const unit = document.createElement('small');
+        unit.textContent = def.unit;
+        title.appendChild(unit);
+        const plotBox = document.createElement('div');
+        plotBox.className = 'plot';
+        box.append(title, plotBox);
+        container.appendChild(box);
+        const options = {
+          width: Math.max(300, plotBox.clientWidth),
+          height: 190,
+          cursor: { drag: { x: false, y: false } },
+          scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 1] } },
+          axes: [{ stroke: '#5f6b7a', grid: { stroke: '#eef0f3' } }, { stroke: '#5f6b7a', size: 58, grid: { stroke: '#eef0f3' } }],
+          series: [{}, ...def.series.map(([, label, color]) => ({ label, stroke: color, width: 1.6, spanGaps: false, value: (u, v) => (v == null ? '–' : fmt(v, Math.abs(v) < 10 ? 2 : 1)) }))],
+        };
+        const plot = new uPlot(options, chartData(def, entry), plotBox);
+        charts.push({ def, plot, box, plotBox });
+      }
+      const resize = new ResizeObserver(() => {
+        for (const c of charts) c.plot.setSize({ width: Math.max(300, c.plotBox.clientWidth), height: 190 });
+      });
+      for (const c of charts) resize.observe(c.plotBox);
+    } else {
+      for (const c of charts) c.plot.setData(chartData(c.def, entry));
+    }
+    // Away from the cursor, the legends show the newest values.
+    for (const c of charts) if (!(c.plot.cursor.left >= 0) && store.t.length > 0) c.plot.setLegend({ idx: store.t.length - 1 });
+    chartsModel = selected;
+    for (const c of charts) {
+      c.box.dataset.model = chartsModel;
+      c.box.dataset.points = String(store.t.length);
+    }
+  }
+
+  poll();
+})();

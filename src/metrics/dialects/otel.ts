@@ -1,0 +1,176 @@
+// The OpenTelemetry GenAI semantic conventions (gen-ai-metrics, semconv v1.37.0 to v1.41.0, the
+// last core releases before the GenAI conventions moved to open-telemetry/semantic-conventions-genai,
+// whose server metrics are unchanged): gen_ai.server.time_to_first_token,
+// gen_ai.server.time_per_output_token, gen_ai.server.request.duration and
+// gen_ai.client.token.usage, with the conventions' attributes and advised bucket boundaries.
+// On /metrics they appear in the Prometheus form the OpenTelemetry compatibility specification
+// gives them (dots to underscores, the unit `s` as a `_seconds` suffix, `{token}` dropped); the
+// OTLP export (otlp-export.ts) records the very same measurements from the same mapping.
+// Observed once per finished request; nothing here runs on the data path.
+import type { Registry } from 'prom-client';
+import type { InferenceApi, RequestSample } from '../../measure/sample.ts';
+import { bucketsFor, type HistogramFamily } from '../buckets.ts';
+import { registerLabelledHistogram, type LabelledHistogram } from '../families.ts';
+import type { MeasurementState } from '../recorder.ts';
+import type { Dialect, DialectContext } from './dialect.ts';
+
+/** `gen_ai.operation.name` per API: the conventions' well-known values (Responses API: chat). */
+export const OPERATION_NAMES: Readonly<Record<InferenceApi, string>> = {
+  chat: 'chat',
+  completions: 'text_completion',
+  responses: 'chat',
+  embeddings: 'embeddings',
+};
+
+export interface OtelInstrument {
+  /** The semantic-convention name (what OTLP carries). */
+  readonly name: string;
+  /** UCUM unit. */
+  readonly unit: string;
+  readonly description: string;
+  /** The Prometheus name: the family on /metrics, its buckets and their override. */
+  readonly family: HistogramFamily;
+}
+
+export type OtelInstrumentKey = 'ttft' | 'tpot' | 'duration' | 'tokens';
+
+export const OTEL_INSTRUMENTS: Readonly<Record<OtelInstrumentKey, OtelInstrument>> = {
+  ttft: {
+    name: 'gen_ai.server.time_to_first_token',
+    unit: 's',
+    description: 'Time to generate first token for successful responses.',
+    family: 'gen_ai_server_time_to_first_token_seconds',
+  },
+  tpot: {
+    name: 'gen_ai.server.time_per_output_token',
+    unit: 's',
+    description: 'Time per output token generated after the first token for successful responses.',
+    family: 'gen_ai_server_time_per_output_token_seconds',
+  },
+  duration: {
+    name: 'gen_ai.server.request.duration',
+    unit: 's',
+    description: 'Generative AI server request duration such as time-to-last byte or last output token.',
+    family: 'gen_ai_server_request_duration_seconds',
+  },
+  tokens: {
+    name: 'gen_ai.client.token.usage',
+    unit: '{token}',
+    description: 'Number of input and output tokens used.',
+    family: 'gen_ai_client_token_usage',
+  },
+};
+
+/** Every attribute the measurements may carry, in the order they become labels. */
+export const OTEL_ATTRIBUTES = [
+  'gen_ai.operation.name',
+  'gen_ai.provider.name',
+  'gen_ai.request.model',
+  'gen_ai.response.model',
+  'error.type',
+  'gen_ai.token.type',
+  'server.address',
+  'server.port',
+] as const;
+
+export type OtelAttributes = Partial<Record<(typeof OTEL_ATTRIBUTES)[number], string | number>>;
+
+export interface OtelOptions {
+  /** `gen_ai.provider.name` (INFERMETER_OTEL_PROVIDER_NAME, default `openai`). */
+  readonly providerName: string;
+  /** `server.address` and `server.port`: the upstream model server. */
+  readonly serverAddress?: string;
+  readonly serverPort?: number;
+}
+
+const DEFAULT_OPTIONS: OtelOptions = { providerName: 'openai' };
+
+/**
+ * `error.type` of a request that did not succeed: the HTTP status the upstream answered with
+ * (`429`, `503`, ...), else infermeter's failure reason (`upstream_unreachable`,
+ * `upstream_timeout`, `upstream_reset`, `upstream_protocol`, `stream_error`, `worker_exit`), or
+ * `cancelled` when the client left; undefined for a success.
+ */
+export function errorType(sample: RequestSample): string | undefined {
+  if (sample.outcome === 'success') return undefined;
+  if (sample.outcome === 'cancelled') return 'cancelled';
+  if (sample.failure === 'upstream_status') return sample.status >= 100 && sample.status <= 599 ? String(sample.status) : '_OTHER';
+  return sample.failure ?? '_OTHER';
+}
+
+/**
+ * The measurements one finished request makes, each with its attributes:
+ * - time to first token and time per output token: successful streams (one observation each; the
+ *   per-output-token time is the request's (last token - first token) / (tokens - 1));
+ * - request duration: every request with a duration (arrival to the last byte handed to the
+ *   client, or to its end), with `error.type` on those that did not succeed;
+ * - token usage: `input` and `output` as the upstream reported them (or, for a stream cut short,
+ *   the output tokens it delivered); never the zero fallback of a stream without usage.
+ */
+export function otelMeasurements(
+  sample: RequestSample,
+  options: OtelOptions,
+  emit: (instrument: OtelInstrumentKey, value: number, attributes: OtelAttributes) => void,
+): void {
+  const base: OtelAttributes = {
+    'gen_ai.operation.name': OPERATION_NAMES[sample.api],
+    'gen_ai.provider.name': options.providerName,
+    'gen_ai.request.model': sample.model,
+  };
+  if (sample.responseModel !== undefined) base['gen_ai.response.model'] = sample.responseModel;
+  if (options.serverAddress !== undefined) {
+    base['server.address'] = options.serverAddress;
+    if (options.serverPort !== undefined) base['server.port'] = options.serverPort;
+  }
+  if (sample.outcome === 'success') {
+    if (sample.ttft !== undefined) emit('ttft', sample.ttft, base);
+    if (sample.tpot !== undefined) emit('tpot', sample.tpot.seconds, base);
+  }
+  const duration = sample.outcome === 'success' ? sample.e2e : sample.duration;
+  if (duration !== undefined) {
+    const error = errorType(sample);
+    emit('duration', duration, error === undefined ? base : { ...base, 'error.type': error });
+  }
+  if (sample.usageSource === 'upstream' || sample.usageSource === 'events') {
+    if (sample.promptTokens !== undefined) emit('tokens', sample.promptTokens, { ...base, 'gen_ai.token.type': 'input' });
+    if (sample.completionTokens !== undefined) emit('tokens', sample.completionTokens, { ...base, 'gen_ai.token.type': 'output' });
+  }
+}
+
+/** The Prometheus label of an attribute: invalid characters (the dots) become `_`. */
+export function prometheusLabel(attribute: string): string {
+  return attribute.replace(/[^a-zA-Z0-9_]+/g, '_');
+}
+
+const LABELS = OTEL_ATTRIBUTES.map(prometheusLabel);
+
+export function createOtelDialect(registry: Registry, _state: MeasurementState, context: DialectContext): Dialect {
+  const options = context.otel ?? DEFAULT_OPTIONS;
+  const names: string[] = [];
+  const families = {} as Record<OtelInstrumentKey, LabelledHistogram>;
+  for (const key of Object.keys(OTEL_INSTRUMENTS) as OtelInstrumentKey[]) {
+    const instrument = OTEL_INSTRUMENTS[key];
+    families[key] = registerLabelledHistogram(registry, {
+      name: instrument.family,
+      help: instrument.description,
+      buckets: bucketsFor(instrument.family, context.buckets),
+      labelNames: LABELS,
+    });
+    names.push(instrument.family);
+  }
+  const values: (string | undefined)[] = new Array<string | undefined>(OTEL_ATTRIBUTES.length);
+  const observe = (key: OtelInstrumentKey, value: number, attributes: OtelAttributes): void => {
+    for (let i = 0; i < OTEL_ATTRIBUTES.length; i++) {
+      const v = attributes[OTEL_ATTRIBUTES[i]!];
+      values[i] = v === undefined ? undefined : String(v);
+    }
+    families[key].observe(values, value);
+  };
+  return {
+    name: 'otel',
+    metricNames: names,
+    finished(sample) {
+      otelMeasurements(sample, options, observe);
+    },
+  };
+}

@@ -1,0 +1,121 @@
+// vLLM's own metric names (vllm/v1/metrics/loggers.py of vLLM v0.12, the V1 engine; vLLM's
+// "Production Metrics" page): names, HELP texts, types, buckets and the `model_name` and
+// `engine` labels of the request-level families a vLLM Grafana dashboard reads, so that such a
+// dashboard works unchanged in front of any engine. Same measurement as every other dialect:
+// this module maps names and labels, and vLLM's per-request TPOT (one observation per request,
+// where MindIE's is one per token). The queue and scheduler figures come from the engine's own
+// /metrics when it is read, as in the MindIE dialect.
+import type { Registry } from 'prom-client';
+import type { EngineFamily } from '../../engine/engine-map.ts';
+import type { RequestSample } from '../../measure/sample.ts';
+import { bucketsFor, type HistogramFamily } from '../buckets.ts';
+import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
+import type { MeasurementState, ModelState } from '../recorder.ts';
+import type { Dialect, DialectContext } from './dialect.ts';
+
+const MODEL = 'model_name';
+/** vLLM's data-parallel engine index label: infermeter is one engine to its clients, "0". */
+const ENGINE = 'engine';
+const ENGINE_INDEX = '0';
+
+/** vLLM's `finished_reason` values (FinishReason of vllm/v1/engine), each with a series from the start. */
+export const VLLM_FINISHED_REASONS = ['stop', 'length', 'abort'] as const;
+export type VllmFinishedReason = (typeof VLLM_FINISHED_REASONS)[number];
+
+/**
+ * The `finished_reason` vLLM would count a request under, or undefined for one it would not
+ * count as finished (a failure). Cancelled by the client: abort. Successful: "length" when the
+ * upstream's finish_reason says so, "abort" likewise, else "stop" (stop sequences, EOS,
+ * tool calls, content filters, or no finish_reason at all: generation ended on its own).
+ */
+export function vllmFinishedReason(sample: RequestSample): VllmFinishedReason | undefined {
+  if (sample.outcome === 'cancelled') return 'abort';
+  if (sample.outcome !== 'success') return undefined;
+  return sample.finishReason === 'length' || sample.finishReason === 'abort' ? sample.finishReason : 'stop';
+}
+
+export function createVllmDialect(registry: Registry, state: MeasurementState, context: DialectContext): Dialect {
+  const names: string[] = [];
+  // Finished requests by vLLM's finished_reason, per model (the split is this dialect's own).
+  const finished = new Map<string, Record<VllmFinishedReason, number>>();
+
+  const labels = (model: string): Record<string, string> => ({ [MODEL]: model, [ENGINE]: ENGINE_INDEX });
+  const perModel = (read: (m: ModelState) => number) => (): MetricValue[] => {
+    const values: MetricValue[] = [];
+    for (const m of state.models.values()) values.push({ value: read(m), labels: labels(m.model) });
+    return values;
+  };
+  /** The engine's value per model where it reports one, the proxy's own elsewhere. */
+  const engineOr = (family: EngineFamily, read: (m: ModelState) => number) => (): MetricValue[] => {
+    const engine = context.engine()?.values.get(family);
+    const values = perModel(read)().filter((v) => !engine?.has(String(v.labels[MODEL])));
+    for (const [model, value] of engine ?? []) values.push({ value, labels: labels(model) });
+    return values;
+  };
+  const engineOnly = (family: EngineFamily) => (): MetricValue[] =>
+    [...(context.engine()?.values.get(family) ?? [])].map(([model, value]) => ({ value, labels: labels(model) }));
+
+  const family = (name: string, help: string, type: 'counter' | 'gauge', collect: () => MetricValue[], aggregator: 'sum' | 'average' = 'sum'): void => {
+    registerDerived(registry, { name, help, type, aggregator, collect });
+    names.push(name);
+  };
+
+  family('vllm:num_requests_running', 'Number of requests in model execution batches.', 'gauge', engineOr('num_requests_running', (m) => m.running));
+  family('vllm:num_requests_waiting', 'Number of requests waiting to be processed.', 'gauge', engineOr('num_requests_waiting', (m) => m.waiting));
+  family('vllm:kv_cache_usage_perc', 'KV-cache usage. 1 means 100 percent usage.', 'gauge', engineOnly('npu_cache_usage_perc'), 'average');
+  family('vllm:num_preemptions_total', 'Cumulative number of preemption from the engine.', 'counter', engineOnly('num_preemptions_total'));
+  family('vllm:prompt_tokens_total', 'Number of prefill tokens processed.', 'counter', perModel((m) => m.promptTokens));
+  family('vllm:generation_tokens_total', 'Number of generation tokens processed.', 'counter', perModel((m) => m.generationTokens));
+  family('vllm:request_success_total', 'Count of successfully processed requests.', 'counter', () => {
+    const values: MetricValue[] = [];
+    for (const m of state.models.values()) {
+      const counts = finished.get(m.model);
+      for (const reason of VLLM_FINISHED_REASONS) values.push({ value: counts?.[reason] ?? 0, labels: { ...labels(m.model), finished_reason: reason } });
+    }
+    return values;
+  });
+
+  const histogram = (name: HistogramFamily, help: string) => {
+    const h = registerHistogram(registry, { name, help, buckets: bucketsFor(name, context.buckets), labelName: MODEL, constLabels: { [ENGINE]: ENGINE_INDEX } });
+    names.push(name);
+    return h;
+  };
+  const promptTokens = histogram('vllm:request_prompt_tokens', 'Number of prefill tokens processed.');
+  const generationTokens = histogram('vllm:request_generation_tokens', 'Number of generation tokens processed.');
+  const ttft = histogram('vllm:time_to_first_token_seconds', 'Histogram of time to first token in seconds.');
+  const itl = histogram('vllm:inter_token_latency_seconds', 'Histogram of inter-token latency in seconds.');
+  const requestTpot = histogram('vllm:request_time_per_output_token_seconds', 'Histogram of time_per_output_token_seconds per request.');
+  const e2e = histogram('vllm:e2e_request_latency_seconds', 'Histogram of e2e request latency in seconds.');
+  const decode = histogram('vllm:request_decode_time_seconds', 'Histogram of time spent in DECODE phase for request.');
+
+  return {
+    name: 'vllm',
+    metricNames: names,
+    firstOutput(info, ttftSeconds) {
+      if (ttftSeconds !== undefined) ttft.observe(info.model, ttftSeconds);
+    },
+    interToken(info, seconds, tokens) {
+      // Per output token after the first: an event that carried k tokens is k gaps of seconds each.
+      itl.observe(info.model, seconds, tokens);
+    },
+    finished(sample) {
+      const { model } = sample;
+      const reason = vllmFinishedReason(sample);
+      if (reason !== undefined) {
+        let counts = finished.get(model);
+        if (counts === undefined) finished.set(model, (counts = { stop: 0, length: 0, abort: 0 }));
+        counts[reason]++;
+      }
+      if (sample.promptTokens !== undefined) promptTokens.observe(model, sample.promptTokens);
+      if (sample.completionTokens !== undefined) generationTokens.observe(model, sample.completionTokens);
+      if (sample.e2e !== undefined) e2e.observe(model, sample.e2e);
+      if (sample.ttft !== undefined && sample.lastToken !== undefined) {
+        // vLLM's per-request TPOT: the decode time over completion_tokens - 1, one observation
+        // per request (MindIE's TPOT counts the same mean once per token); 0 when there was no
+        // second token, as vLLM observes it.
+        requestTpot.observe(model, sample.tpot?.seconds ?? 0);
+        decode.observe(model, sample.lastToken - sample.ttft);
+      }
+    },
+  };
+}

@@ -1,0 +1,307 @@
+// GET /dashboard: the page and its assets from infermeter's own origin (content types, cache
+// headers, CSP), the data endpoint behind the token, the figures in workers mode, and the page
+// itself in a real browser (Debian's chromium, driven by playwright-core): charts and figures
+// for two models that update as traffic flows, nothing fetched from another origin, no console
+// error, and the token asked for and kept out of URLs. The browser part is skipped where
+// chromium is missing, except under CI, where that fails (.ci/run installs it).
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync } from 'node:fs';
+import http from 'node:http';
+import { createServer as createNetServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Infermeter } from '../../src/app.ts';
+import { startClusterPrimary } from '../../src/cluster/primary.ts';
+import { loadConfig } from '../../src/config/config.ts';
+import { silentLogger } from '../../src/log.ts';
+import type { DashboardData } from '../../src/management/dashboard-feed.ts';
+import { createSimHandler } from '../../src/sim/model-server.ts';
+import { startProxy } from '../helpers/proxy-harness.ts';
+
+// The callbacks given to page.evaluate and page.waitForFunction run in the page; the project's
+// TypeScript has no DOM library, so the page's globals are declared loosely here.
+type Dom = any;
+declare const document: Dom;
+declare const sessionStorage: Dom;
+
+const TOKEN = 'dashboard-token-0123456789abcdef';
+const MODELS = ['sim-llama-8b', 'sim-qwen-7b'];
+const CHROMIUM = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/lib/chromium/chromium', '/usr/bin/chromium-browser'].find(
+  (p): p is string => p !== undefined && p !== '' && existsSync(p),
+);
+// In CI a missing chromium is a failure, not a skip: .ci/run installs it.
+const skipBrowser = CHROMIUM !== undefined || process.env.CI ? false : 'chromium not installed (Debian package chromium; .ci/run installs it)';
+const SCREENSHOT = fileURLToPath(new URL('../../docs/dashboard.png', import.meta.url));
+
+/** The simulated server, answering 500 to requests that carry x-fail (a failure the proxy counts). */
+async function startSim(t: TestContext): Promise<string> {
+  const sim = createSimHandler({ models: MODELS, ttftMs: () => 40 + Math.random() * 120, interTokenMs: () => 4 + Math.random() * 8, defaultTokens: 24 });
+  const server = http.createServer((req, res) => {
+    if (req.headers['x-fail'] === undefined) return sim(req, res);
+    req.resume();
+    req.on('end', () => setTimeout(() => res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"message":"simulated failure"}}'), 100));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  }));
+  return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+}
+
+/** Clients sending streamed requests to both models (every 12th one failing) until the test ends. */
+function startTraffic(t: TestContext, dataUrl: string, clients = 3): void {
+  let stopped = false;
+  const loops = Array.from({ length: clients }, async (_, c) => {
+    for (let n = c; !stopped; n += clients) {
+      try {
+        const res = await fetch(`${dataUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(n % 12 === 11 ? { 'x-fail': '1' } : {}) },
+          body: JSON.stringify({ model: MODELS[n % 2], stream: true, max_tokens: 8 + (n % 24), messages: [{ role: 'user', content: 'Tell me about metering proxies.' }] }),
+        });
+        await res.arrayBuffer();
+      } catch {
+        // the proxy is closing
+      }
+    }
+  });
+  t.after(async () => {
+    stopped = true;
+    await Promise.all(loops);
+  });
+}
+
+async function dashboardData(managementUrl: string, since?: number, headers: Record<string, string> = {}): Promise<DashboardData> {
+  const res = await fetch(`${managementUrl}/dashboard/data${since === undefined ? '' : `?since=${since}`}`, { headers });
+  assert.equal(res.status, 200);
+  return (await res.json()) as DashboardData;
+}
+
+/** A free port, for the one-listener (management = metrics port) case, which wants a fixed one. */
+async function freePort(): Promise<string> {
+  const probe = createNetServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const port = String((probe.address() as { port: number }).port);
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+describe('GET /dashboard', () => {
+  it('serves the page and its assets from its own origin, with their content types and cache headers', async (t) => {
+    const app = await startProxy(t, await startSim(t));
+    const res = await fetch(`${app.managementUrl}/dashboard`);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'text/html; charset=utf-8');
+    assert.equal(res.headers.get('cache-control'), 'no-cache');
+    assert.match(res.headers.get('content-security-policy')!, /default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'/);
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+    const html = await res.text();
+    assert.match(html, /data-auth="none"/);
+    const etag = res.headers.get('etag')!;
+    assert.equal((await fetch(`${app.managementUrl}/dashboard`, { headers: { 'if-none-match': etag } })).status, 304);
+
+    const refs = [...html.matchAll(/(?:src|href)="([^"]*)"/g)].map((m) => m[1]!);
+    assert.deepEqual(refs.filter((r) => !r.startsWith('dashboard/assets/') && r !== 'data:,'), [], 'every asset is our own, by a relative URL');
+    const types = new Map<string, string>();
+    for (const ref of refs.filter((r) => r.startsWith('dashboard/'))) {
+      const asset = await fetch(`${app.managementUrl}/${ref}`);
+      assert.equal(asset.status, 200, ref);
+      assert.equal(asset.headers.get('cache-control'), 'public, max-age=31536000, immutable', 'hashed names: cached for good');
+      types.set(ref.replace(/^dashboard\/assets\/|\.[0-9a-f]{12}/g, ''), asset.headers.get('content-type')!);
+      assert.ok((await asset.arrayBuffer()).byteLength > 1000, ref);
+    }
+    assert.deepEqual(Object.fromEntries(types), {
+      'uPlot.min.css': 'text/css; charset=utf-8',
+      'dashboard.css': 'text/css; charset=utf-8',
+      'uPlot.iife.min.js': 'text/javascript; charset=utf-8',
+      'dashboard.js': 'text/javascript; charset=utf-8',
+    });
+    assert.equal((await fetch(`${app.managementUrl}/dashboard/assets/nothing.js`)).status, 404);
+    const slash = await fetch(`${app.managementUrl}/dashboard/`, { redirect: 'manual' });
+    assert.deepEqual([slash.status, slash.headers.get('location')], [308, '../dashboard']);
+
+    const data = await fetch(`${app.managementUrl}/dashboard/data?since=oops`);
+    assert.equal(data.headers.get('content-type'), 'application/json; charset=utf-8');
+    assert.equal(data.headers.get('cache-control'), 'no-store');
+    assert.equal(((await data.json()) as DashboardData).full, true);
+  });
+
+  it('with a metrics token: the page is served without it, its data only with it (one listener or two)', async (t) => {
+    const upstream = await startSim(t);
+    const port = await freePort();
+    for (const env of [{ INFERMETER_METRICS_TOKEN: TOKEN }, { INFERMETER_METRICS_TOKEN: TOKEN, INFERMETER_MANAGEMENT_PORT: port, INFERMETER_METRICS_PORT: port }]) {
+      const app = await startProxy(t, upstream, env);
+      const page = await fetch(`${app.managementUrl}/dashboard`);
+      assert.equal(page.status, 200);
+      const html = await page.text();
+      assert.match(html, /data-auth="bearer"/, 'the page asks for the token first');
+      assert.equal((await fetch(`${app.managementUrl}/${/src="(dashboard\/assets\/dashboard\.[^"]+)"/.exec(html)![1]}`)).status, 200);
+      for (const authorization of [undefined, 'Bearer wrong-token-000000000000', `Basic ${TOKEN}`]) {
+        const res = await fetch(`${app.managementUrl}/dashboard/data`, authorization === undefined ? {} : { headers: { authorization } });
+        assert.equal(res.status, 401, String(authorization));
+        assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="infermeter"');
+        assert.doesNotMatch(await res.text(), /seq|models/);
+      }
+      assert.equal((await fetch(`${app.managementUrl}/dashboard/data?token=${TOKEN}`)).status, 401, 'never a token in the URL');
+      assert.equal((await dashboardData(app.managementUrl, undefined, { authorization: `Bearer ${TOKEN}` })).full, true);
+      assert.equal((await fetch(app.metricsUrl!)).status, 401, '/metrics still wants it');
+    }
+  });
+
+  it('covers every worker in workers mode (each snapshot after the workers flushed)', async (t) => {
+    const upstream = await startSim(t);
+    const env = {
+      PATH: process.env.PATH ?? '',
+      INFERMETER_UPSTREAM: upstream,
+      INFERMETER_PORT: await freePort(),
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_UPSTREAM_METRICS: 'off',
+      INFERMETER_LOG_LEVEL: 'warn',
+    };
+    const app = await startClusterPrimary(loadConfig(env), env, { log: silentLogger, workers: 2 });
+    t.after(() => app.close());
+    await dashboardData(app.managementUrl); // someone watches: snapshots flush the workers first
+    const jobs: Array<Promise<unknown>> = [];
+    for (let i = 0; i < 12; i++) {
+      jobs.push(
+        fetch(`${app.dataUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(i % 4 === 3 ? { 'x-fail': '1' } : {}) },
+          body: JSON.stringify({ model: MODELS[i % 2], stream: true, stream_options: { include_usage: true }, max_tokens: 5 }),
+        }).then((r) => r.arrayBuffer()),
+      );
+    }
+    await Promise.all(jobs);
+    // The next snapshot after the requests finished holds them all.
+    const first = (await dashboardData(app.managementUrl)).seq;
+    let data: DashboardData;
+    do {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      data = await dashboardData(app.managementUrl);
+    } while (data.seq < first + 2);
+    const totals = Object.fromEntries(data.models.map((m) => [m.model, m.totals]));
+    // i % 4 === 3 fails: i = 3, 7, 11, all for the second model.
+    assert.deepEqual(totals, {
+      [MODELS[0]!]: { received: 6, success: 6, failed: 0, cancelled: 0, promptTokens: totals[MODELS[0]!]!.promptTokens, generationTokens: 30 },
+      [MODELS[1]!]: { received: 6, success: 3, failed: 3, cancelled: 0, promptTokens: totals[MODELS[1]!]!.promptTokens, generationTokens: 15 },
+    });
+    assert.ok(data.models.every((m) => m.series.tpotP50.some((v) => v !== null)), 'quantiles from the workers\' samples');
+  });
+});
+
+describe('the dashboard in a browser', { skip: skipBrowser }, () => {
+  let browser: Browser;
+  before(async () => {
+    assert.ok(CHROMIUM, 'chromium must be installed (Debian package chromium)');
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: process.getuid?.() === 0 ? ['--no-sandbox'] : [] });
+  });
+  after(() => browser?.close());
+
+  /** A page that records every request it makes and every console error. */
+  async function open(t: TestContext, app: Infermeter): Promise<{ page: Page; requests: string[]; errors: string[] }> {
+    const context = await browser.newContext({ viewport: { width: 1440, height: 1050 } });
+    t.after(() => context.close());
+    const page = await context.newPage();
+    const requests: string[] = [];
+    const errors: string[] = [];
+    page.on('request', (r) => requests.push(r.url()));
+    page.on('console', (m) => {
+      if (m.type() === 'error') errors.push(m.text());
+    });
+    page.on('pageerror', (e) => errors.push(e.message));
+    await page.goto(`${app.managementUrl}/dashboard`);
+    return { page, requests, errors };
+  }
+
+  const cell = (page: Page, model: string, field: string): Promise<string> =>
+    page.locator(`#models tr[data-model="${model}"] td[data-field="${field}"]`).innerText();
+
+  it('charts and figures for two models update as traffic flows, from its own origin only', async (t) => {
+    const upstream = await startSim(t);
+    const app = await startProxy(t, upstream, { INFERMETER_UPSTREAM_METRICS: `${upstream}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '1' });
+    startTraffic(t, app.dataUrl);
+    const { page, requests, errors } = await open(t, app);
+
+    // Both models' rows and the six charts (uPlot canvases).
+    await page.waitForFunction((models) => models.every((m) => document.querySelector(`#models tr[data-model="${m}"]`)), MODELS, { timeout: 10_000 });
+    assert.equal(await page.locator('.chart canvas').count(), 6);
+    assert.deepEqual(await page.locator('.chart').evaluateAll((els) => els.map((e) => (e as Dom).dataset.chart)), ['requests', 'ttft', 'tpot', 'tokens', 'inflight', 'kv']);
+
+    // Figures: TTFT quantiles, tokens per second, failures and the engine's KV cache show numbers.
+    await page.waitForFunction(
+      (model) => {
+        const text = (f: string) => document.querySelector(`#models tr[data-model="${model}"] td[data-field="${f}"]`)?.textContent ?? '–';
+        return ['ttftP50', 'ttftP99', 'tpotP90', 'generationTokens', 'requests', 'kvCache'].every((f) => /\d/.test(text(f))) && Number(text('failed')) > 0;
+      },
+      MODELS[1],
+      { timeout: 15_000 },
+    );
+    const ttft = Number((await cell(page, MODELS[0]!, 'ttftP50')).replace(/,/g, ''));
+    assert.ok(ttft >= 35 && ttft <= 200, `TTFT p50 ${ttft} ms (the simulated server waits 40 to 160 ms)`);
+    assert.match(await cell(page, MODELS[0]!, 'kvCache'), /^\d+\.\d %$/);
+
+    // ... and they update: more requests counted, a newer snapshot, a redrawn chart.
+    const received = await cell(page, MODELS[0]!, 'received');
+    const seq = Number(await page.locator('#status').getAttribute('data-seq'));
+    const pixels = await page.locator('[data-chart="ttft"] canvas').evaluate((c) => (c as Dom).toDataURL());
+    await page.waitForFunction(
+      ([model, before, seqBefore, pixelsBefore]) =>
+        document.querySelector(`#models tr[data-model="${model}"] td[data-field="received"]`)?.textContent !== before &&
+        Number(document.getElementById('status')?.dataset.seq) >= Number(seqBefore) + 2 &&
+        (document.querySelector('[data-chart="ttft"] canvas') as Dom).toDataURL() !== pixelsBefore,
+      [MODELS[0]!, received, String(seq), pixels] as const,
+      { timeout: 10_000 },
+    );
+
+    // Choosing the other model redraws the charts for it.
+    await page.selectOption('#model', MODELS[1]!);
+    await page.waitForFunction((model) => [...document.querySelectorAll('.chart')].every((c) => (c as Dom).dataset.model === model), MODELS[1]);
+    assert.equal(await page.locator(`#models tr[data-model="${MODELS[1]}"]`).getAttribute('class'), 'selected');
+
+    if (process.env.UPDATE_SCREENSHOT === '1') {
+      // A fuller picture for docs/dashboard.png: a minute of traffic.
+      await page.waitForFunction(() => Number(document.querySelector('.chart')?.getAttribute('data-points')) >= 60, undefined, { timeout: 90_000 });
+    }
+    await page.screenshot({ path: process.env.UPDATE_SCREENSHOT === '1' ? SCREENSHOT : join(mkdtempSync(join(tmpdir(), 'infermeter-dashboard-')), 'dashboard.png'), fullPage: true });
+
+    const origin = new URL(app.managementUrl).origin;
+    assert.deepEqual(requests.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith('data:')), [], 'no request to another origin');
+    assert.ok(requests.some((u) => u.startsWith(`${origin}/dashboard/data`)));
+    assert.deepEqual(errors, [], 'no console error');
+  });
+
+  it('with a metrics token: asks for it, refuses a wrong one, works with the right one, and keeps it out of URLs', async (t) => {
+    const upstream = await startSim(t);
+    const app = await startProxy(t, upstream, { INFERMETER_METRICS_TOKEN: TOKEN });
+    startTraffic(t, app.dataUrl, 2);
+    assert.equal((await fetch(`${app.managementUrl}/dashboard/data`)).status, 401);
+    const { page, requests, errors } = await open(t, app);
+
+    await page.locator('#login').waitFor({ state: 'visible' });
+    assert.equal(await page.locator('#live').isVisible(), false);
+    await page.fill('#token', 'wrong-token-0000000000000000');
+    await page.click('#login button[type=submit]');
+    await page.waitForFunction(() => document.getElementById('login-error')?.textContent === 'The token was refused.');
+    await page.fill('#token', TOKEN);
+    await page.click('#login button[type=submit]');
+    await page.waitForFunction((models) => models.every((m) => document.querySelector(`#models tr[data-model="${m}"]`)), MODELS, { timeout: 10_000 });
+    assert.equal(await page.locator('.chart canvas').count(), 6);
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('infermeter.dashboard.token')), TOKEN, 'kept for this tab');
+    const seq = Number(await page.locator('#status').getAttribute('data-seq'));
+    await page.waitForFunction((before) => Number(document.getElementById('status')?.dataset.seq) > before, seq);
+
+    assert.deepEqual(requests.filter((u) => u.includes(TOKEN)), [], 'the token is in no URL');
+    // The wrong token's 401 is the only thing the console may report.
+    assert.deepEqual(errors.filter((e) => !/status of 401/.test(e)), []);
+    assert.ok(errors.length <= 1, errors.join('\n'));
+
+    await page.click('#forget');
+    await page.locator('#login').waitFor({ state: 'visible' });
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('infermeter.dashboard.token')), null);
+  });
+});
