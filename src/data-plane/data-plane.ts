@@ -309,9 +309,14 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   proxy.on('error', onProxyError);
   proxy.on('econnreset', ignore); // the client went away mid-upload; res 'close' accounts for it
 
-  function identify(exchange: Exchange, result: { ok: true; model: string | undefined; stream: boolean | undefined } | { ok: false; reason: UninspectedReason }): void {
-    if (result.ok) exchange.timer.identify(result.model ?? 'unknown', result.stream === true);
-    else {
+  function identify(
+    exchange: Exchange,
+    result: { ok: true; model: string | undefined; stream: boolean | undefined; maxTokens?: number | undefined; n?: number | undefined } | { ok: false; reason: UninspectedReason },
+  ): void {
+    if (result.ok) {
+      const { maxTokens, n } = result;
+      exchange.timer.identify(result.model ?? 'unknown', result.stream === true, maxTokens === undefined && n === undefined ? undefined : { maxTokens, n });
+    } else {
       options.uninspected(result.reason);
       exchange.timer.identify('unknown', false);
     }
@@ -374,6 +379,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     let release = (): void => {};
     let total: NodeJS.Timeout | undefined;
     const begin = (): void => {
+      if (limit !== undefined) exchange.timer.admitted();
       (req as Tagged)[EXCHANGE] = exchange;
       res.on('finish', () => exchange.timer.responseFinished());
       res.on('close', () => {

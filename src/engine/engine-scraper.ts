@@ -32,6 +32,8 @@ export interface EngineScraper {
   view(): EngineView | undefined;
   /** What to append to /metrics: the relayed exposition of the last good relay round, or ''. */
   relayText(): string;
+  /** The names of the families relayText() holds. */
+  relayedFamilies(): ReadonlySet<string>;
   /** One round now (the timer calls it; tests await it). */
   scrapeOnce(): Promise<void>;
   start(): void;
@@ -130,6 +132,11 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
 
   let view: EngineView | undefined;
   let relay = '';
+  let relayed: ReadonlySet<string> = new Set();
+  const clearRelay = (): void => {
+    relay = '';
+    relayed = new Set();
+  };
   let lastRelayAt: number | undefined;
   let servedModel: string | undefined;
   let rounds = 0;
@@ -155,7 +162,7 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
     if (lastRelayAt !== undefined && at - lastRelayAt < options.relay.intervalMs) return;
     lastRelayAt = at;
     if (Buffer.byteLength(text) > options.relay.maxBytes) {
-      relay = '';
+      clearRelay();
       relaySkipped!.inc({ reason: 'too_large' });
       return;
     }
@@ -170,11 +177,12 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
     const kept = families.filter((f) => !clashes(f) && !companion(f));
     const formatted = formatExposition(kept);
     if (Buffer.byteLength(formatted) > options.relay.maxBytes) {
-      relay = '';
+      clearRelay();
       relaySkipped!.inc({ reason: 'too_large' });
       return;
     }
     relay = formatted;
+    relayed = new Set(kept.map((f) => f.name));
     relayFamilies!.set({ state: 'relayed' }, kept.length);
     relayFamilies!.set({ state: 'dropped' }, families.length - kept.length);
   }
@@ -192,7 +200,7 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
         families = parseExposition(text);
       } catch (error) {
         if (options.relay.enabled) {
-          relay = '';
+          clearRelay();
           relaySkipped!.inc({ reason: 'unparseable' });
         }
         throw new ScrapeError('unparseable', (error as Error).message);
@@ -218,7 +226,7 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
       const reason: ScrapeFailure = error instanceof ScrapeError ? error.reason : 'unreachable';
       // A source that vanished is dropped, never frozen at its last value.
       view = undefined;
-      if (reason !== 'unparseable' && options.relay.enabled) relay = '';
+      if (reason !== 'unparseable' && options.relay.enabled) clearRelay();
       up.set(0);
       engineInfo.reset();
       failures.inc({ reason });
@@ -247,6 +255,7 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
   return {
     view: () => view,
     relayText: () => relay,
+    relayedFamilies: () => relayed,
     scrapeOnce,
     start() {
       if (!stopped) return;

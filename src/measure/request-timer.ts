@@ -5,7 +5,7 @@
 // request started, that output began, and that it finished, each exactly once.
 import type { Clock } from './clock.ts';
 import type { Usage } from './usage.ts';
-import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestSample, UsageSource } from './sample.ts';
+import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestParams, RequestSample, UsageSource } from './sample.ts';
 
 export interface MeasurementSink {
   /** Labels are known; the request is in flight and waiting for output. */
@@ -22,8 +22,10 @@ export interface MeasurementSink {
 }
 
 export interface RequestTimer {
-  /** The request body told us the model and stream flag. Later calls are ignored. */
-  identify(model: string, stream: boolean): void;
+  /** The request body told us the model and stream flag (and its parameters). Later calls are ignored. */
+  identify(model: string, stream: boolean, params?: RequestParams): void;
+  /** The request left infermeter's admission queue and is forwarded now (only called with a limit). */
+  admitted(): void;
   /** Upstream status line arrived; `streamed` when the body is text/event-stream. */
   responseHeaders(status: number, streamed: boolean): void;
   /** A chunk of the response body arrived from the upstream; the events in it share its arrival time. */
@@ -66,6 +68,8 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
   let failure: FailureReason | undefined;
   let finishedAt: number | undefined;
   let closed = false;
+  let admittedAt: number | undefined;
+  let requestParams: RequestParams | undefined;
 
   const ttft = (): number | undefined => (firstTokenAt === undefined ? undefined : (firstTokenAt - t0) / 1000);
 
@@ -79,11 +83,15 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
     get closed() {
       return closed;
     },
-    identify(model, stream) {
+    identify(model, stream, params) {
       if (info !== undefined || closed) return;
       info = { api, model, stream };
+      requestParams = params;
       sink.started(info);
       if (outputAt !== undefined) sink.firstOutput(info, ttft());
+    },
+    admitted() {
+      if (!closed) admittedAt ??= clock();
     },
     responseHeaders(code, isStream) {
       if (closed) return;
@@ -187,6 +195,8 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
         finishReason,
         duration: (end - t0) / 1000,
         responseModel,
+        queued: admittedAt === undefined ? 0 : (admittedAt - t0) / 1000,
+        params: requestParams,
       };
       sink.finished(sample);
       return sample;

@@ -77,4 +77,20 @@ export interface RequestSample extends RequestInfo {
    * a stream's usage or finish chunk, the Responses API's final event. Undefined when it said none.
    */
   readonly responseModel?: string | undefined;
+  /**
+   * Seconds the request waited in infermeter's own admission queue (INFERMETER_MAX_CONCURRENCY)
+   * before it was forwarded; 0 without a limit. Left out for requests lost with a worker.
+   */
+  readonly queued?: number | undefined;
+  /** What the request asked for: its generation limit and number of choices, when it set them. */
+  readonly params?: RequestParams | undefined;
+}
+
+/**
+ * The request's own generation parameters, read from its body: `max_completion_tokens`, else
+ * `max_tokens`, else `max_output_tokens` (Responses API); `n`.
+ */
+export interface RequestParams {
+  readonly maxTokens: number | undefined;
+  readonly n: number | undefined;
 }

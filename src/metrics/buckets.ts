@@ -29,8 +29,14 @@ export const DEFAULT_BUCKETS = {
   'vllm:request_time_per_output_token_seconds': [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80],
   'vllm:e2e_request_latency_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
   'vllm:request_decode_time_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
+  'vllm:request_queue_time_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
+  'vllm:request_prefill_time_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
+  'vllm:request_inference_time_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
   'vllm:request_prompt_tokens': [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
   'vllm:request_generation_tokens': [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
+  'vllm:request_params_max_tokens': [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
+  'vllm:request_max_num_generation_tokens': [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
+  'vllm:request_params_n': [1, 2, 5, 10, 20],
   // OpenTelemetry GenAI semantic conventions (seconds, tokens): the ExplicitBucketBoundaries the
   // conventions advise (semconv v1.37-v1.41 gen-ai-metrics), under the Prometheus names; the
   // OTLP export uses the same boundaries.

@@ -118,6 +118,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   recorder.addObserver({
     finished: (s) => recent.add(s.ttft === undefined ? undefined : s.ttft * 1000, s.tpot === undefined ? undefined : s.tpot.seconds * 1000),
   });
+  const engineFirst = new Set(dialects.flatMap((d) => d.engineFirst ?? []));
   let ownNames: Set<string> | undefined;
   if (options.upstreamMetrics !== undefined) {
     scraper = createEngineScraper(
@@ -127,6 +128,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
         ownNames: () => {
           ownNames ??= new Set(
             registry.getMetricsAsArray().flatMap((m) => {
+              if (engineFirst.has(m.name)) return [];
               const { name, type } = m as unknown as { name: string; type: FamilyType };
               return [name, ...seriesNames(name, type)];
             }),
@@ -155,7 +157,9 @@ export function createMetrics(options: MetricsOptions): Metrics {
       // Our families write their own text (label strings built once per series); prom-client
       // formats its own metric types.
       let out = '';
+      const relayed = scraper?.relayedFamilies();
       for (const metric of registry.getMetricsAsArray()) {
+        if (relayed !== undefined && engineFirst.has(metric.name) && relayed.has(metric.name)) continue;
         const family = metric as unknown as Partial<Family>;
         out += family.renderText !== undefined ? family.renderText() : `${await registry.getSingleMetricAsString(metric.name)}\n`;
       }

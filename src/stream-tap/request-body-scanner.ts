@@ -1,4 +1,5 @@
-// Reads `model` and `stream` from a JSON request body as its bytes stream past, without
+// Reads `model`, `stream`, the generation limit (`max_completion_tokens`, `max_tokens` or
+// `max_output_tokens`) and `n` from a JSON request body as its bytes stream past, without
 // building the document: a single pass over bytes with a few integers of state, so a
 // multi-megabyte prompt costs one linear scan and no allocation, and never blocks the
 // event loop the way JSON.parse of the whole body would. Only the top-level object is
@@ -9,6 +10,10 @@ export type ScanResult =
       readonly ok: true;
       readonly model: string | undefined;
       readonly stream: boolean | undefined;
+      /** Requested generation limit: `max_completion_tokens`, else `max_tokens`, else `max_output_tokens` (Responses API). */
+      readonly maxTokens: number | undefined;
+      /** Requested number of choices (`n`). */
+      readonly n: number | undefined;
       /** Byte offset of the top-level object's '{'. */
       readonly objectStart: number;
       /** Where the top-level `stream_options` value lies (bytes [start, end)), when there is one. */
@@ -37,13 +42,23 @@ const ERROR = 11;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
-const MAX_KEY = 16; // longest key of interest ("stream_options") plus room; longer keys are skipped
+const MAX_KEY = 24; // longest key of interest ("max_completion_tokens", 21) plus room; longer keys are skipped
 const MAX_MODEL = 512; // bytes of a model name kept; a longer one is reported as absent
 
 const K_OTHER = 0;
 const K_MODEL = 1;
 const K_STREAM = 2;
 const K_STREAM_OPTIONS = 3;
+const K_MAX_COMPLETION_TOKENS = 4;
+const K_MAX_TOKENS = 5;
+const K_MAX_OUTPUT_TOKENS = 6;
+const K_N = 7;
+// Key bytes by K_ code, compared as raw bytes: an escaped key never matches, which is fine
+// for clients that write these names plainly.
+const KEY_BYTES = ['', 'model', 'stream', 'stream_options', 'max_completion_tokens', 'max_tokens', 'max_output_tokens', 'n'].map((k) =>
+  Buffer.from(k, 'latin1'),
+);
+const MAX_INT = 0x7fffffff; // larger counts are not credible requests; treated as absent
 
 export function createBodyScanner(): BodyScanner {
   let state = START;
@@ -61,6 +76,13 @@ export function createBodyScanner(): BodyScanner {
   let primitive = '';
   let model: string | undefined;
   let stream: boolean | undefined;
+  // Integers are accumulated as digits arrive, so no text is kept for them.
+  let int = 0;
+  let intOk = false;
+  let maxCompletionTokens: number | undefined;
+  let maxTokens: number | undefined;
+  let maxOutputTokens: number | undefined;
+  let choices: number | undefined;
   let offset = 0; // bytes of earlier chunks
   let objectStart = -1;
   let optionsStart = -1;
@@ -69,21 +91,35 @@ export function createBodyScanner(): BodyScanner {
 
   function finishKey(): void {
     key = K_OTHER;
-    if (keyLen === 5 && keyBuf[0] === 0x6d && keyBuf[1] === 0x6f && keyBuf[2] === 0x64 && keyBuf[3] === 0x65 && keyBuf[4] === 0x6c) {
-      key = K_MODEL; // "model"
-    } else if (
-      keyLen === 6 &&
-      keyBuf[0] === 0x73 && keyBuf[1] === 0x74 && keyBuf[2] === 0x72 && keyBuf[3] === 0x65 && keyBuf[4] === 0x61 && keyBuf[5] === 0x6d
-    ) {
-      key = K_STREAM; // "stream"
-    } else if (keyLen === 14 && String.fromCharCode(...keyBuf.subarray(0, 14)) === 'stream_options') {
-      key = K_STREAM_OPTIONS;
+    for (let k = 1; k < KEY_BYTES.length; k++) {
+      const name = KEY_BYTES[k]!;
+      if (name.length !== keyLen) continue; // also rules out keys longer than keyBuf
+      let j = 0;
+      while (j < keyLen && keyBuf[j] === name[j]) j++;
+      if (j === keyLen) {
+        key = k;
+        return;
+      }
     }
+  }
+
+  function isIntKey(): boolean {
+    return key >= K_MAX_COMPLETION_TOKENS && key <= K_N;
+  }
+
+  // Sets the current integer key's field; undefined when its value is of any other kind, so a
+  // later duplicate overrides an earlier one as with JSON.parse.
+  function setInt(value: number | undefined): void {
+    if (key === K_MAX_COMPLETION_TOKENS) maxCompletionTokens = value;
+    else if (key === K_MAX_TOKENS) maxTokens = value;
+    else if (key === K_MAX_OUTPUT_TOKENS) maxOutputTokens = value;
+    else if (key === K_N) choices = value !== undefined && value >= 1 ? value : undefined;
   }
 
   function finishPrimitive(): void {
     if (key === K_STREAM) stream = primitive === 'true' ? true : primitive === 'false' ? false : undefined;
     else if (key === K_MODEL) model = undefined;
+    else if (isIntKey()) setInt(intOk ? int : undefined);
     primitive = '';
   }
 
@@ -187,26 +223,39 @@ export function createBodyScanner(): BodyScanner {
               modelLen = 0;
               modelOverflow = false;
             } else if (key === K_STREAM) stream = undefined;
+            else if (isIntKey()) setInt(undefined);
           } else if (c === 0x7b || c === 0x5b) {
             state = NESTED;
             nestedDepth = 1;
             nestedInString = false;
             if (key === K_MODEL) model = undefined;
             else if (key === K_STREAM) stream = undefined;
+            else if (isIntKey()) setInt(undefined);
             else if (key === K_STREAM_OPTIONS) {
               optionsStart = offset + i;
               optionsIsObject = c === 0x7b;
             }
           } else if (isPrimitiveByte(c)) {
             state = PRIMITIVE;
-            primitive = String.fromCharCode(c);
+            // Only `stream` needs the literal's text; other primitives cost no string building.
+            primitive = key === K_STREAM ? String.fromCharCode(c) : '';
+            intOk = isIntKey() && c >= 0x30 && c <= 0x39; // a sign, point or letter first is never a count
+            int = c - 0x30;
             if (key === K_STREAM_OPTIONS) optionsStart = offset + i;
           } else state = ERROR;
           if (key === K_STREAM_OPTIONS && c === QUOTE) optionsStart = offset + i;
           break;
         case PRIMITIVE:
           if (isPrimitiveByte(c)) {
-            if (primitive.length < 8) primitive += String.fromCharCode(c);
+            if (key === K_STREAM) {
+              if (primitive.length < 8) primitive += String.fromCharCode(c);
+            } else if (intOk) {
+              // Digits only, no leading zero (not JSON), and small enough to stay exact.
+              if (c >= 0x30 && c <= 0x39 && int !== 0) {
+                int = int * 10 + (c - 0x30);
+                if (int > MAX_INT) intOk = false;
+              } else intOk = false;
+            }
           } else {
             if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i, isObject: false };
             finishPrimitive();
@@ -229,7 +278,11 @@ export function createBodyScanner(): BodyScanner {
   }
 
   function end(): ScanResult {
-    if (state === DONE) return { ok: true, model, stream, objectStart, streamOptions };
+    if (state === DONE) {
+      // The newer chat name wins over the older one, and both over the Responses API's.
+      const limit = maxCompletionTokens ?? maxTokens ?? maxOutputTokens;
+      return { ok: true, model, stream, maxTokens: limit, n: choices, objectStart, streamOptions };
+    }
     if (state === START) return { ok: false, reason: 'empty' };
     return { ok: false, reason: notObject ? 'not_object' : 'invalid_json' };
   }

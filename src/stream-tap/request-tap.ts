@@ -1,5 +1,5 @@
 // Watches an inference request's body on its way to the upstream (the data plane pipes it;
-// this only listens) and reports `model` and `stream` once the body has been seen, or why it
+// this only listens) and reports `model`, `stream` and the generation parameters once the body has been seen, or why it
 // could not be read. The body is never held: the scanner keeps a few integers of state.
 import type { IncomingMessage } from 'node:http';
 import { createBodyScanner } from './request-body-scanner.ts';
@@ -8,7 +8,14 @@ import { createBodyScanner } from './request-body-scanner.ts';
 export type UninspectedReason = 'empty' | 'invalid_json' | 'not_object' | 'too_large' | 'encoded';
 
 export type RequestInspection =
-  | { readonly ok: true; readonly model: string | undefined; readonly stream: boolean | undefined }
+  | {
+      readonly ok: true;
+      readonly model: string | undefined;
+      readonly stream: boolean | undefined;
+      /** The requested generation limit and number of choices (request-body-scanner.ts). */
+      readonly maxTokens?: number | undefined;
+      readonly n?: number | undefined;
+    }
   | { readonly ok: false; readonly reason: UninspectedReason };
 
 /** Attach before the body starts flowing; `done` is called at most once, with the bytes seen. */

@@ -39,6 +39,12 @@ const SPEC_MANDATED_LINT = new Set([
     'vllm:request_time_per_output_token_seconds',
     'vllm:e2e_request_latency_seconds',
     'vllm:request_decode_time_seconds',
+    'vllm:request_queue_time_seconds',
+    'vllm:request_prefill_time_seconds',
+    'vllm:request_inference_time_seconds',
+    'vllm:request_params_max_tokens',
+    'vllm:request_max_num_generation_tokens',
+    'vllm:request_params_n',
   ].map((name) => `${name} metric names should not contain ':'`),
 ]);
 

@@ -113,3 +113,100 @@ describe('request body scanner: where stream_options lies', () => {
     }
   });
 });
+
+describe('request body scanner: maxTokens and n', () => {
+  /** The generation-limit part of a result. */
+  const limits = (body: string | Buffer, seed?: number) => {
+    const r = scanFull(body, seed);
+    return r.ok ? { maxTokens: r.maxTokens, n: r.n } : r;
+  };
+
+  it('reads each generation-limit key alone, and n', () => {
+    assert.deepEqual(limits('{"model":"m","max_completion_tokens":128}'), { maxTokens: 128, n: undefined });
+    assert.deepEqual(limits('{"model":"m","max_tokens":64}'), { maxTokens: 64, n: undefined });
+    assert.deepEqual(limits('{"model":"m","max_output_tokens":32}'), { maxTokens: 32, n: undefined });
+    assert.deepEqual(limits('{"n":3,"model":"m"}'), { maxTokens: undefined, n: 3 });
+    assert.deepEqual(limits('{ "max_tokens" : 0 , "n" : 1 }'), { maxTokens: 0, n: 1 });
+    assert.deepEqual(limits('{"max_tokens":2147483647}'), { maxTokens: 2147483647, n: undefined });
+    assert.deepEqual(limits('{}'), { maxTokens: undefined, n: undefined });
+  });
+
+  it('prefers max_completion_tokens, then max_tokens, then max_output_tokens, in any order', () => {
+    const entries = ['"max_completion_tokens":1', '"max_tokens":2', '"max_output_tokens":3'];
+    for (const order of [entries, [...entries].reverse(), [entries[1], entries[2], entries[0]]]) {
+      assert.deepEqual(limits(`{${order.join(',')}}`), { maxTokens: 1, n: undefined }, order.join());
+    }
+    for (const order of [['"max_tokens":2', '"max_output_tokens":3'], ['"max_output_tokens":3', '"max_tokens":2']]) {
+      assert.deepEqual(limits(`{${order.join(',')}}`), { maxTokens: 2, n: undefined }, order.join());
+    }
+    // An invalid value counts as absent, so the next key in precedence shows through.
+    assert.deepEqual(limits('{"max_completion_tokens":null,"max_tokens":2,"max_output_tokens":3}'), { maxTokens: 2, n: undefined });
+  });
+
+  it('ignores values that are not non-negative integers up to 2^31-1, without failing the scan', () => {
+    for (const bad of ['1.5', '-1', '1e3', '1E3', '"64"', 'null', 'true', '99999999999', '2147483648', '01', '128.0', '[64]', '{"v":64}']) {
+      for (const key of ['max_completion_tokens', 'max_tokens', 'max_output_tokens', 'n']) {
+        const r = scanFull(`{"model":"m","${key}":${bad},"stream":true}`);
+        assert.ok(r.ok, `${key}: ${bad}`);
+        assert.deepEqual({ maxTokens: r.maxTokens, n: r.n, model: r.model, stream: r.stream }, { maxTokens: undefined, n: undefined, model: 'm', stream: true }, `${key}: ${bad}`);
+      }
+    }
+    assert.deepEqual(limits('{"n":0}'), { maxTokens: undefined, n: undefined });
+  });
+
+  it('ignores the keys below the top level and with escapes in them', () => {
+    assert.deepEqual(limits('{"x":{"max_tokens":5}}'), { maxTokens: undefined, n: undefined });
+    assert.deepEqual(limits('{"x":[{"max_completion_tokens":5,"n":2}],"y":{"max_output_tokens":5}}'), { maxTokens: undefined, n: undefined });
+    assert.deepEqual(limits('{"max\\u005ftokens":5,"\\u006e":2}'), { maxTokens: undefined, n: undefined });
+    assert.deepEqual(limits('{"max_tokens_x":5,"nn":2,"max_token":5}'), { maxTokens: undefined, n: undefined });
+  });
+
+  it('keeps the last duplicate key, as JSON.parse does', () => {
+    assert.deepEqual(limits('{"max_tokens":5,"max_tokens":7,"n":2,"n":4}'), { maxTokens: 7, n: 4 });
+    assert.deepEqual(limits('{"max_tokens":5,"max_tokens":"7","n":2,"n":null}'), { maxTokens: undefined, n: undefined });
+    assert.deepEqual(limits('{"max_tokens":"7","max_tokens":5}'), { maxTokens: 5, n: undefined });
+  });
+
+  it('gives the same result when the body is split in two at every byte', () => {
+    const bodies: [string, { maxTokens: number | undefined; n: number | undefined }][] = [
+      ['{"max_completion_tokens":1234}', { maxTokens: 1234, n: undefined }],
+      ['{"max_tokens":567}', { maxTokens: 567, n: undefined }],
+      ['{"max_output_tokens":89}', { maxTokens: 89, n: undefined }],
+      ['{"n":12}', { maxTokens: undefined, n: 12 }],
+      ['{"max_output_tokens":3, "x":{"n":9}, "max_tokens": 2 ,"max_completion_tokens":1,"n":5}', { maxTokens: 1, n: 5 }],
+      ['{"max_tokens":1.5,"n":-1}', { maxTokens: undefined, n: undefined }],
+      ['{"max_tokens":99999999999}', { maxTokens: undefined, n: undefined }],
+    ];
+    for (const [body, expected] of bodies) {
+      const bytes = Buffer.from(body);
+      assert.deepEqual(limits(bytes), expected, body);
+      for (let at = 0; at <= bytes.length; at++) {
+        const scanner = createBodyScanner();
+        scanner.feed(bytes.subarray(0, at));
+        scanner.feed(bytes.subarray(at));
+        const r = scanner.end();
+        assert.ok(r.ok, `${body} split at ${at}`);
+        assert.deepEqual({ maxTokens: r.maxTokens, n: r.n }, expected, `${body} split at ${at}`);
+      }
+    }
+  });
+
+  it('agrees with JSON.parse on random documents, at any chunking', () => {
+    const random = seededRandom(7);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+    const keys = ['messages', 'max_output_tokens', 'model', 'max_tokens', 'n', 'max_completion_tokens', 'metadata'];
+    const isCount = (v: unknown, min: number) => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= 2 ** 31 - 1;
+    for (let i = 0; i < 300; i++) {
+      const entries: string[] = [];
+      for (let k = 0; k < 6; k++) {
+        const value = pick<unknown>([0, 1, 7, 4096, 2 ** 31 - 1, 2 ** 31, -3, 2.5, 1e21, null, true, '16', [3], { max_tokens: 9, n: 2 }]);
+        entries.push(`${JSON.stringify(pick(keys))}:${JSON.stringify(value)}`); // duplicates on purpose
+      }
+      const text = `{${entries.join(random() < 0.5 ? ',' : ' ,\n ')}}`;
+      const parsed = JSON.parse(text) as Record<string, unknown>;
+      const limit = [parsed.max_completion_tokens, parsed.max_tokens, parsed.max_output_tokens].find((v) => isCount(v, 0));
+      const expected = { maxTokens: limit as number | undefined, n: isCount(parsed.n, 1) ? (parsed.n as number) : undefined };
+      assert.deepEqual(limits(text, i), expected, text);
+    }
+  });
+});

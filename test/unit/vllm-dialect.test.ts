@@ -215,6 +215,57 @@ describe('vLLM dialect', () => {
     assert.equal(vllmFinishedReason(sample('failed', 'stop')), undefined);
   });
 
+  it('gives the phases as a proxy sees them, and the request parameters as the request set them', async () => {
+    const { metrics, clock, scrape } = setup();
+    const l = { model_name: 'm', engine: '0' };
+    // 1. Waited 500 ms in the admission queue, first token at 1 s, last at 3 s; max_tokens 64, n 2.
+    clock.now = 10_000;
+    let timer = createRequestTimer('chat', () => clock.now, metrics.sink);
+    timer.identify('m', true, { maxTokens: 64, n: 2 });
+    clock.now = 10_500;
+    timer.admitted();
+    timer.responseHeaders(200, true);
+    for (const at of [11_000, 12_000, 13_000]) {
+      clock.now = at;
+      timer.responseBody();
+      timer.tokenEvent();
+    }
+    timer.responseFinished();
+    timer.close(true);
+    // 2. No limit, no parameters: queue 0, n 1, no max_tokens observation; cancelled while decoding.
+    clock.now = 20_000;
+    stream(metrics, clock, 'm', { tokensAt: [200, 400], endAt: 500, delivered: false });
+    // 3. Embeddings: phases (none streamed) and no sampling parameters.
+    timer = createRequestTimer('embeddings', () => clock.now, metrics.sink);
+    timer.identify('m', false, { maxTokens: 5, n: 3 });
+    timer.responseHeaders(200, false);
+    timer.responseBody();
+    timer.responseFinished();
+    timer.close(true);
+    // 4. A failure: vLLM would not have finished it; none of these families observes it.
+    timer = createRequestTimer('chat', () => clock.now, metrics.sink);
+    timer.identify('m', true, { maxTokens: 7, n: 1 });
+    timer.fail('upstream_status', 500);
+    timer.close(true);
+
+    const x = await scrape();
+    assert.equal(x.value('vllm:request_queue_time_seconds_count', l), 3);
+    close(x.value('vllm:request_queue_time_seconds_sum', l), 0.5, 'queue sum');
+    assert.equal(x.value('vllm:request_queue_time_seconds_bucket', { ...l, le: '0.5' }), 3);
+    assert.equal(x.value('vllm:request_prefill_time_seconds_count', l), 2);
+    close(x.value('vllm:request_prefill_time_seconds_sum', l), 0.5 + 0.2, 'prefill: TTFT minus the queue');
+    assert.equal(x.value('vllm:request_inference_time_seconds_count', l), 2);
+    close(x.value('vllm:request_inference_time_seconds_sum', l), 2.5 + 0.4, 'inference: last token minus the queue');
+    assert.equal(x.value('vllm:request_params_n_count', l), 2);
+    assert.equal(x.value('vllm:request_params_n_sum', l), 3, 'n 2, and the default 1');
+    assert.equal(x.value('vllm:request_params_n_bucket', { ...l, le: '1' }), 1);
+    assert.equal(x.value('vllm:request_params_max_tokens_count', l), 1);
+    assert.equal(x.value('vllm:request_params_max_tokens_sum', l), 64);
+    assert.equal(x.value('vllm:request_max_num_generation_tokens_count', l), 1);
+    assert.equal(x.value('vllm:request_max_num_generation_tokens_bucket', { ...l, le: '50' }), 0);
+    assert.equal(x.value('vllm:request_max_num_generation_tokens_bucket', { ...l, le: '100' }), 1);
+  });
+
   it('lists its families in vLLM\'s order, every one prefixed vllm:', () => {
     const { metrics } = setup();
     const vllm = metrics.dialects.find((d) => d.name === 'vllm')!;
@@ -228,10 +279,16 @@ describe('vLLM dialect', () => {
       'vllm:request_success_total',
       'vllm:request_prompt_tokens',
       'vllm:request_generation_tokens',
+      'vllm:request_max_num_generation_tokens',
+      'vllm:request_params_n',
+      'vllm:request_params_max_tokens',
       'vllm:time_to_first_token_seconds',
       'vllm:inter_token_latency_seconds',
       'vllm:request_time_per_output_token_seconds',
       'vllm:e2e_request_latency_seconds',
+      'vllm:request_queue_time_seconds',
+      'vllm:request_inference_time_seconds',
+      'vllm:request_prefill_time_seconds',
       'vllm:request_decode_time_seconds',
     ]);
     metrics.close();

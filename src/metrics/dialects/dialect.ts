@@ -14,6 +14,11 @@ export interface Dialect extends SampleObserver {
   readonly name: string;
   /** The families it registered, in order (tests and docs/metrics.md use them). */
   readonly metricNames: readonly string[];
+  /**
+   * Families the engine measures better than a proxy can (time spent inside the engine): when
+   * the relay carries the engine's own family of that name, the engine's is served, not this.
+   */
+  readonly engineFirst?: readonly string[];
   /** Called when a scrape starts; returns what to call with the bytes served. */
   scrapeStarted?(): (bytes: number) => void;
   /** Stops background work (samplers); called when infermeter closes. */

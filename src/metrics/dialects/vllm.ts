@@ -80,17 +80,26 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     names.push(name);
     return h;
   };
+  // In the order of vLLM's loggers.py.
   const promptTokens = histogram('vllm:request_prompt_tokens', 'Number of prefill tokens processed.');
   const generationTokens = histogram('vllm:request_generation_tokens', 'Number of generation tokens processed.');
+  const maxGeneration = histogram('vllm:request_max_num_generation_tokens', 'Histogram of maximum number of requested generation tokens.');
+  const nParam = histogram('vllm:request_params_n', 'Histogram of the n request parameter.');
+  const maxTokensParam = histogram('vllm:request_params_max_tokens', 'Histogram of the max_tokens request parameter.');
   const ttft = histogram('vllm:time_to_first_token_seconds', 'Histogram of time to first token in seconds.');
   const itl = histogram('vllm:inter_token_latency_seconds', 'Histogram of inter-token latency in seconds.');
   const requestTpot = histogram('vllm:request_time_per_output_token_seconds', 'Histogram of time_per_output_token_seconds per request.');
   const e2e = histogram('vllm:e2e_request_latency_seconds', 'Histogram of e2e request latency in seconds.');
+  const queue = histogram('vllm:request_queue_time_seconds', 'Histogram of time spent in WAITING phase for request.');
+  const inference = histogram('vllm:request_inference_time_seconds', 'Histogram of time spent in RUNNING phase for request.');
+  const prefill = histogram('vllm:request_prefill_time_seconds', 'Histogram of time spent in PREFILL phase for request.');
   const decode = histogram('vllm:request_decode_time_seconds', 'Histogram of time spent in DECODE phase for request.');
 
   return {
     name: 'vllm',
     metricNames: names,
+    // In front of vLLM with its metrics relayed, its own phase times are the true ones.
+    engineFirst: ['vllm:request_queue_time_seconds', 'vllm:request_prefill_time_seconds', 'vllm:request_inference_time_seconds'],
     firstOutput(info, ttftSeconds) {
       if (ttftSeconds !== undefined) ttft.observe(info.model, ttftSeconds);
     },
@@ -116,6 +125,24 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
         requestTpot.observe(model, sample.tpot?.seconds ?? 0);
         decode.observe(model, sample.lastToken - sample.ttft);
       }
+      if (reason === undefined) return;
+      // vLLM's phases as a proxy sees them: WAITING is the time in infermeter's own admission
+      // queue (0 without INFERMETER_MAX_CONCURRENCY); PREFILL runs from forwarding to the first
+      // token, so it holds the engine's own queueing too; RUNNING is prefill plus decode.
+      const queued = sample.queued ?? 0;
+      queue.observe(model, queued);
+      if (sample.ttft !== undefined) prefill.observe(model, Math.max(0, sample.ttft - queued));
+      if (sample.ttft !== undefined && sample.lastToken !== undefined) inference.observe(model, Math.max(0, sample.lastToken - queued));
+      if (sample.api === 'embeddings') return;
+      // Sampling parameters as the request set them; n defaults to 1 as in vLLM. A request that
+      // sets no limit is left out of the max_tokens families (vLLM's default depends on the
+      // model's context length, which a proxy does not know).
+      const maxTokens = sample.params?.maxTokens;
+      if (maxTokens !== undefined) {
+        maxTokensParam.observe(model, maxTokens);
+        maxGeneration.observe(model, maxTokens);
+      }
+      nParam.observe(model, sample.params?.n ?? 1);
     },
   };
 }
