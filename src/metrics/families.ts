@@ -107,14 +107,59 @@ interface Series {
   prefixes: string[] | undefined;
 }
 
+/** Upper bounds as a typed array, checked to increase strictly. */
+function checkedBounds(name: string, buckets: readonly number[]): Float64Array {
+  const bounds = Float64Array.from(buckets);
+  for (let i = 1; i < bounds.length; i++) {
+    if (!(bounds[i]! > bounds[i - 1]!)) throw new TypeError(`buckets of ${name} must increase strictly`);
+  }
+  return bounds;
+}
+
+/** Adds `weight` observations of `value` to a series: binary search for the first bound >= value. */
+function observeInto(s: Series, bounds: Float64Array, value: number, weight: number): void {
+  let lo = 0;
+  let hi = bounds.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (value <= bounds[mid]!) hi = mid;
+    else lo = mid + 1;
+  }
+  s.counts[lo]! += weight;
+  s.sum += value * weight;
+  s.count += weight;
+}
+
+/** A series' lines: cumulative buckets, +Inf, sum and count, after their prefixes `p`. */
+function seriesText(s: Series, p: readonly string[], n: number): string {
+  let out = '';
+  let cumulative = 0;
+  for (let i = 0; i < n; i++) {
+    cumulative += s.counts[i]!;
+    out += `${p[i]}${cumulative}\n`;
+  }
+  return `${out}${p[n]}${s.count}\n${p[n + 1]}${formatValue(s.sum)}\n${p[n + 2]}${s.count}\n`;
+}
+
+/** A series as prom-client's MetricValue list (for get()). */
+function seriesValues(name: string, s: Series, bounds: Float64Array, labels: Readonly<Record<string, string>>): MetricValue[] {
+  const values: MetricValue[] = [];
+  let cumulative = 0;
+  for (let i = 0; i < bounds.length; i++) {
+    cumulative += s.counts[i]!;
+    values.push({ value: cumulative, labels: { ...labels, le: bounds[i]! }, metricName: `${name}_bucket` });
+  }
+  values.push({ value: s.count, labels: { ...labels, le: '+Inf' }, metricName: `${name}_bucket` });
+  values.push({ value: s.sum, labels: { ...labels }, metricName: `${name}_sum` });
+  values.push({ value: s.count, labels: { ...labels }, metricName: `${name}_count` });
+  return values;
+}
+
 export function registerHistogram(registry: Registry, options: HistogramOptions): WeightedHistogram {
   const { name, help, labelName } = options;
   const constLabels = options.constLabels ?? {};
   checkName(name, [labelName, ...Object.keys(constLabels)]);
-  const bounds = Float64Array.from(options.buckets);
-  for (let i = 1; i < bounds.length; i++) {
-    if (!(bounds[i]! > bounds[i - 1]!)) throw new TypeError(`buckets of ${name} must increase strictly`);
-  }
+  const bounds = checkedBounds(name, options.buckets);
   const series = new Map<string, Series>();
   const bucketName = `${name}_bucket`;
   const sumName = `${name}_sum`;
@@ -136,15 +181,7 @@ export function registerHistogram(registry: Registry, options: HistogramOptions)
     type: 'histogram',
     renderText() {
       let out = head;
-      for (const [labelValue, s] of series) {
-        const p = (s.prefixes ??= prefixesFor(labelValue));
-        let cumulative = 0;
-        for (let i = 0; i < bounds.length; i++) {
-          cumulative += s.counts[i]!;
-          out += `${p[i]}${cumulative}\n`;
-        }
-        out += `${p[bounds.length]}${s.count}\n${p[bounds.length + 1]}${formatValue(s.sum)}\n${p[bounds.length + 2]}${s.count}\n`;
-      }
+      for (const [labelValue, s] of series) out += seriesText(s, (s.prefixes ??= prefixesFor(labelValue)), bounds.length);
       return out;
     },
     observe(labelValue, value, weight = 1) {
@@ -154,31 +191,11 @@ export function registerHistogram(registry: Registry, options: HistogramOptions)
         s = { counts: new Float64Array(bounds.length + 1), sum: 0, count: 0, prefixes: undefined };
         series.set(labelValue, s);
       }
-      // Binary search for the first bound >= value.
-      let lo = 0;
-      let hi = bounds.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (value <= bounds[mid]!) hi = mid;
-        else lo = mid + 1;
-      }
-      s.counts[lo]! += weight;
-      s.sum += value * weight;
-      s.count += weight;
+      observeInto(s, bounds, value, weight);
     },
     get() {
       const values: MetricValue[] = [];
-      for (const [labelValue, s] of series) {
-        const labels = { ...constLabels, [labelName]: labelValue };
-        let cumulative = 0;
-        for (let i = 0; i < bounds.length; i++) {
-          cumulative += s.counts[i]!;
-          values.push({ value: cumulative, labels: { ...labels, le: bounds[i]! }, metricName: bucketName });
-        }
-        values.push({ value: s.count, labels: { ...labels, le: '+Inf' }, metricName: bucketName });
-        values.push({ value: s.sum, labels, metricName: sumName });
-        values.push({ value: s.count, labels, metricName: countName });
-      }
+      for (const [labelValue, s] of series) values.push(...seriesValues(name, s, bounds, { ...constLabels, [labelName]: labelValue }));
       return { name, help, type: 'histogram', values, aggregator: 'sum' };
     },
   };
@@ -210,10 +227,7 @@ export interface LabelledHistogram extends Family {
 export function registerLabelledHistogram(registry: Registry, options: LabelledHistogramOptions): LabelledHistogram {
   const { name, help, labelNames } = options;
   checkName(name, labelNames);
-  const bounds = Float64Array.from(options.buckets);
-  for (let i = 1; i < bounds.length; i++) {
-    if (!(bounds[i]! > bounds[i - 1]!)) throw new TypeError(`buckets of ${name} must increase strictly`);
-  }
+  const bounds = checkedBounds(name, options.buckets);
   const series = new Map<string, Series & { readonly labels: Readonly<Record<string, string>> }>();
   const head = header(name, help, 'histogram');
   const bucketLabels = Array.from(bounds, (b) => `le="${formatValue(b)}"`);
@@ -241,15 +255,7 @@ export function registerLabelledHistogram(registry: Registry, options: LabelledH
     type: 'histogram',
     renderText() {
       let out = head;
-      for (const s of series.values()) {
-        const p = (s.prefixes ??= prefixesFor(s.labels));
-        let cumulative = 0;
-        for (let i = 0; i < bounds.length; i++) {
-          cumulative += s.counts[i]!;
-          out += `${p[i]}${cumulative}\n`;
-        }
-        out += `${p[bounds.length]}${s.count}\n${p[bounds.length + 1]}${formatValue(s.sum)}\n${p[bounds.length + 2]}${s.count}\n`;
-      }
+      for (const s of series.values()) out += seriesText(s, (s.prefixes ??= prefixesFor(s.labels)), bounds.length);
       return out;
     },
     observe(labelValues, value, weight = 1) {
@@ -265,29 +271,11 @@ export function registerLabelledHistogram(registry: Registry, options: LabelledH
         s = { counts: new Float64Array(bounds.length + 1), sum: 0, count: 0, prefixes: undefined, labels };
         series.set(key, s);
       }
-      let lo = 0;
-      let hi = bounds.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (value <= bounds[mid]!) hi = mid;
-        else lo = mid + 1;
-      }
-      s.counts[lo]! += weight;
-      s.sum += value * weight;
-      s.count += weight;
+      observeInto(s, bounds, value, weight);
     },
     get() {
       const values: MetricValue[] = [];
-      for (const s of series.values()) {
-        let cumulative = 0;
-        for (let i = 0; i < bounds.length; i++) {
-          cumulative += s.counts[i]!;
-          values.push({ value: cumulative, labels: { ...s.labels, le: bounds[i]! }, metricName: `${name}_bucket` });
-        }
-        values.push({ value: s.count, labels: { ...s.labels, le: '+Inf' }, metricName: `${name}_bucket` });
-        values.push({ value: s.sum, labels: { ...s.labels }, metricName: `${name}_sum` });
-        values.push({ value: s.count, labels: { ...s.labels }, metricName: `${name}_count` });
-      }
+      for (const s of series.values()) values.push(...seriesValues(name, s, bounds, s.labels));
       return { name, help, type: 'histogram', values, aggregator: 'sum' };
     },
   };

@@ -7,12 +7,12 @@
 // checked without Prometheus.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import http from 'node:http';
 import net from 'node:net';
 import { describe, it } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
 import { startPrometheus, prometheusAvailable, prometheusSkip, single, type Prometheus, type QueryData } from '../helpers/prometheus.ts';
+import { leaveStreamAfter } from '../helpers/client-leaves.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -58,31 +58,9 @@ async function nonStreamed(dataUrl: string, model: string, maxTokens?: number): 
   return res.status;
 }
 
-/**
- * A streamed request the client leaves once its first token arrived: cancelled while decoding.
- * node:http on a connection of its own (agent: false), destroyed on leaving: an aborted fetch
- * makes undici open a spare connection that then sits, without a request, until its keep-alive
- * timeout (4 s), which holds up the data plane's close in teardown.
- */
+/** A streamed request the client leaves once its first token arrived: cancelled while decoding. */
 function cancelledStream(dataUrl: string, model: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(`${dataUrl}/v1/chat/completions`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json' } }, (res) => {
-      if (res.statusCode !== 200) reject(new Error(`cancelled stream answered ${res.statusCode}`));
-      let seen = '';
-      res.on('data', (chunk: Buffer) => {
-        seen += chunk.toString('utf8');
-        if (seen.includes('"content":"the"')) {
-          req.destroy();
-          resolve();
-        }
-      });
-      res.on('end', () => reject(new Error('the stream ended before the client left')));
-    });
-    req.on('error', (error) => {
-      if (!req.destroyed) reject(error);
-    });
-    req.end(JSON.stringify({ model, stream: true, messages: MESSAGES }));
-  });
+  return leaveStreamAfter(dataUrl, { model, stream: true, messages: MESSAGES }, '"content":"the"');
 }
 
 /** Bytes that are not HTTP: the data plane answers 400 and counts a malformed client. */

@@ -7,11 +7,11 @@
 // run the way Grafana runs it, with $model_name and $__rate_interval expanded. Each must answer
 // with data, and the counters with exactly the traffic sent.
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { describe, it } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
 import { prometheusAvailable, prometheusSkip, single, startPrometheus, type QueryData } from '../helpers/prometheus.ts';
+import { leaveStreamAfter } from '../helpers/client-leaves.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 
 const LLAMA = 'sim-llama-8b';
@@ -37,23 +37,9 @@ async function nonStreamed(url: string, model: string): Promise<void> {
   assert.equal(res.status, 200, await res.text());
 }
 
-/** A stream the client leaves after its first content: vLLM's `abort`. Its own connection, destroyed. */
+/** A stream the client leaves after its first content: vLLM's `abort`. */
 function cancelled(url: string, model: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(`${url}/v1/chat/completions`, { method: 'POST', agent: false }, (res) => {
-      res.on('data', (chunk: Buffer) => {
-        if (chunk.toString('utf8').includes('"content":"the"')) {
-          req.destroy();
-          resolve();
-        }
-      });
-      res.on('end', () => reject(new Error('the stream ended before the client left')));
-    });
-    req.on('error', (error) => {
-      if (!req.destroyed) reject(error);
-    });
-    req.end(JSON.stringify({ model, stream: true, messages: MESSAGES }));
-  });
+  return leaveStreamAfter(url, { model, stream: true, messages: MESSAGES }, '"content":"the"');
 }
 
 async function round(app: Infermeter): Promise<void> {
