@@ -180,9 +180,11 @@ describe('GET /dashboard', () => {
     // The next snapshot after the requests finished holds them all.
     const first = (await dashboardData(app.managementUrl)).seq;
     let data: DashboardData;
+    const deadline = Date.now() + 15_000;
     do {
       await new Promise((resolve) => setTimeout(resolve, 200));
       data = await dashboardData(app.managementUrl);
+      assert.ok(Date.now() < deadline, `the snapshots stopped at seq ${data.seq} (waiting for ${first + 2})`);
     } while (data.seq < first + 2);
     const totals = Object.fromEntries(data.models.map((m) => [m.model, m.totals]));
     // i % 4 === 3 fails: i = 3, 7, 11, all for the second model.
