@@ -38,17 +38,31 @@ export interface ReceivedExport {
 export interface OtlpReceiver {
   /** Base URL, e.g. http://127.0.0.1:40123 (OTEL_EXPORTER_OTLP_ENDPOINT). */
   readonly url: string;
+  /** Exports answered with a refusal so far. */
+  readonly refused: () => number;
   readonly exports: readonly ReceivedExport[];
   /** Resolves with the first export (received so far or later) for which `predicate` holds; rejects after `timeoutMs`. */
   waitFor(predicate: (e: ReceivedExport) => boolean, timeoutMs?: number): Promise<ReceivedExport>;
   close(): Promise<void>;
 }
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+export interface OtlpReceiverOptions {
+  /** Answers the first `refuse` exports 400 (not retryable), unread; default 0. */
+  readonly refuse?: number;
+}
+
+export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Promise<OtlpReceiver> {
+  let refusals = options.refuse ?? 0;
   const exports: ReceivedExport[] = [];
   const waiters: Array<{ predicate: (e: ReceivedExport) => boolean; resolve: (e: ReceivedExport) => void }> = [];
   const sockets = new Set<Socket>();
   const server = http.createServer((req, res) => {
+    if (refusals > 0) {
+      refusals--;
+      req.resume();
+      res.writeHead(400, { 'content-type': 'text/plain' }).end('refused by the test\n');
+      return;
+    }
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -80,6 +94,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
+    refused: () => (options.refuse ?? 0) - refusals,
     exports,
     waitFor(predicate, timeoutMs = 15_000) {
       const hit = exports.find(predicate);

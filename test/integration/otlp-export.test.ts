@@ -11,7 +11,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { startInfermeter } from '../../src/app.ts';
 import { startClusterPrimary } from '../../src/cluster/primary.ts';
 import { loadConfig } from '../../src/config/config.ts';
-import { silentLogger } from '../../src/log.ts';
+import { createLogger, silentLogger } from '../../src/log.ts';
 import { DEFAULT_BUCKETS } from '../../src/metrics/buckets.ts';
 import { startSimServer, type SimServer } from '../../src/sim/model-server.ts';
 import type { Exposition } from '../helpers/exposition.ts';
@@ -203,6 +203,38 @@ describe('OTLP export', () => {
     assert.equal(e.path, '/custom/path', 'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is used as it is');
     assert.equal(total(e, 'gen_ai.server.request.duration'), 1);
     assert.equal(total(e, 'gen_ai.server.time_to_first_token'), 1);
+  });
+
+  it('keeps serving while the receiver refuses, counts each failed export, logs once, and loses nothing it measured', async (t) => {
+    const receiver = await startOtlpReceiver({ refuse: 2 });
+    const sim = await startSimServer({ ttftMs: 5, interTokenMs: 1, models: [MODEL] });
+    const logs: string[] = [];
+    const app = await startInfermeter(
+      loadConfig({ ...BASE_ENV, INFERMETER_UPSTREAM: sim.url, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_METRIC_EXPORT_INTERVAL: '100' }),
+      { log: createLogger('info', (line) => logs.push(line)) },
+    );
+    t.after(async () => {
+      await app.close();
+      await sim.close();
+      await receiver.close();
+    });
+    // Traffic while the exports are refused: the proxy does not notice.
+    for (let i = 0; i < 3; i++) assert.equal(await post(app.dataUrl, '/v1/chat/completions', { model: MODEL, stream: true, max_tokens: 2, messages: [] }), 200);
+    // Cumulative temporality: the first export accepted carries everything measured before it.
+    const e = await receiver.waitFor((x) => total(x, 'gen_ai.server.request.duration') === 3);
+    assert.equal(receiver.refused(), 2);
+    assert.equal(total(e, 'gen_ai.server.time_to_first_token'), 3);
+    // The receiver has the export before infermeter has its answer: wait for infermeter to count it.
+    let m = await scrape(app);
+    for (const deadline = Date.now() + 5000; m.value('infermeter_otlp_exports_total', { result: 'success' }) === 0; m = await scrape(app)) {
+      assert.ok(Date.now() < deadline, 'the accepted export was never counted');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.equal(m.value('infermeter_otlp_exports_total', { result: 'failure' }), 2);
+    const about = (what: string) => logs.filter((l) => l.includes(what));
+    assert.equal(about('OTLP export failed').length, 1, 'one warning for the failing spell, not one per export');
+    assert.match(about('OTLP export failed')[0]!, /"level":"warn"/);
+    assert.equal(about('OTLP export recovered').length, 1);
   });
 
   it('exports from the primary with several workers', async (t) => {
