@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
-import { Readable, type Duplex } from 'node:stream';
+import { Readable, type Duplex, type Stream, type Writable } from 'node:stream';
 import { rootCertificates as tlsRootCertificates } from 'node:tls';
 import { createProxyServer } from 'http-proxy-3';
 import type { TlsFiles } from '../config/security.ts';
@@ -264,11 +264,10 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   /** Sends a held request body upstream (with content-length), measured as the same exchange. */
   function forward(req: IncomingMessage, res: ServerResponse, body: Buffer, selfHandleResponse = false): void {
     req.headers['content-length'] = String(body.length);
-    // A stream that already holds the whole body: cheaper than Readable.from's async iteration.
-    const buffer = new Readable({ read() {} });
-    buffer.push(body);
-    buffer.push(null);
-    proxy.web(req, res, { buffer, selfHandleResponse }, onProxyError);
+    // http-proxy only pipes `buffer` into the upstream request: the whole body in one end(),
+    // without the machinery of a Readable (headers and body then go out in one write).
+    const buffer = { pipe: (upstream: Writable): Writable => upstream.end(body) };
+    proxy.web(req, res, { buffer: buffer as unknown as Stream, selfHandleResponse }, onProxyError);
   }
 
   // Errors of one request: the upstream could not be reached, or failed before answering.
