@@ -219,7 +219,7 @@ run; runs vary by tens of percent, which is why every comparison is within one r
 
 - **Throughput at 0.85× direct.** Out of reach for any Node proxy here: the load client, the
   upstream and the proxy share two cores, and the bare Node pass-through itself delivers about
-  half of direct's events per second. infermeter runs at 0.85–0.9× the Node floor's rate; nginx,
+  half of direct's events per second. infermeter runs at 0.8–0.9× the Node floor's rate across runs; nginx,
   native and multi-buffered, is at or above direct.
 - **CPU per event no more than the Node pass-through's, within 1.5× nginx's.** infermeter does
   strictly more per event than the pass-through: it reads every event. What it adds was cut to
@@ -232,17 +232,29 @@ run; runs vary by tens of percent, which is why every comparison is within one r
   several times that, so 1.5× nginx is out of reach for a Node process.
 - **Added TTFT in the latency scenario.** 32 streams get their first token at the same instant;
   one thread forwards them one after another, so the last waits for the others. The Node floor
-  itself adds several milliseconds at p99 in this burst; 1.5 ms at p99 is out of reach for a
-  single-threaded proxy on this machine (nginx: about 0.2 ms). At p50, infermeter's per-request
-  work (holding the body to decide on usage injection, the timer, the tap, the dialects'
-  observations) puts it a few tenths of a millisecond to a millisecond above the floor; the
-  round trip at concurrency 1 is between 1.1× and 1.7× the floor's added time across runs.
-- **Memory.** No leak: the resident set does not grow with stream length, and the V8 heap after
-  a collection stays between 13 and 18 MB, with no upward trend, however many requests went through (checked in process with
+  itself adds 1.5 to 4.5 ms at p99 in this burst across runs; 1.5 ms at p99 is out of reach for a
+  single-threaded proxy on this machine (nginx: about 0.2 to 1 ms). At p50, infermeter's
+  per-request work (holding the body to decide on usage injection, the timer, the tap, the
+  dialects' observations) puts it from about 0.1 ms to a millisecond above the floor; the round
+  trip at concurrency 1 is between 1.1× and 1.9× the floor's added time across runs: infermeter
+  spends 58 to 70 µs of CPU per one-token request where the bare pass-through spends 32 to 50 µs
+  and http-proxy-3 alone about 40 µs, spread thinly (no one of usage injection, the engine scrape,
+  the AOM dialect or the total timeout, switched off, moves it beyond the run-to-run noise of
+  about ±10 µs; sending a held request body in one \`end()\` instead of through a Readable saved
+  about 6 µs, lower in 7 of 7 paired repetitions). Tried and dropped: reading each chunk after the
+  current round of I/O (setImmediate), so that no stream's forwarding waits for another's
+  parsing. Side by side in one run, it gained nothing (TTFT p99 60.5 and 61.0 ms with it, 58.3
+  and 58.4 ms without, over two runs; p50 unchanged).
+- **Memory.** No leak: the V8 heap after
+  a collection stays between 13 and 20 MB, with no upward trend, however many requests went through (checked in process with
   --expose-gc, \`npm run bench:heap\`). What the resident set does under 1000 concurrent 4k-token streams varies from run
-  to run of the same build (from under 1 MB to about 80 MB above the warm-up's level, after a
-  warm-up with the same load): that is the working set of 1000 open streams, which glibc keeps
-  after it is freed; the 10 MB goal is met in some runs and not in others. Two changes bound it:
+  to run of the same build (from under 1 MB to over 100 MB above the warm-up's level, after a
+  warm-up with the same load, and the Node floor's more: 190.9 MB in a run where infermeter's
+  grew 112.8 MB; four memory-only runs on one day gave 34.0 and 3.6 MB for the current build,
+  7.8 and 14.0 MB for the build before the dashboard and the vLLM and OpenTelemetry dialects:
+  noise, not a trend). That is the working set of the load, which glibc keeps after it is freed.
+  Growth with stream length (30 % to 90 % into the streams) is 0.0 to 0.1 MB in most runs; in the
+  run where it was 11.6 MB, the Node floor grew by 94 MB over the same span; the 10 MB goal is met in some runs and not in others. Two changes bound it:
   a partial event is copied instead of keeping its whole socket read buffer alive (before that,
   1000 streams held tens of MB of read buffers), and infermeter runs with
   \`--max-semi-space-size=8\` (the bin's shebang, \`npm start\`, the image), which caps V8's young
