@@ -28,8 +28,11 @@ export interface RequestTimer {
   admitted(): void;
   /** Upstream status line arrived; `streamed` when the body is text/event-stream. */
   responseHeaders(status: number, streamed: boolean): void;
-  /** A chunk of the response body arrived from the upstream; the events in it share its arrival time. */
-  responseBody(): void;
+  /**
+   * A chunk of the response body arrived from the upstream (at `at`, for a chunk read after it
+   * arrived); the events in it share its arrival time, which is returned.
+   */
+  responseBody(at?: number): number;
   /** A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if any. */
   tokenEvent(completionTokens?: number): void;
   /** The upstream reported usage; the last report wins (reports are cumulative). */
@@ -100,11 +103,13 @@ export function createRequestTimer(api: InferenceApi, clock: Clock, sink: Measur
       streamed = isStream;
       if (code < 200 || code > 299) failure ??= 'upstream_status';
     },
-    responseBody() {
-      if (closed) return;
-      chunkAt = clock();
+    responseBody(at) {
+      const now = at ?? clock();
+      if (closed) return now;
+      chunkAt = now;
       // A non-streamed answer arrives whole: its first byte is the first output the wire shows.
       if (!streamed && outputAt === undefined) output(chunkAt);
+      return now;
     },
     tokenEvent(completionTokens) {
       if (closed) return;

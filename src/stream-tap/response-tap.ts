@@ -213,17 +213,38 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
     }
   };
 
+  // Node's response corks the client socket on a chunked write and sends the chunk on the next
+  // tick: a chunk read right in its 'data' event would be read before it left. So each chunk is
+  // read in a tick queued after that send, with the time it arrived.
+  const chunks: Buffer[] = [];
+  const times: number[] = [];
+  let queued = false;
+  const readQueued = (): void => {
+    queued = false;
+    for (let i = 0; i < chunks.length && live; i++) {
+      timer.responseBody(times[i]);
+      try {
+        if (general !== undefined) general(chunks[i]!);
+        else fast(chunks[i]!);
+      } catch (error) {
+        fail(error);
+      }
+    }
+    chunks.length = 0;
+    times.length = 0;
+  };
   proxyRes.on('data', (chunk: Buffer) => {
-    timer.responseBody();
+    const at = timer.responseBody();
     if (!live) return;
-    try {
-      if (general !== undefined) general(chunk);
-      else fast(chunk);
-    } catch (error) {
-      fail(error);
+    chunks.push(chunk);
+    times.push(at);
+    if (!queued) {
+      queued = true;
+      process.nextTick(readQueued);
     }
   });
   proxyRes.on('end', () => {
+    readQueued(); // whatever is still queued comes first
     if (!live) return;
     try {
       if (general !== undefined) general(undefined);

@@ -31,7 +31,8 @@ export function runTap(input: TapInput): TapRun {
   const sink: MeasurementSink = {
     started() {},
     firstOutput(_info, ttft) {
-      if (ttft !== undefined) firstTokenAt = now;
+      // The timer started at 0; the tap reads a chunk after it was sent on, with its arrival time.
+      if (ttft !== undefined) firstTokenAt = Math.round(ttft * 1000);
     },
     finished(sample) {
       finished = sample;
