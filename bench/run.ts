@@ -225,10 +225,11 @@ run; runs vary by tens of percent, which is why every comparison is within one r
   strictly more per event than the pass-through: it reads every event. What it adds was cut to
   what the profile shows: events are cut and classified on the bytes in one pass with no decoding
   and no allocation (\`skim-event.ts\`, a per-stream template that reduces most chunks to two
-  native comparisons), one clock read per chunk, and the tap runs after the bytes were written to
-  the client. The rest of the time is Node's own HTTP machinery (parsing the upstream's response,
+  native comparisons), one clock read per chunk, and the tap reads a chunk only after Node has
+  sent it to the client (Node corks a chunked write until the next tick; reading in the same tick
+  had delayed every chunk by its parse: 17 µs to the first byte of a one-token answer). The rest of the time is Node's own HTTP machinery (parsing the upstream's response,
   \`writev\` to the client) and http-proxy-3, which alone costs about 1.1–1.25× the bare
-  pass-through. nginx spends 0.4–0.5 µs per event; Node's per-chunk stream path alone costs
+  pass-through. nginx spends 0.3–0.5 µs per event; Node's per-chunk stream path alone costs
   several times that, so 1.5× nginx is out of reach for a Node process.
 - **Added TTFT in the latency scenario.** 32 streams get their first token at the same instant;
   one thread forwards them one after another, so the last waits for the others. The Node floor
