@@ -242,10 +242,15 @@ run; runs vary by tens of percent, which is why every comparison is within one r
   0.5 ms. The round
   trip at concurrency 1 is between 1.1× and 1.9× the floor's added time across runs: infermeter
   spends 58 to 70 µs of CPU per one-token request where the bare pass-through spends 32 to 50 µs
-  and http-proxy-3 alone about 40 µs, spread thinly (no one of usage injection, the engine scrape,
-  the AOM dialect or the total timeout, switched off, moves it beyond the run-to-run noise of
-  about ±10 µs; sending a held request body in one \`end()\` instead of through a Readable saved
-  about 6 µs, lower in 7 of 7 paired repetitions). Tried and dropped: reading each chunk after the
+  and http-proxy-3 alone about 40 µs. Side by side, with switches made for the measurement: the
+  tap costs about 11 µs per one-token request, and sending the upstream's headers as they arrive
+  (as nginx does; the Node pass-through holds them until the first body byte) about 9 µs; with
+  both off, and usage injection, the engine scrape and the total timeout off too, infermeter was
+  within 3 µs of http-proxy-3 alone. Usage injection, the engine scrape, the AOM dialect or the
+  total timeout alone moves it less than the run-to-run noise of about ±10 µs. Sending a held
+  request body in one \`end()\` instead of through a Readable saved about 6 µs (lower in 7 of 7
+  paired repetitions), and reading each chunk after Node has sent it about 4 µs and 17 µs to the
+  first byte. Tried and dropped: reading each chunk after the
   current round of I/O (setImmediate), so that no stream's forwarding waits for another's
   parsing. Side by side in one run, it gained nothing (TTFT p99 60.5 and 61.0 ms with it, 58.3
   and 58.4 ms without, over two runs; p50 unchanged).
