@@ -1,5 +1,6 @@
-// The data plane: a node:http server in front of the model server, forwarding with
-// http-proxy-3. Every request is proxied as it comes; an inference request additionally gets an
+// The data plane: a node:http server in front of the model server. Every request is proxied as
+// it comes: an inference request on a lean path of its own (upstream-request.ts), everything else
+// (other routes, websockets) with http-proxy-3. An inference request additionally gets an
 // Exchange: a request timer, a reader of its body (model, stream), a tap on its response and,
 // when usage is injected, a filter that removes the injected usage chunk. The tap sees the very
 // buffers that are piped to the client, after they are handed on, so measurement can neither
@@ -8,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
-import { Readable, type Duplex, type Stream, type Writable } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
 import { rootCertificates as tlsRootCertificates } from 'node:tls';
 import { createProxyServer } from 'http-proxy-3';
 import type { TlsFiles } from '../config/security.ts';
@@ -20,11 +21,13 @@ import type { InferenceApi, RequestSample } from '../measure/sample.ts';
 import type { Logger } from '../log.ts';
 import { createBodyScanner } from '../stream-tap/request-body-scanner.ts';
 import { tapRequestBody, type UninspectedReason } from '../stream-tap/request-tap.ts';
-import { isEventStream, tapResponse, type TapProblem } from '../stream-tap/response-tap.ts';
+import { isEventStream, listenTap, tapResponse, type ResponseTap, type TapProblem } from '../stream-tap/response-tap.ts';
 import { createUsageStrip } from '../stream-tap/usage-strip.ts';
 import { stripHopByHop } from './hop-by-hop.ts';
 import { inferenceApi } from './inference-route.ts';
 import { proxyErrorResponse, type ProxyErrorKind } from './openai-error.ts';
+import { relay } from './relay.ts';
+import { createUpstreamRequest } from './upstream-request.ts';
 import { injectUsage, rejectsStreamOptions } from './usage-injection.ts';
 
 export interface UsageInjection {
@@ -110,13 +113,15 @@ interface Exchange {
   bytesOut: number;
   /** Set when usage was injected: the original body, for the one retry without it. */
   injection: { readonly original: Buffer; refused: boolean } | undefined;
-  /** The request to the upstream, once there is one (a timeout aborts it). */
+  /** The request to the upstream, once there is one (a timeout or a client that left aborts it). */
   upstreamRequest: http.ClientRequest | undefined;
+  /** The upstream's response, once it began. */
+  upstreamResponse: IncomingMessage | undefined;
 }
 
-const EXCHANGE = Symbol('infermeter.exchange');
+// The upstream response of a request proxied by http-proxy-3 (no Exchange).
 const UPSTREAM_RESPONSE = Symbol('infermeter.upstreamResponse');
-type Tagged = IncomingMessage & { [EXCHANGE]?: Exchange; [UPSTREAM_RESPONSE]?: IncomingMessage };
+type Tagged = IncomingMessage & { [UPSTREAM_RESPONSE]?: IncomingMessage };
 
 const TIMEOUTS = new Set(['ECONNECT_TIMEOUT', 'ETIMEDOUT']);
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
@@ -131,16 +136,16 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       ? new https.Agent({ keepAlive: true, scheduling: 'lifo', ...(options.upstreamCa === undefined ? {} : { ca: [...tlsRootCertificates, options.upstreamCa.toString('utf8')] }) })
       : new http.Agent({ keepAlive: true, scheduling: 'lifo' });
   const proxy = createProxyServer({ target: upstream, agent, changeOrigin: true, ws: true, connectTimeout: limits.upstreamConnectTimeoutMs });
+  const sendUpstream = createUpstreamRequest({ upstream, agent, connectTimeoutMs: limits.upstreamConnectTimeoutMs });
   const limit = limits.maxConcurrency > 0 ? createConcurrencyLimit(limits.maxConcurrency) : undefined;
   let draining = false;
 
   // An upstream silent for longer than the idle timeout (no headers, or no bytes mid-stream) is
   // given up on: 504 when nothing was sent to the client yet, a cut response otherwise.
-  proxy.on('proxyReq', (proxyReq: http.ClientRequest, req: IncomingMessage) => {
-    const exchange = (req as Tagged)[EXCHANGE];
-    if (exchange !== undefined) exchange.upstreamRequest = proxyReq;
+  const idleTimeout = (proxyReq: http.ClientRequest): void => {
     proxyReq.setTimeout(limits.upstreamIdleTimeoutMs, () => proxyReq.destroy(timeoutError('the model server was silent too long')));
-  });
+  };
+  proxy.on('proxyReq', idleTimeout);
 
   const tapOptions = {
     maxEventBytes: options.maxEventBytes,
@@ -154,48 +159,80 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   // Not expected: a write after end would be a bug, but one that must not take the proxy down.
   const onResponseError = (error: Error): void => log.warnThrottled('response_error', 'error on a client response', { error: String(error) });
 
-  proxy.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
-    (req as Tagged)[UPSTREAM_RESPONSE] = proxyRes;
+  /** What every upstream response gets, however it is proxied. */
+  function upstreamResponded(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse, exchange: Exchange | undefined): void {
     res.on('error', onResponseError);
     stripHopByHop(proxyRes.headers);
     // The client's connection, not the upstream's: Node decided from the client's request
     // (Connection: close, HTTP/1.0) whether it stays open. Said explicitly, or http-proxy would
     // answer keep-alive to a client that asked to close.
     proxyRes.headers.connection = res.shouldKeepAlive ? 'keep-alive' : 'close';
-    const exchange = (req as Tagged)[EXCHANGE];
     // A response that breaks off upstream must break off for the client too: ending it
     // cleanly would turn a truncated answer into one that looks whole.
     proxyRes.on('error', ignore);
     proxyRes.on('close', () => {
-      if (proxyRes.complete || res.destroyed) return;
+      // Not a cut for the client when its answer has ended already (its own error answer).
+      if (proxyRes.complete || res.destroyed || res.writableEnded) return;
       exchange?.timer.fail('upstream_reset');
       options.proxyError('upstream_reset');
       log.warnThrottled('upstream_reset', 'upstream closed a response before its end', { path: pathOf(req) });
       res.destroy();
     });
-    if (exchange?.injection !== undefined && !exchange.injection.refused) {
+  }
+
+  proxy.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
+    (req as Tagged)[UPSTREAM_RESPONSE] = proxyRes;
+    upstreamResponded(proxyRes, req, res, undefined);
+    process.nextTick(flushIdleHeaders, res, proxyRes); // before http-proxy's pipe starts flowing
+  });
+
+  /** An inference request's response: status and headers copied, the body piped, then tapped. */
+  function answer(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse, exchange: Exchange): void {
+    exchange.upstreamResponse = proxyRes;
+    if (res.writableEnded || res.destroyed) {
+      // Answered already (the total timeout) or the client is gone: nothing to forward.
+      proxyRes.resume();
+      return;
+    }
+    upstreamResponded(proxyRes, req, res, exchange);
+    if (exchange.injection !== undefined && !exchange.injection.refused) {
       answerInjected(proxyRes, req, res, exchange);
       return;
     }
-    // After http-proxy has copied status and headers and started piping (it does both right
-    // after this event): headers go to the client as they arrive, as they would without us (a
-    // streaming upstream often sends them well before its first token; Node would otherwise
-    // hold them until the first body byte), and the tap's listener lands after the pipe's, so
-    // each chunk is written to the client before it is read for measurement.
-    process.nextTick(() => {
-      if (!res.headersSent && proxyRes.readableLength === 0 && !res.destroyed) res.flushHeaders();
-      if (exchange !== undefined) measure(proxyRes, exchange);
-    });
-  });
+    if (!head(proxyRes, req, res, exchange, false)) return;
+    process.nextTick(flushIdleHeaders, res, proxyRes); // before the relay starts reading
+    relay(proxyRes, res, startTap(proxyRes, exchange), bytesSent(exchange));
+  }
 
-  function measure(proxyRes: IncomingMessage, exchange: Exchange): void {
+  /**
+   * The upstream's status and headers, as the client's response head (not yet sent); without
+   * content-length when the body is rewritten. False when Node refuses them (a status out of
+   * range): the client gets a 502 instead.
+   */
+  function head(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse, exchange: Exchange, rewritten: boolean): boolean {
+    if (rewritten) delete proxyRes.headers['content-length'];
     try {
-      tapResponse(proxyRes, exchange.timer, tapOptions);
+      res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage || undefined, proxyRes.headers);
+      return true;
+    } catch (error) {
+      proxyRes.destroy();
+      const unsendable = new Error(`the upstream's response head cannot be forwarded: ${(error as Error).message}`);
+      onProxyError(Object.assign(unsendable, { code: 'HPE_UNSENDABLE_HEAD' }), req, res, exchange, false);
+      return false;
+    }
+  }
+
+  function startTap(proxyRes: IncomingMessage, exchange: Exchange): ResponseTap | undefined {
+    try {
+      return tapResponse(proxyRes, exchange.timer, tapOptions);
     } catch (error) {
       tapOptions.problem('tap_error', error);
+      return undefined;
     }
-    if (accessLog !== undefined) proxyRes.on('data', (chunk: Buffer) => (exchange.bytesOut += chunk.length));
   }
+
+  const bytesSent = (exchange: Exchange): ((bytes: number) => void) | undefined =>
+    accessLog === undefined ? undefined : (bytes) => (exchange.bytesOut += bytes);
 
   /**
    * The response to a request we added stream_options to. A 4xx that names stream_options is
@@ -211,10 +248,11 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       // passed on as it is, held bytes first.
       const chunks: Buffer[] = [];
       let size = 0;
+      // A 4xx status: Node sends any head the upstream's parser let through.
       const answerAsIs = (): void => {
         exchange.timer.responseHeaders(status, false);
         if (accessLog !== undefined) exchange.bytesOut += size;
-        writeHead(res, proxyRes, false);
+        if (head(proxyRes, req, res, exchange, false)) res.flushHeaders();
       };
       const onData = (chunk: Buffer): void => {
         chunks.push(chunk);
@@ -232,7 +270,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
         if (rejectsStreamOptions(status, body.toString('utf8'))) {
           injection.refused = true;
           usageInjection?.refused();
-          forward(req, res, injection.original);
+          forward(req, res, exchange, injection.original);
           return;
         }
         // Not a refusal: the client gets this answer as it is.
@@ -244,10 +282,11 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       return;
     }
     const streamed = isEventStream(proxyRes.headers['content-type']);
-    writeHead(res, proxyRes, streamed);
+    // The usage-only chunk is taken out of a stream: its length changes.
+    if (!head(proxyRes, req, res, exchange, streamed)) return;
+    res.flushHeaders();
     if (!streamed) {
-      proxyRes.pipe(res);
-      measure(proxyRes, exchange); // after the pipe: forward first, then read
+      relay(proxyRes, res, startTap(proxyRes, exchange), bytesSent(exchange));
       return;
     }
     const strip = createUsageStrip({
@@ -258,27 +297,35 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       },
     });
     proxyRes.pipe(strip).pipe(res);
-    measure(proxyRes, exchange);
+    const tap = startTap(proxyRes, exchange);
+    if (tap !== undefined) listenTap(proxyRes, tap); // after the pipe: forward first, then read
+    const sent = bytesSent(exchange);
+    if (sent !== undefined) proxyRes.on('data', (chunk: Buffer) => sent(chunk.length));
   }
 
-  /** Sends a held request body upstream (with content-length), measured as the same exchange. */
-  function forward(req: IncomingMessage, res: ServerResponse, body: Buffer, selfHandleResponse = false): void {
-    req.headers['content-length'] = String(body.length);
-    // http-proxy only pipes `buffer` into the upstream request: the whole body in one end(),
-    // without the machinery of a Readable (headers and body then go out in one write).
-    const buffer = { pipe: (upstream: Writable): Writable => upstream.end(body) };
-    proxy.web(req, res, { buffer: buffer as unknown as Stream, selfHandleResponse }, onProxyError);
+  /**
+   * Sends an inference request upstream, its body held (a Buffer: sent in one write with the
+   * headers, with its content-length) or still streaming.
+   */
+  function forward(req: IncomingMessage, res: ServerResponse, exchange: Exchange, body: Buffer | Readable): void {
+    if (Buffer.isBuffer(body)) req.headers['content-length'] = String(body.length);
+    const proxyReq = sendUpstream(req, body, {
+      response: (proxyRes) => answer(proxyRes, req, res, exchange),
+      error: (error) => onProxyError(error, req, res, exchange),
+    });
+    exchange.upstreamRequest = proxyReq;
+    idleTimeout(proxyReq);
   }
 
   // Errors of one request: the upstream could not be reached, or failed before answering.
-  const onProxyError = (error: Error, req: IncomingMessage, res: ServerResponse | Socket): void => {
+  const onProxyError = (error: Error, req: IncomingMessage, res: ServerResponse | Socket, exchange?: Exchange, began = true): void => {
     const code = (error as NodeJS.ErrnoException).code;
     if (!('setHeader' in res)) {
       res.destroy(); // a websocket: nothing to answer on
       return;
     }
     if (res.destroyed || res.writableEnded) return; // the client is gone; the timer saw it
-    const answered = (req as Tagged)[UPSTREAM_RESPONSE];
+    const answered = began ? (exchange === undefined ? (req as Tagged)[UPSTREAM_RESPONSE] : exchange.upstreamResponse) : undefined;
     if (answered !== undefined && !TIMEOUTS.has(code ?? '')) {
       // The upstream's response had begun: it is not answered a second time. An error after
       // its last byte (bytes that are not HTTP, on a kept-alive connection) leaves it to finish
@@ -291,7 +338,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     const kind: ProxyErrorKind = code !== undefined && TIMEOUTS.has(code) ? 'upstream_timeout' : code?.startsWith('HPE_') === true ? 'upstream_protocol' : 'upstream_unreachable';
     options.proxyError(kind);
     log.warnThrottled(`proxy:${code ?? error.message}`, 'upstream request failed', { code, path: pathOf(req) });
-    const timer = (req as Tagged)[EXCHANGE]?.timer;
+    const timer = exchange?.timer;
     if (res.headersSent) {
       timer?.fail(kind === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_reset');
       res.destroy();
@@ -305,7 +352,9 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     });
     res.end(answer.body);
   };
-  proxy.on('error', onProxyError);
+  // http-proxy-3 passes the target as a fourth argument: not an Exchange.
+  const hp3Error = (error: Error, req: IncomingMessage, res: ServerResponse | Socket): void => onProxyError(error, req, res);
+  proxy.on('error', hp3Error);
   proxy.on('econnreset', ignore); // the client went away mid-upload; res 'close' accounts for it
 
   function identify(
@@ -336,7 +385,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
         req.pause();
         identify(exchange, { ok: false, reason: 'too_large' });
         chunks.push(chunk);
-        proxy.web(req, res, { buffer: joinHeldAndRest(chunks, req) }, onProxyError);
+        forward(req, res, exchange, joinHeldAndRest(chunks, req));
         return;
       }
       chunks.push(chunk);
@@ -348,12 +397,12 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       identify(exchange, scan);
       const injected = usageInjection?.active() === true ? injectUsage(body, scan) : undefined;
       if (injected === undefined) {
-        forward(req, res, body);
+        forward(req, res, exchange, body);
         return;
       }
       usageInjection?.injected();
       exchange.injection = { original: body, refused: false };
-      forward(req, res, injected, true);
+      forward(req, res, exchange, injected);
     };
     req.on('data', onData);
     req.on('end', onEnd);
@@ -365,7 +414,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     const api = inferenceApi(req.method, req.url);
     stripHopByHop(req.headers);
     if (api === undefined) {
-      proxy.web(req, res, onProxyError);
+      proxy.web(req, res, hp3Error);
       return;
     }
     let requestId: string | undefined;
@@ -374,14 +423,15 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
       req.headers['x-request-id'] = requestId; // passed upstream, so both logs share it
     }
-    const exchange: Exchange = { api, timer: createRequestTimer(api, clock, sink), requestId, bytesIn: 0, bytesOut: 0, injection: undefined, upstreamRequest: undefined };
+    const exchange: Exchange = { api, timer: createRequestTimer(api, clock, sink), requestId, bytesIn: 0, bytesOut: 0, injection: undefined, upstreamRequest: undefined, upstreamResponse: undefined };
     let release = (): void => {};
     let total: NodeJS.Timeout | undefined;
     const begin = (): void => {
       if (limit !== undefined) exchange.timer.admitted();
-      (req as Tagged)[EXCHANGE] = exchange;
       res.on('finish', () => exchange.timer.responseFinished());
       res.on('close', () => {
+        // A client that left gives its upstream request up.
+        if (!res.writableFinished) exchange.upstreamRequest?.destroy();
         const sample = exchange.timer.close(res.writableFinished);
         if (sample !== undefined && accessLog !== undefined) accessLog.write(accessRecord(req, exchange, sample));
       });
@@ -398,7 +448,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
         exchange.bytesIn = size;
         identify(exchange, result);
       });
-      proxy.web(req, res, onProxyError);
+      forward(req, res, exchange, req);
     };
     res.on('close', () => {
       if (total !== undefined) clearTimeout(total);
@@ -455,7 +505,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   };
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', ignore);
-    proxy.ws(req, socket, head, onProxyError);
+    proxy.ws(req, socket, head, hp3Error);
   });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     // Too slow (slowloris) or not HTTP: answer 408 or 400 as node would, without logging its bytes.
@@ -515,15 +565,6 @@ function joinHeldAndRest(held: readonly Buffer[], req: IncomingMessage): Readabl
   );
 }
 
-/** Status and headers of an upstream response, for responses we pipe ourselves. */
-function writeHead(res: ServerResponse, proxyRes: IncomingMessage, rewritten: boolean): void {
-  const headers = { ...proxyRes.headers };
-  // The body we send differs in length from the upstream's: let node frame it.
-  if (rewritten) delete headers['content-length'];
-  res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage, headers);
-  res.flushHeaders();
-}
-
 function accessRecord(req: IncomingMessage, exchange: Exchange, s: RequestSample): AccessRecord {
   return {
     time: new Date().toISOString(),
@@ -550,6 +591,16 @@ function accessRecord(req: IncomingMessage, exchange: Exchange, s: RequestSample
 }
 
 function ignore(): void {}
+
+/**
+ * Headers go to the client as they arrive, as they would without us (a streaming upstream often
+ * sends them well before its first token; Node would otherwise hold them until the first body
+ * byte). Run in a tick queued before the pipe starts flowing: body bytes that came with the
+ * headers then go out with them.
+ */
+function flushIdleHeaders(res: ServerResponse, proxyRes: IncomingMessage): void {
+  if (!res.headersSent && proxyRes.readableLength === 0 && !res.destroyed && !res.writableEnded) res.flushHeaders();
+}
 
 function pathOf(req: IncomingMessage): string {
   const url = req.url ?? '';

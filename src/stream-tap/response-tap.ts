@@ -1,5 +1,6 @@
-// Reads an inference response on the side, from the very buffers that are piped to the
-// client: the bytes are forwarded first and never wait for this code. A text/event-stream
+// Reads an inference response on the side, from the very buffers that are sent to the client:
+// the data plane hands each chunk over after writing it, so the bytes are forwarded first and
+// never wait for this code. A text/event-stream
 // body is decoded and split into events (eventsource-parser), each classified and reported to
 // the request timer as it arrives; a JSON body is kept up to a cap and read for `usage` at its
 // end. Nothing here can throw into the data path: a problem is counted and the tap goes quiet.
@@ -44,28 +45,44 @@ export function isEventStream(contentType: string | undefined): boolean {
   return contentType !== undefined && contentType.toLowerCase().includes('text/event-stream');
 }
 
-/** Attaches the tap to an upstream response; call from http-proxy's `proxyRes`, before it pipes. */
-export function tapResponse(proxyRes: IncomingMessage, timer: RequestTimer, options: TapOptions): void {
+/** What reads a response body: handed each chunk once it was sent on to the client. */
+export interface ResponseTap {
+  readonly chunk: (chunk: Buffer) => void;
+  /** The body ended. */
+  readonly end: () => void;
+  /** The response closed, ended or not: what was handed over is read still. */
+  readonly close: () => void;
+}
+
+function ignore(): void {}
+
+/** A tap for an upstream response, from its status and headers; the caller hands it the body. */
+export function tapResponse(proxyRes: IncomingMessage, timer: RequestTimer, options: TapOptions): ResponseTap {
   const status = proxyRes.statusCode ?? 0;
   const streamed = isEventStream(proxyRes.headers['content-type']);
   timer.responseHeaders(status, streamed);
-  const encoding = (proxyRes.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
-  const identity = encoding === 'identity' || encoding === '';
+  const encoding = proxyRes.headers['content-encoding'];
+  const identity = encoding === undefined || encoding === '' || encoding.trim().toLowerCase() === 'identity';
 
   if (streamed) {
     if (!identity) {
       options.problem('compressed_stream');
-      proxyRes.on('data', () => timer.responseBody());
-      return;
+      return { chunk: () => timer.responseBody(), end: ignore, close: ignore };
     }
-    tapEventStream(proxyRes, timer, options);
-    return;
+    return tapEventStream(proxyRes, timer, options);
   }
-  const decode = identity ? undefined : DECODERS[encoding];
+  const decode = identity ? undefined : DECODERS[encoding.trim().toLowerCase()];
   if (!identity && decode === undefined) options.problem('unknown_encoding');
   // Only a successful answer carries usage worth reading; error bodies are forwarded unread.
   const wantBody = status >= 200 && status <= 299 && (identity || decode !== undefined);
-  tapJsonBody(proxyRes, timer, options, wantBody, decode);
+  return tapJsonBody(timer, options, wantBody, decode);
+}
+
+/** Hands a body that is piped elsewhere to the tap: these listeners land after the pipe's. */
+export function listenTap(proxyRes: IncomingMessage, tap: ResponseTap): void {
+  proxyRes.on('data', tap.chunk);
+  proxyRes.on('end', tap.end);
+  proxyRes.on('close', tap.close);
 }
 
 /**
@@ -76,7 +93,7 @@ export function tapResponse(proxyRes: IncomingMessage, timer: RequestTimer, opti
  * mark, moves for good to the general path: TextDecoder and eventsource-parser, which handle
  * every form the SSE specification allows.
  */
-function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options: TapOptions): void {
+function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options: TapOptions): ResponseTap {
   let live = true;
   let general: ((chunk: Buffer | undefined) => void) | undefined; // set once on the general path
   // Bytes of an incomplete event (fast path), kept as pieces and joined only once a line ends,
@@ -215,7 +232,9 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
 
   // Node's response corks the client socket on a chunked write and sends the chunk on the next
   // tick: a chunk read right in its 'data' event would be read before it left. So each chunk is
-  // read in a tick queued after that send, with the time it arrived.
+  // read in a tick queued after that send, with the time it arrived. A chunk that came with the
+  // response's end (the upstream's message is complete) is read at 'end', after the pipe has
+  // ended the client's response: reading it in between would hold the end back.
   const chunks: Buffer[] = [];
   const times: number[] = [];
   let queued = false;
@@ -233,17 +252,17 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
     chunks.length = 0;
     times.length = 0;
   };
-  proxyRes.on('data', (chunk: Buffer) => {
+  const chunk = (chunk: Buffer): void => {
     const at = timer.responseBody();
     if (!live) return;
     chunks.push(chunk);
     times.push(at);
-    if (!queued) {
+    if (!queued && !proxyRes.complete) {
       queued = true;
       process.nextTick(readQueued);
     }
-  });
-  proxyRes.on('end', () => {
+  };
+  const end = (): void => {
     readQueued(); // whatever is still queued comes first
     if (!live) return;
     try {
@@ -261,19 +280,15 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
     } catch (error) {
       fail(error);
     }
-  });
+  };
+  // A response cut short, or whose client left, may never end: what came is read still.
+  return { chunk, end, close: readQueued };
 }
 
-function tapJsonBody(
-  proxyRes: IncomingMessage,
-  timer: RequestTimer,
-  options: TapOptions,
-  wantBody: boolean,
-  decode: Decode | undefined,
-): void {
+function tapJsonBody(timer: RequestTimer, options: TapOptions, wantBody: boolean, decode: Decode | undefined): ResponseTap {
   let chunks: Buffer[] | undefined = wantBody ? [] : undefined;
   let size = 0;
-  proxyRes.on('data', (chunk: Buffer) => {
+  const chunk = (chunk: Buffer): void => {
     timer.responseBody();
     if (chunks === undefined) return;
     size += chunk.length;
@@ -283,8 +298,8 @@ function tapJsonBody(
       return;
     }
     chunks.push(chunk);
-  });
-  proxyRes.on('end', () => {
+  };
+  const end = (): void => {
     if (chunks === undefined) return;
     try {
       let body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
@@ -300,5 +315,6 @@ function tapJsonBody(
       const code = (error as NodeJS.ErrnoException).code;
       options.problem(code === 'ERR_BUFFER_TOO_LARGE' ? 'body_too_large' : 'malformed_body');
     }
-  });
+  };
+  return { chunk, end, close: ignore };
 }

@@ -134,6 +134,27 @@ describe('upstreams that break the rules', () => {
     assert.deepEqual([sample!.outcome, sample!.failure], ['failed', 'upstream_protocol']);
   });
 
+  for (const stream of [false, true]) it(`a status line Node cannot send on (099): 502 upstream_protocol, counted, and the proxy keeps serving (stream: ${stream})`, async (t) => {
+    let calls = 0;
+    const url = await startRawUpstream(t, () => {
+      calls++;
+      const status = calls === 1 ? '099 Odd' : '200 OK';
+      return { bytes: Buffer.from(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}`), then: calls === 1 ? 'close' : 'keep' };
+    });
+    const app = await startProxy(t, url);
+    const finished = nextFinished(app, 2);
+    const body = JSON.stringify({ model: 'm', stream }); // a stream gets usage injected: the other path
+    const res = await post(app, body);
+    assert.equal(res.status, 502);
+    assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'upstream_protocol');
+    const next = await post(app, body);
+    assert.equal(next.status, 200);
+    assert.equal(await next.text(), '{}');
+    const samples = await finished;
+    assert.deepEqual(samples.map((s) => [s.outcome, s.failure]), [['failed', 'upstream_protocol'], ['success', undefined]]);
+    assert.equal((await scrape(app)).value('infermeter_upstream_errors_total', { kind: 'upstream_protocol' }), 1);
+  });
+
   it('a stream that ends cleanly without [DONE] is forwarded whole and measured from its events', async (t) => {
     const body = Buffer.from(event('a') + event('b') + 'data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}\n\n');
     const url = await startRawUpstream(t, () => ({ bytes: Buffer.concat([head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'), chunked(body)]), then: 'keep' }));

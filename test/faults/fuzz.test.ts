@@ -9,7 +9,7 @@ import { PassThrough, Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
-import { tapResponse } from '../../src/stream-tap/response-tap.ts';
+import { listenTap, tapResponse } from '../../src/stream-tap/response-tap.ts';
 import { createUsageStrip } from '../../src/stream-tap/usage-strip.ts';
 import { ownStreams, REAL_STREAMS, realStreamBytes, realStreamsAvailable } from '../helpers/fixtures.ts';
 import { nextFinished, startProxy } from '../helpers/proxy-harness.ts';
@@ -89,7 +89,7 @@ async function throughTap(chunks: readonly Buffer[], headers: Record<string, str
     },
   });
   upstream.pipe(client);
-  tapResponse(upstream, timer, { maxEventBytes, maxBodyBytes: 4096, problem() {} });
+  listenTap(upstream, tapResponse(upstream, timer, { maxEventBytes, maxBodyBytes: 4096, problem() {} }));
   const finished = new Promise<void>((resolve, reject) => {
     client.on('finish', resolve);
     client.on('error', reject);

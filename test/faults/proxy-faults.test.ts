@@ -69,6 +69,52 @@ describe('faults and bad input', () => {
     await stillServes(app, upstream);
   });
 
+  for (const inject of ['off', 'on']) it(`a client that stops reading pauses the upstream (back-pressure), then gets every byte (usage injection ${inject})`, async (t) => {
+    // 48 MiB of events, far more than the socket buffers on the way hold (a few MiB on loopback).
+    const piece = Buffer.from(event('x'.repeat(1000)));
+    const pieces = Math.ceil((48 * 1024 * 1024) / piece.length);
+    let written = 0;
+    const server = (await import('node:http')).createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, SSE);
+      let i = 0;
+      const more = (): void => {
+        while (i < pieces) {
+          i++;
+          written += piece.length;
+          if (!res.write(piece)) return void res.once('drain', more);
+        }
+        res.end();
+      };
+      more();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as { port: number }).port}`, { INFERMETER_INJECT_USAGE: inject });
+    const finished = nextFinished(app, 1);
+    const res = await new Promise<import('node:http').IncomingMessage>((resolve, reject) => {
+      const req = request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST' }, resolve);
+      req.on('error', reject);
+      req.end('{"model":"m","stream":true}');
+    });
+    res.pause();
+    // The upstream writes until the buffers between it and the paused client are full, then waits.
+    let last = -1;
+    for (let polls = 0; polls < 100 && written !== last; polls++) {
+      last = written;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(written, last, 'the upstream stopped writing');
+    assert.ok(written < 24 * 1024 * 1024, `the proxy held back the upstream (${written} bytes written while the client read nothing)`);
+    let received = 0;
+    res.on('data', (c: Buffer) => (received += c.length));
+    res.resume();
+    await new Promise((resolve) => res.on('end', resolve));
+    assert.equal(received, pieces * piece.length);
+    const [sample] = await finished;
+    assert.deepEqual([sample!.outcome, sample!.tokenEvents], ['success', pieces]);
+  });
+
   it('a client that disconnects while waiting for the first token is counted as cancelled', async (t) => {
     const { upstream, app } = await setup(t);
     upstream.respond(() => ({ status: 200, headers: SSE, body: [], end: 'hang' }));

@@ -4,7 +4,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { createRequestTimer, type MeasurementSink } from '../../src/measure/request-timer.ts';
 import type { InferenceApi, RequestSample } from '../../src/measure/sample.ts';
-import { tapResponse, type TapProblem } from '../../src/stream-tap/response-tap.ts';
+import { listenTap, tapResponse, type TapProblem } from '../../src/stream-tap/response-tap.ts';
 
 export interface TapRun {
   readonly sample: RequestSample;
@@ -44,11 +44,12 @@ export function runTap(input: TapInput): TapRun {
   res.statusCode = input.status ?? 200;
   res.headers = input.headers ?? { 'content-type': 'text/event-stream; charset=utf-8' };
   const problems: TapProblem[] = [];
-  tapResponse(res, timer, {
+  const tap = tapResponse(res, timer, {
     maxEventBytes: input.maxEventBytes ?? 1024 * 1024,
     maxBodyBytes: input.maxBodyBytes ?? 1024 * 1024,
     problem: (kind) => problems.push(kind),
   });
+  listenTap(res, tap);
   // Drive the stream synchronously: emit exactly the events a socket-backed response would.
   input.chunks.forEach((chunk, i) => {
     now = input.clockAt?.(i) ?? i;

@@ -3,6 +3,9 @@ import { describe, it } from 'node:test';
 import { stripHopByHop } from '../../src/data-plane/hop-by-hop.ts';
 import { inferenceApi } from '../../src/data-plane/inference-route.ts';
 import { proxyErrorResponse } from '../../src/data-plane/openai-error.ts';
+import { pathJoiner } from '../../src/data-plane/upstream-request.ts';
+// http-proxy-3's own outgoing-request setup: the measured routes' lean path must join paths as it does.
+import { setupOutgoing } from 'http-proxy-3/dist/lib/http-proxy/common.js';
 
 describe('inferenceApi', () => {
   it('recognises POST to the OpenAI inference endpoints under any prefix', () => {
@@ -17,6 +20,28 @@ describe('inferenceApi', () => {
     assert.equal(inferenceApi('POST', '/v1/chat/completions/extra'), undefined);
     assert.equal(inferenceApi('POST', '/v2/chat/completions'), undefined);
     assert.equal(inferenceApi('POST', '/api/chat'), undefined);
+  });
+});
+
+describe('pathJoiner', () => {
+  const upstreams = ['http://m:8000', 'http://m:8000/', 'http://m:8000/serving/llama', 'http://m:8000/serving/llama/', 'http://m:8000/p?key=1', 'http://[::1]:8000/x/'];
+  const urls = ['/v1/chat/completions', '/v1/chat/completions?a=1&b=2', '/a//b/v1/embeddings', '/%7Euser/v1/responses', 'http://client.example/v1/chat/completions?z=9', '//evil.example/v1/chat/completions'];
+  it('joins the upstream prefix and query with the client path as http-proxy-3 does', () => {
+    for (const upstream of upstreams) {
+      const join = pathJoiner(new URL(upstream));
+      for (const url of urls) {
+        const expected = (setupOutgoing({} as never, { target: new URL(upstream) }, { url, headers: {}, method: 'POST', httpVersionMajor: 1 } as never) as { path: string }).path;
+        assert.equal(join(url), expected, `${upstream} + ${url}`);
+      }
+    }
+  });
+  it('puts one slash between prefix and path and merges the queries, upstream first', () => {
+    assert.equal(pathJoiner(new URL('http://m/serving/llama/'))('/v1/chat/completions'), '/serving/llama/v1/chat/completions');
+    assert.equal(pathJoiner(new URL('http://m/p?key=1'))('/v1/completions?a=2'), '/p/v1/completions?key=1&a=2');
+  });
+  it('leaves an origin-form path as the client sent it (http-proxy-3 would normalise it through URL)', () => {
+    assert.equal(pathJoiner(new URL('http://m/'))('/v1/completions?'), '/v1/completions?');
+    assert.equal(pathJoiner(new URL('http://m/p'))('/x/../v1/chat/completions'), '/p/x/../v1/chat/completions');
   });
 });
 
