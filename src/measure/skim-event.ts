@@ -1,11 +1,13 @@
 // The hot path's classifier: decides from the raw bytes of one `data:` payload whether a chat or
 // completions chunk carries generated output, in one pass over the bytes, without decoding them
 // or building objects. It walks the top-level object: `choices[].delta` members and
-// `choices[].text` decide; anything that needs more than that (a usage object, an error, a
-// non-null `finish_reason`, the Responses API's `type`, an unexpected byte) makes it answer
-// undefined, and the full classifier (JSON.parse) decides instead: exact either way, fast for
-// the events that make up almost every stream. It assumes what engines send: no key twice in one
-// object (JSON.parse would keep the last; a member here counts wherever it is).
+// `choices[].text` decide; a plain `finish_reason`, a `usage` object of plain integers and the
+// `model` are read on the way (the last chunks of a stream). Anything else (an error, the
+// Responses API's `type`, an escape or a number form it does not read, an unexpected byte) makes
+// it answer undefined, and the full classifier (JSON.parse) decides instead: exact either way,
+// and no JSON.parse for the events of a common stream. It assumes what engines send: no key twice
+// in one object (JSON.parse would keep the last; a member here counts wherever it is).
+import type { EventFacts } from './openai-events.ts';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -26,6 +28,13 @@ const ERROR = k('error');
 const OBJECT = k('object');
 const TYPE = k('type');
 const FINISH_REASON = k('finish_reason');
+const MODEL = k('model');
+const PROMPT_TOKENS = k('prompt_tokens');
+const INPUT_TOKENS = k('input_tokens');
+const COMPLETION_TOKENS = k('completion_tokens');
+const OUTPUT_TOKENS = k('output_tokens');
+/** As readFinishReason (openai-events.ts) cuts it. */
+const MAX_FINISH_REASON = 64;
 // `delta` members whose value is output when it is a non-empty string or array ...
 const SEQUENCE_KEYS = [k('content'), k('reasoning_content'), k('reasoning'), k('tool_calls'), k('refusal')];
 // ... and those whose value is output when it is a non-empty object (as in openai-events.ts).
@@ -35,10 +44,16 @@ const OBJECT_KEYS = [k('audio'), k('function_call')];
 const DEFER = -1;
 
 /**
- * Classifies bytes [start, end) of `b`: true, the chunk carries output; false, it does not;
- * undefined, not the common shape: use the full classifier.
+ * Classifies bytes [start, end) of `b`: true, the chunk carries output; false, it does not; the
+ * facts, when it also reports a finish reason or usage (as classifyEvent would give them);
+ * undefined, not a shape read here: use the full classifier.
  */
-export function skimTokenEvent(b: Uint8Array, start = 0, end = b.length): boolean | undefined {
+export function skimTokenEvent(b: Uint8Array, start = 0, end = b.length): boolean | EventFacts | undefined {
+  const token = walk(b, start, end);
+  return token === undefined ? undefined : walker.facts(token);
+}
+
+function walk(b: Uint8Array, start: number, end: number): boolean | undefined {
   const w = walker;
   w.b = b;
   w.end = end;
@@ -46,6 +61,13 @@ export function skimTokenEvent(b: Uint8Array, start = 0, end = b.length): boolea
   w.choiceCount = 0;
   w.members = 0;
   w.valueStart = -1;
+  w.finishStart = -1;
+  w.modelStart = -1;
+  w.usage = false;
+  w.promptTokens = -1;
+  w.inputTokens = -1;
+  w.completionTokens = -1;
+  w.outputTokens = -1;
   let i = w.space(start);
   if (b[i] !== LBRACE) return undefined;
   i = w.space(i + 1);
@@ -68,9 +90,20 @@ export function skimTokenEvent(b: Uint8Array, start = 0, end = b.length): boolea
       if (r === DEFER) return undefined;
       if (w.token) token = true;
       i = r;
-    } else if (w.keyIs(keyStart, keyEnd - 1, USAGE) || w.keyIs(keyStart, keyEnd - 1, ERROR)) {
-      if (c !== 0x6e) return undefined; // anything but null: usage to read, or an error
+    } else if (w.keyIs(keyStart, keyEnd - 1, USAGE)) {
+      // An object is read; null, a string, a number: no usage (as readUsage has it).
+      if (c === LBRACE) i = w.usageObject(i);
+      else if (c === LBRACKET) return undefined;
+      else i = w.skipValue(i);
+    } else if (w.keyIs(keyStart, keyEnd - 1, ERROR)) {
+      if (c !== 0x6e) return undefined; // anything but null: an error
       i = w.skipValue(i);
+    } else if (w.keyIs(keyStart, keyEnd - 1, MODEL) && c === QUOTE) {
+      const e = w.stringEnd(i);
+      if (e === DEFER || w.escaped(i + 1, e - 1)) return undefined;
+      w.modelStart = i + 1;
+      w.modelEnd = e - 1;
+      i = e;
     } else if (w.keyIs(keyStart, keyEnd - 1, TYPE)) {
       return undefined; // the Responses API, or an error event
     } else if (w.keyIs(keyStart, keyEnd - 1, OBJECT)) {
@@ -100,6 +133,97 @@ class Walker {
   members = 0;
   valueStart = -1;
   valueEnd = -1;
+  /** The last finish reason's span (-1: none), the model's, and the usage counts (-1: none). */
+  finishStart = -1;
+  finishEnd = -1;
+  modelStart = -1;
+  modelEnd = -1;
+  usage = false;
+  promptTokens = -1;
+  inputTokens = -1;
+  completionTokens = -1;
+  outputTokens = -1;
+
+  /** What the walk read, as classifyEvent would report it: a boolean when only the token. */
+  facts(token: boolean): boolean | EventFacts {
+    const b = this.b as Buffer;
+    let finishReason: string | undefined;
+    if (this.finishStart !== -1) finishReason = b.toString('latin1', this.finishStart, Math.min(this.finishEnd, this.finishStart + MAX_FINISH_REASON));
+    let usage: EventFacts['usage'];
+    if (this.usage) {
+      const prompt = this.promptTokens !== -1 ? this.promptTokens : this.inputTokens;
+      const completion = this.completionTokens !== -1 ? this.completionTokens : this.outputTokens;
+      if (prompt !== -1 || completion !== -1) usage = { promptTokens: prompt === -1 ? undefined : prompt, completionTokens: completion === -1 ? undefined : completion };
+    }
+    if (usage === undefined && finishReason === undefined) return token;
+    const facts: EventFacts = { token, usage, error: false, done: false, malformed: false, finishReason };
+    return this.modelStart !== -1 && this.modelEnd > this.modelStart ? { ...facts, model: b.toString('utf8', this.modelStart, this.modelEnd) } : facts;
+  }
+
+  /** Bytes [from, to) hold a backslash (an escape this walker does not decode). */
+  escaped(from: number, to: number): boolean {
+    const b = this.b;
+    for (let j = from; j < to; j++) if (b[j] === BACKSLASH) return true;
+    return false;
+  }
+
+  /**
+   * A plain non-negative integer at i (digits only, no leading zero, at most 15 digits: a safe
+   * integer), as the index past it and its value; DEFER for any other number form.
+   */
+  integer(i: number): number {
+    const b = this.b;
+    let j = i;
+    let value = 0;
+    while (j < this.end && b[j]! >= 0x30 && b[j]! <= 0x39) value = value * 10 + (b[j++]! - 0x30);
+    const n = j - i;
+    if (n === 0 || n > 15 || (n > 1 && b[i] === 0x30)) return DEFER;
+    const d = b[j];
+    if (d === 0x2e || d === 0x65 || d === 0x45) return DEFER; // a fraction or an exponent
+    this.lastInteger = value;
+    return j;
+  }
+  lastInteger = 0;
+
+  /** The usage object at i: its token counts read; returns the index past it. */
+  usageObject(i: number): number {
+    const b = this.b;
+    this.usage = true;
+    i = this.space(i + 1);
+    if (b[i] === RBRACE) return i + 1;
+    for (;;) {
+      if (b[i] !== QUOTE) return DEFER;
+      const keyStart = i + 1;
+      const keyEnd = this.stringEnd(i);
+      if (keyEnd === DEFER) return DEFER;
+      i = this.space(keyEnd);
+      if (b[i] !== COLON) return DEFER;
+      i = this.space(i + 1);
+      const c = b[i]!;
+      if (c >= 0x30 && c <= 0x39) {
+        const e = this.integer(i);
+        if (e === DEFER) return DEFER;
+        const ks = keyStart;
+        const ke = keyEnd - 1;
+        if (this.keyIs(ks, ke, PROMPT_TOKENS)) this.promptTokens = this.lastInteger;
+        else if (this.keyIs(ks, ke, COMPLETION_TOKENS)) this.completionTokens = this.lastInteger;
+        else if (this.keyIs(ks, ke, INPUT_TOKENS)) this.inputTokens = this.lastInteger;
+        else if (this.keyIs(ks, ke, OUTPUT_TOKENS)) this.outputTokens = this.lastInteger;
+        i = e;
+      } else if (c === 0x2d) {
+        return DEFER; // a negative count: the full classifier decides what it means
+      } else {
+        i = this.skipValue(i);
+        if (i === DEFER) return DEFER;
+      }
+      i = this.space(i);
+      if (b[i] === COMMA) {
+        i = this.space(i + 1);
+        continue;
+      }
+      return b[i] === RBRACE ? i + 1 : DEFER;
+    }
+  }
 
   space(i: number): number {
     const b = this.b;
@@ -187,7 +311,7 @@ class Walker {
     }
   }
 
-  /** One choice object: `delta` members and `text` decide; a finish reason defers (once a stream). */
+  /** One choice object: `delta` members and `text` decide; a plain finish reason is kept (the last wins). */
   choice(i: number): number {
     const b = this.b;
     i = this.space(i + 1);
@@ -206,8 +330,17 @@ class Walker {
         const end = this.stringEnd(i);
         if (end !== DEFER && end > i + 2) this.token = true;
         i = end;
-      } else if (b[i] !== 0x6e /* anything but null */ && this.keyIs(keyStart, keyEnd - 1, FINISH_REASON)) {
-        return DEFER; // why generation stopped: the full classifier reads it
+      } else if (b[i] === QUOTE && this.keyIs(keyStart, keyEnd - 1, FINISH_REASON)) {
+        // Why generation stopped: kept when plain ASCII (its length in characters is then its
+        // length in bytes, as the cut to 64 needs); an empty one says nothing.
+        const end = this.stringEnd(i);
+        if (end === DEFER) return DEFER;
+        for (let j = i + 1; j < end - 1; j++) if (b[j]! < 0x20 || b[j]! > 0x7e || b[j] === BACKSLASH) return DEFER;
+        if (end > i + 2) {
+          this.finishStart = i + 1;
+          this.finishEnd = end - 1;
+        }
+        i = end;
       } else {
         i = this.skipValue(i);
       }
@@ -272,7 +405,7 @@ const walker = new Walker();
  * + template is that same chunk with other text, decided by two native comparisons and a scan of
  * the text alone. Any other chunk is walked in full (and may become the new template).
  */
-export function createSkimmer(): (b: Buffer, start: number, end: number) => boolean | undefined {
+export function createSkimmer(): (b: Buffer, start: number, end: number) => boolean | EventFacts | undefined {
   let prefix: Buffer | undefined;
   let suffix: Buffer | undefined;
   return (b, start, end) => {
@@ -291,13 +424,16 @@ export function createSkimmer(): (b: Buffer, start: number, end: number) => bool
         return to - from > 2;
       }
     }
-    const token = skimTokenEvent(b, start, end);
+    const token = walk(b, start, end);
+    if (token === undefined) return undefined;
     const w = walker;
-    if (token !== undefined && w.choiceCount === 1 && w.members === 1 && w.valueStart !== -1) {
+    const facts = w.facts(token);
+    // A chunk that reports more than its token (a finish reason, usage) never becomes the template.
+    if (facts === token && w.choiceCount === 1 && w.members === 1 && w.valueStart !== -1) {
       prefix = Buffer.from(b.subarray(start, w.valueStart));
       suffix = Buffer.from(b.subarray(w.valueEnd, end));
     }
-    return token;
+    return facts;
   };
 }
 

@@ -158,9 +158,10 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
   /** One `data:` line, bytes [start, end) of b: skimmed in place, classified in full only if need be. */
   const dataLine = (b: Buffer, start: number, end: number): void => {
     const from = start + (b[start + 5] === 0x20 ? 6 : 5);
-    const token = skim(b, from, end);
-    if (token === true) timer.tokenEvent();
-    else if (token === undefined) report(classifyEvent(b.toString('utf8', from, end)));
+    const skimmed = skim(b, from, end);
+    if (skimmed === true) timer.tokenEvent();
+    else if (skimmed === undefined) report(classifyEvent(b.toString('utf8', from, end)));
+    else if (skimmed !== false) report(skimmed);
   };
 
   const isDataPrefix = (b: Buffer, i: number): boolean =>

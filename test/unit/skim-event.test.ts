@@ -27,16 +27,42 @@ describe('skimTokenEvent', () => {
   it('defers what it must not decide', () => {
     assert.equal(skim('[DONE]'), undefined);
     assert.equal(skim('{not json'), undefined);
-    assert.equal(skim('{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}'), undefined);
     assert.equal(skim('{"object":"error","message":"x"}'), undefined);
     assert.equal(skim('{"error":{"message":"x"}}'), undefined);
     assert.equal(skim('{"type":"response.output_text.delta","delta":"x"}'), undefined);
     assert.equal(skim('{"choices":[{"delta":{"content":"x"'), undefined, 'truncated');
-    // Why generation stopped is read by the full classifier (once a stream, per choice).
-    assert.equal(skim('{"choices":[{"delta":{}, "finish_reason":"stop"}]}'), undefined);
-    assert.equal(skim('{"choices":[{"text":"","index":0,"finish_reason":"length"}]}'), undefined);
-    assert.equal(skim('{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop","stop_reason":null}]}'), undefined);
-    assert.equal(skim('{"choices":[{"delta":{"content":"a"},"finish_reason":null},{"delta":{},"finish_reason":"length"}]}'), undefined);
+    // What it does not decode: escapes and non-ASCII in a finish reason, escapes in the model,
+    // numbers that are not plain non-negative integers, a usage that is an array.
+    assert.equal(skim('{"choices":[{"delta":{},"finish_reason":"st\\u006fp"}]}'), undefined);
+    assert.equal(skim('{"choices":[{"delta":{},"finish_reason":"arrêt"}]}'), undefined);
+    assert.equal(skim('{"model":"m\\"1","choices":[{"delta":{},"finish_reason":"stop"}]}'), undefined);
+    for (const n of ['1.0', '1e2', '-1', '01', '1234567890123456']) {
+      assert.equal(skim(`{"choices":[],"usage":{"prompt_tokens":${n},"completion_tokens":2}}`), undefined, n);
+    }
+    assert.equal(skim('{"choices":[],"usage":[1]}'), undefined);
+  });
+
+  it('reads a plain finish reason, usage and the model as the full classifier does', () => {
+    for (const payload of [
+      '{"choices":[{"delta":{}, "finish_reason":"stop"}]}',
+      '{"choices":[{"text":"","index":0,"finish_reason":"length"}],"model":"m"}',
+      '{"model":"llama","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"stop","stop_reason":null}]}',
+      '{"choices":[{"delta":{"content":"a"},"finish_reason":null},{"delta":{},"finish_reason":"length"}]}',
+      '{"choices":[{"delta":{},"finish_reason":"length"},{"delta":{},"finish_reason":""}]}',
+      `{"choices":[{"delta":{},"finish_reason":"${'x'.repeat(80)}"}]}`,
+      '{"id":"c","model":"m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":128,"total_tokens":140,"prompt_tokens_details":{"cached_tokens":0}}}',
+      '{"choices":[],"usage":{"input_tokens":3,"output_tokens":null}}',
+      '{"choices":[],"usage":{"prompt_tokens":0}}',
+      '{"choices":[],"usage":{"total_tokens":5}}',
+      '{"choices":[],"usage":"n/a","model":""}',
+      '{"model":"模型","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}],"usage":{"prompt_tokens":1,"completion_tokens":7}}',
+    ]) {
+      const fast = skim(payload);
+      assert.notEqual(fast, undefined, payload);
+      const full = classifyEvent(payload);
+      if (typeof fast === 'boolean') assert.deepEqual([fast, full.usage, full.finishReason], [full.token, undefined, undefined], payload);
+      else assert.deepEqual(fast, full, payload);
+    }
   });
 
   it('agrees with the full classifier on random chunks whenever it decides', () => {
@@ -50,37 +76,55 @@ describe('skimTokenEvent', () => {
       const chosen = [...new Set(Array.from({ length: Math.floor(random() * 4) }, () => pick(keys)))];
       const members = chosen.map((key) => `${pick(['', ' '])}"${key}":${pick(['', ' '])}${pick(values)}`);
       const delta = `{${members.join(',')}}`;
-      const finish = random() < 0.2 ? pick(['"stop"', '"length"', '"tool_calls"', '""', '1']) : 'null';
+      const finish = random() < 0.2 ? pick(['"stop"', '"length"', '"tool_calls"', '""', '1', '"st\\"op"', '"é"']) : 'null';
       const choice = random() < 0.15 ? `{"index":0,"text":${pick(values)},"finish_reason":${finish}}` : `{"index":0,"delta":${random() < 0.05 ? 'null' : delta},"finish_reason":${finish}}`;
       const choices = random() < 0.2 ? `[${choice},${choice}]` : `[${choice}]`;
-      const extra = pick(['', ',"usage":null', ',"usage":{"prompt_tokens":3,"completion_tokens":4}', ',"model":"m\\"x"', ',"error":null']);
+      const count = () => pick(['3', '0', '17', 'null', '"4"', '1.5', '-2', '2e1', '{}']);
+      const usage = `{${pick(['prompt_tokens', 'input_tokens', 'total_tokens'])}:${count()},${pick(['completion_tokens', 'output_tokens', 'x'])}:${count()}}`.replace(/\{(\w+):/, '{"$1":').replace(/,(\w+):/, ',"$1":');
+      const extra = pick(['', ',"usage":null', `,"usage":${usage}`, ',"usage":{}', ',"usage":7', ',"model":"m\\"x"', ',"model":"m"', ',"model":""', ',"model":3', ',"error":null']);
       const payload = `{"id":"c","choices":${choices}${extra}}`;
       const fast = skim(payload);
       if (fast === undefined) continue;
       decided++;
       const full = classifyEvent(payload);
-      assert.equal(fast, full.token, payload);
-      // Deciding alone must lose nothing the full classifier would have read.
-      assert.deepEqual([full.usage, full.finishReason, full.error], [undefined, undefined, false], payload);
+      if (typeof fast === 'boolean') {
+        assert.equal(fast, full.token, payload);
+        // Deciding alone must lose nothing the full classifier would have read.
+        assert.deepEqual([full.usage, full.finishReason, full.error], [undefined, undefined, false], payload);
+      } else assert.deepEqual(fast, full, payload);
     }
     assert.ok(decided > 2500, `decided ${decided} of 5000`);
   });
 
-  it('takes the fast path for the token events of the recorded chat streams', () => {
+  it('takes the fast path for the token, finish and usage events of the recorded chat streams', () => {
     const streams = [...ownStreams().map((f) => f.bytes), ...(realStreamsAvailable() ? REAL_STREAMS.filter((s) => s.api !== 'responses').map((s) => realStreamBytes(s.file)) : [])];
     let tokens = 0;
     let fast = 0;
+    let reporting = 0;
+    let reportingFast = 0;
     for (const bytes of streams) {
       for (const block of sseBlocks(bytes)) {
         const text = block.bytes.toString().trim();
         if (!text.startsWith('data: {') || text.includes('\n')) continue;
         const payload = text.slice(6);
-        if (!classifyEvent(payload).token) continue;
+        const full = classifyEvent(payload);
+        if (full.usage !== undefined || full.finishReason !== undefined) {
+          // A stream's last chunks (finish reason, usage): read here too, the same as in full.
+          reporting++;
+          const fast = skim(payload);
+          if (fast !== undefined && typeof fast !== 'boolean') {
+            assert.deepEqual(fast, full, payload);
+            reportingFast++;
+          }
+          continue;
+        }
+        if (!full.token) continue;
         tokens++;
         if (skim(payload) === true) fast++;
       }
     }
     assert.ok(fast / tokens > 0.9, `${fast} of ${tokens} token events skimmed`);
+    assert.ok(reporting > 0 && reportingFast === reporting, `${reportingFast} of ${reporting} finish/usage events read without JSON.parse`);
   });
 });
 
@@ -101,16 +145,18 @@ describe('createSkimmer (stream templates)', () => {
             : `{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":${text}},"finish_reason":null}],"usage":{"prompt_tokens":1}}`;
       const bytes = Buffer.from(`data: ${payload}`);
       const fast = skimmer(bytes, 6, bytes.length);
-      if (fast !== undefined) assert.equal(fast, classifyEvent(payload).token, payload);
+      if (typeof fast === 'boolean') assert.equal(fast, classifyEvent(payload).token, payload);
+      else if (fast !== undefined) assert.deepEqual(fast, classifyEvent(payload), payload);
       if (fast !== undefined && shape < 0.8) templated++;
     }
     assert.ok(templated > 2000);
     // A chunk that looks like the template but is not one string in the middle: walked in full.
     const tricky = Buffer.from('{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":"a","refusal":"b"},"finish_reason":null}]}');
     assert.equal(skimmer(tricky, 0, tricky.length), true);
-    // The template's last chunk, with its finish reason: never taken for the template.
+    // The template's last chunk, with its finish reason: read, and never taken for the template.
     const last = '{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":"."},"finish_reason":"stop"}]}';
-    assert.equal(skimmer(Buffer.from(last), 0, Buffer.byteLength(last)), undefined);
-    assert.deepEqual([classifyEvent(last).token, classifyEvent(last).finishReason], [true, 'stop']);
+    assert.deepEqual(skimmer(Buffer.from(last), 0, Buffer.byteLength(last)), classifyEvent(last));
+    const again = Buffer.from(last.replace('"."', '"!"'));
+    assert.deepEqual(skimmer(again, 0, again.length), classifyEvent(again.toString()), 'still read in full');
   });
 });
