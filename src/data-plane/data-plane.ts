@@ -426,15 +426,11 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     const exchange: Exchange = { api, timer: createRequestTimer(api, clock, sink), requestId, bytesIn: 0, bytesOut: 0, injection: undefined, upstreamRequest: undefined, upstreamResponse: undefined };
     let release = (): void => {};
     let total: NodeJS.Timeout | undefined;
+    let begun = false;
     const begin = (): void => {
+      begun = true;
       if (limit !== undefined) exchange.timer.admitted();
       res.on('finish', () => exchange.timer.responseFinished());
-      res.on('close', () => {
-        // A client that left gives its upstream request up.
-        if (!res.writableFinished) exchange.upstreamRequest?.destroy();
-        const sample = exchange.timer.close(res.writableFinished);
-        if (sample !== undefined && accessLog !== undefined) accessLog.write(accessRecord(req, exchange, sample));
-      });
       if (limits.totalTimeoutMs > 0) {
         total = setTimeout(() => overTime(res, exchange), limits.totalTimeoutMs);
         total.unref();
@@ -451,8 +447,14 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       forward(req, res, exchange, req);
     };
     res.on('close', () => {
+      if (begun) {
+        // A client that left gives its upstream request up.
+        if (!res.writableFinished) exchange.upstreamRequest?.destroy();
+        const sample = exchange.timer.close(res.writableFinished);
+        if (sample !== undefined && accessLog !== undefined) accessLog.write(accessRecord(req, exchange, sample));
+      }
       if (total !== undefined) clearTimeout(total);
-      release();
+      release(); // a request that waited and left gives up its place
     });
     if (limit === undefined) begin();
     else {

@@ -53,158 +53,183 @@ export interface RequestTimer {
 }
 
 export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink): RequestTimer {
-  const t0 = clock();
-  let info: RequestInfo | undefined;
-  let status = 0;
-  let streamed = false;
-  let outputAt: number | undefined;
-  let firstTokenAt: number | undefined;
-  let lastTokenAt = 0;
-  let tokenEvents = 0;
-  let headersAt: number | undefined;
-  let lastCumulative: number | undefined;
+  return new Timer(api, clock, sink);
+}
+
+// A class, not a closure per method: one object per request on the hot path.
+class Timer implements RequestTimer {
+  private readonly api: InferenceApi;
+  private readonly clock: Clock;
+  private readonly sink: MeasurementSink;
+  private readonly t0: number;
+  private info: RequestInfo | undefined = undefined;
+  private status = 0;
+  private streamed = false;
+  private outputAt: number | undefined = undefined;
+  private firstTokenAt: number | undefined = undefined;
+  private lastTokenAt = 0;
+  private tokenEvents = 0;
+  private headersAt: number | undefined = undefined;
+  private lastCumulative: number | undefined = undefined;
   // When the current chunk arrived: every event in one chunk arrived then (one clock read a chunk).
-  let chunkAt: number | undefined;
-  let lastUsage: Usage | undefined;
-  let finishReason: string | undefined;
-  let responseModel: string | undefined;
-  let failure: FailureReason | undefined;
-  let finishedAt: number | undefined;
-  let closed = false;
-  let admittedAt: number | undefined;
-  let requestParams: RequestParams | undefined;
+  private chunkAt: number | undefined = undefined;
+  private lastUsage: Usage | undefined = undefined;
+  private finish: string | undefined = undefined;
+  private model: string | undefined = undefined;
+  private failure: FailureReason | undefined = undefined;
+  private finishedAt: number | undefined = undefined;
+  private admittedAt: number | undefined = undefined;
+  private requestParams: RequestParams | undefined = undefined;
+  closed = false;
 
-  const ttft = (): number | undefined => (firstTokenAt === undefined ? undefined : (firstTokenAt - t0) / 1000);
-
-  function output(at: number): void {
-    if (outputAt !== undefined) return;
-    outputAt = at;
-    if (info !== undefined) sink.firstOutput(info, ttft());
+  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink) {
+    this.api = api;
+    this.clock = clock;
+    this.sink = sink;
+    this.t0 = clock();
   }
 
-  return {
-    get closed() {
-      return closed;
-    },
-    identify(model, stream, params) {
-      if (info !== undefined || closed) return;
-      info = { api, model, stream };
-      requestParams = params;
-      sink.started(info);
-      if (outputAt !== undefined) sink.firstOutput(info, ttft());
-    },
-    admitted() {
-      if (!closed) admittedAt ??= clock();
-    },
-    responseHeaders(code, isStream) {
-      if (closed) return;
-      headersAt ??= clock();
-      status = code;
-      streamed = isStream;
-      if (code < 200 || code > 299) failure ??= 'upstream_status';
-    },
-    responseBody(at) {
-      const now = at ?? clock();
-      if (closed) return now;
-      chunkAt = now;
-      // A non-streamed answer arrives whole: its first byte is the first output the wire shows.
-      if (!streamed && outputAt === undefined) output(chunkAt);
-      return now;
-    },
-    tokenEvent(completionTokens) {
-      if (closed) return;
-      const at = chunkAt ?? clock();
-      tokenEvents++;
-      if (firstTokenAt === undefined) {
-        firstTokenAt = at;
-        output(at);
-      } else if (info !== undefined && sink.interToken !== undefined) {
-        // With cumulative usage on every chunk (vLLM's continuous usage stats) an event may carry
-        // several tokens: the gap is shared among them.
-        const delta = completionTokens !== undefined && lastCumulative !== undefined ? completionTokens - lastCumulative : 1;
-        const tokens = delta >= 1 ? delta : 1;
-        sink.interToken(info, (at - lastTokenAt) / 1000 / tokens, tokens);
-      }
-      if (completionTokens !== undefined) lastCumulative = completionTokens;
-      lastTokenAt = at;
-    },
-    usage(u) {
-      if (!closed) lastUsage = u;
-    },
-    finishReason(reason) {
-      if (!closed) finishReason = reason;
-    },
-    responseModel(model) {
-      if (!closed) responseModel ??= model;
-    },
-    streamError() {
-      if (!closed) failure ??= 'stream_error';
-    },
-    fail(reason, code) {
-      if (closed) return;
-      failure ??= reason;
-      if (code !== undefined && status === 0) status = code;
-    },
-    responseFinished() {
-      if (!closed) finishedAt ??= clock();
-    },
-    close(delivered) {
-      if (closed) return undefined;
-      closed = true;
-      if (info === undefined) {
-        info = { api, model: 'unknown', stream: false };
-        sink.started(info);
-        if (outputAt !== undefined) sink.firstOutput(info, ttft());
-      }
-      const outcome: Outcome = failure !== undefined ? 'failed' : delivered ? 'success' : 'cancelled';
-      let promptTokens: number | undefined;
-      let completionTokens: number | undefined;
-      let usageSource: UsageSource = 'none';
-      if (lastUsage !== undefined) {
-        promptTokens = lastUsage.promptTokens;
-        completionTokens = lastUsage.completionTokens;
-        usageSource = 'upstream';
-      } else if (streamed && outcome === 'success') {
-        // The spec's fallback for a stream without usage: tokens are reported as 0.
-        promptTokens = 0;
-        completionTokens = 0;
-        usageSource = 'fallback';
-      } else if (streamed && tokenEvents > 0) {
-        // A stream cut short (cancelled, or broken) keeps the tokens it did deliver, one per event.
-        completionTokens = tokenEvents;
-        usageSource = 'events';
-      }
-      let tpot: RequestSample['tpot'];
-      if (streamed && firstTokenAt !== undefined && tokenEvents > 1) {
-        const n = lastUsage?.completionTokens ?? tokenEvents;
-        if (n > 1) tpot = { seconds: (lastTokenAt - firstTokenAt) / 1000 / (n - 1), tokens: n - 1 };
-      }
-      const end = finishedAt ?? clock();
-      const sample: RequestSample = {
-        ...info,
-        status,
-        outcome,
-        failure,
-        cancelPhase: outcome === 'cancelled' ? ((outputAt === undefined ? 'before_first_token' : 'decoding') satisfies CancelPhase) : undefined,
-        ttfb: headersAt === undefined ? undefined : (headersAt - t0) / 1000,
-        streamed,
-        outputSeen: outputAt !== undefined,
-        ttft: ttft(),
-        lastToken: firstTokenAt === undefined ? undefined : (lastTokenAt - t0) / 1000,
-        e2e: outcome === 'success' ? (end - t0) / 1000 : undefined,
-        tpot,
-        promptTokens,
-        completionTokens,
-        usageSource,
-        tokenEvents,
-        finishReason,
-        duration: (end - t0) / 1000,
-        responseModel,
-        queued: admittedAt === undefined ? 0 : (admittedAt - t0) / 1000,
-        params: requestParams,
-      };
-      sink.finished(sample);
-      return sample;
-    },
-  };
+  private ttft(): number | undefined {
+    return this.firstTokenAt === undefined ? undefined : (this.firstTokenAt - this.t0) / 1000;
+  }
+
+  private output(at: number): void {
+    if (this.outputAt !== undefined) return;
+    this.outputAt = at;
+    if (this.info !== undefined) this.sink.firstOutput(this.info, this.ttft());
+  }
+
+  identify(model: string, stream: boolean, params?: RequestParams): void {
+    if (this.info !== undefined || this.closed) return;
+    this.info = { api: this.api, model, stream };
+    this.requestParams = params;
+    this.sink.started(this.info);
+    if (this.outputAt !== undefined) this.sink.firstOutput(this.info, this.ttft());
+  }
+
+  admitted(): void {
+    if (!this.closed) this.admittedAt ??= this.clock();
+  }
+
+  responseHeaders(code: number, isStream: boolean): void {
+    if (this.closed) return;
+    this.headersAt ??= this.clock();
+    this.status = code;
+    this.streamed = isStream;
+    if (code < 200 || code > 299) this.failure ??= 'upstream_status';
+  }
+
+  responseBody(at?: number): number {
+    const now = at ?? this.clock();
+    if (this.closed) return now;
+    this.chunkAt = now;
+    // A non-streamed answer arrives whole: its first byte is the first output the wire shows.
+    if (!this.streamed && this.outputAt === undefined) this.output(now);
+    return now;
+  }
+
+  tokenEvent(completionTokens?: number): void {
+    if (this.closed) return;
+    const at = this.chunkAt ?? this.clock();
+    this.tokenEvents++;
+    if (this.firstTokenAt === undefined) {
+      this.firstTokenAt = at;
+      this.output(at);
+    } else if (this.info !== undefined && this.sink.interToken !== undefined) {
+      // With cumulative usage on every chunk (vLLM's continuous usage stats) an event may carry
+      // several tokens: the gap is shared among them.
+      const delta = completionTokens !== undefined && this.lastCumulative !== undefined ? completionTokens - this.lastCumulative : 1;
+      const tokens = delta >= 1 ? delta : 1;
+      this.sink.interToken(this.info, (at - this.lastTokenAt) / 1000 / tokens, tokens);
+    }
+    if (completionTokens !== undefined) this.lastCumulative = completionTokens;
+    this.lastTokenAt = at;
+  }
+
+  usage(u: Usage): void {
+    if (!this.closed) this.lastUsage = u;
+  }
+
+  finishReason(reason: string): void {
+    if (!this.closed) this.finish = reason;
+  }
+
+  responseModel(model: string): void {
+    if (!this.closed) this.model ??= model;
+  }
+
+  streamError(): void {
+    if (!this.closed) this.failure ??= 'stream_error';
+  }
+
+  fail(reason: FailureReason, code?: number): void {
+    if (this.closed) return;
+    this.failure ??= reason;
+    if (code !== undefined && this.status === 0) this.status = code;
+  }
+
+  responseFinished(): void {
+    if (!this.closed) this.finishedAt ??= this.clock();
+  }
+
+  close(delivered: boolean): RequestSample | undefined {
+    if (this.closed) return undefined;
+    this.closed = true;
+    let info = this.info;
+    if (info === undefined) {
+      info = this.info = { api: this.api, model: 'unknown', stream: false };
+      this.sink.started(info);
+      if (this.outputAt !== undefined) this.sink.firstOutput(info, this.ttft());
+    }
+    const { t0, failure, streamed, tokenEvents, lastUsage, firstTokenAt, lastTokenAt, outputAt } = this;
+    const outcome: Outcome = failure !== undefined ? 'failed' : delivered ? 'success' : 'cancelled';
+    let promptTokens: number | undefined;
+    let completionTokens: number | undefined;
+    let usageSource: UsageSource = 'none';
+    if (lastUsage !== undefined) {
+      promptTokens = lastUsage.promptTokens;
+      completionTokens = lastUsage.completionTokens;
+      usageSource = 'upstream';
+    } else if (streamed && outcome === 'success') {
+      // The spec's fallback for a stream without usage: tokens are reported as 0.
+      promptTokens = 0;
+      completionTokens = 0;
+      usageSource = 'fallback';
+    } else if (streamed && tokenEvents > 0) {
+      // A stream cut short (cancelled, or broken) keeps the tokens it did deliver, one per event.
+      completionTokens = tokenEvents;
+      usageSource = 'events';
+    }
+    let tpot: RequestSample['tpot'];
+    if (streamed && firstTokenAt !== undefined && tokenEvents > 1) {
+      const n = lastUsage?.completionTokens ?? tokenEvents;
+      if (n > 1) tpot = { seconds: (lastTokenAt - firstTokenAt) / 1000 / (n - 1), tokens: n - 1 };
+    }
+    const end = this.finishedAt ?? this.clock();
+    const sample: RequestSample = {
+      ...info,
+      status: this.status,
+      outcome,
+      failure,
+      cancelPhase: outcome === 'cancelled' ? ((outputAt === undefined ? 'before_first_token' : 'decoding') satisfies CancelPhase) : undefined,
+      ttfb: this.headersAt === undefined ? undefined : (this.headersAt - t0) / 1000,
+      streamed,
+      outputSeen: outputAt !== undefined,
+      ttft: this.ttft(),
+      lastToken: firstTokenAt === undefined ? undefined : (lastTokenAt - t0) / 1000,
+      e2e: outcome === 'success' ? (end - t0) / 1000 : undefined,
+      tpot,
+      promptTokens,
+      completionTokens,
+      usageSource,
+      tokenEvents,
+      finishReason: this.finish,
+      duration: (end - t0) / 1000,
+      responseModel: this.model,
+      queued: this.admittedAt === undefined ? 0 : (this.admittedAt - t0) / 1000,
+      params: this.requestParams,
+    };
+    this.sink.finished(sample);
+    return sample;
+  }
 }

@@ -129,9 +129,22 @@ export function createBodyScanner(): BodyScanner {
       model = undefined;
       return;
     }
+    const bytes = Buffer.from(modelBuf.buffer, 0, modelLen);
+    let plain = true;
+    for (let j = 0; j < modelLen; j++) {
+      const c = bytes[j]!;
+      if (c === 0x5c || c < 0x20) {
+        plain = false;
+        break;
+      }
+    }
+    if (plain) {
+      model = bytes.toString('utf8'); // no escape to decode, nothing JSON would refuse
+      return;
+    }
     try {
-      // The raw bytes are a JSON string body; let JSON decode its escapes.
-      model = JSON.parse(`"${Buffer.from(modelBuf.buffer, 0, modelLen).toString('utf8')}"`) as string;
+      // The raw bytes are a JSON string body; let JSON decode its escapes (or refuse it).
+      model = JSON.parse(`"${bytes.toString('utf8')}"`) as string;
     } catch {
       model = undefined;
     }
