@@ -15,6 +15,16 @@ export function stripHopByHop(headers: IncomingHttpHeaders): void {
     }
   }
   // Delete only what is there: a delete of an absent key still costs a lookup, and deletes are
-  // what turn header objects into slow dictionaries.
-  for (const name of HOP_BY_HOP) if (headers[name] !== undefined) delete headers[name];
+  // what turn header objects into slow dictionaries. Spelled out, one named load each: a loop
+  // over the names makes one megamorphic keyed load of them all (twice a request, measured).
+  if (connection !== undefined) delete headers.connection;
+  if (headers['keep-alive'] !== undefined) delete headers['keep-alive'];
+  if (headers['proxy-connection'] !== undefined) delete headers['proxy-connection'];
+  if (headers.te !== undefined) delete headers.te;
+  if (headers.trailer !== undefined) delete headers.trailer;
+  if (headers['transfer-encoding'] !== undefined) delete headers['transfer-encoding'];
+  if (headers.upgrade !== undefined) delete headers.upgrade;
 }
+
+/** The names stripHopByHop removes (besides those the Connection header lists). */
+export const HOP_BY_HOP_HEADERS: readonly string[] = HOP_BY_HOP;

@@ -66,7 +66,7 @@ describe('request body scanner', () => {
   it('agrees with JSON.parse on random request-shaped documents', () => {
     const random = seededRandom(42);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
-    for (let i = 0; i < 300; i++) {
+    for (let i = 0; i < 600; i++) {
       const doc: Record<string, unknown> = {};
       const keys = ['messages', 'model', 'stream', 'max_tokens', 'tools', 'stream_options', 'user'];
       for (const key of keys) {
@@ -78,6 +78,8 @@ describe('request body scanner', () => {
           null,
           12.5,
           [{ content: '}]"{[' }],
+          // Long texts with escapes anywhere (quotes, backslashes, newlines, \u escapes), cut by the rechunking at any byte.
+          [{ role: 'user', content: `${'a"b\\c\n'.repeat(40)}\\` }, { role: 'assistant', content: '\u0001\u2028"}' + 'x'.repeat(300) }],
           { include_usage: true, model: 'inner' },
         ]);
       }

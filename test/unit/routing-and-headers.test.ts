@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { stripHopByHop } from '../../src/data-plane/hop-by-hop.ts';
+import { HOP_BY_HOP_HEADERS, stripHopByHop } from '../../src/data-plane/hop-by-hop.ts';
 import { inferenceApi } from '../../src/data-plane/inference-route.ts';
 import { proxyErrorResponse } from '../../src/data-plane/openai-error.ts';
 import { pathJoiner } from '../../src/data-plane/upstream-request.ts';
@@ -58,6 +58,18 @@ describe('stripHopByHop', () => {
     };
     stripHopByHop(headers);
     assert.deepEqual(headers, { 'content-type': 'application/json', authorization: 'Bearer k' });
+  });
+  it('drops each hop-by-hop header of RFC 9110, alone or all together', () => {
+    assert.deepEqual([...HOP_BY_HOP_HEADERS].sort(), ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+    const all: Record<string, string> = { accept: '*/*' };
+    for (const name of HOP_BY_HOP_HEADERS) {
+      const one: Record<string, string> = { [name]: 'x', accept: '*/*' };
+      stripHopByHop(one);
+      assert.deepEqual(one, { accept: '*/*' }, name);
+      all[name] = 'close';
+    }
+    stripHopByHop(all);
+    assert.deepEqual(all, { accept: '*/*' });
   });
 });
 
