@@ -1,7 +1,8 @@
 // npm run bench: infermeter side by side with no proxy, a bare Node pass-through and nginx, in
 // one run, interleaved (the order rotates every repetition), medians over repetitions, because
 // these machines are noisy. `--quick` for a shorter run; `--write` puts the table in
-// docs/performance.md. Loopback only; every loop is bounded in count.
+// docs/performance.md; BENCH_COMPARE=<another checkout> adds that build as one more target, to
+// measure a change before and after in one run. Loopback only; every loop is bounded in count.
 import http from 'node:http';
 import { execSync } from 'node:child_process';
 import { cpus, totalmem } from 'node:os';
@@ -18,9 +19,11 @@ const skipMemory = process.argv.includes('--no-memory');
 const memoryOnly = process.argv.includes('--memory-only');
 
 const SCENARIOS: ReadonlyArray<Scenario & { reps: number }> = [
-  { name: 'latency', requests: quick ? 64 : 192, concurrency: 32, tokens: 128, ttftMs: 50, gapMs: 10, reps: quick ? 2 : 3 },
-  { name: 'throughput', requests: quick ? 32 : 128, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 5 },
-  { name: 'round trip', requests: quick ? 300 : 1500, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 5 },
+  // Repetitions: the medians of these paired runs are what the goals are read from; the
+  // machine's noise between runs is tens of percent, so the short scenarios get many.
+  { name: 'latency', requests: quick ? 64 : 192, concurrency: 32, tokens: 128, ttftMs: 50, gapMs: 10, reps: quick ? 2 : 5 },
+  { name: 'throughput', requests: quick ? 32 : 128, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 11 },
+  { name: 'round trip', requests: quick ? 300 : 1500, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 15 },
 ];
 
 interface Rep {
@@ -208,8 +211,9 @@ and AOM dialects, usage injection, engine scraping), the same with its access lo
 file, and nginx (\`proxy_buffering off\`, one worker) as the native floor. The load client,
 the upstream and the proxy share the machine's cores, so ratios, not absolute figures, are
 what a run says. TTFT is measured by the client: from sending the request to the first body
-bytes. CPU per event is the proxy process's user + system time from /proc over the events it
-forwarded.
+bytes. CPU per event is the proxy process's CPU time over the events it forwarded: the
+scheduler's per-thread count in /proc (nanoseconds; 10 ms ticks where the kernel does not show
+it).
 `;
 const FOOTER = `
 ## Reading the goals

@@ -74,7 +74,7 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
   children.push(up.child);
   const upstreamUrl = `http://127.0.0.1:${(JSON.parse(up.line) as { port: number }).port}`;
 
-  const infermeter = async (name: string, extra: Record<string, string>): Promise<Target> => {
+  const infermeter = async (name: string, extra: Record<string, string>, cli = here('../src/cli.ts')): Promise<Target> => {
     const env = {
       INFERMETER_UPSTREAM: upstreamUrl,
       INFERMETER_PORT: '0',
@@ -84,7 +84,7 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
       INFERMETER_LOG_LEVEL: 'info',
       ...extra,
     };
-    const { child, line } = await node(here('../src/cli.ts'), [], env, /"infermeter started"/, 'stderr', (process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS).split(' ').filter(Boolean));
+    const { child, line } = await node(cli, [], env, /"infermeter started"/, 'stderr', (process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS).split(' ').filter(Boolean));
     children.push(child);
     const started = JSON.parse(line) as { data: string };
     return { name, url: started.data, pids: () => [child.pid!] };
@@ -100,6 +100,10 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
     await infermeter('infermeter', {}),
     await infermeter('infermeter + access log', { INFERMETER_ACCESS_LOG: join(tmp, 'access.log') }),
   ];
+  // Another build side by side (a checkout of an earlier commit, with its node_modules): how a
+  // change is measured before and after in one run.
+  const compare = process.env.BENCH_COMPARE;
+  if (compare !== undefined && compare !== '') targets.push(await infermeter(`infermeter @ ${compare}`, {}, join(compare, 'src/cli.ts')));
 
   let nginx: ChildProcess | undefined;
   if (options.nginx && nginxAvailable()) {

@@ -10,7 +10,7 @@ import type { ResponseTap } from '../stream-tap/response-tap.ts';
 
 /** `sent` counts the bytes handed to the client (the access log); undefined: not counted. */
 export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, sent?: (bytes: number) => void): void {
-  let batch: Buffer[] = [];
+  const batch: Buffer[] = [];
   let batchLength = 0;
   let waiting = false;
   const onDrain = (): void => {
@@ -20,7 +20,7 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   /** The batch, joined (a lone chunk as it is); the batch starts over. */
   const take = (): Buffer => {
     const out = batch.length === 1 ? batch[0]! : Buffer.concat(batch, batchLength);
-    batch = [];
+    batch.length = 0;
     batchLength = 0;
     return out;
   };
