@@ -92,10 +92,14 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
 
   const pass = await node(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
   children.push(pass.child);
+  // The same pass-through in a second process: the run's control (bench/run.ts).
+  const control = await node(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
+  children.push(control.child);
   const hp3 = await node(here('hp3-passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
   children.push(hp3.child);
   const targets: Target[] = [
     { name: 'node pass-through', url: `http://127.0.0.1:${(JSON.parse(pass.line) as { port: number }).port}`, pids: () => [pass.child.pid!] },
+    { name: 'node pass-through (control)', url: `http://127.0.0.1:${(JSON.parse(control.line) as { port: number }).port}`, pids: () => [control.child.pid!] },
     { name: 'http-proxy-3 alone', url: `http://127.0.0.1:${(JSON.parse(hp3.line) as { port: number }).port}`, pids: () => [hp3.child.pid!] },
     await infermeter('infermeter', {}),
     await infermeter('infermeter + access log', { INFERMETER_ACCESS_LOG: join(tmp, 'access.log') }),
