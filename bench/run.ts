@@ -243,62 +243,71 @@ it).
 const FOOTER = `
 ## Reading the goals
 
-The issue's goals, and what bounds those this machine does not meet (figures above are from one
-run; runs vary by tens of percent, which is why every comparison is within one run):
+The issue's goals, and what bounds those this machine does not meet. The tables come from one
+run; runs vary by tens of percent, which is why every comparison is within one run, and why the
+Node floor is two processes of the same pass-through: how far apart those two are (the line under
+each table) is what the run can resolve. Ranges below are across the full runs of 2026-11-29;
+"side by side" figures come from runs with \`BENCH_COMPARE\` or with scratch switches, all
+targets interleaved in one run.
 
 - **Throughput at 0.85× direct.** Out of reach for any Node proxy here: the load client, the
-  upstream and the proxy share two cores, and the bare Node pass-through itself delivers about
-  half of direct's events per second. infermeter runs at 0.8–0.9× the Node floor's rate across runs; nginx,
-  native and multi-buffered, is at or above direct.
-- **CPU per event no more than the Node pass-through's, within 1.5× nginx's.** infermeter does
-  strictly more per event than the pass-through: it reads every event. What it adds was cut to
-  what the profile shows: events are cut and classified on the bytes in one pass with no decoding
-  and no allocation (\`skim-event.ts\`, a per-stream template that reduces most chunks to two
-  native comparisons), one clock read per chunk, and the tap reads a chunk only after Node has
-  sent it to the client (Node corks a chunked write until the next tick; reading in the same tick
-  had delayed every chunk by its parse: 17 µs to the first byte of a one-token answer). The rest of the time is Node's own HTTP machinery (parsing the upstream's response,
-  \`writev\` to the client) and http-proxy-3, which alone costs about 1.1–1.25× the bare
-  pass-through. nginx spends 0.3–0.5 µs per event; Node's per-chunk stream path alone costs
-  several times that, so 1.5× nginx is out of reach for a Node process.
-- **Added TTFT in the latency scenario.** 32 streams get their first token at the same instant;
-  one thread forwards them one after another, so the last waits for the others. The Node floor
-  itself adds 1.5 to 4.5 ms at p99 in this burst across runs; 1.5 ms at p99 is out of reach for a
-  single-threaded proxy on this machine (nginx: about 0.2 to 1 ms). At p50, infermeter's
-  per-request work (holding the body to decide on usage injection, the timer, the tap, the
-  dialects' observations) puts it from about 0.1 ms to a millisecond above the floor. That is
-  what the per-request cost predicts: the request in the middle of a burst of 32 waits for about
-  16 others, and infermeter spends 20 to 30 µs more CPU per request than the floor, so 0.3 to
-  0.5 ms. The round
-  trip at concurrency 1 is between 1.1× and 1.9× the floor's added time across runs: infermeter
-  spends 58 to 70 µs of CPU per one-token request where the bare pass-through spends 32 to 50 µs
-  and http-proxy-3 alone about 40 µs. Side by side, with switches made for the measurement: the
-  tap costs about 11 µs per one-token request, and sending the upstream's headers as they arrive
-  (as nginx does; the Node pass-through holds them until the first body byte) about 9 µs; with
-  both off, and usage injection, the engine scrape and the total timeout off too, infermeter was
-  within 3 µs of http-proxy-3 alone. Usage injection, the engine scrape, the AOM dialect or the
-  total timeout alone moves it less than the run-to-run noise of about ±10 µs. Sending a held
-  request body in one \`end()\` instead of through a Readable saved about 6 µs (lower in 7 of 7
-  paired repetitions), and reading each chunk after Node has sent it about 4 µs and 17 µs to the
-  first byte. Tried and dropped: reading each chunk after the
-  current round of I/O (setImmediate), so that no stream's forwarding waits for another's
-  parsing. Side by side in one run, it gained nothing (TTFT p99 60.5 and 61.0 ms with it, 58.3
-  and 58.4 ms without, over two runs; p50 unchanged).
-- **Memory.** No leak: the V8 heap after
-  a collection stays between 13 and 20 MB, with no upward trend, however many requests went through (checked in process with
-  --expose-gc, \`npm run bench:heap\`). What the resident set does under 1000 concurrent 4k-token streams varies from run
-  to run of the same build (from under 1 MB to over 100 MB above the warm-up's level, after a
-  warm-up with the same load, and the Node floor's more: 190.9 MB in a run where infermeter's
-  grew 112.8 MB; four memory-only runs on one day gave 34.0 and 3.6 MB for the current build,
-  7.8 and 14.0 MB for the build before the dashboard and the vLLM and OpenTelemetry dialects:
-  noise, not a trend). That is the working set of the load, which glibc keeps after it is freed.
-  Growth with stream length (30 % to 90 % into the streams) is 0.0 to 0.1 MB in most runs; in the
-  run where it was 11.6 MB, the Node floor grew by 94 MB over the same span; the 10 MB goal is met in some runs and not in others. Two changes bound it:
-  a partial event is copied instead of keeping its whole socket read buffer alive (before that,
-  1000 streams held tens of MB of read buffers), and infermeter runs with
+  upstream and the proxy share two cores, and the bare Node pass-through itself delivers 0.42 to
+  0.58× direct's events per second. infermeter delivers more than the pass-through (0.47 to
+  0.71×): chunks that arrive in the same turn of the event loop go to the client in one write
+  (\`relay.ts\`), where a pipe writes each upstream chunk through Node's HTTP and stream
+  machinery. nginx, native, is at or above direct.
+- **CPU per event no more than the Node pass-through's.** Met in most runs (0.67 to 1.08× the
+  floor), and where not, by less than two processes of the pass-through differ (5 to 17 %).
+  Side by side with the build of the morning (one run, 11 repetitions): 2.38 → 1.67 µs per event,
+  floor 1.80. infermeter reads every event and still spends less than the pass-through, because
+  it writes less (above). Reading costs what the profile below shows: \`skim-event.ts\` classifies
+  an event on its bytes with no decoding and no allocation (a per-stream template reduces most
+  chunks to two native comparisons; a stream's last chunks, with the finish reason and usage,
+  are read the same way, without JSON.parse), one clock read per write, and the tap reads only
+  after Node has sent the bytes.
+- **CPU per event within 1.5× nginx's.** Out of reach for a Node process: the Node pass-through
+  itself spends 4 to 6× nginx's CPU per event here; Node's per-chunk stream and HTTP path alone
+  costs several times nginx's 0.3 to 0.5 µs.
+- **Added TTFT p99 at most 1.5 ms** (latency scenario). 32 streams get their first token at the
+  same instant and one thread forwards them one after another. The Node floor itself adds 3 to
+  6 ms at p99 in this burst, so no single-threaded Node proxy meets 1.5 ms on this machine
+  (nginx: 0.6 to 1.6 ms).
+- **Added TTFT p50 within 0.1 ms of the floor.** Below what this machine resolves: two processes of
+  the same pass-through differ by up to 0.85 ms in this figure (the line under the latency
+  table). Across runs infermeter was from 0.1 ms below the floor to 0.86 ms above it; side by
+  side over 15 repetitions of 96 requests, 0.08 ms below (1.05 ms against the pass-through's
+  1.13). Side by side with the build of the morning: 2.14 → 1.54 ms in one run (floor 0.68 that
+  run). What is left to cut is per-request work in a burst: the request path (holding the body
+  to decide on usage injection, the scanner, the timer) and the recording of a first token.
+  Deferring that work until the burst is forwarded (setImmediate) was tried side by side and
+  gained nothing: 1.27 and 1.16 ms against 1.05 ms without (15 repetitions).
+- **Round trip within 1.2× the floor's added time.** 1.19 to 1.24× (side by side with the build of
+  the morning, one run: 1.57 → 1.24×; CPU per request 56 → 50 µs, floor 37). What changed:
+  inference requests go through infermeter's own lean client (\`upstream-request.ts\`;
+  http-proxy-3 alone costs 1.1 to 1.3× the floor, which serves every other route), the held
+  body in one \`end()\`, the response through the relay; the tap reads a chunk that came with the
+  end after the end has gone out (it had held the end back by its parse); the timer is one
+  object; a stream's last chunks need no JSON.parse. What is left, side by side (21
+  repetitions of 1000): sending the upstream's headers when they arrive costs 0.04× (1.20×
+  without, 1.24× with; the control pass-through read 0.95×). The Node pass-through holds them
+  until the first body byte, so a one-token answer leaves in one write; infermeter keeps
+  sending them at once, as nginx does, because a client must see the response begin when the
+  model server began it (behind a long prefill, held headers read as a silent connection).
+  Holding them for at most 1 ms instead cost more than it saved (1.27×: the timer). The rest is
+  the measurement itself: 8 to 12 µs of CPU per one-token request over the floor's 31 to 39.
+- **Memory.** No leak: the V8 heap after a collection stays between 13 and 20 MB, with no upward
+  trend, however many requests went through (checked in process with --expose-gc, \`npm run
+  bench:heap\`). The resident set under 1000 concurrent 4k-token streams varies from run to run
+  of the same build: 9.6 to 51.9 MB above the warm-up's level in the runs of 2026-11-29, the Node
+  floor's 104 to 155 MB. Side by side, three rounds of the 1000 long streams after the warm-up:
+  17 and 51 MB of growth for the current build, 66 and 92 MB for the build before the relay
+  coalesced writes, which also settled 200 MB higher. That is the working set of the load, which
+  glibc keeps after it is freed, not memory held by requests. Two changes bound it: a partial
+  event is copied instead of keeping its whole socket read buffer alive, and infermeter runs with
   \`--max-semi-space-size=8\` (the bin's shebang, \`npm start\`, the image), which caps V8's young
   generation: without it the resident set grew by 140 to 410 MB under the same load and stayed
-  there, for about 3 % more CPU in garbage collection (compare the GC share in the profile with
-  the flag and without). The Node floor, run with Node's defaults, grows by 70 to 200 MB.
+  there, for about 3 % more CPU in garbage collection. The 10 MB goals are met in some runs and
+  not in others.
 - **/metrics render** stays far under 5 ms: our families render their own text with label
   strings built once per series.
 `;
