@@ -3,8 +3,8 @@
 // (other routes, websockets) with http-proxy-3. An inference request additionally gets an
 // Exchange: a request timer, a reader of its body (model, stream), a tap on its response and,
 // when usage is injected, a filter that removes the injected usage chunk. The tap sees the very
-// buffers that are piped to the client, after they are handed on, so measurement can neither
-// delay nor alter them.
+// buffers that are sent to the client, after they are written (relay.ts), so measurement can
+// neither delay nor alter them.
 import { randomUUID } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
@@ -186,7 +186,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     process.nextTick(flushIdleHeaders, res, proxyRes); // before http-proxy's pipe starts flowing
   });
 
-  /** An inference request's response: status and headers copied, the body piped, then tapped. */
+  /** An inference request's response: status and headers copied, the body relayed, then tapped. */
   function answer(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse, exchange: Exchange): void {
     exchange.upstreamResponse = proxyRes;
     if (res.writableEnded || res.destroyed) {
