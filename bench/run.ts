@@ -246,9 +246,9 @@ const FOOTER = `
 The issue's goals, and what bounds those this machine does not meet. The tables come from one
 run; runs vary by tens of percent, which is why every comparison is within one run, and why the
 Node floor is two processes of the same pass-through: how far apart those two are (the line under
-each table) is what the run can resolve. Ranges below are across the full runs of 2026-11-29;
-"side by side" figures come from runs with \`BENCH_COMPARE\` or with scratch switches, all
-targets interleaved in one run.
+each table, and the goals table) is what the run can resolve. Ranges below are across the full
+runs of 2026-11-29; "side by side" figures come from runs with \`BENCH_COMPARE\` or with scratch
+switches, all targets interleaved in one run.
 
 - **Throughput at 0.85× direct.** Out of reach for any Node proxy here: the load client, the
   upstream and the proxy share two cores, and the bare Node pass-through itself delivers 0.42 to
@@ -256,58 +256,64 @@ targets interleaved in one run.
   0.60×): chunks that arrive in the same turn of the event loop go to the client in one write
   (\`relay.ts\`), where a pipe writes each upstream chunk through Node's HTTP and stream
   machinery. nginx, native, is at or above direct.
-- **CPU per event no more than the Node pass-through's.** 0.92 to 1.08× the floor across the full
-  runs, 0.88× side by side over 13 repetitions: at the floor, within what two processes of the
-  pass-through differ by (the goals table gives that figure for this run). Side by side with the
-  build of the morning (one run, 11 repetitions): 2.38 → 1.67 µs per event, floor 1.80. infermeter reads every event and still spends less than the pass-through, because
-  it writes less (above). Reading costs what the profile below shows: \`skim-event.ts\` classifies
-  an event on its bytes with no decoding and no allocation (a per-stream template reduces most
-  chunks to two native comparisons; a stream's last chunks, with the finish reason and usage,
-  are read the same way, without JSON.parse), one clock read per write, and the tap reads only
-  after Node has sent the bytes.
+- **CPU per event no more than the Node pass-through's.** Not settled by this machine: 0.92 to
+  1.11× the floor across the full runs, 0.88× side by side over 13 repetitions, while two
+  infermeter processes differ by more than that in one run (the one with the access log, which
+  does strictly more work, spent 0.89× the floor in the run above where infermeter spent 1.11×).
+  Side by side with the build of the morning (one run, 11 repetitions): 2.38 → 1.67 µs per
+  event, floor 1.80. infermeter reads every event and still spends about what the pass-through
+  spends, because it writes less (above). Reading costs what the profile below shows:
+  \`skim-event.ts\` classifies an event on its bytes with no decoding and no allocation (a
+  per-stream template reduces most chunks to two native comparisons; a stream's last chunks,
+  with the finish reason and usage, are read the same way, without JSON.parse), one clock read
+  per write, and the tap reads only after Node has sent the bytes.
 - **CPU per event within 1.5× nginx's.** Out of reach for a Node process: the Node pass-through
   itself spends 4 to 6× nginx's CPU per event here; Node's per-chunk stream and HTTP path alone
   costs several times nginx's 0.3 to 0.5 µs.
 - **Added TTFT p99 at most 1.5 ms** (latency scenario). 32 streams get their first token at the
-  same instant and one thread forwards them one after another. The Node floor itself adds 3 to
+  same instant and one thread forwards them one after another. The Node floor itself adds 2 to
   6 ms at p99 in this burst, so no single-threaded Node proxy meets 1.5 ms on this machine
-  (nginx: 0.6 to 1.6 ms).
-- **Added TTFT p50 within 0.1 ms of the floor.** Below what this machine resolves: two processes of
-  the same pass-through differ in this figure by more than 0.1 ms (by 0.85 ms in a short run; the
-  goals table gives this run's). Across runs infermeter was from 0.1 ms below the floor to 0.86 ms above it; side by
-  side over 15 repetitions of 96 requests, 0.08 ms below (1.05 ms against the pass-through's
-  1.13). Side by side with the build of the morning: 2.14 → 1.54 ms in one run (floor 0.68 that
-  run). What is left to cut is per-request work in a burst: the request path (holding the body
-  to decide on usage injection, the scanner, the timer) and the recording of a first token.
-  Deferring that work until the burst is forwarded (setImmediate) was tried side by side and
-  gained nothing: 1.27 and 1.16 ms against 1.05 ms without (15 repetitions).
-- **Round trip within 1.2× the floor's added time.** 1.19 to 1.24× (side by side with the build of
-  the morning, one run: 1.57 → 1.24×; CPU per request 56 → 50 µs, floor 37). What changed:
+  (nginx: 0.4 to 1.6 ms).
+- **Added TTFT p50 within 0.1 ms of the floor.** Not met: infermeter was from 0.1 ms below the
+  floor to 0.86 ms above it across the full runs (0.78 ms above in the run above, whose two
+  pass-through processes agreed within 0.01 ms; in a short run they differed by 0.85 ms). Side by
+  side over 15 repetitions of 96 requests it was 0.08 ms below (1.05 ms against 1.13). Side by
+  side with the build of the morning: 2.14 → 1.54 ms in one run (floor 0.68 that run). What is
+  left is per-request work in the two bursts of this scenario (32 requests arrive at once, and
+  their 32 first tokens): holding the body to decide on usage injection and scanning it, the
+  timer, and the recording of each first token (the MindIE and AOM histograms, the dashboard's
+  window). The request in the middle of a burst waits for about 16 others, so each µs of that
+  work costs about 16 µs at p50; infermeter spends 6 to 15 µs of CPU per request more than the
+  floor (round trip, below), which predicts 0.1 to 0.5 ms. Deferring the recording until the
+  burst is forwarded (setImmediate) was tried side by side and gained nothing: 1.27 and 1.16 ms
+  against 1.05 ms without (15 repetitions).
+- **Round trip within 1.2× the floor's added time.** 1.19 to 1.24× (side by side with the build
+  of the morning, one run: 1.57 → 1.24×; CPU per request 56 → 50 µs, floor 37). What changed:
   inference requests go through infermeter's own lean client (\`upstream-request.ts\`;
-  http-proxy-3 alone costs 1.1 to 1.3× the floor, which serves every other route), the held
-  body in one \`end()\`, the response through the relay; the tap reads a chunk that came with the
-  end after the end has gone out (it had held the end back by its parse); the timer is one
-  object; a stream's last chunks need no JSON.parse. What is left, side by side (21
-  repetitions of 1000): sending the upstream's headers when they arrive costs 0.04× (1.20×
-  without, 1.24× with; the control pass-through read 0.95×). The Node pass-through holds them
-  until the first body byte, so a one-token answer leaves in one write; infermeter keeps
-  sending them at once, as nginx does, because a client must see the response begin when the
-  model server began it (behind a long prefill, held headers read as a silent connection).
+  http-proxy-3 alone costs 1.1 to 1.3× the floor, and keeps every other route), the held body
+  in one \`end()\`, the response through the relay; the tap reads a chunk that came with the end
+  after the end has gone out (it had held the end back by its parse); the timer is one object;
+  a stream's last chunks need no JSON.parse. What is left, side by side (21 repetitions of
+  1000): sending the upstream's headers when they arrive costs 0.04× (1.20× without, 1.24× with;
+  the control pass-through read 0.95×). The Node pass-through holds them until the first body
+  byte, so a one-token answer leaves in one write; infermeter sends them at once, as nginx does,
+  because the brief is to forward without delay and a client must see the response begin when
+  the model server began it (behind a long prefill, held headers read as a silent connection).
   Holding them for at most 1 ms instead cost more than it saved (1.27×: the timer). The rest is
   the measurement itself: 9 to 15 µs of CPU per one-token request over the floor's 31 to 39.
 - **Memory.** No leak: the V8 heap after a collection stays between 13 and 20 MB, with no upward
   trend, however many requests went through (checked in process with --expose-gc, \`npm run
   bench:heap\`). The resident set under 1000 concurrent 4k-token streams varies from run to run
-  of the same build: 9.6 to 51.9 MB above the warm-up's level in the runs of 2026-11-29, the Node
-  floor's 104 to 128 MB in the same runs. Side by side, three rounds of the 1000 long streams after the warm-up:
-  17 and 51 MB of growth for the current build, 66 and 92 MB for the build before the relay
-  coalesced writes, which also settled 200 MB higher. That is the working set of the load, which
-  glibc keeps after it is freed, not memory held by requests. Two changes bound it: a partial
-  event is copied instead of keeping its whole socket read buffer alive, and infermeter runs with
+  of the same build: 0.0 to 51.9 MB above the warm-up's level in the runs of 2026-11-29 (0.0 in
+  the run above, where all three memory goals are met), the Node floor's 104 to 132 MB in the
+  same runs. Side by side, three rounds of the 1000 long streams after the warm-up: 17 and 51 MB
+  of growth for the current build, 66 and 92 MB for the build before the relay coalesced writes,
+  which also settled 200 MB higher. That is the working set of the load, which glibc keeps after
+  it is freed, not memory held by requests. Two changes bound it: a partial event is copied
+  instead of keeping its whole socket read buffer alive, and infermeter runs with
   \`--max-semi-space-size=8\` (the bin's shebang, \`npm start\`, the image), which caps V8's young
   generation: without it the resident set grew by 140 to 410 MB under the same load and stayed
-  there, for about 3 % more CPU in garbage collection. The 10 MB goals are met in some runs and
-  not in others.
+  there, for about 3 % more CPU in garbage collection.
 - **/metrics render** stays far under 5 ms: our families render their own text with label
   strings built once per series.
 `;
