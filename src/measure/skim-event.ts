@@ -75,50 +75,45 @@ function walk(b: Uint8Array, start: number, end: number): boolean | undefined {
   let sawChoices = false;
   if (b[i] === RBRACE) return undefined;
   for (;;) {
-    if (b[i] !== QUOTE) return undefined;
-    const keyStart = i + 1;
-    const keyEnd = w.stringEnd(i);
-    if (keyEnd === DEFER) return undefined;
-    i = w.space(keyEnd);
-    if (b[i] !== COLON) return undefined;
-    i = w.space(i + 1);
+    i = w.key(i);
+    if (i === DEFER) return undefined;
+    const keyStart = w.keyStart;
+    const keyEnd = w.keyEnd;
     const c = b[i];
-    if (w.keyIs(keyStart, keyEnd - 1, CHOICES)) {
+    if (w.keyIs(keyStart, keyEnd, CHOICES)) {
       if (c !== LBRACKET) return undefined;
       sawChoices = true;
       const r = w.choices(i);
       if (r === DEFER) return undefined;
       if (w.token) token = true;
       i = r;
-    } else if (w.keyIs(keyStart, keyEnd - 1, USAGE)) {
+    } else if (w.keyIs(keyStart, keyEnd, USAGE)) {
       // An object is read; null, a string, a number: no usage (as readUsage has it).
       if (c === LBRACE) i = w.usageObject(i);
       else if (c === LBRACKET) return undefined;
       else i = w.skipValue(i);
-    } else if (w.keyIs(keyStart, keyEnd - 1, ERROR)) {
+    } else if (w.keyIs(keyStart, keyEnd, ERROR)) {
       if (c !== 0x6e) return undefined; // anything but null: an error
       i = w.skipValue(i);
-    } else if (w.keyIs(keyStart, keyEnd - 1, MODEL) && c === QUOTE) {
+    } else if (w.keyIs(keyStart, keyEnd, MODEL) && c === QUOTE) {
       const e = w.stringEnd(i);
       if (e === DEFER || w.escaped(i + 1, e - 1)) return undefined;
       w.modelStart = i + 1;
       w.modelEnd = e - 1;
       i = e;
-    } else if (w.keyIs(keyStart, keyEnd - 1, TYPE)) {
+    } else if (w.keyIs(keyStart, keyEnd, TYPE)) {
       return undefined; // the Responses API, or an error event
-    } else if (w.keyIs(keyStart, keyEnd - 1, OBJECT)) {
+    } else if (w.keyIs(keyStart, keyEnd, OBJECT)) {
       if (c === QUOTE && b[i + 1] === 0x65 /* "e... : "error" */) return undefined;
       i = w.skipValue(i);
     } else {
       i = w.skipValue(i);
     }
     if (i === DEFER) return undefined;
-    i = w.space(i);
-    if (b[i] === COMMA) {
-      i = w.space(i + 1);
-      continue;
-    }
-    if (b[i] !== RBRACE || w.space(i + 1) !== end) return undefined;
+    i = w.after(i, RBRACE);
+    if (i === DEFER) return undefined;
+    if (w.more) continue;
+    if (w.space(i) !== end) return undefined;
     return sawChoices ? token : undefined;
   }
 }
@@ -192,19 +187,14 @@ class Walker {
     i = this.space(i + 1);
     if (b[i] === RBRACE) return i + 1;
     for (;;) {
-      if (b[i] !== QUOTE) return DEFER;
-      const keyStart = i + 1;
-      const keyEnd = this.stringEnd(i);
-      if (keyEnd === DEFER) return DEFER;
-      i = this.space(keyEnd);
-      if (b[i] !== COLON) return DEFER;
-      i = this.space(i + 1);
+      i = this.key(i);
+      if (i === DEFER) return DEFER;
       const c = b[i]!;
       if (c >= 0x30 && c <= 0x39) {
+        const ks = this.keyStart;
+        const ke = this.keyEnd;
         const e = this.integer(i);
         if (e === DEFER) return DEFER;
-        const ks = keyStart;
-        const ke = keyEnd - 1;
         if (this.keyIs(ks, ke, PROMPT_TOKENS)) this.promptTokens = this.lastInteger;
         else if (this.keyIs(ks, ke, COMPLETION_TOKENS)) this.completionTokens = this.lastInteger;
         else if (this.keyIs(ks, ke, INPUT_TOKENS)) this.inputTokens = this.lastInteger;
@@ -216,13 +206,38 @@ class Walker {
         i = this.skipValue(i);
         if (i === DEFER) return DEFER;
       }
-      i = this.space(i);
-      if (b[i] === COMMA) {
-        i = this.space(i + 1);
-        continue;
-      }
-      return b[i] === RBRACE ? i + 1 : DEFER;
+      i = this.after(i, RBRACE);
+      if (i === DEFER || !this.more) return i;
     }
+  }
+
+  /** Whether after() passed a comma (another member follows) or the container's end. */
+  more = false;
+
+  /** After a value at i: past a comma (more), or past `close` (no more); DEFER on anything else. */
+  after(i: number, close: number): number {
+    const b = this.b;
+    i = this.space(i);
+    this.more = b[i] === COMMA;
+    if (this.more) return this.space(i + 1);
+    return b[i] === close ? i + 1 : DEFER;
+  }
+
+  /** The span of the last key read by key(): [keyStart, keyEnd), without its quotes. */
+  keyStart = 0;
+  keyEnd = 0;
+
+  /** A member's key at i (a plain string, then a colon): its span kept; the index of its value, or DEFER. */
+  key(i: number): number {
+    const b = this.b;
+    if (b[i] !== QUOTE) return DEFER;
+    const end = this.stringEnd(i);
+    if (end === DEFER) return DEFER;
+    this.keyStart = i + 1;
+    this.keyEnd = end - 1;
+    i = this.space(end);
+    if (b[i] !== COLON) return DEFER;
+    return this.space(i + 1);
   }
 
   space(i: number): number {
@@ -302,12 +317,8 @@ class Walker {
         i = this.skipValue(i);
         if (i === DEFER) return DEFER;
       }
-      i = this.space(i);
-      if (b[i] === COMMA) {
-        i = this.space(i + 1);
-        continue;
-      }
-      return b[i] === RBRACKET ? i + 1 : DEFER;
+      i = this.after(i, RBRACKET);
+      if (i === DEFER || !this.more) return i;
     }
   }
 
@@ -317,20 +328,17 @@ class Walker {
     i = this.space(i + 1);
     if (b[i] === RBRACE) return i + 1;
     for (;;) {
-      if (b[i] !== QUOTE) return DEFER;
-      const keyStart = i + 1;
-      const keyEnd = this.stringEnd(i);
-      if (keyEnd === DEFER) return DEFER;
-      i = this.space(keyEnd);
-      if (b[i] !== COLON) return DEFER;
-      i = this.space(i + 1);
-      if (this.keyIs(keyStart, keyEnd - 1, DELTA) && b[i] === LBRACE) {
+      i = this.key(i);
+      if (i === DEFER) return DEFER;
+      const keyStart = this.keyStart;
+      const keyEnd = this.keyEnd;
+      if (this.keyIs(keyStart, keyEnd, DELTA) && b[i] === LBRACE) {
         i = this.delta(i);
-      } else if (this.keyIs(keyStart, keyEnd - 1, TEXT) && b[i] === QUOTE) {
+      } else if (this.keyIs(keyStart, keyEnd, TEXT) && b[i] === QUOTE) {
         const end = this.stringEnd(i);
         if (end !== DEFER && end > i + 2) this.token = true;
         i = end;
-      } else if (b[i] === QUOTE && this.keyIs(keyStart, keyEnd - 1, FINISH_REASON)) {
+      } else if (b[i] === QUOTE && this.keyIs(keyStart, keyEnd, FINISH_REASON)) {
         // Why generation stopped: kept when plain ASCII (its length in characters is then its
         // length in bytes, as the cut to 64 needs); an empty one says nothing.
         const end = this.stringEnd(i);
@@ -345,12 +353,8 @@ class Walker {
         i = this.skipValue(i);
       }
       if (i === DEFER) return DEFER;
-      i = this.space(i);
-      if (b[i] === COMMA) {
-        i = this.space(i + 1);
-        continue;
-      }
-      return b[i] === RBRACE ? i + 1 : DEFER;
+      i = this.after(i, RBRACE);
+      if (i === DEFER || !this.more) return i;
     }
   }
 
@@ -360,13 +364,10 @@ class Walker {
     i = this.space(i + 1);
     if (b[i] === RBRACE) return i + 1;
     for (;;) {
-      if (b[i] !== QUOTE) return DEFER;
-      const keyStart = i + 1;
-      const keyEnd = this.stringEnd(i);
-      if (keyEnd === DEFER) return DEFER;
-      i = this.space(keyEnd);
-      if (b[i] !== COLON) return DEFER;
-      i = this.space(i + 1);
+      i = this.key(i);
+      if (i === DEFER) return DEFER;
+      const keyStart = this.keyStart;
+      const keyEnd = this.keyEnd;
       const c = b[i];
       const end = this.skipValue(i);
       if (end === DEFER) return DEFER;
@@ -374,23 +375,19 @@ class Walker {
       if (c === QUOTE) {
         // A string under a sequence key: output when non-empty. Remember where it lies, for
         // the stream's template (see createSkimmer).
-        if (this.keyIn(keyStart, keyEnd - 1, SEQUENCE_KEYS)) {
+        if (this.keyIn(keyStart, keyEnd, SEQUENCE_KEYS)) {
           if (end > i + 2) this.token = true;
           this.valueStart = i;
           this.valueEnd = end;
         }
       } else if (c === LBRACKET) {
         // A non-empty array (tool calls, content parts) under a sequence key.
-        if (this.space(i + 1) < end - 1 && this.keyIn(keyStart, keyEnd - 1, SEQUENCE_KEYS)) this.token = true;
+        if (this.space(i + 1) < end - 1 && this.keyIn(keyStart, keyEnd, SEQUENCE_KEYS)) this.token = true;
       } else if (c === LBRACE) {
-        if (this.space(i + 1) < end - 1 && this.keyIn(keyStart, keyEnd - 1, OBJECT_KEYS)) this.token = true;
+        if (this.space(i + 1) < end - 1 && this.keyIn(keyStart, keyEnd, OBJECT_KEYS)) this.token = true;
       }
-      i = this.space(end);
-      if (b[i] === COMMA) {
-        i = this.space(i + 1);
-        continue;
-      }
-      return b[i] === RBRACE ? i + 1 : DEFER;
+      i = this.after(end, RBRACE);
+      if (i === DEFER || !this.more) return i;
     }
   }
 }
