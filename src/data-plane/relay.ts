@@ -27,8 +27,9 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   const flush = (): void => {
     if (batch.length === 0) return; // written already, with the end
     const out = take();
-    // A client that is gone takes its upstream request down with it (the data plane's 'close').
-    if (!res.destroyed && !res.write(out) && !waiting) {
+    // A client that is gone takes its upstream request down with it (the data plane's 'close');
+    // an answer ended already (the total timeout's 504) gets nothing more.
+    if (!res.destroyed && !res.writableEnded && !res.write(out) && !waiting) {
       waiting = true;
       proxyRes.pause();
       res.once('drain', onDrain);
@@ -44,7 +45,7 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   proxyRes.on('end', () => {
     const out = batch.length === 0 ? undefined : take();
     // The last bytes and the end go out in one write.
-    if (!res.destroyed) res.end(out);
+    if (!res.destroyed && !res.writableEnded) res.end(out);
     if (out !== undefined) {
       sent?.(out.length);
       tap?.chunk(out);
