@@ -238,7 +238,8 @@ the upstream and the proxy share the machine's cores, so ratios, not absolute fi
 what a run says. TTFT is measured by the client: from sending the request to the first body
 bytes. CPU per event is the proxy process's CPU time over the events it forwarded: the
 scheduler's per-thread count in /proc (nanoseconds; 10 ms ticks where the kernel does not show
-it).
+it). \`BENCH_COMPARE=<another checkout, with its node_modules>\` adds that build as one more
+target: a change measured before and after in one run.
 `;
 const FOOTER = `
 ## Reading the goals
