@@ -277,17 +277,18 @@ switches, all targets interleaved in one run.
   (nginx: 0.4 to 1.6 ms).
 - **Added TTFT p50 within 0.1 ms of the floor.** Not met: infermeter was from 0.1 ms below the
   floor to 0.86 ms above it across the full runs (0.78 ms above in the run above, whose two
-  pass-through processes agreed within 0.01 ms; in a short run they differed by 0.85 ms). Side by
-  side over 15 repetitions of 96 requests it was 0.08 ms below (1.05 ms against 1.13). Side by
-  side with the build of the morning: 2.14 → 1.54 ms in one run (floor 0.68 that run). What is
-  left is per-request work in the two bursts of this scenario (32 requests arrive at once, and
-  their 32 first tokens): holding the body to decide on usage injection and scanning it, the
-  timer, and the recording of each first token (the MindIE and AOM histograms, the dashboard's
-  window). The request in the middle of a burst waits for about 16 others, so each µs of that
-  work costs about 16 µs at p50; infermeter spends 6 to 15 µs of CPU per request more than the
-  floor (round trip, below), which predicts 0.1 to 0.5 ms. Deferring the recording until the
-  burst is forwarded (setImmediate) was tried side by side and gained nothing: 1.27 and 1.16 ms
-  against 1.05 ms without (15 repetitions).
+  pass-through processes agreed within 0.01 ms; in a short run they differed by 0.85 ms). Two
+  side-by-side runs of 15 repetitions of 96 requests gave 0.08 ms below and 0.70 ms above (1.52
+  ms against a floor of 0.82, its two processes 0.92 and 0.72). Side by side with the build of
+  the morning: 2.14 → 1.54 ms in one run (floor 0.68 that run). The gap is per-request work in
+  the two bursts of this scenario (32 requests arrive at once, and later their 32 first
+  tokens): the request in the middle of a burst waits for about 16 others, so each µs of work
+  per request costs about 16 µs at p50. In that second run, with usage injection off (the body
+  streams through instead of being held and inspected first) infermeter was at 1.31 ms, with
+  the MindIE dialect alone (no AOM) at 1.50, and it spent 1.29× the floor's CPU per event (6 µs
+  more on each event, which here is its own chunk: the tap's read, the timer, the inter-token
+  histogram). Deferring the recording until the burst is forwarded (setImmediate) was tried side
+  by side and gained nothing: 1.27 and 1.16 ms against 1.05 ms without (15 repetitions).
 - **Round trip within 1.2× the floor's added time.** 1.19 to 1.24× (side by side with the build
   of the morning, one run: 1.57 → 1.24×; CPU per request 56 → 50 µs, floor 37). What changed:
   inference requests go through infermeter's own lean client (\`upstream-request.ts\`;
