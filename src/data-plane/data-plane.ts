@@ -597,8 +597,8 @@ function ignore(): void {}
 /**
  * Headers go to the client as they arrive, as they would without us (a streaming upstream often
  * sends them well before its first token; Node would otherwise hold them until the first body
- * byte). Run in a tick queued before the pipe starts flowing: body bytes that came with the
- * headers then go out with them.
+ * byte). Run in a tick queued before the relay (or http-proxy's pipe) starts reading: body
+ * bytes that came with the headers then go out with them.
  */
 function flushIdleHeaders(res: ServerResponse, proxyRes: IncomingMessage): void {
   if (!res.headersSent && proxyRes.readableLength === 0 && !res.destroyed && !res.writableEnded) res.flushHeaders();
