@@ -2,7 +2,8 @@
 // dropped at the proxy in both directions, along with any header the Connection header names.
 import type { IncomingHttpHeaders } from 'node:http';
 
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade'] as const;
+/** The names stripHopByHop removes (besides those the Connection header lists). */
+export const HOP_BY_HOP_HEADERS: readonly string[] = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
 
 /** Removes hop-by-hop headers in place. */
 export function stripHopByHop(headers: IncomingHttpHeaders): void {
@@ -25,6 +26,3 @@ export function stripHopByHop(headers: IncomingHttpHeaders): void {
   if (headers['transfer-encoding'] !== undefined) delete headers['transfer-encoding'];
   if (headers.upgrade !== undefined) delete headers.upgrade;
 }
-
-/** The names stripHopByHop removes (besides those the Connection header lists). */
-export const HOP_BY_HOP_HEADERS: readonly string[] = HOP_BY_HOP;

@@ -34,6 +34,10 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
       proxyRes.pause();
       res.once('drain', onDrain);
     }
+    handOn(out);
+  };
+  /** What was written, counted and handed to the tap. */
+  const handOn = (out: Buffer): void => {
     sent?.(out.length);
     tap?.chunk(out);
   };
@@ -46,10 +50,7 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     const out = batch.length === 0 ? undefined : take();
     // The last bytes and the end go out in one write.
     if (!res.destroyed && !res.writableEnded) res.end(out);
-    if (out !== undefined) {
-      sent?.(out.length);
-      tap?.chunk(out);
-    }
+    if (out !== undefined) handOn(out);
     tap?.end();
   });
   if (tap !== undefined) proxyRes.on('close', tap.close);
