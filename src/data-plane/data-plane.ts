@@ -183,7 +183,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   proxy.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
     (req as Tagged)[UPSTREAM_RESPONSE] = proxyRes;
     upstreamResponded(proxyRes, req, res, undefined);
-    process.nextTick(flushIdleHeaders, res, proxyRes); // before http-proxy's pipe starts flowing
+    setImmediate(flushIdleHeaders, res, proxyRes);
   });
 
   /** An inference request's response: status and headers copied, the body relayed, then tapped. */
@@ -200,7 +200,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       return;
     }
     if (!head(proxyRes, req, res, exchange, false)) return;
-    process.nextTick(flushIdleHeaders, res, proxyRes); // before the relay starts reading
+    setImmediate(flushIdleHeaders, res, proxyRes);
     relay(proxyRes, res, startTap(proxyRes, exchange), bytesSent(exchange));
   }
 
@@ -284,7 +284,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     const streamed = isEventStream(proxyRes.headers['content-type']);
     // The usage-only chunk is taken out of a stream: its length changes.
     if (!head(proxyRes, req, res, exchange, streamed)) return;
-    res.flushHeaders();
+    setImmediate(flushIdleHeaders, res, proxyRes);
     if (!streamed) {
       relay(proxyRes, res, startTap(proxyRes, exchange), bytesSent(exchange));
       return;
@@ -597,11 +597,15 @@ function ignore(): void {}
 /**
  * Headers go to the client as they arrive, as they would without us (a streaming upstream often
  * sends them well before its first token; Node would otherwise hold them until the first body
- * byte). Run in a tick queued before the relay (or http-proxy's pipe) starts reading: body
- * bytes that came with the headers then go out with them.
+ * byte, and behind a long prefill held headers look like a silent connection). Run with
+ * setImmediate, still in the turn of the event loop that brought them, after every socket read
+ * of that turn: a body that came with the head leaves with it in one write, and in a burst of
+ * requests each is sent upstream before the heads of the answers go out. No timer.
  */
 function flushIdleHeaders(res: ServerResponse, proxyRes: IncomingMessage): void {
-  if (!res.headersSent && proxyRes.readableLength === 0 && !res.destroyed && !res.writableEnded) res.flushHeaders();
+  // headersSent turns true at writeHead, before anything is written; _headerSent (Node's own
+  // field, kept since its first releases; a test fails without it) says whether the head left.
+  if (!(res as unknown as { _headerSent: boolean })._headerSent && proxyRes.readableLength === 0 && !res.destroyed && !res.writableEnded) res.flushHeaders();
 }
 
 function pathOf(req: IncomingMessage): string {

@@ -69,9 +69,10 @@ export function createBodyScanner(): BodyScanner {
   const keyBuf = new Uint8Array(MAX_KEY);
   let keyLen = 0;
   let key = K_OTHER;
-  const modelBuf = new Uint8Array(MAX_MODEL);
+  // A model name is decoded from the chunk it lies in; only one cut by a chunk boundary is
+  // copied, part by part, so a request costs no buffer of its own.
+  let modelParts: Buffer[] | undefined;
   let modelLen = 0;
-  let modelOverflow = false;
   let capturingModel = false;
   let primitive = '';
   let model: string | undefined;
@@ -123,15 +124,24 @@ export function createBodyScanner(): BodyScanner {
     primitive = '';
   }
 
-  function finishModel(): void {
+  function keepModelPart(chunk: Uint8Array, start: number, end: number): void {
+    modelLen += end - start;
+    if (modelLen > MAX_MODEL) modelParts = undefined; // reported as absent at the closing quote
+    else (modelParts ??= []).push(Buffer.from(chunk.subarray(start, end)));
+  }
+
+  function finishModel(chunk: Uint8Array, start: number, end: number): void {
     capturingModel = false;
-    if (modelOverflow) {
+    const parts = modelParts;
+    modelParts = undefined;
+    if (modelLen + end - start > MAX_MODEL) {
       model = undefined;
       return;
     }
-    const bytes = Buffer.from(modelBuf.buffer, 0, modelLen);
+    const last = Buffer.from(chunk.buffer, chunk.byteOffset + start, end - start);
+    const bytes = parts === undefined ? last : Buffer.concat([...parts, last]);
     let plain = true;
-    for (let j = 0; j < modelLen; j++) {
+    for (let j = 0; j < bytes.length; j++) {
       const c = bytes[j]!;
       if (c === 0x5c || c < 0x20) {
         plain = false;
@@ -176,24 +186,23 @@ export function createBodyScanner(): BodyScanner {
             }
           }
           continue;
-        case STRING:
+        case STRING: {
+          const start = i;
           for (; i < n; i++) {
             const b = chunk[i]!;
             if (escaped) escaped = false;
             else if (b === BACKSLASH) escaped = true;
             else if (b === QUOTE) {
-              if (capturingModel) finishModel();
+              if (capturingModel) finishModel(chunk, start, i);
               if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i + 1, isObject: false };
               state = AFTER_VALUE;
               i++;
               break;
             }
-            if (capturingModel) {
-              if (modelLen < MAX_MODEL) modelBuf[modelLen++] = b;
-              else modelOverflow = true;
-            }
           }
+          if (state === STRING && capturingModel) keepModelPart(chunk, start, n);
           continue;
+        }
         case KEY:
           if (escaped) escaped = false;
           else if (c === BACKSLASH) escaped = true;
@@ -233,8 +242,8 @@ export function createBodyScanner(): BodyScanner {
             state = STRING;
             if (key === K_MODEL) {
               capturingModel = true;
+              modelParts = undefined;
               modelLen = 0;
-              modelOverflow = false;
             } else if (key === K_STREAM) stream = undefined;
             else if (isIntKey()) setInt(undefined);
           } else if (c === 0x7b || c === 0x5b) {

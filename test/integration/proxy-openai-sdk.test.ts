@@ -120,6 +120,28 @@ describe('openai SDK through infermeter', () => {
     await reader.cancel();
   });
 
+  it('sends the head as soon as the upstream does, before any body byte, on every response path', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    // A long prefill: the upstream's head, then nothing. A proxy that held the head for the
+    // first body byte would leave the client waiting here.
+    upstream.respond(() => ({ status: 200, headers: { 'content-type': 'text/event-stream', 'x-upstream': 'yes' }, end: 'hang' }));
+    const app = await startProxy(t, upstream.url);
+    const paths = [
+      ['/v1/chat/completions', '{"model":"m","stream":true}'], // usage injected: the stripped path
+      ['/v1/chat/completions', '{"model":"m","stream":true,"stream_options":{"include_usage":true}}'], // the relay
+      ['/v1/other', '{}'], // not measured: http-proxy-3
+    ] as const;
+    for (const [path, body] of paths) {
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(new Error(`no head on ${path} ${body}`)), 3000).unref();
+      const res = await fetch(`${app.dataUrl}${path}`, { method: 'POST', body, signal: controller.signal });
+      assert.equal(res.status, 200, path);
+      assert.equal(res.headers.get('x-upstream'), 'yes', path);
+      controller.abort();
+    }
+  });
+
   it('proxies every other request untouched and unmeasured, under the upstream path prefix', async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());

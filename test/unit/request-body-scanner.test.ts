@@ -63,6 +63,22 @@ describe('request body scanner', () => {
     assert.deepEqual(scan(JSON.stringify({ model: 'x'.repeat(600), stream: true })), { ok: true, model: undefined, stream: true });
   });
 
+  it('keeps a model name of 512 bytes and drops one of 513, whole or cut at any byte', () => {
+    for (const [name, expected] of [['é'.repeat(256), 'é'.repeat(256)], ['x'.repeat(512), 'x'.repeat(512)], ['x'.repeat(513), undefined], ['a\\u00e9'.repeat(64), 'a\u00e9'.repeat(64)]] as const) {
+      const bytes = Buffer.from(`{"model":"${name}","stream":true}`);
+      assert.deepEqual(scan(bytes), { ok: true, model: expected, stream: true });
+      for (let at = 0; at <= bytes.length; at += 7) {
+        const scanner = createBodyScanner();
+        scanner.feed(bytes.subarray(0, at));
+        scanner.feed(bytes.subarray(at, at + 300));
+        scanner.feed(bytes.subarray(at + 300));
+        const r = scanner.end();
+        assert.ok(r.ok);
+        assert.equal(r.model, expected, `cut at ${at} and ${at + 300}`);
+      }
+    }
+  });
+
   it('agrees with JSON.parse on random request-shaped documents', () => {
     const random = seededRandom(42);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
