@@ -23,7 +23,7 @@ import { createBodyScanner } from '../stream-tap/request-body-scanner.ts';
 import { tapRequestBody, type UninspectedReason } from '../stream-tap/request-tap.ts';
 import { isEventStream, listenTap, tapResponse, type ResponseTap, type TapProblem } from '../stream-tap/response-tap.ts';
 import { createUsageStrip } from '../stream-tap/usage-strip.ts';
-import { stripHopByHop } from './hop-by-hop.ts';
+import { forwardHeaders, headerFilter, stripHopByHop } from './hop-by-hop.ts';
 import { inferenceApi } from './inference-route.ts';
 import { proxyErrorResponse, type ProxyErrorKind } from './openai-error.ts';
 import { relay } from './relay.ts';
@@ -127,6 +127,10 @@ const TIMEOUTS = new Set(['ECONNECT_TIMEOUT', 'ETIMEDOUT']);
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 /** An upstream's answer to an injected request that may be a refusal of stream_options. */
 const MAX_REFUSAL_BYTES = 64 * 1024;
+// A response's head: the upstream's headers but the hop-by-hop ones (and its content-length
+// when the body is rewritten); the connection header is the proxy's.
+const RESPONSE = headerFilter();
+const REWRITTEN_RESPONSE = headerFilter(['content-length']);
 
 export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const { upstream, clock, sink, log, usageInjection, accessLog } = options;
@@ -162,11 +166,6 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   /** What every upstream response gets, however it is proxied. */
   function upstreamResponded(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse, exchange: Exchange | undefined): void {
     res.on('error', onResponseError);
-    stripHopByHop(proxyRes.headers);
-    // The client's connection, not the upstream's: Node decided from the client's request
-    // (Connection: close, HTTP/1.0) whether it stays open. Said explicitly, or http-proxy would
-    // answer keep-alive to a client that asked to close.
-    proxyRes.headers.connection = res.shouldKeepAlive ? 'keep-alive' : 'close';
     // A response that breaks off upstream must break off for the client too: ending it
     // cleanly would turn a truncated answer into one that looks whole.
     proxyRes.on('error', ignore);
@@ -182,6 +181,10 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
 
   proxy.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
     (req as Tagged)[UPSTREAM_RESPONSE] = proxyRes;
+    stripHopByHop(proxyRes.headers);
+    // The client's connection, not the upstream's (see head()). Said explicitly, or http-proxy
+    // would answer keep-alive to a client that asked to close.
+    proxyRes.headers.connection = res.shouldKeepAlive ? 'keep-alive' : 'close';
     upstreamResponded(proxyRes, req, res, undefined);
     setImmediate(flushIdleHeaders, res, proxyRes);
   });
@@ -210,9 +213,12 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
    * range): the client gets a 502 instead.
    */
   function head(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse, exchange: Exchange, rewritten: boolean): boolean {
-    if (rewritten) delete proxyRes.headers['content-length'];
+    const headers = forwardHeaders(proxyRes.rawHeaders, rewritten ? REWRITTEN_RESPONSE : RESPONSE, []);
+    // The client's connection, not the upstream's: Node decided from the client's request
+    // (Connection: close, HTTP/1.0) whether it stays open.
+    headers.push('connection', res.shouldKeepAlive ? 'keep-alive' : 'close');
     try {
-      res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage || undefined, proxyRes.headers);
+      res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage || undefined, headers);
       return true;
     } catch (error) {
       proxyRes.destroy();
@@ -308,11 +314,15 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
    * headers, with its content-length) or still streaming.
    */
   function forward(req: IncomingMessage, res: ServerResponse, exchange: Exchange, body: Buffer | Readable): void {
-    if (Buffer.isBuffer(body)) req.headers['content-length'] = String(body.length);
-    const proxyReq = sendUpstream(req, body, {
-      response: (proxyRes) => answer(proxyRes, req, res, exchange),
-      error: (error) => onProxyError(error, req, res, exchange),
-    });
+    const proxyReq = sendUpstream(
+      req,
+      body,
+      {
+        response: (proxyRes) => answer(proxyRes, req, res, exchange),
+        error: (error) => onProxyError(error, req, res, exchange),
+      },
+      exchange.requestId,
+    );
     exchange.upstreamRequest = proxyReq;
     idleTimeout(proxyReq);
   }
@@ -412,16 +422,15 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     // While draining, each connection closes after its current response.
     if (draining) res.shouldKeepAlive = false;
     const api = inferenceApi(req.method, req.url);
-    stripHopByHop(req.headers);
     if (api === undefined) {
+      stripHopByHop(req.headers);
       proxy.web(req, res, hp3Error);
       return;
     }
     let requestId: string | undefined;
     if (accessLog !== undefined) {
       const given = req.headers['x-request-id'];
-      requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
-      req.headers['x-request-id'] = requestId; // passed upstream, so both logs share it
+      requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID(); // passed upstream, so both logs share it
     }
     const exchange: Exchange = { api, timer: createRequestTimer(api, clock, sink), requestId, bytesIn: 0, bytesOut: 0, injection: undefined, upstreamRequest: undefined, upstreamResponse: undefined };
     let release = (): void => {};

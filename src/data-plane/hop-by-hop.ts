@@ -26,3 +26,50 @@ export function stripHopByHop(headers: IncomingHttpHeaders): void {
   if (headers['transfer-encoding'] !== undefined) delete headers['transfer-encoding'];
   if (headers.upgrade !== undefined) delete headers.upgrade;
 }
+
+/** Header names a raw list is filtered by: the hop-by-hop ones and some more, in lower case. */
+export interface HeaderFilter {
+  readonly names: ReadonlySet<string>;
+  /** By name length: whether any name of that length is filtered (most names are not looked up). */
+  readonly lengths: Uint8Array;
+}
+
+/** A filter for the hop-by-hop headers and `more` (lower case): those the proxy sets itself. */
+export function headerFilter(more: readonly string[] = []): HeaderFilter {
+  const names = new Set([...HOP_BY_HOP_HEADERS, ...more]);
+  const lengths = new Uint8Array(64);
+  for (const name of names) lengths[name.length] = 1;
+  return { names, lengths };
+}
+
+/**
+ * Appends to `out` a raw header list (name, value, name, value… as Node's rawHeaders holds it:
+ * the sender's spelling, order and repeats) without the filter's names and those the Connection
+ * header lists. Passed to Node as a list, the headers are written as they are, with no object
+ * built, no header set one by one and no delete (which would turn an object into a slow
+ * dictionary).
+ */
+export function forwardHeaders(raw: readonly string[], filter: HeaderFilter, out: string[]): string[] {
+  let listed: string[] | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length !== 10 || name.toLowerCase() !== 'connection') continue;
+    const value = raw[i + 1]!;
+    // "keep-alive" and "close" name no other header: the common case needs no split.
+    if (value === 'keep-alive' || value === 'close' || value === '') continue;
+    for (const token of value.split(',')) {
+      const listedName = token.trim().toLowerCase();
+      if (listedName !== '') (listed ??= []).push(listedName);
+    }
+  }
+  const { names, lengths } = filter;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (lengths[name.length] === 1 || listed !== undefined) {
+      const lower = name.toLowerCase();
+      if (names.has(lower) || listed?.includes(lower) === true) continue;
+    }
+    out.push(name, raw[i + 1]!);
+  }
+  return out;
+}

@@ -10,6 +10,14 @@ import http, { type ClientRequest, type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
+import { forwardHeaders, headerFilter } from './hop-by-hop.ts';
+
+// What the proxy sets itself is dropped from the client's headers: the Host always, the
+// content-length of a held body, the x-request-id when one is given.
+const STREAMED = headerFilter(['host']);
+const HELD = headerFilter(['host', 'content-length']);
+const STREAMED_WITH_ID = headerFilter(['host', 'x-request-id']);
+const HELD_WITH_ID = headerFilter(['host', 'content-length', 'x-request-id']);
 
 export interface UpstreamRequestOptions {
   readonly upstream: URL;
@@ -24,8 +32,11 @@ export interface UpstreamHandlers {
   error(error: Error): void;
 }
 
-/** Sends `req`'s method, path and headers with `body` (held, or still streaming) upstream. */
-export type SendUpstream = (req: IncomingMessage, body: Buffer | Readable, handlers: UpstreamHandlers) => ClientRequest;
+/**
+ * Sends `req`'s method, path and headers with `body` (held: sent with its content-length, or
+ * still streaming) upstream; `requestId`, when given, as its x-request-id.
+ */
+export type SendUpstream = (req: IncomingMessage, body: Buffer | Readable, handlers: UpstreamHandlers, requestId?: string) => ClientRequest;
 
 export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpstream {
   const { upstream, agent, connectTimeoutMs } = options;
@@ -40,11 +51,14 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     if (connectTimeoutMs > 0 && socket.connecting) connectTimeout(socket, connectTimeoutMs);
   };
 
-  return (req, body, handlers) => {
-    // The request's own headers object, not a copy: hop-by-hop headers (`trailer` among them)
-    // were dropped from it on arrival, and nothing reads it after this.
-    const headers = req.headers;
-    headers.host = host;
+  return (req, body, handlers, requestId) => {
+    const held = Buffer.isBuffer(body);
+    const filter = requestId === undefined ? (held ? HELD : STREAMED) : held ? HELD_WITH_ID : STREAMED_WITH_ID;
+    // As the client wrote them (hop-by-hop ones, `trailer` among them, dropped), then ours.
+    const headers = forwardHeaders(req.rawHeaders, filter, []);
+    headers.push('host', host);
+    if (held) headers.push('content-length', String(body.length));
+    if (requestId !== undefined) headers.push('x-request-id', requestId);
     const proxyReq = request({ hostname, port, method: req.method, path: join(req.url ?? '/'), headers, agent });
     proxyReq.on('socket', onSocket);
     const onError = (error: NodeJS.ErrnoException): void => {
@@ -58,7 +72,7 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     req.on('error', onError);
     proxyReq.on('error', onError);
     proxyReq.on('response', handlers.response);
-    if (Buffer.isBuffer(body)) proxyReq.end(body);
+    if (held) proxyReq.end(body);
     else body.pipe(proxyReq);
     return proxyReq;
   };

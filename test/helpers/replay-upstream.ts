@@ -16,6 +16,8 @@ export interface RecordedRequest {
   readonly method: string;
   readonly url: string;
   readonly headers: IncomingHttpHeaders;
+  /** As they came: name, value, name, value… in the sender's spelling and order. */
+  readonly rawHeaders: readonly string[];
   readonly body: Buffer;
   /** The port the request came from: one per upstream connection the proxy opened. */
   readonly remotePort: number;
@@ -46,7 +48,7 @@ export async function startReplayUpstream(): Promise<ReplayUpstream> {
     res.on('close', () => resolveAbandoned(!res.writableFinished));
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const recorded: RecordedRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks), remotePort: req.socket.remotePort ?? 0, abandoned };
+      const recorded: RecordedRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks), remotePort: req.socket.remotePort ?? 0, abandoned };
       requests.push(recorded);
       for (const w of waiters.splice(0)) {
         if (requests.length >= w.n) w.resolve();

@@ -2,6 +2,7 @@
 // a scripted upstream replaying recorded streams with known delays. What the client receives
 // must equal what the upstream sent, and /metrics must equal what the script did.
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { describe, it } from 'node:test';
@@ -174,6 +175,39 @@ describe('openai SDK through infermeter', () => {
       });
       assert.equal(headers.connection, 'close', `${method} ${path}: the client asked to close`);
       assert.equal(headers['keep-alive'], undefined, 'the upstream\'s keep-alive is hop-by-hop');
+    }
+  });
+
+  it('forwards headers as they were written, both ways: spelling, order and repeated fields', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond(() => ({ status: 200, headers: { 'Content-Type': 'application/json', 'X-Upstream-Trace': 'a', Connection: 'X-Upstream-Hop', 'X-Upstream-Hop': '1' }, body: [{ data: '{}' }] }));
+    const app = await startProxy(t, upstream.url);
+    const url = new URL(app.dataUrl);
+    for (const body of ['{"model":"m"}', '{"model":"m","stream":true}']) {
+      const socket = connect(Number(url.port), url.hostname);
+      t.after(() => socket.destroy());
+      socket.write(
+        'POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nX-Tenant: one\r\nContent-Type: application/json\r\nx-tenant: two\r\n' +
+          `Connection: keep-alive, X-Client-Hop\r\nX-Client-Hop: 1\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      );
+      const head = await new Promise<string>((resolve) => {
+        let text = '';
+        socket.on('data', (d: Buffer) => {
+          text += d.toString();
+          if (text.includes('\r\n\r\n')) resolve(text.slice(0, text.indexOf('\r\n\r\n')));
+        });
+      });
+      const raw = upstream.requests.at(-1)!.rawHeaders;
+      const pairs = Array.from({ length: raw.length / 2 }, (_, i) => `${raw[2 * i]}: ${raw[2 * i + 1]}`);
+      assert.deepEqual(
+        pairs.filter((p) => !/^(host|content-length|connection):/i.test(p)),
+        ['X-Tenant: one', 'Content-Type: application/json', 'x-tenant: two'],
+        'the client\'s end-to-end headers, as written; X-Client-Hop is named by Connection',
+      );
+      const lines = head.split('\r\n').slice(1);
+      assert.deepEqual(lines.filter((l) => /^x-upstream/i.test(l)), ['X-Upstream-Trace: a'], 'the upstream\'s spelling; X-Upstream-Hop is hop-by-hop');
+      assert.ok(lines.includes('Content-Type: application/json'), head);
     }
   });
 

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { HOP_BY_HOP_HEADERS, stripHopByHop } from '../../src/data-plane/hop-by-hop.ts';
+import { forwardHeaders, headerFilter, HOP_BY_HOP_HEADERS, stripHopByHop } from '../../src/data-plane/hop-by-hop.ts';
 import { inferenceApi } from '../../src/data-plane/inference-route.ts';
 import { proxyErrorResponse } from '../../src/data-plane/openai-error.ts';
 import { pathJoiner } from '../../src/data-plane/upstream-request.ts';
+import { seededRandom } from '../helpers/random.ts';
 // http-proxy-3's own outgoing-request setup: the measured routes' lean path must join paths as it does.
 import { setupOutgoing } from 'http-proxy-3/dist/lib/http-proxy/common.js';
 
@@ -70,6 +71,36 @@ describe('stripHopByHop', () => {
     }
     stripHopByHop(all);
     assert.deepEqual(all, { accept: '*/*' });
+  });
+});
+
+describe('forwardHeaders', () => {
+  it('drops what stripHopByHop drops, keeping the rest as written: spelling, order, repeats', () => {
+    const random = seededRandom(7);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+    const names = [...HOP_BY_HOP_HEADERS, 'Connection', 'Keep-Alive', 'TE', 'Content-Type', 'x-trace', 'X-Trace', 'user-agent', 'Authorization', 'accept'];
+    const connections = ['keep-alive', 'close', '', 'x-trace', 'Keep-Alive, X-Trace', ' upgrade ,x-trace,', 'authorization'];
+    for (let i = 0; i < 500; i++) {
+      const raw: string[] = [];
+      for (let n = Math.floor(random() * 8); n > 0; n--) {
+        const name = pick(names);
+        raw.push(name, name.toLowerCase() === 'connection' ? pick(connections) : `v${n}`);
+      }
+      const out = forwardHeaders(raw, headerFilter(), []);
+      // What Node's headers object would hold after stripHopByHop, lower-cased and joined.
+      const expected: Record<string, string> = {};
+      for (let j = 0; j < raw.length; j += 2) {
+        const key = raw[j]!.toLowerCase();
+        expected[key] = key in expected ? `${expected[key]}, ${raw[j + 1]}` : raw[j + 1]!;
+      }
+      stripHopByHop(expected);
+      const kept = raw.filter((_, j) => j % 2 === 0).map((name, j) => [name, raw[2 * j + 1]!] as const).filter(([name]) => name.toLowerCase() in expected);
+      assert.deepEqual(out, kept.flat(), JSON.stringify(raw));
+    }
+  });
+  it('drops the names a filter adds, in any spelling', () => {
+    const out = forwardHeaders(['Host', 'a', 'Content-Length', '3', 'X-Request-Id', 'r', 'Accept', '*/*'], headerFilter(['host', 'content-length']), []);
+    assert.deepEqual(out, ['X-Request-Id', 'r', 'Accept', '*/*']);
   });
 });
 
