@@ -23,6 +23,7 @@ import { createBodyScanner } from '../stream-tap/request-body-scanner.ts';
 import { tapRequestBody, type UninspectedReason } from '../stream-tap/request-tap.ts';
 import { isEventStream, listenTap, tapResponse, type ResponseTap, type TapProblem } from '../stream-tap/response-tap.ts';
 import { createUsageStrip } from '../stream-tap/usage-strip.ts';
+import { createDeadlines } from './deadlines.ts';
 import { forwardHeaders, headerFilter, stripHopByHop } from './hop-by-hop.ts';
 import { inferenceApi } from './inference-route.ts';
 import { proxyErrorResponse, type ProxyErrorKind } from './openai-error.ts';
@@ -145,7 +146,10 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   let draining = false;
 
   // An upstream silent for longer than the idle timeout (no headers, or no bytes mid-stream) is
-  // given up on: 504 when nothing was sent to the client yet, a cut response otherwise.
+  // given up on: 504 when nothing was sent to the client yet, a cut response otherwise. The
+  // measured routes' timeouts are kept by one sweep for all (deadlines.ts); http-proxy-3's
+  // requests by Node's socket timeout.
+  const deadlines = createDeadlines(limits.upstreamIdleTimeoutMs, limits.totalTimeoutMs);
   const idleTimeout = (proxyReq: http.ClientRequest): void => {
     proxyReq.setTimeout(limits.upstreamIdleTimeoutMs, () => proxyReq.destroy(timeoutError('the model server was silent too long')));
   };
@@ -324,7 +328,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       exchange.requestId,
     );
     exchange.upstreamRequest = proxyReq;
-    idleTimeout(proxyReq);
+    exchange.upstreamResponse = undefined; // a retry's: the refusal was not the answer
   }
 
   // Errors of one request: the upstream could not be reached, or failed before answering.
@@ -434,16 +438,17 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     }
     const exchange: Exchange = { api, timer: createRequestTimer(api, clock, sink), requestId, bytesIn: 0, bytesOut: 0, injection: undefined, upstreamRequest: undefined, upstreamResponse: undefined };
     let release = (): void => {};
-    let total: NodeJS.Timeout | undefined;
+    let unwatch: (() => void) | undefined;
     let begun = false;
     const begin = (): void => {
       begun = true;
       if (limit !== undefined) exchange.timer.admitted();
       res.on('finish', () => exchange.timer.responseFinished());
-      if (limits.totalTimeoutMs > 0) {
-        total = setTimeout(() => overTime(res, exchange), limits.totalTimeoutMs);
-        total.unref();
-      }
+      unwatch = deadlines.watch(
+        exchange,
+        () => exchange.upstreamRequest?.destroy(timeoutError('the model server was silent too long')),
+        () => overTime(res, exchange),
+      );
       const encoded = req.headers['content-encoding'] !== undefined && req.headers['content-encoding'].trim().toLowerCase() !== 'identity';
       if (usageInjection !== undefined && (api === 'chat' || api === 'completions') && !encoded) {
         holdAndForward(req, res, exchange);
@@ -462,7 +467,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
         const sample = exchange.timer.close(res.writableFinished);
         if (sample !== undefined && accessLog !== undefined) accessLog.write(accessRecord(req, exchange, sample));
       }
-      if (total !== undefined) clearTimeout(total);
+      unwatch?.();
       release(); // a request that waited and left gives up its place
     });
     if (limit === undefined) begin();
@@ -561,6 +566,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
         server.closeIdleConnections();
         closeUnused();
         agent.destroy();
+        deadlines.close();
       }),
   };
 }
