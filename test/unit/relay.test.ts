@@ -1,0 +1,96 @@
+// The relay on a real socket: what the client gets, what the tap is handed, and how many writes
+// reach the socket: one per turn of the event loop, however many upstream chunks it brought.
+import assert from 'node:assert/strict';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { PassThrough } from 'node:stream';
+import { describe, it } from 'node:test';
+import { relay } from '../../src/data-plane/relay.ts';
+
+interface Stage {
+  readonly upstream: PassThrough;
+  readonly res: ServerResponse;
+  /** Writes that reached the client socket so far. */
+  socketWrites(): number;
+  /** The chunks the tap was handed, as text. */
+  readonly tapped: string[];
+  readonly tapEnded: Promise<void>;
+  /** Everything the client received, once the response ended. */
+  readonly received: Promise<string>;
+}
+
+async function stage(t: { after(fn: () => unknown): void }): Promise<Stage> {
+  let ready!: (s: Stage) => void;
+  const staged = new Promise<Stage>((resolve) => (ready = resolve));
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const socket = res.socket as Socket & { _writeGeneric(...args: unknown[]): unknown };
+    let writes = 0;
+    const original = socket._writeGeneric;
+    socket._writeGeneric = function (this: unknown, ...args: unknown[]) {
+      writes++;
+      return original.apply(this, args);
+    };
+    const upstream = new PassThrough();
+    const tapped: string[] = [];
+    let tapEnd!: () => void;
+    const tapEnded = new Promise<void>((resolve) => (tapEnd = resolve));
+    relay(upstream as unknown as IncomingMessage, res, { chunk: (b) => tapped.push(b.toString()), end: tapEnd, close: () => undefined });
+    ready({ upstream, res, socketWrites: () => writes, tapped, tapEnded, received });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const received = new Promise<string>((resolve, reject) => {
+    http
+      .get(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, { agent: false }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve(text));
+      })
+      .on('error', reject);
+  });
+  received.catch(() => undefined); // a failed test cuts the connection in teardown
+  return staged;
+}
+
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe('relay', () => {
+  it('writes a lone chunk at once, and the chunks of one turn in one socket write', async (t) => {
+    const s = await stage(t);
+    await turn();
+    const before = s.socketWrites();
+    s.upstream.write('a');
+    await turn();
+    assert.equal(s.socketWrites() - before, 1, 'a lone chunk: one write (with the head)');
+    assert.deepEqual(s.tapped, ['a']);
+    s.upstream.write('b');
+    s.upstream.write('c');
+    s.upstream.write('d');
+    await turn();
+    assert.equal(s.socketWrites() - before, 2, 'three chunks of one turn: one write');
+    assert.deepEqual(s.tapped, ['a', 'b', 'cd'], 'handed to the tap as written, in order');
+    s.upstream.write('e');
+    await turn();
+    assert.equal(s.socketWrites() - before, 3);
+    s.upstream.write('f');
+    s.upstream.end('g');
+    assert.equal(await s.received, 'abcdefg');
+    await s.tapEnded;
+    assert.deepEqual(s.tapped.join(''), 'abcdefg');
+  });
+
+  it('leaves no cork behind when the response ends with a batch waiting', async (t) => {
+    const s = await stage(t);
+    await turn();
+    s.upstream.write('x');
+    s.upstream.write('y');
+    s.upstream.end('z');
+    assert.equal(await s.received, 'xyz');
+    assert.equal(s.res.socket?.writableCorked ?? 0, 0);
+  });
+});
