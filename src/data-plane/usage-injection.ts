@@ -8,6 +8,7 @@ import type { ScanResult } from '../stream-tap/request-body-scanner.ts';
 const FIELD = Buffer.from('"stream_options":{"include_usage":true}');
 const INNER = Buffer.from('"include_usage":true');
 const COMMA = Buffer.from(',');
+const ONLY_INCLUDE_USAGE = /^\{\s*"include_usage"\s*:\s*(?:true|false)\s*\}$/;
 
 /**
  * The body to send instead, or undefined when nothing is to be injected. `body` is the whole
@@ -18,11 +19,12 @@ export function injectUsage(body: Buffer, scan: ScanResult): Buffer | undefined 
   const options = scan.streamOptions;
   if (options === undefined) {
     const at = scan.objectStart + 1;
-    // An object with keys after its '{' needs a comma after the inserted member.
-    const empty = /^\s*\}/.test(body.subarray(at, at + 64).toString('latin1'));
-    return Buffer.concat(empty ? [body.subarray(0, at), FIELD, body.subarray(at)] : [body.subarray(0, at), FIELD, COMMA, body.subarray(at)]);
+    // The object has its "stream" member at least: the one inserted first takes a comma.
+    return Buffer.concat([body.subarray(0, at), FIELD, COMMA, body.subarray(at)]);
   }
   if (!options.isObject) return undefined;
+  // The form clients send: include_usage alone, with no escape. Anything else is parsed.
+  if (ONLY_INCLUDE_USAGE.test(body.toString('latin1', options.start, options.end))) return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.subarray(options.start, options.end).toString('utf8'));

@@ -30,6 +30,23 @@ describe('usage injection', () => {
     assert.equal(inject('{"stream":true,'), undefined, 'not JSON');
   });
 
+  it('reads stream_options as JSON.parse does, in the form clients send and any other', () => {
+    const cases = ['{ "include_usage" : true }', '{"include_usage":false}', '{\n\t"include_usage": true\n}', '{"include\\u005fusage":true}', '{"x":{"include_usage":true}}', '{"x":"\\"include_usage\\""}', '{"continuous_usage_stats":true,"include_usage":true}', '{ }', '{}', '{"a":1}'];
+    for (const options of cases) {
+      const body = `{"stream":true,"stream_options":${options}}`;
+      const has = 'include_usage' in (JSON.parse(options) as object);
+      const out = inject(body);
+      if (has) assert.equal(out, undefined, options);
+      else {
+        assert.ok(out !== undefined, options);
+        const sent = JSON.parse(out) as { stream_options: Record<string, unknown> };
+        assert.deepEqual(sent.stream_options, { include_usage: true, ...(JSON.parse(options) as object) }, options);
+      }
+    }
+    assert.equal(inject('{ \n}'), undefined, 'not streaming');
+    assert.equal(inject('{"stream":true }'), '{"stream_options":{"include_usage":true},"stream":true }');
+  });
+
   it('recognises a refusal of the field', () => {
     assert.equal(rejectsStreamOptions(400, '{"error":{"message":"Unrecognized request argument supplied: stream_options"}}'), true);
     assert.equal(rejectsStreamOptions(422, '{"detail":[{"loc":["body","stream_options"],"msg":"extra fields not permitted"}]}'), true);
