@@ -21,7 +21,7 @@ const memoryOnly = process.argv.includes('--memory-only');
 const SCENARIOS: ReadonlyArray<Scenario & { reps: number }> = [
   // Repetitions: the medians of these paired runs are what the goals are read from; the
   // machine's noise between runs is tens of percent, so the short scenarios get many.
-  { name: 'latency', requests: quick ? 64 : 192, concurrency: 32, tokens: 128, ttftMs: 50, gapMs: 10, reps: quick ? 2 : 9 },
+  { name: 'latency', requests: quick ? 64 : 192, concurrency: 32, tokens: 128, ttftMs: 50, gapMs: 10, reps: quick ? 2 : 15 },
   { name: 'throughput', requests: quick ? 32 : 128, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 11 },
   { name: 'round trip', requests: quick ? 300 : 1500, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 15 },
 ];
