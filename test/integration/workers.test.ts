@@ -81,9 +81,20 @@ describe('several workers', () => {
     const json = (await (await fetch(`${app.managementUrl}/metrics-json`)).json()) as { result: Array<{ metric: Array<{ __name__: string }>; value: string }> };
     assert.ok(Number(json.result.find((r) => r.metric[0]!.__name__ === 'TTFT')!.value) > 0, 'the JSON window sees the workers\' requests');
 
-    // A worker dies with a request in flight: it is restarted and the loss is counted.
-    const held = send(app.dataUrl, '{"model":"hold","stream":true}').catch(() => undefined);
-    await upstream.received(22);
+    // A worker dies with a request in flight: it is restarted and the loss is counted. The scrape
+    // waits for the first token to reach the client (the tap reads it after it was sent).
+    let firstToken!: () => void;
+    const sawFirstToken = new Promise<void>((resolve) => (firstToken = resolve));
+    const held = new Promise<void>((resolve) => {
+      const req = request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json' } }, (res) => {
+        res.once('data', firstToken);
+        res.on('error', () => undefined);
+        res.on('close', resolve);
+      });
+      req.on('error', () => resolve());
+      req.end('{"model":"hold","stream":true}');
+    });
+    await sawFirstToken;
     const before = parseExposition(await (await fetch(app.metricsUrl!)).text());
     assert.equal(before.value('num_requests_running', { model_name: 'hold' }), 1);
     for (const pid of app.workerPids()) process.kill(pid, 'SIGKILL');
