@@ -5,16 +5,23 @@ import type { IncomingHttpHeaders } from 'node:http';
 /** The names stripHopByHop removes (besides those the Connection header lists). */
 export const HOP_BY_HOP_HEADERS: readonly string[] = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
 
+/** The header names a Connection header's value lists, in lower case; none for the common values. */
+const NONE: readonly string[] = [];
+function listedBy(connection: string): readonly string[] {
+  // "keep-alive" and "close" name no other header: the common case needs no split, nor an array.
+  if (connection === 'keep-alive' || connection === 'close' || connection === '') return NONE;
+  const names: string[] = [];
+  for (const token of connection.split(',')) {
+    const name = token.trim().toLowerCase();
+    if (name !== '') names.push(name);
+  }
+  return names;
+}
+
 /** Removes hop-by-hop headers in place. */
 export function stripHopByHop(headers: IncomingHttpHeaders): void {
   const connection = headers.connection;
-  // "keep-alive" and "close" name no other header: the common case needs no split.
-  if (typeof connection === 'string' && connection !== 'keep-alive' && connection !== 'close' && connection !== '') {
-    for (const token of connection.split(',')) {
-      const name = token.trim().toLowerCase();
-      if (name !== '' && name !== 'connection') delete headers[name];
-    }
-  }
+  if (typeof connection === 'string') for (const name of listedBy(connection)) if (name !== 'connection') delete headers[name];
   // Delete only what is there: a delete of an absent key still costs a lookup, and deletes are
   // what turn header objects into slow dictionaries. Spelled out, one named load each: a loop
   // over the names makes one megamorphic keyed load of them all (twice a request, measured).
@@ -54,13 +61,8 @@ export function forwardHeaders(raw: readonly string[], filter: HeaderFilter, out
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
     if (name.length !== 10 || name.toLowerCase() !== 'connection') continue;
-    const value = raw[i + 1]!;
-    // "keep-alive" and "close" name no other header: the common case needs no split.
-    if (value === 'keep-alive' || value === 'close' || value === '') continue;
-    for (const token of value.split(',')) {
-      const listedName = token.trim().toLowerCase();
-      if (listedName !== '') (listed ??= []).push(listedName);
-    }
+    const names = listedBy(raw[i + 1]!);
+    if (names.length > 0) (listed ??= []).push(...names);
   }
   const { names, lengths } = filter;
   for (let i = 0; i < raw.length; i += 2) {
