@@ -65,7 +65,9 @@ function startTraffic(t: TestContext, dataUrl: string, clients = 3): void {
         });
         await res.arrayBuffer();
       } catch {
-        // the proxy is closing
+        // The proxy is closing: this client stops (retrying would spin on refused connections,
+        // at full CPU, if the proxy's teardown ran before this one).
+        return;
       }
     }
   });
