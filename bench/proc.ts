@@ -1,4 +1,5 @@
 // Readings of processes from /proc: CPU time (user + system) and resident memory.
+import { spawnSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 
 const TICKS_PER_SECOND = 100; // CLK_TCK on Linux
@@ -62,4 +63,15 @@ export function childPids(pid: number): number[] {
     }
   }
   return children;
+}
+
+/**
+ * The resident set a process keeps after glibc hands its free pages back (malloc_trim(0), called
+ * in the process through gdb): what is left is what the process really holds, the difference is
+ * memory it freed that the allocator kept. Undefined where gdb is missing or may not attach.
+ */
+export function trimmedRssBytes(pid: number): number | undefined {
+  const r = spawnSync('gdb', ['-p', String(pid), '-batch', '-nx', '-ex', 'call (int)malloc_trim(0)'], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+  if (r.status !== 0 || !/\$1 = [01]/.test(r.stdout.toString())) return undefined;
+  return rssBytes([pid]);
 }

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runLoad } from './load.ts';
+import { INFERMETER_FLAGS } from './targets.ts';
 
 interface ProfileNode {
   id: number;
@@ -21,7 +22,7 @@ export async function profileThroughput(): Promise<string> {
 const dir = mkdtempSync(join(tmpdir(), 'infermeter-profile-'));
 const up = spawn(process.execPath, [here('upstream.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
 const port = await new Promise<number>((resolve) => up.stdout!.once('data', (d: Buffer) => resolve((JSON.parse(d.toString()) as { port: number }).port)));
-const inf = spawn(process.execPath, ['--max-semi-space-size=8', '--cpu-prof', `--cpu-prof-dir=${dir}`, here('../src/cli.ts')], {
+const inf = spawn(process.execPath, [...INFERMETER_FLAGS.split(' '), '--cpu-prof', `--cpu-prof-dir=${dir}`, here('../src/cli.ts')], {
   env: { PATH: process.env.PATH ?? '', INFERMETER_UPSTREAM: `http://127.0.0.1:${port}`, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_DIALECTS: 'mindie,aom' },
   stdio: ['ignore', 'ignore', 'pipe'],
 });

@@ -1,15 +1,16 @@
 // npm run bench: infermeter side by side with no proxy, a bare Node pass-through and nginx, in
 // one run, interleaved (the order rotates every repetition), medians over repetitions, because
 // these machines are noisy. `--quick` for a shorter run; `--write` puts the table in
-// docs/performance.md; BENCH_COMPARE=<another checkout> adds that build as one more target, to
-// measure a change before and after in one run. Loopback only; every loop is bounded in count.
+// docs/performance.md; BENCH_COMPARE=<another checkout> adds that build as one more target
+// (BENCH_COMPARE_FLAGS: its node flags), to measure a change before and after in one run.
+// Loopback only; every loop is bounded in count.
 import http from 'node:http';
 import { execSync } from 'node:child_process';
 import { cpus, totalmem } from 'node:os';
 import { writeFileSync } from 'node:fs';
 import { startFleet, type Target } from './targets.ts';
 import { median, percentile, runLoad, type Scenario } from './load.ts';
-import { cpuSeconds, rssBytes } from './proc.ts';
+import { cpuSeconds, rssBytes, trimmedRssBytes } from './proc.ts';
 import { renderMillis } from './render.ts';
 import { profileThroughput } from './profile.ts';
 
@@ -22,7 +23,10 @@ const SCENARIOS: ReadonlyArray<Scenario & { reps: number }> = [
   // Repetitions: the medians of these paired runs are what the goals are read from; the
   // machine's noise between runs is tens of percent, so the short scenarios get many.
   { name: 'latency', requests: quick ? 64 : 192, concurrency: 32, tokens: 128, ttftMs: 50, gapMs: 10, reps: quick ? 2 : 15 },
-  { name: 'throughput', requests: quick ? 32 : 128, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 11 },
+  // 512 requests (about half a second each): with 128, one repetition was too short to outlast
+  // a process's cold spells, and processes of one build spread from 0.84 to 1.24x the floor's
+  // CPU per event; with 512, 0.95 to 1.03x (eight targets interleaved, 9 repetitions).
+  { name: 'throughput', requests: quick ? 64 : 512, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 11 },
   { name: 'round trip', requests: quick ? 300 : 1500, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 15 },
 ];
 
@@ -157,10 +161,10 @@ async function main(): Promise<void> {
     }
 
     if (!skipMemory) {
-      // Memory must stay flat: after a warm-up with the same kinds of load (so that V8's heap
-      // and Node's pools have grown to what this load needs), 100 000 more requests and then
-      // concurrent long streams must not raise the resident set. The Node floor runs the same
-      // sequence, for scale.
+      // Memory must stay flat: after a warm-up that is the measured sequence itself (so that V8's
+      // heap, its allocation limits and Node's pools have grown to what this load needs: the
+      // steady state), the same 100 000 requests and concurrent long streams again must not
+      // raise the resident set. The Node floor runs the same sequence, for scale.
       const mb = (b: number) => b / (1024 * 1024);
       const streams = quick ? 200 : 1000;
       const many = quick ? 20_000 : 100_000;
@@ -168,14 +172,14 @@ async function main(): Promise<void> {
       const long = (tokens: number): Scenario => ({ name: 'long', requests: streams, concurrency: streams, tokens, ttftMs: 0, gapMs: 0 });
       say(`### memory`);
       say();
-      say(`Warm-up: 10 000 one-token requests (concurrency 32), then ${streams} concurrent 4k-token streams. Then the same again, measured: ${many.toLocaleString('en')} one-token requests, then ${streams} concurrent 4k-token streams. RSS from /proc, MB.`);
+      say(`Warm-up: ${many.toLocaleString('en')} one-token requests (concurrency 32), then ${streams} concurrent 4k-token streams. Then the same again, measured. RSS from /proc, MB. The last column: the resident set once glibc has handed back the free pages it kept (malloc_trim(0), called in the process through gdb, after everything else): memory the process had freed, not memory it holds.`);
       say();
-      say('| target | after warm-up | after the requests | 30 % into the long streams | 90 % into them | after them | growth after warm-up |');
-      say('|---|---|---|---|---|---|---|');
+      say('| target | after warm-up | after the requests | 30 % into the long streams | 90 % into them | after them | growth after warm-up | after them, free pages returned |');
+      say('|---|---|---|---|---|---|---|---|');
       for (const name of ['infermeter', 'node pass-through']) {
         const t = fleet.targets.find((x) => x.name === name)!;
         const agent = new http.Agent({ keepAlive: true, maxSockets: streams + 32 });
-        await runLoad(t.url, oneToken, agent);
+        for (let done = 0; done < many; done += 10_000) await runLoad(t.url, oneToken, agent);
         await runLoad(t.url, long(4096), agent);
         const steady = rssBytes(t.pids());
         for (let done = 0; done < many; done += 10_000) await runLoad(t.url, oneToken, agent);
@@ -188,7 +192,9 @@ async function main(): Promise<void> {
         const early = samples[Math.floor(samples.length * 0.3)] ?? afterLong;
         const late = samples[Math.floor(samples.length * 0.9)] ?? afterLong;
         const growth = Math.max(afterMany, afterLong) - steady;
-        say(`| ${name} | ${f(mb(steady), 1)} | ${f(mb(afterMany), 1)} | ${f(mb(early), 1)} | ${f(mb(late), 1)} | ${f(mb(afterLong), 1)} | ${f(mb(growth), 1)} |`);
+        // Last, since it changes the resident set it reads.
+        const trimmed = t.pids().length === 1 ? trimmedRssBytes(t.pids()[0]!) : undefined;
+        say(`| ${name} | ${f(mb(steady), 1)} | ${f(mb(afterMany), 1)} | ${f(mb(early), 1)} | ${f(mb(late), 1)} | ${f(mb(afterLong), 1)} | ${f(mb(growth), 1)} | ${trimmed === undefined ? 'n/a (no gdb)' : f(mb(trimmed), 1)} |`);
         if (name === 'infermeter') {
           goals.push([`memory: RSS after ${many.toLocaleString('en')} requests within 10 MB of the steady state after warm-up`, mb(afterMany - steady) <= 10, `${f(mb(afterMany - steady), 1)} MB`]);
           goals.push([`memory: RSS after ${streams} concurrent 4k-token streams within 10 MB of the steady state`, mb(afterLong - steady) <= 10, `${f(mb(afterLong - steady), 1)} MB`]);
@@ -244,7 +250,8 @@ what a run says. TTFT is measured by the client: from sending the request to the
 bytes. CPU per event is the proxy process's CPU time over the events it forwarded: the
 scheduler's per-thread count in /proc (nanoseconds; 10 ms ticks where the kernel does not show
 it). \`BENCH_COMPARE=<another checkout, with its node_modules>\` adds that build as one more
-target: a change measured before and after in one run.
+target (\`BENCH_COMPARE_FLAGS\`: the node flags it runs with): a change measured before and
+after in one run.
 `;
 const FOOTER = `
 ## Reading the goals
@@ -254,80 +261,102 @@ run; runs vary by tens of percent, which is why every comparison is within one r
 Node floor is two processes of the same pass-through: how far apart those two are (the line under
 each table, and the goals table) is what the run can resolve. Ranges below are across the full
 runs of 2026-11-29; "side by side" figures come from runs with \`BENCH_COMPARE\` or with scratch
-switches, all targets interleaved in one run. The \`@ /work/before\` target in the tables above
-is the build at the start of the day's last session (commit e3e7645).
+switches, all targets interleaved in one run. The \`@ /work/before (--max-semi-space-size=8)\`
+target in the tables above is the same code as \`infermeter\` (commit ff0beb1) run with the node
+flags it had before \`--initial-heap-size=64\`: that flag, measured side by side.
 
-- **Added TTFT p50 within 0.1 ms of the floor** (latency scenario). Met in the run above, at
-  the edge of what a run resolves: 0.09 ms above the floor (15 repetitions), and 0.05 and 0.12
-  ms above it in the two full runs before it the same afternoon (made with a relay variant
-  since dropped, see \`architecture.md\`); the build of the session's start was 0.51, 0.21 and
-  0.40 ms above the floor in the same three runs, and earlier builds of the day 0.1 ms below to
-  0.86 ms above. Two processes of the same pass-through differ by 0.01 to 0.14 ms in a full run
-  and up to 0.85 ms in a short one. The
-  gap is per-request and per-chunk work in the two bursts of this scenario (32 requests arrive
-  at once, and later their 32 first tokens): the request in the middle of a burst waits for
-  about 16 others, so each µs of work costs about 16 µs at p50. What took work out of the
-  bursts this session: the idle and total timeouts are one sweep for all requests instead of
-  two timers each (\`deadlines.ts\`); headers are copied as raw lists instead of objects mutated
-  with \`delete\`; the request scanner decodes the model from the chunk it lies in (no 512-byte
-  buffer per request); a \`stream_options\` of \`include_usage\` alone is read without JSON.parse.
-  Deferring the recording until the burst is forwarded (setImmediate) was tried side by side
-  earlier and gained nothing (1.27 and 1.16 ms against 1.05 ms without, 15 repetitions).
+- **Why \`--initial-heap-size=64\`** (the bin's shebang, \`npm start\`, the image). With V8's
+  defaults the old generation's limit follows infermeter's live heap (about 20 MB) closely, so
+  under load V8 is marking nearly all the time, and meanwhile its scavenges promote what
+  survives them: 4.0 to 5.5 MB per throughput repetition of 512 requests, objects that die soon
+  after and leave only through full collections (the bare pass-through, with the same young
+  generation, promotes 0.02 MB). A 64 MiB floor under the old generation's limit stops it: 0.01
+  MB promoted per repetition, no full collection, 11 to 21 ms of main-thread GC pauses per
+  repetition instead of 28 to 32 (single processes, \`--trace-gc-nvp\`, 8 repetitions each; 48
+  MiB was not enough). In the run above: throughput CPU per event 1.06× the floor against 1.22×
+  for the same code without the flag, latency p99 3.6 against 5.9 ms, the profile's garbage
+  collector 3.4 % of the samples against 7.7 % in the run before. The cost is headroom in the
+  old generation, which garbage may fill before V8 collects it (the memory paragraph).
+- **Added TTFT p50 within 0.1 ms of the floor** (latency scenario). At the edge of what a run
+  resolves: 0.104 ms above the floor in the run above, not met by 0.004 ms (the floor's two
+  processes are 0.034 ms apart; the old flags: 0.22 ms), 0.09 (met) and 0.30 ms in the two full
+  runs before it, 0.05 and 0.12 ms in two earlier ones the same afternoon (made with a relay
+  variant since dropped, see \`architecture.md\`); the build of the session's start was 0.51,
+  0.21 and 0.40 ms above the floor in three of them, and earlier builds of the day 0.1 ms below
+  to 0.86 ms above. Two processes of the same pass-through differ by 0.01 to 0.16 ms in a full
+  run and up to 0.85 ms in a short one. The gap is per-request and per-chunk work in the two
+  bursts of this scenario (32 requests arrive at once, and later their 32 first tokens): the
+  request in the middle of a burst waits for about 16 others, so each µs of work costs about 16
+  µs at p50. What took work out of the bursts this day: the idle and total timeouts are one
+  sweep for all requests instead of two timers each (\`deadlines.ts\`); headers are copied as
+  raw lists instead of objects mutated with \`delete\`; the request scanner decodes the model
+  from the chunk it lies in (no 512-byte buffer per request); a \`stream_options\` of
+  \`include_usage\` alone is read without JSON.parse. Deferring the recording until the burst
+  is forwarded (setImmediate) was tried side by side earlier and gained nothing (1.27 and 1.16
+  ms against 1.05 ms without, 15 repetitions).
 - **Added TTFT p99 at most 1.5 ms** (latency scenario). 32 streams get their first token at the
   same instant and one thread forwards them one after another. The Node floor itself adds 1.9 to
-  6 ms at p99 in this burst, so no single-threaded Node proxy meets 1.5 ms on this machine
-  (nginx: 0.2 to 1.6 ms).
-- **Round trip within 1.2× the floor's added time.** Met: 1.07× in the run above, 1.18× in the
-  two full runs before it (the build of the session's start: 1.16 to 1.21× in the same three
-  runs). Side by side this session (15 repetitions of 1500): headers as raw lists, 1.25 →
-  1.20×; the timeouts' sweep, 1.18 → 1.16× (CPU per request 40.8 → 37.6 µs, floor 30 to 31).
-  Earlier the same day: infermeter's own lean client for inference requests
-  (\`upstream-request.ts\`; http-proxy-3 alone costs 1.1 to 1.3× the floor, and keeps every
-  other route), the held body in one \`end()\`, the tap reading a chunk that came with the end
-  after the end has gone out (1.57 → 1.24×). The upstream's head is sent when it arrives, with
-  \`setImmediate\`: a body that came in the same turn leaves with it in one write, so a
-  one-token round trip pays nothing for it (1.22× with, 1.24× before the flush worked at all:
-  it had checked \`headersSent\`, which turns true at \`writeHead\`, so on the relay's path it
-  never fired; a test now holds the upstream's body back on every response path). The rest is
-  the measurement itself: 5 to 11 µs of CPU per one-token request over the floor's 30 to 33.
-- **CPU per event no more than the Node pass-through's** (throughput scenario). Not met in the
-  full runs: 1.27× the floor in the run above, 1.22 and 1.19× in the two before it; in the same
-  three runs the build of the session's start spent 1.12, 1.07 and 1.18×, and infermeter with
-  its access log (the same code, doing more) 1.13, 1.19 and 1.30×: processes of one build differ
-  as much as the builds do. In shorter scratch runs, eight processes with this relay (the
-  current build, or the start build, which has the same one) spent 0.82 to 1.13× the floor (7
-  to 13 repetitions each). Why the full runs, with eight targets and 15 latency repetitions
-  before, put every infermeter process at 1.07× or more was not found. One process's CPU per event falls
-  from 2.7 to 1.5 µs over its first repetitions (JIT), which is why each scenario now starts
-  with an unmeasured repetition, and processes of one build end up to 20 % apart. infermeter
-  reads every event and still spends within a quarter of what the pass-through spends, because
-  it writes less: the chunks one turn brought leave in one write through Node's HTTP
-  machinery, where a pipe makes one per chunk. Reading costs what the profile below
-  shows: \`skim-event.ts\` classifies an event on its bytes with no decoding and no allocation
-  (a per-stream template reduces most chunks to two native comparisons; a stream's last
-  chunks, with the finish reason and usage, are read the same way, without JSON.parse), one
-  clock read per write, and the tap reads only after Node has sent the bytes.
+  6 ms at p99 in this burst (2.4 and 2.9 ms in the run above), so no single-threaded Node proxy
+  meets 1.5 ms on this machine (nginx: 0.1 to 1.6 ms). infermeter: 3.6 ms (the old flags: 5.9),
+  and 3.8 and 3.9 ms in the two full runs before it.
+- **Round trip within 1.2× the floor's added time.** Met: 1.15× in the run above, 1.07 to 1.18×
+  in the four full runs before it (the build of the session's start: 1.16 to 1.21× in three of
+  them). Side by side this day (15 repetitions of 1500): headers as raw lists, 1.25 → 1.20×; the
+  timeouts' sweep, 1.18 → 1.16× (CPU per request 40.8 → 37.6 µs, floor 30 to 32). Earlier the
+  same day: infermeter's own lean client for inference requests (\`upstream-request.ts\`;
+  http-proxy-3 alone costs 1.1 to 1.3× the floor, and keeps every other route), the held body in
+  one \`end()\`, the tap reading a chunk that came with the end after the end has gone out (1.57
+  → 1.24×). The upstream's head is sent when it arrives, with \`setImmediate\`: a body that came
+  in the same turn leaves with it in one write, so a one-token round trip pays nothing for it
+  (1.22× with, 1.24× before the flush worked at all: it had checked \`headersSent\`, which turns
+  true at \`writeHead\`, so on the relay's path it never fired; a test now holds the upstream's
+  body back on every response path). The rest is the measurement itself: 5 to 11 µs of CPU per
+  one-token request over the floor's 30 to 33.
+- **CPU per event no more than the Node pass-through's** (throughput scenario). Not met, but
+  within what the run resolves: 1.06× the floor in the run above (infermeter with its access log:
+  1.06× as well), where the floor's own two processes are 5 % apart; the same code with the old
+  flags: 1.22×. Before the flag, every infermeter process of four full runs spent 1.07 to 1.30×
+  the floor, while shorter scratch runs put the same builds at 0.82 to 1.13×. What the full runs
+  added was each process's history, which decides where V8's limits sit: after the latency
+  scenario's long-lived requests, or a few minutes idle (V8's memory reducer lowers the limits
+  again), the old generation sat at its limit and the promotion above set in (single processes
+  side by side, throughput after 6 minutes idle: 1.31× the floor, after the latency scenario 0.92
+  to 1.07×). The throughput repetitions now have 512 requests each (128 before): with 128,
+  processes of one build spread from 0.84 to 1.24× the floor in scratch runs. Reading every
+  event costs what the profile below shows: \`skim-event.ts\` classifies an event on its bytes
+  with no decoding and no allocation (a per-stream template reduces most chunks to two native
+  comparisons; a stream's last chunks, with the finish reason and usage, are read the same way,
+  without JSON.parse), one clock read per write, and the tap reads only after Node has sent the
+  bytes. infermeter pays for it by writing less: the chunks one turn brought leave in one write
+  through Node's HTTP machinery, where a pipe makes one per chunk.
 - **CPU per event within 1.5× nginx's.** Out of reach for a Node process: the Node pass-through
-  itself spends 4 to 6× nginx's CPU per event here; Node's per-chunk stream and HTTP path alone
-  costs several times nginx's 0.3 to 0.5 µs.
+  itself spends 4.4 to 6× nginx's CPU per event here (4.4 and 4.6× in the run above; infermeter
+  4.8×); Node's per-chunk stream and HTTP path alone costs several times nginx's 0.3 to 0.5 µs.
 - **Throughput at 0.85× direct.** Out of reach for any Node proxy here: the load client, the
   upstream and the proxy share two cores, and the bare Node pass-through itself delivers 0.41 to
-  0.52× direct's events per second. infermeter delivers as much or more (0.47 to 0.60×). nginx,
-  native, is at or above direct.
+  0.52× direct's events per second. infermeter delivers as much or more (0.47 to 0.61×; 0.61× in
+  the run above). nginx, native, is at or above direct.
 - **Memory.** No leak: the V8 heap after a collection stays between 13 and 20 MB, with no upward
   trend, however many requests went through (checked in process with --expose-gc, \`npm run
-  bench:heap\`). The resident set varies from run to run of the same build: 0.0 to 83 MB above
-  the warm-up's level in the runs of 2026-11-29 (all three memory goals met in one of them),
-  and the bare Node pass-through, which keeps nothing per request, grows more in every run: 41
-  to 175 MB. That is the working set of the load, which glibc and V8 keep after it is freed,
-  not memory held by requests; what bounds the goal here is the runtime, as the pass-through
-  shows. Side by side, three rounds of the 1000 long streams after the warm-up: 17 and 51 MB of
-  growth for the build with the relay, 66 and 92 MB for the build before it, which also
-  settled 200 MB higher. Two changes bound it further: a partial event is copied instead
-  of keeping its whole socket read buffer alive, and infermeter runs with
-  \`--max-semi-space-size=8\` (the bin's shebang, \`npm start\`, the image), which caps V8's young
-  generation: without it the resident set grew by 140 to 410 MB under the same load and stayed
-  there, for about 3 % more CPU in garbage collection.
+  bench:heap\`). The warm-up is now the measured sequence itself (100 000 requests, then the 1000
+  long streams; before, 10 000 requests): the steady state of a load is what a process reaches
+  under it, and with \`--initial-heap-size=64\` the old generation fills its headroom with garbage
+  over more requests than the short warm-up gave it (single processes, the short warm-up: 26
+  and 83 MB of growth with the flag, 23 and 13 MB without). After the same load again the
+  resident set is still 19.5 MB higher in the run above (the bare pass-through: 60 MB), and 0 to
+  83 MB in the runs before it. The last column of the table says what that is: once glibc hands
+  back the free pages it kept (\`malloc_trim\`), infermeter's resident set is 216.7 MB, 21 MB
+  below its level after the warm-up: the growth is memory the process freed and the allocator
+  kept, not memory held by requests, and the pass-through shows the same (474 MB after the
+  warm-up, 449 trimmed). Single processes the same day: \`malloc_trim\` returned 50 to 77 MB after
+  the load, almost all of it free chunks in glibc's main arena; jemalloc (LD_PRELOAD) returned
+  memory later but did not flatten the reading, since the resident set right after a load also
+  holds 13 to 60 MB of buffers not yet collected. What bounds the goal here is the runtime's
+  allocators, as the pass-through shows. Two changes bound it further: a partial event is copied
+  instead of keeping its whole socket read buffer alive, and infermeter runs with
+  \`--max-semi-space-size=8\`, which caps V8's young generation: without it the resident set
+  grew by 140 to 410 MB under the same load and stayed there, for about 3 % more CPU in garbage
+  collection.
 - **/metrics render** stays far under 5 ms: our families render their own text with label
   strings built once per series.
 `;

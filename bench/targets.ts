@@ -24,8 +24,15 @@ export interface Fleet {
 
 const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
 
-/** The flags infermeter runs with (npm start, the bin's shebang, the image). */
-export const INFERMETER_FLAGS = '--max-semi-space-size=8';
+/**
+ * The flags infermeter runs with (npm start, the bin's shebang, the image; test/run-flags.test.ts
+ * holds them equal). 8 MiB semi-spaces bound the resident set. 64 MiB of old generation before
+ * V8's first marking: with the default, the limit sits just above infermeter's ~20 MB of live
+ * heap, marking runs nearly all the time under load, and the scavenges meanwhile promoted about
+ * 4 MB per 512 throughput requests of objects that die young (the bare pass-through: 0.02 MB);
+ * with it, 0.01 MB and no full collections (docs/performance.md).
+ */
+export const INFERMETER_FLAGS = '--max-semi-space-size=8 --initial-heap-size=64';
 
 function lineMatching(child: ChildProcess, stream: 'stdout' | 'stderr', pattern: RegExp): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -74,7 +81,7 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
   children.push(up.child);
   const upstreamUrl = `http://127.0.0.1:${(JSON.parse(up.line) as { port: number }).port}`;
 
-  const infermeter = async (name: string, extra: Record<string, string>, cli = here('../src/cli.ts')): Promise<Target> => {
+  const infermeter = async (name: string, extra: Record<string, string>, cli = here('../src/cli.ts'), flags = process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS): Promise<Target> => {
     const env = {
       INFERMETER_UPSTREAM: upstreamUrl,
       INFERMETER_PORT: '0',
@@ -84,7 +91,7 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
       INFERMETER_LOG_LEVEL: 'info',
       ...extra,
     };
-    const { child, line } = await node(cli, [], env, /"infermeter started"/, 'stderr', (process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS).split(' ').filter(Boolean));
+    const { child, line } = await node(cli, [], env, /"infermeter started"/, 'stderr', flags.split(' ').filter(Boolean));
     children.push(child);
     const started = JSON.parse(line) as { data: string };
     return { name, url: started.data, pids: () => [child.pid!] };
@@ -105,9 +112,13 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
     await infermeter('infermeter + access log', { INFERMETER_ACCESS_LOG: join(tmp, 'access.log') }),
   ];
   // Another build side by side (a checkout of an earlier commit, with its node_modules): how a
-  // change is measured before and after in one run.
+  // change is measured before and after in one run; BENCH_COMPARE_FLAGS: its node flags.
   const compare = process.env.BENCH_COMPARE;
-  if (compare !== undefined && compare !== '') targets.push(await infermeter(`infermeter @ ${compare}`, {}, join(compare, 'src/cli.ts')));
+  const compareFlags = process.env.BENCH_COMPARE_FLAGS;
+  if (compare !== undefined && compare !== '') {
+    const name = `infermeter @ ${compare}${compareFlags === undefined ? '' : ` (${compareFlags})`}`;
+    targets.push(await infermeter(name, {}, join(compare, 'src/cli.ts'), compareFlags));
+  }
 
   let nginx: ChildProcess | undefined;
   if (options.nginx && nginxAvailable()) {

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=8
+#!/usr/bin/env -S node --max-semi-space-size=8 --initial-heap-size=64
 // Entry point: read the configuration, start, and stop on SIGTERM/SIGINT. The only place that
 // calls process.exit.
 import { ConfigError, loadConfig } from './config/config.ts';
