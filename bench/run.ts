@@ -194,7 +194,7 @@ async function main(): Promise<void> {
         const growth = Math.max(afterMany, afterLong) - steady;
         // Last, since it changes the resident set it reads.
         const trimmed = t.pids().length === 1 ? trimmedRssBytes(t.pids()[0]!) : undefined;
-        say(`| ${name} | ${f(mb(steady), 1)} | ${f(mb(afterMany), 1)} | ${f(mb(early), 1)} | ${f(mb(late), 1)} | ${f(mb(afterLong), 1)} | ${f(mb(growth), 1)} | ${trimmed === undefined ? 'n/a (no gdb)' : f(mb(trimmed), 1)} |`);
+        say(`| ${name} | ${f(mb(steady), 1)} | ${f(mb(afterMany), 1)} | ${f(mb(early), 1)} | ${f(mb(late), 1)} | ${f(mb(afterLong), 1)} | ${f(mb(growth), 1)} | ${trimmed === undefined ? 'n/a (gdb missing or not allowed to attach)' : f(mb(trimmed), 1)} |`);
         if (name === 'infermeter') {
           goals.push([`memory: RSS after ${many.toLocaleString('en')} requests within 10 MB of the steady state after warm-up`, mb(afterMany - steady) <= 10, `${f(mb(afterMany - steady), 1)} MB`]);
           goals.push([`memory: RSS after ${streams} concurrent 4k-token streams within 10 MB of the steady state`, mb(afterLong - steady) <= 10, `${f(mb(afterLong - steady), 1)} MB`]);
