@@ -276,9 +276,10 @@ gap between a target's repetitions) was tried and not reproduced (14 rounds at 4
 idle, no error through infermeter or the pass-through).
 
 - **Why \`--initial-heap-size=64\`** (the bin's shebang, \`npm start\`, the image). With V8's
-  defaults the old generation's limit follows infermeter's live heap (about 20 MB) closely, so
-  under load V8 is marking nearly all the time, and meanwhile its scavenges promote what
-  survives them: 4.0 to 5.5 MB per throughput repetition of 512 requests, objects that die soon
+  defaults the old generation's limit follows infermeter's live heap (about 20 MB) closely, and
+  under load its scavenges promote what survives them (98 % of what survived the one before,
+  by \`--trace-gc-nvp\`; why, inside V8, was not traced, most likely its marking, started near
+  the limit): 4.0 to 5.5 MB per throughput repetition of 512 requests, objects that die soon
   after and leave only through full collections (the bare pass-through, with the same young
   generation, promotes 0.02 MB). A 64 MiB floor under the old generation's limit stops it: 0.01
   MB promoted per repetition, no full collection, 11 to 21 ms of main-thread GC pauses per

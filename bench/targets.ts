@@ -28,7 +28,7 @@ const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
  * The flags infermeter runs with (npm start, the bin's shebang, the image; test/run-flags.test.ts
  * holds them equal). 8 MiB semi-spaces bound the resident set. 64 MiB of old generation before
  * V8's first marking: with the default, the limit sits just above infermeter's ~20 MB of live
- * heap, marking runs nearly all the time under load, and the scavenges meanwhile promoted about
+ * heap, and under load the scavenges promoted about
  * 4 MB per 512 throughput requests of objects that die young (the bare pass-through: 0.02 MB);
  * with it, 0.01 MB and no full collections (docs/performance.md).
  */
