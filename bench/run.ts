@@ -25,7 +25,8 @@ const SCENARIOS: ReadonlyArray<Scenario & { reps: number }> = [
   { name: 'latency', requests: quick ? 64 : 192, concurrency: 32, tokens: 128, ttftMs: 50, gapMs: 10, reps: quick ? 2 : 15 },
   // 512 requests (about half a second each): with 128, one repetition was too short to outlast
   // a process's cold spells, and processes of one build spread from 0.84 to 1.24x the floor's
-  // CPU per event; with 512, 0.95 to 1.03x (eight targets interleaved, 9 repetitions).
+  // CPU per event; with 512, 0.95 to 1.03x (scratch runs: eight targets interleaved, 9
+  // repetitions).
   { name: 'throughput', requests: quick ? 64 : 512, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 11 },
   { name: 'round trip', requests: quick ? 300 : 1500, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 15 },
 ];
@@ -283,8 +284,8 @@ idle, no error through infermeter or the pass-through).
   after and leave only through full collections (the bare pass-through, with the same young
   generation, promotes 0.02 MB). A 64 MiB floor under the old generation's limit stops it: 0.01
   MB promoted per repetition, no full collection, 11 to 21 ms of main-thread GC pauses per
-  repetition instead of 28 to 32 (single processes, \`--trace-gc-nvp\`, 8 repetitions each; 48
-  MiB was not enough). In the run above: throughput CPU per event 1.06× the floor against 1.22×
+  repetition instead of 28 to 32 (\`npm run bench:gc\`: single processes, \`--trace-gc-nvp\`, 8
+  repetitions each; 48 MiB was not enough). In the run above: throughput CPU per event 1.06× the floor against 1.22×
   for the same code without the flag, latency p99 3.6 against 5.9 ms, the profile's garbage
   collector 3.4 % of the samples against 7.7 % in the run before. The cost is headroom in the
   old generation, which garbage may fill before V8 collects it (the memory paragraph).

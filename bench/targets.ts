@@ -30,7 +30,7 @@ const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
  * V8's first marking: with the default, the limit sits just above infermeter's ~20 MB of live
  * heap, and under load the scavenges promoted about
  * 4 MB per 512 throughput requests of objects that die young (the bare pass-through: 0.02 MB);
- * with it, 0.01 MB and no full collections (docs/performance.md).
+ * with it, 0.01 MB and no full collections (npm run bench:gc, docs/performance.md).
  */
 export const INFERMETER_FLAGS = '--max-semi-space-size=8 --initial-heap-size=64';
 
