@@ -18,6 +18,8 @@ export interface LoadResult {
   readonly events: number;
   readonly wallSeconds: number;
   readonly errors: number;
+  /** What each error was, with how many: see `failureKind`. */
+  readonly failures: ReadonlyMap<string, number>;
 }
 
 const BODY = JSON.stringify({
@@ -37,12 +39,29 @@ function countEvents(chunk: Buffer): number {
   return n;
 }
 
+const DONE = Buffer.from('data: [DONE]\n\n');
+
+/**
+ * An error named so that its cause can be told apart afterwards: the socket error's code, when
+ * it came (before the response's head, or in its body), and whether the agent had reused a
+ * kept-alive connection for it (the race of a request sent on a connection the server is
+ * closing shows as a reset on a reused socket, before the response).
+ */
+function failureKind(error: NodeJS.ErrnoException, phase: 'before the response' | 'in the body', reused: boolean): string {
+  return `${error.code ?? error.message} ${phase}, ${reused ? 'reused' : 'new'} connection`;
+}
+
 export async function runLoad(baseUrl: string, scenario: Scenario, agent: http.Agent): Promise<LoadResult> {
   const url = new URL('/v1/chat/completions', baseUrl);
   const ttftMs: number[] = [];
   const e2eMs: number[] = [];
   let events = 0;
   let errors = 0;
+  const failures = new Map<string, number>();
+  const fail = (kind: string) => {
+    errors++;
+    failures.set(kind, (failures.get(kind) ?? 0) + 1);
+  };
   let next = 0;
   const headers = {
     'content-type': 'application/json',
@@ -55,26 +74,33 @@ export async function runLoad(baseUrl: string, scenario: Scenario, agent: http.A
     new Promise<void>((resolve) => {
       const t0 = performance.now();
       let first: number | undefined;
+      let settled = false;
+      const settle = (kind?: string) => {
+        if (settled) return;
+        settled = true;
+        if (kind !== undefined) fail(kind);
+        resolve();
+      };
       const req = http.request(url, { method: 'POST', agent, headers }, (res) => {
+        // The stream's last bytes: a response that ends without [DONE] was cut short.
+        let tail: Buffer | undefined;
         res.on('data', (chunk: Buffer) => {
           first ??= performance.now();
           events += countEvents(chunk);
+          tail = chunk.length >= DONE.length || tail === undefined ? chunk : Buffer.concat([tail, chunk]);
         });
         res.on('end', () => {
           const end = performance.now();
           ttftMs.push((first ?? end) - t0);
           e2eMs.push(end - t0);
-          resolve();
+          if (res.statusCode !== 200) settle(`status ${res.statusCode}`);
+          else if (tail === undefined || tail.length < DONE.length || !tail.subarray(tail.length - DONE.length).equals(DONE)) settle('ended without [DONE]');
+          else settle();
         });
-        res.on('error', () => {
-          errors++;
-          resolve();
-        });
+        res.on('error', (error: NodeJS.ErrnoException) => settle(failureKind(error, 'in the body', req.reusedSocket)));
+        res.on('close', () => settle(res.complete ? undefined : `closed in the body, ${req.reusedSocket ? 'reused' : 'new'} connection`));
       });
-      req.on('error', () => {
-        errors++;
-        resolve();
-      });
+      req.on('error', (error: NodeJS.ErrnoException) => settle(failureKind(error, 'before the response', req.reusedSocket)));
       req.end(BODY);
     });
   const start = performance.now();
@@ -86,7 +112,7 @@ export async function runLoad(baseUrl: string, scenario: Scenario, agent: http.A
       }
     }),
   );
-  return { ttftMs, e2eMs, events, wallSeconds: (performance.now() - start) / 1000, errors };
+  return { ttftMs, e2eMs, events, wallSeconds: (performance.now() - start) / 1000, errors, failures };
 }
 
 export function percentile(values: readonly number[], p: number): number {

@@ -13,6 +13,7 @@ import { median, percentile, runLoad, type Scenario } from './load.ts';
 import { cpuSeconds, rssBytes, trimmedRssBytes } from './proc.ts';
 import { renderMillis } from './render.ts';
 import { profileThroughput } from './profile.ts';
+import { counted, failureCounters } from './counters.ts';
 
 const quick = process.argv.includes('--quick');
 const write = process.argv.includes('--write');
@@ -38,6 +39,7 @@ interface Rep {
   eventsPerSecond: number;
   cpuUsPerEvent: number;
   errors: number;
+  failures: ReadonlyMap<string, number>;
 }
 
 const f = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
@@ -53,6 +55,7 @@ function meanRep(a: Rep, b: Rep): Rep {
     eventsPerSecond: (a.eventsPerSecond + b.eventsPerSecond) / 2,
     cpuUsPerEvent: (a.cpuUsPerEvent + b.cpuUsPerEvent) / 2,
     errors: a.errors + b.errors,
+    failures: new Map(),
   };
 }
 
@@ -68,6 +71,7 @@ async function measure(target: Target, scenario: Scenario, agent: http.Agent): P
     eventsPerSecond: r.events / r.wallSeconds,
     cpuUsPerEvent: (cpu * 1e6) / r.events,
     errors: r.errors,
+    failures: r.failures,
   };
 }
 
@@ -86,6 +90,9 @@ async function main(): Promise<void> {
     for (const t of all) await runLoad(t.url, { name: 'warm', requests: 200, concurrency: 16, tokens: 32, ttftMs: 0, gapMs: 0 }, agents.get(t.name)!);
 
     const results = new Map<string, Map<string, Rep[]>>();
+    // What infermeter counted as failures during each scenario's measured repetitions.
+    const proxyCounted = new Map<string, Map<string, string[]>>();
+    const counting = fleet.targets.filter((t) => t.metricsUrl !== undefined);
     const scenarios = memoryOnly ? [] : SCENARIOS;
     for (const scenario of scenarios) {
       const byTarget = new Map<string, Rep[]>(all.map((t) => [t.name, []]));
@@ -93,11 +100,14 @@ async function main(): Promise<void> {
       // read) are not warm after the others', and CPU per event falls by a third over the first
       // repetitions of the throughput scenario (measured: 2.7 to 1.5 µs).
       for (const t of all) await runLoad(t.url, scenario, agents.get(t.name)!);
+      const before = await Promise.all(counting.map((t) => failureCounters(t.metricsUrl!)));
       for (let rep = 0; rep < scenario.reps; rep++) {
         const order = all.map((_, i) => all[(i + rep) % all.length]!);
         for (const t of order) byTarget.get(t.name)!.push(await measure(t, scenario, agents.get(t.name)!));
       }
       results.set(scenario.name, byTarget);
+      const after = await Promise.all(counting.map((t) => failureCounters(t.metricsUrl!)));
+      proxyCounted.set(scenario.name, new Map(counting.map((t, i) => [t.name, counted(before[i]!, after[i]!)])));
     }
 
     say(`## Results (${new Date().toISOString().slice(0, 10)})`);
@@ -127,6 +137,16 @@ async function main(): Promise<void> {
           `| ${t.name} | ${f(m(reps, (r) => r.ttftP50))} | ${f(m(reps, (r) => r.ttftP99))} | ${t === fleet.upstream ? '-' : f(added(reps, (r) => r.ttftP50), 3)} | ${t === fleet.upstream ? '-' : f(added(reps, (r) => r.ttftP99), 3)} | ${f(m(reps, (r) => r.e2eP50))} | ${t === fleet.upstream ? '-' : f(added(reps, (r) => r.e2eP50), 3)} | ${f(m(reps, (r) => r.eventsPerSecond), 0)} | ${f(m(reps, (r) => r.eventsPerSecond) / m(direct, (r) => r.eventsPerSecond))} | ${f(cpu)} | ${t.pids().length === 0 ? '-' : f(cpu / nodeCpu)} | ${t.pids().length === 0 || nginx === undefined ? '-' : f(cpu / nginxCpu)} | ${reps.reduce((a, r) => a + r.errors, 0)} |`,
         );
       }
+      say();
+      // Every failure, classified: the client's view (load.ts) and what infermeter counted.
+      const failed: string[] = [];
+      for (const t of all) {
+        const kinds = new Map<string, number>();
+        for (const r of byTarget.get(t.name)!) for (const [kind, n] of r.failures) kinds.set(kind, (kinds.get(kind) ?? 0) + n);
+        if (kinds.size > 0) failed.push(`${t.name}: ${[...kinds].map(([kind, n]) => `${n} × ${kind}`).join('; ')}`);
+      }
+      for (const [name, rose] of proxyCounted.get(scenario.name)!) if (rose.length > 0) failed.push(`${name} counted: ${rose.map((r) => `\`${r}\``).join(', ')}`);
+      say(failed.length === 0 ? 'Errors: none at the client, none counted by infermeter.' : `Errors: ${failed.join('. ')}.`);
       say();
       const apart = (pick: (r: Rep) => number) => Math.abs(added(pass, pick) - added(control, pick));
       say(

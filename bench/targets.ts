@@ -13,6 +13,8 @@ export interface Target {
   readonly url: string;
   /** The processes whose CPU and memory count for this target (none for direct). */
   readonly pids: () => number[];
+  /** infermeter's metrics listener, whose failure counters the run reads (bench/counters.ts). */
+  readonly metricsUrl?: string;
 }
 
 export interface Fleet {
@@ -93,8 +95,8 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
     };
     const { child, line } = await node(cli, [], env, /"infermeter started"/, 'stderr', flags.split(' ').filter(Boolean));
     children.push(child);
-    const started = JSON.parse(line) as { data: string };
-    return { name, url: started.data, pids: () => [child.pid!] };
+    const started = JSON.parse(line) as { data: string; metrics: string };
+    return { name, url: started.data, pids: () => [child.pid!], metricsUrl: started.metrics };
   };
 
   const pass = await node(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');

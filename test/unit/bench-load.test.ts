@@ -1,0 +1,80 @@
+// The benchmark's load client must name every failure it meets, so that an error in a bench run
+// can be traced (a reset before the response on a reused connection is the keep-alive race; a
+// reset in the body is a proxy or upstream that cut the stream), and must not count a
+// complete stream as one.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { runLoad, type Scenario } from '../../bench/load.ts';
+
+const DONE = 'data: [DONE]\n\n';
+const one: Scenario = { name: 'one', requests: 1, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0 };
+
+describe('bench load client', () => {
+  // What the server does with the next request, set by each test.
+  let behaviour: (req: http.IncomingMessage, res: http.ServerResponse) => void = () => {};
+  let server: http.Server;
+  let url: string;
+  before(async () => {
+    server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => behaviour(req, res));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+
+  it('counts a whole stream as no failure, even with [DONE] split across reads', async () => {
+    behaviour = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"x":1}\n\ndata: [DO');
+      setTimeout(() => res.end('NE]\n\n'), 5);
+    };
+    const agent = new http.Agent({ keepAlive: true });
+    const r = await runLoad(url, one, agent);
+    agent.destroy();
+    assert.equal(r.errors, 0);
+    assert.equal(r.events, 2);
+  });
+
+  it('names an error status, a stream cut short, a reset in the body and one before the response', async () => {
+    const cases: Array<[string, (req: http.IncomingMessage, res: http.ServerResponse) => void]> = [
+      ['status 503', (_req, res) => res.writeHead(503).end('{}')],
+      ['ended without [DONE]', (_req, res) => res.writeHead(200).end('data: {"x":1}\n\n')],
+      [
+        'ECONNRESET in the body, new connection',
+        (_req, res) => {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          // A close (FIN), not a reset: a reset may overtake the bytes before it.
+          res.write('data: {"x":1}\n\n', () => res.socket?.destroy());
+        },
+      ],
+      ['ECONNRESET before the response, new connection', (_req, res) => res.socket?.resetAndDestroy()],
+    ];
+    for (const [kind, act] of cases) {
+      behaviour = act;
+      const agent = new http.Agent({ keepAlive: true });
+      const r = await runLoad(url, one, agent);
+      agent.destroy();
+      assert.equal(r.errors, 1, kind);
+      assert.deepEqual([...r.failures], [[kind, 1]]);
+    }
+  });
+
+  it('tells a reused connection from a new one', async () => {
+    let n = 0;
+    behaviour = (_req, res) => {
+      if (n++ === 0) res.writeHead(200).end(DONE);
+      else res.socket?.resetAndDestroy();
+    };
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const r = await runLoad(url, { ...one, requests: 2 }, agent);
+    agent.destroy();
+    assert.deepEqual([...r.failures], [['ECONNRESET before the response, reused connection', 1]]);
+  });
+});
