@@ -283,7 +283,9 @@ bytes. CPU per event is the proxy process's CPU time over the events it forwarde
 scheduler's per-thread count in /proc (nanoseconds; 10 ms ticks where the kernel does not show
 it). \`BENCH_COMPARE=<another checkout, with its node_modules>\` adds that build as one more
 target (\`BENCH_COMPARE_FLAGS\`: the node flags it runs with): a change measured before and
-after in one run.
+after in one run. Under each table, its errors: each one the load client met, named
+(bench/load.ts), and what infermeter's own failure counters recorded over the scenario's
+measured repetitions.
 `;
 const FOOTER = `
 ## Reading the goals
@@ -291,22 +293,33 @@ const FOOTER = `
 The issue's goals, and what bounds those this machine does not meet. The tables come from one
 run; runs vary by tens of percent, which is why every comparison is within one run, and why the
 Node floor is two processes of the same pass-through: how far apart those two are (the line under
-each table, and the goals table) is what the run can resolve. Ranges below are across the full
-runs of 2026-11-29; "side by side" figures come from runs with \`BENCH_COMPARE\` or with scratch
-switches, all targets interleaved in one run. The \`@ /work/before (--max-semi-space-size=8)\`
-target in the tables above is the same code as \`infermeter\` (commit ff0beb1) run with the node
-flags it had before \`--initial-heap-size=64\`: that flag, measured side by side.
+each table, and the goals table) is what the run can resolve. "Full runs" below are runs of
+\`npm run bench\` on 2026-11-29, every target interleaved; "side by side" figures come from runs
+with \`BENCH_COMPARE\` or with scratch switches.
 
-A second full run right after the one above (\`npm run bench\`, the same targets, not written
-here): added TTFT p50 0.04 ms *below* the floor (met; the old flags 0.19 ms above), p99 4.2 ms;
-throughput CPU per event 0.91× the floor (met; the old flags 1.09×, the floor's processes 0.9 %
-apart); round trip 1.11× (met); memory growth 5.6 MB after the warm-up (all three memory goals
-met), 199.7 MB trimmed. In that run 4 of the 5632 throughput requests through infermeter ended
-in a socket error at the load client; no other target and no other run had any. Not explained:
-a keep-alive race (connections reused just as the server closes them after 5 s idle, about the
-gap between a target's repetitions) was tried and not reproduced (14 rounds at 4.9 to 5.1 s of
-idle, no error through infermeter or the pass-through).
+The full runs with this code and these node flags (the bench changed between them only in how it
+names errors and in the memory warm-up: a single round of it in the three runs marked so):
 
+| run | added TTFT p50 over the floor (floor's processes apart) | throughput CPU per event (floor's processes apart) | round trip | memory growth: requests / streams / with length | errors |
+|---|---|---|---|---|---|
+| the one above | −0.074 ms (0.035) | 0.93× (0.2 %) | 1.17× | 3.0 / 3.0 / 0.0 MB | 0 |
+| the one after it | −0.114 ms (0.014) | 0.97× (1.5 %) | 1.18× | 0.0 / 0.0 / 0.0 MB | 0 |
+| one before it | −0.132 ms (0.172) | 0.98× (4.7 %) | 1.13× | 1.3 / 36.7 / 21.8 MB (single round) | 0 |
+| earlier the same day | +0.104 ms (0.034) | 1.06× (5.0 %) | 1.15× | 19.5 / 19.5 / 0.0 MB (single round) | 0 |
+| earlier the same day | −0.041 ms (0.023) | 0.91× (0.9 %) | 1.11× | 5.6 / 5.6 / 0.0 MB (single round) | 4 |
+
+- **Errors.** In the last run of that table, 4 of the 5632 throughput requests through infermeter
+  ended in a socket error at the load client; no other target and no other run had any. The
+  client did not say which error, so the bench now names each one (the "Errors" line under every
+  table): the socket error's code, whether it came before the response or in its body, on a
+  reused or a new connection (a reset before the response on a reused connection is the
+  keep-alive race), an error status, a stream that ended without \`[DONE]\`; and beside it what
+  infermeter itself counted over the scenario's measured repetitions (its upstream, stream-tap,
+  client, uninspected-body, rejected and failed-request counters). None in the runs since
+  (three full runs, 31 012 measured requests per target each). A keep-alive race had been tried
+  and not reproduced (14 rounds at 4.9 to 5.1 s of idle): Node's client agent reads the
+  server's \`Keep-Alive: timeout=5\` and drops an idle connection after 4 s, and Node's server
+  closes it after 6.
 - **Why \`--initial-heap-size=64\`** (the bin's shebang, \`npm start\`, the image). With V8's
   defaults the old generation's limit follows infermeter's live heap (about 20 MB) closely, and
   under load its scavenges promote what survives them (98 % of what survived the one before,
@@ -316,90 +329,90 @@ idle, no error through infermeter or the pass-through).
   generation, promotes 0.02 MB). A 64 MiB floor under the old generation's limit stops it: 0.01
   MB promoted per repetition, no full collection, 11 to 21 ms of main-thread GC pauses per
   repetition instead of 28 to 32 (\`npm run bench:gc\`: single processes, \`--trace-gc-nvp\`, 8
-  repetitions each; 48 MiB was not enough). In the run above: throughput CPU per event 1.06× the floor against 1.22×
-  for the same code without the flag, latency p99 3.6 against 5.9 ms, the profile's garbage
-  collector 3.4 % of the samples against 7.7 % in the run before. The cost is headroom in the
-  old generation, which garbage may fill before V8 collects it (the memory paragraph).
-- **Added TTFT p50 within 0.1 ms of the floor** (latency scenario). At the edge of what a run
-  resolves: 0.104 ms above the floor in the run above, not met by 0.004 ms (the floor's two
-  processes are 0.034 ms apart; the old flags: 0.22 ms), 0.09 (met) and 0.30 ms in the two full
-  runs before it, 0.05 and 0.12 ms in two earlier ones the same afternoon (made with a relay
-  variant since dropped, see \`architecture.md\`); the build of the session's start was 0.51,
-  0.21 and 0.40 ms above the floor in three of them, and earlier builds of the day 0.1 ms below
-  to 0.86 ms above. Two processes of the same pass-through differ by 0.01 to 0.16 ms in a full
-  run and up to 0.85 ms in a short one. The gap is per-request and per-chunk work in the two
-  bursts of this scenario (32 requests arrive at once, and later their 32 first tokens): the
-  request in the middle of a burst waits for about 16 others, so each µs of work costs about 16
-  µs at p50. What took work out of the bursts this day: the idle and total timeouts are one
-  sweep for all requests instead of two timers each (\`deadlines.ts\`); headers are copied as
-  raw lists instead of objects mutated with \`delete\`; the request scanner decodes the model
-  from the chunk it lies in (no 512-byte buffer per request); a \`stream_options\` of
-  \`include_usage\` alone is read without JSON.parse. Deferring the recording until the burst
-  is forwarded (setImmediate) was tried side by side earlier and gained nothing (1.27 and 1.16
-  ms against 1.05 ms without, 15 repetitions).
+  repetitions each; 48 MiB was not enough). Side by side in two full runs, the same code with
+  and without the flag: throughput CPU per event 1.06 and 0.91× the floor against 1.22 and
+  1.09×, latency p99 3.6 and 4.2 ms against 5.9 and 4.4 ms; the profile's garbage collector fell
+  from 7.7 to 3.4 % of the samples. The cost is headroom in the old generation, which garbage
+  may fill before V8 collects it (the memory paragraph).
+- **Added TTFT p50 within 0.1 ms of the floor** (latency scenario). Met in the run above (0.074
+  ms below the floor) and in three of the four other full runs with the flag; the fourth was
+  0.104 ms above, 0.004 ms over, where the floor's two processes were 0.034 ms apart. Two
+  processes of the same pass-through differ by 0.01 to 0.17 ms in a full run and up to 0.85 ms
+  in a short one, so this goal is at the edge of what a run resolves. Earlier builds of the day
+  were 0.1 ms below to 0.86 ms above. The gap was per-request and per-chunk work in the two bursts of this scenario
+  (32 requests arrive at once, and later their 32 first tokens): the request in the middle of a
+  burst waits for about 16 others, so each µs of work costs about 16 µs at p50. What took work
+  out of the bursts: the idle and total timeouts are one sweep for all requests instead of two
+  timers each (\`deadlines.ts\`); headers are copied as raw lists instead of objects mutated
+  with \`delete\`; the request scanner decodes the model from the chunk it lies in (no 512-byte
+  buffer per request); a \`stream_options\` of \`include_usage\` alone is read without
+  JSON.parse; and the flag above. Deferring the recording until the burst is forwarded
+  (setImmediate) was tried side by side and gained nothing (1.27 and 1.16 ms against 1.05 ms
+  without, 15 repetitions).
 - **Added TTFT p99 at most 1.5 ms** (latency scenario). 32 streams get their first token at the
-  same instant and one thread forwards them one after another. The Node floor itself adds 1.9 to
-  6 ms at p99 in this burst (2.4 and 2.9 ms in the run above), so no single-threaded Node proxy
-  meets 1.5 ms on this machine (nginx: 0.1 to 1.6 ms). infermeter: 3.6 ms (the old flags: 5.9),
-  and 3.8 and 3.9 ms in the two full runs before it.
-- **Round trip within 1.2× the floor's added time.** Met: 1.15× in the run above, 1.07 to 1.18×
-  in the four full runs before it (the build of the session's start: 1.16 to 1.21× in three of
-  them). Side by side this day (15 repetitions of 1500): headers as raw lists, 1.25 → 1.20×; the
-  timeouts' sweep, 1.18 → 1.16× (CPU per request 40.8 → 37.6 µs, floor 30 to 32). Earlier the
-  same day: infermeter's own lean client for inference requests (\`upstream-request.ts\`;
+  same instant and one thread forwards them one after another. The Node floor itself adds 1.8 to
+  6 ms at p99 in this burst (2.4 and 2.6 ms in the run above), so no single-threaded Node proxy
+  meets 1.5 ms on this machine (nginx: 0.1 to 1.6 ms). infermeter: 3.3 ms in the run above, 3.6
+  to 4.2 ms in the other full runs with the flag (5.9 ms without it). A second process does not
+  help on two cores shared with the client and the upstream: with \`INFERMETER_WORKERS=2\`,
+  added p50 0.35 ms but p99 5.3 ms, against 0.94 and 2.8 ms for one worker and 2.1 to 2.5 ms
+  for the floor (one scratch run, 9 interleaved repetitions).
+- **Round trip within 1.2× the floor's added time.** Met: 1.17× in the run above, 1.11 to 1.18×
+  in the other full runs. Side by side this day (15 repetitions of 1500): headers as raw lists,
+  1.25 → 1.20×; the timeouts' sweep, 1.18 → 1.16× (CPU per request 40.8 → 37.6 µs, floor 30 to
+  32). Earlier: infermeter's own lean client for inference requests (\`upstream-request.ts\`;
   http-proxy-3 alone costs 1.1 to 1.3× the floor, and keeps every other route), the held body in
   one \`end()\`, the tap reading a chunk that came with the end after the end has gone out (1.57
   → 1.24×). The upstream's head is sent when it arrives, with \`setImmediate\`: a body that came
-  in the same turn leaves with it in one write, so a one-token round trip pays nothing for it
-  (1.22× with, 1.24× before the flush worked at all: it had checked \`headersSent\`, which turns
-  true at \`writeHead\`, so on the relay's path it never fired; a test now holds the upstream's
-  body back on every response path). The rest is the measurement itself: 5 to 11 µs of CPU per
-  one-token request over the floor's 30 to 33.
-- **CPU per event no more than the Node pass-through's** (throughput scenario). Not met, but
-  within what the run resolves: 1.06× the floor in the run above (infermeter with its access log:
-  1.06× as well), where the floor's own two processes are 5 % apart; the same code with the old
-  flags: 1.22×. Before the flag, every infermeter process of four full runs spent 1.07 to 1.30×
-  the floor, while shorter scratch runs put the same builds at 0.82 to 1.13×. What the full runs
-  added was each process's history, which decides where V8's limits sit: after the latency
-  scenario's long-lived requests, or a few minutes idle (V8's memory reducer lowers the limits
-  again), the old generation sat at its limit and the promotion above set in (single processes
-  side by side, throughput after 6 minutes idle: 1.31× the floor, after the latency scenario 0.92
-  to 1.07×). The throughput repetitions now have 512 requests each (128 before): with 128,
-  processes of one build spread from 0.84 to 1.24× the floor in scratch runs. Reading every
-  event costs what the profile below shows: \`skim-event.ts\` classifies an event on its bytes
-  with no decoding and no allocation (a per-stream template reduces most chunks to two native
-  comparisons; a stream's last chunks, with the finish reason and usage, are read the same way,
-  without JSON.parse), one clock read per write, and the tap reads only after Node has sent the
-  bytes. infermeter pays for it by writing less: the chunks one turn brought leave in one write
-  through Node's HTTP machinery, where a pipe makes one per chunk.
+  in the same turn leaves with it in one write, so a one-token round trip pays nothing for it (a
+  test holds the upstream's body back on every response path). The rest is the measurement
+  itself: 5 to 11 µs of CPU per one-token request over the floor's 30 to 33.
+- **CPU per event no more than the Node pass-through's** (throughput scenario). Met: 0.93× the
+  floor in the run above (with the access log: 0.97×), 0.91 to 1.06× in the other full runs with
+  the flag. Before the flag, every infermeter process of four full runs spent 1.07 to 1.30× the
+  floor, while shorter scratch runs put the same builds at 0.82 to 1.13×: what the full runs
+  added was each process's history, which decides where V8's limits sit (after the latency
+  scenario's long-lived requests, or a few minutes idle, when V8's memory reducer lowers the
+  limits again, the old generation sat at its limit and the promotion above set in; single
+  processes side by side, throughput after 6 minutes idle: 1.31× the floor). The throughput
+  repetitions have 512 requests each: with 128, processes of one build spread from 0.84 to
+  1.24× the floor in scratch runs. Reading every event costs what the profile above shows:
+  \`skim-event.ts\` classifies an event on its bytes with no decoding and no allocation (a
+  per-stream template reduces most chunks to two native comparisons; a stream's last chunks,
+  with the finish reason and usage, are read the same way, without JSON.parse), one clock read
+  per write, and the tap reads only after Node has sent the bytes. infermeter pays for it by
+  writing less: the chunks one turn brought leave in one write through Node's HTTP machinery,
+  where a pipe makes one per chunk.
 - **CPU per event within 1.5× nginx's.** Out of reach for a Node process: the Node pass-through
-  itself spends 4.4 to 6× nginx's CPU per event here (4.4 and 4.6× in the run above; infermeter
-  4.8×); Node's per-chunk stream and HTTP path alone costs several times nginx's 0.3 to 0.5 µs.
+  itself spends 4.2 to 6× nginx's CPU per event here (4.37 and 4.38× in the run above;
+  infermeter 4.09×); Node's per-chunk stream and HTTP path alone costs several times nginx's 0.3
+  to 0.5 µs.
 - **Throughput at 0.85× direct.** Out of reach for any Node proxy here: the load client, the
   upstream and the proxy share two cores, and the bare Node pass-through itself delivers 0.41 to
-  0.52× direct's events per second. infermeter delivers as much or more (0.47 to 0.61×; 0.61× in
-  the run above). nginx, native, is at or above direct.
-- **Memory.** No leak: the V8 heap after a collection stays between 13 and 20 MB, with no upward
-  trend, however many requests went through (checked in process with --expose-gc, \`npm run
-  bench:heap\`). The warm-up is now the measured sequence itself (100 000 requests, then the 1000
-  long streams; before, 10 000 requests): the steady state of a load is what a process reaches
-  under it, and with \`--initial-heap-size=64\` the old generation fills its headroom with garbage
-  over more requests than the short warm-up gave it (single processes, the short warm-up: 26
-  and 83 MB of growth with the flag, 23 and 13 MB without). After the same load again the
-  resident set is still 19.5 MB higher in the run above (the bare pass-through: 60 MB), and 0 to
-  83 MB in the runs before it. The last column of the table says what that is: once glibc hands
-  back the free pages it kept (\`malloc_trim\`), infermeter's resident set is 216.7 MB, 21 MB
-  below its level after the warm-up: the growth is memory the process freed and the allocator
-  kept, not memory held by requests, and the pass-through shows the same (474 MB after the
-  warm-up, 449 trimmed). Single processes the same day: \`malloc_trim\` returned 50 to 77 MB after
-  the load, almost all of it free chunks in glibc's main arena; jemalloc (LD_PRELOAD) returned
-  memory later but did not flatten the reading, since the resident set right after a load also
-  holds 13 to 60 MB of buffers not yet collected. What bounds the goal here is the runtime's
-  allocators, as the pass-through shows. Two changes bound it further: a partial event is copied
-  instead of keeping its whole socket read buffer alive, and infermeter runs with
-  \`--max-semi-space-size=8\`, which caps V8's young generation: without it the resident set
+  0.52× direct's events per second (0.50 and 0.52× in the run above). infermeter delivers more
+  (0.61 to 0.67× in the full runs with the flag; 0.66× above). nginx, native, is at or above
+  direct.
+- **Memory.** Met in the run above: 3.0 MB over the steady state after the requests and after the
+  streams, none with stream length. No leak: the V8 heap after a collection stays between 13 and
+  20 MB, with no upward trend, however many requests went through (checked in process with
+  --expose-gc, \`npm run bench:heap\`); after \`malloc_trim\` (the last column) the resident set
+  is 200.0 MB, below every reading of the warm-up. What makes a single reading noisy is the
+  runtime's allocators: glibc keeps the pages of the highest footprint a round reached, and the
+  memory of a Buffer goes back to it only when V8 collects the Buffer. One process running the
+  same round again reads 235.0, 270.0, 294.5 and 271.3 MB (the warm-up column above), and the
+  Node pass-through grows more (345.7 to 670.7 MB; 475.7 trimmed). So the warm-up is the
+  measured sequence repeated until a round raises the resident set by less than 2 MB (at most 5
+  rounds; a leak would not settle, and that fails a goal of its own). With a single round, the
+  growth read in full runs was 5.6 to 36.7 MB, and 19.5 MB in one where infermeter's trimmed
+  resident set was 21 MB below its level after the warm-up. Lower buffering per connection did
+  not lower the peak (a 16 KiB high-water mark on both sides: 272 and 294 MB against 265 and 269
+  MB, two single processes each);
+  jemalloc (LD_PRELOAD) returned memory later but did not flatten the reading. Two changes bound
+  the resident set: a partial event is copied instead of keeping its whole socket read buffer
+  alive, and \`--max-semi-space-size=8\` caps V8's young generation: without it the resident set
   grew by 140 to 410 MB under the same load and stayed there, for about 3 % more CPU in garbage
-  collection.
+  collection. \`--initial-heap-size=64\` costs old-generation headroom: 200 MB in the soak
+  (docs/soak.md), 172 MB without it.
 - **/metrics render** stays far under 5 ms: our families render their own text with label
   strings built once per series.
 `;
