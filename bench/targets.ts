@@ -95,8 +95,10 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
     };
     const { child, line } = await node(cli, [], env, /"infermeter started"/, 'stderr', flags.split(' ').filter(Boolean));
     children.push(child);
-    const started = JSON.parse(line) as { data: string; metrics: string };
-    return { name, url: started.data, pids: () => [child.pid!], metricsUrl: started.metrics };
+    const started = JSON.parse(line) as { data: string; metrics?: string };
+    // An older build compared (BENCH_COMPARE) may not say where its metrics are.
+    const metricsUrl = started.metrics?.startsWith('http') ? started.metrics : undefined;
+    return { name, url: started.data, pids: () => [child.pid!], ...(metricsUrl === undefined ? {} : { metricsUrl }) };
   };
 
   const pass = await node(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
