@@ -298,7 +298,8 @@ each table, and the goals table) is what the run can resolve. "Full runs" below 
 with \`BENCH_COMPARE\` or with scratch switches.
 
 The full runs with this code and these node flags (the bench changed between them only in how it
-names errors and in the memory warm-up: a single round of it in the three runs marked so):
+names errors and in the memory warm-up, a single round of it in the three runs marked so; the
+two earliest also ran the same code with the old flags as an eighth target):
 
 | run | added TTFT p50 over the floor (floor's processes apart) | throughput CPU per event (floor's processes apart) | round trip | memory growth: requests / streams / with length | errors |
 |---|---|---|---|---|---|
