@@ -407,13 +407,12 @@ two earliest also ran the same code with the old flags as an eighth target):
   growth read in full runs was 5.6 to 36.7 MB, and 19.5 MB in one where infermeter's trimmed
   resident set was 21 MB below its level after the warm-up. Lower buffering per connection did
   not lower the peak (a 16 KiB high-water mark on both sides: 272 and 294 MB against 265 and 269
-  MB, two single processes each);
-  jemalloc (LD_PRELOAD) returned memory later but did not flatten the reading. Two changes bound
-  the resident set: a partial event is copied instead of keeping its whole socket read buffer
-  alive, and \`--max-semi-space-size=8\` caps V8's young generation: without it the resident set
-  grew by 140 to 410 MB under the same load and stayed there, for about 3 % more CPU in garbage
-  collection. \`--initial-heap-size=64\` costs old-generation headroom: 200 MB in the soak
-  (docs/soak.md), 172 MB without it.
+  MB, two single processes each); jemalloc (LD_PRELOAD) returned memory later but did not flatten
+  the reading. Two changes bound the resident set: a partial event is copied instead of keeping
+  its whole socket read buffer alive, and \`--max-semi-space-size=8\` caps V8's young
+  generation: without it the resident set grew by 140 to 410 MB under the same load and stayed
+  there, for about 3 % more CPU in garbage collection. \`--initial-heap-size=64\` costs
+  old-generation headroom: 200 MB in the soak (docs/soak.md), 172 MB without it.
 - **/metrics render** stays far under 5 ms: our families render their own text with label
   strings built once per series.
 `;
