@@ -338,15 +338,15 @@ two earliest also ran the same code with the old flags as an eighth target):
 - **Added TTFT p50 within 0.1 ms of the floor** (latency scenario). Met in the run above (0.074
   ms below the floor) and in three of the four other full runs with the flag; the fourth was
   0.104 ms above, 0.004 ms over, where the floor's two processes were 0.034 ms apart. Two
-  processes of the same pass-through differ by 0.01 to 0.17 ms in a full run and up to 0.85 ms
-  in a short one, so this goal is at the edge of what a run resolves. Earlier builds of the day
-  were 0.1 ms below to 0.86 ms above. The gap was per-request and per-chunk work in the two bursts of this scenario
-  (32 requests arrive at once, and later their 32 first tokens): the request in the middle of a
-  burst waits for about 16 others, so each µs of work costs about 16 µs at p50. What took work
-  out of the bursts: the idle and total timeouts are one sweep for all requests instead of two
-  timers each (\`deadlines.ts\`); headers are copied as raw lists instead of objects mutated
-  with \`delete\`; the request scanner decodes the model from the chunk it lies in (no 512-byte
-  buffer per request); a \`stream_options\` of \`include_usage\` alone is read without
+  processes of the same pass-through differ by 0.01 to 0.17 ms in a full run and up to 0.85 ms in
+  a short one, so this goal is at the edge of what a run resolves. Earlier builds of the day were
+  0.1 ms below to 0.86 ms above. The gap was per-request and per-chunk work in the two bursts of
+  this scenario (32 requests arrive at once, and later their 32 first tokens): the request in the
+  middle of a burst waits for about 16 others, so each µs of work costs about 16 µs at p50. What
+  took work out of the bursts: the idle and total timeouts are one sweep for all requests instead
+  of two timers each (\`deadlines.ts\`); headers are copied as raw lists instead of objects
+  mutated with \`delete\`; the request scanner decodes the model from the chunk it lies in (no
+  512-byte buffer per request); a \`stream_options\` of \`include_usage\` alone is read without
   JSON.parse; and the flag above. Deferring the recording until the burst is forwarded
   (setImmediate) was tried side by side and gained nothing (1.27 and 1.16 ms against 1.05 ms
   without, 15 repetitions).
