@@ -2,7 +2,9 @@
 // one run, interleaved (the order rotates every repetition), medians over repetitions, because
 // these machines are noisy. `--quick` for a shorter run; `--write` puts the table in
 // docs/performance.md; BENCH_COMPARE=<another checkout> adds that build as one more target
-// (BENCH_COMPARE_FLAGS: its node flags), to measure a change before and after in one run.
+// (BENCH_COMPARE_FLAGS: its node flags), to measure a change before and after in one run;
+// BENCH_WORKERS=N adds infermeter with N worker processes; `--scenario=<name>` runs that scenario
+// alone (with `--no-memory`, a short run).
 // Loopback only; every loop is bounded in count.
 import http from 'node:http';
 import { execSync } from 'node:child_process';
@@ -19,6 +21,7 @@ const quick = process.argv.includes('--quick');
 const write = process.argv.includes('--write');
 const skipMemory = process.argv.includes('--no-memory');
 const memoryOnly = process.argv.includes('--memory-only');
+const only = process.argv.find((a) => a.startsWith('--scenario='))?.slice('--scenario='.length);
 
 const SCENARIOS: ReadonlyArray<Scenario & { reps: number }> = [
   // Repetitions: the medians of these paired runs are what the goals are read from; the
@@ -76,6 +79,8 @@ async function measure(target: Target, scenario: Scenario, agent: http.Agent): P
 }
 
 async function main(): Promise<void> {
+  if (only !== undefined && !SCENARIOS.some((s) => s.name === only)) throw new Error(`--scenario=${only}: expected one of ${SCENARIOS.map((s) => s.name).join(', ')}`);
+  if (only !== undefined && write) throw new Error('--write takes a full run: docs/performance.md holds every scenario');
   const fleet = await startFleet({ nginx: true });
   const all = [fleet.upstream, ...fleet.targets];
   const agents = new Map(all.map((t) => [t.name, new http.Agent({ keepAlive: true, maxSockets: 64 })]));
@@ -93,7 +98,7 @@ async function main(): Promise<void> {
     // What infermeter counted as failures during each scenario's measured repetitions.
     const proxyCounted = new Map<string, Map<string, string[]>>();
     const counting = fleet.targets.filter((t) => t.metricsUrl !== undefined);
-    const scenarios = memoryOnly ? [] : SCENARIOS;
+    const scenarios = memoryOnly ? [] : SCENARIOS.filter((s) => only === undefined || s.name === only);
     for (const scenario of scenarios) {
       const byTarget = new Map<string, Rep[]>(all.map((t) => [t.name, []]));
       // One unmeasured repetition first: a scenario's own paths (a lone chunk per turn, many per
@@ -283,7 +288,7 @@ bytes. CPU per event is the proxy process's CPU time over the events it forwarde
 scheduler's per-thread count in /proc (nanoseconds; 10 ms ticks where the kernel does not show
 it). \`BENCH_COMPARE=<another checkout, with its node_modules>\` adds that build as one more
 target (\`BENCH_COMPARE_FLAGS\`: the node flags it runs with): a change measured before and
-after in one run. Under each table, its errors: each one the load client met, named
+after in one run; \`BENCH_WORKERS=N\` adds infermeter with N worker processes. Under each table, its errors: each one the load client met, named
 (bench/load.ts), and what infermeter's own failure counters recorded over the scenario's
 measured repetitions.
 `;
@@ -355,9 +360,10 @@ two earliest also ran the same code with the old flags as an eighth target):
   6 ms at p99 in this burst (2.4 and 2.6 ms in the run above), so no single-threaded Node proxy
   meets 1.5 ms on this machine (nginx: 0.1 to 1.6 ms). infermeter: 3.3 ms in the run above, 3.6
   to 4.2 ms in the other full runs with the flag (5.9 ms without it). A second process does not
-  help on two cores shared with the client and the upstream: with \`INFERMETER_WORKERS=2\`,
-  added p50 0.35 ms but p99 5.3 ms, against 0.94 and 2.8 ms for one worker and 2.1 to 2.5 ms
-  for the floor (one scratch run, 9 interleaved repetitions).
+  help on two cores shared with the client and the upstream: with \`INFERMETER_WORKERS=2\`
+  (\`BENCH_WORKERS=2 npm run bench -- --scenario=latency --no-memory\`), added p50 0.54 ms but
+  p99 5.5 ms and 1.38× the floor's CPU per event, against 0.83 and 3.7 ms for one process and
+  2.4 and 2.7 ms at p99 for the floor's two, in the same run.
 - **Round trip within 1.2× the floor's added time.** Met: 1.17× in the run above, 1.11 to 1.18×
   in the other full runs. Side by side this day (15 repetitions of 1500): headers as raw lists,
   1.25 → 1.20×; the timeouts' sweep, 1.18 → 1.16× (CPU per request 40.8 → 37.6 µs, floor 30 to

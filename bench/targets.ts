@@ -115,6 +115,14 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
     await infermeter('infermeter', {}),
     await infermeter('infermeter + access log', { INFERMETER_ACCESS_LOG: join(tmp, 'access.log') }),
   ];
+  // The data plane in N worker processes (BENCH_WORKERS=N): whether more processes help on this
+  // machine. Its CPU and memory: the primary's and its workers'.
+  const workers = process.env.BENCH_WORKERS;
+  if (workers !== undefined && workers !== '') {
+    const t = await infermeter(`infermeter, ${workers} workers`, { INFERMETER_WORKERS: workers });
+    const primary = t.pids()[0]!;
+    targets.push({ ...t, pids: () => [primary, ...childPids(primary)] });
+  }
   // Another build side by side (a checkout of an earlier commit, with its node_modules): how a
   // change is measured before and after in one run; BENCH_COMPARE_FLAGS: its node flags.
   const compare = process.env.BENCH_COMPARE;
