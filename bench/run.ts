@@ -288,9 +288,9 @@ bytes. CPU per event is the proxy process's CPU time over the events it forwarde
 scheduler's per-thread count in /proc (nanoseconds; 10 ms ticks where the kernel does not show
 it). \`BENCH_COMPARE=<another checkout, with its node_modules>\` adds that build as one more
 target (\`BENCH_COMPARE_FLAGS\`: the node flags it runs with): a change measured before and
-after in one run; \`BENCH_WORKERS=N\` adds infermeter with N worker processes. Under each table, its errors: each one the load client met, named
-(bench/load.ts), and what infermeter's own failure counters recorded over the scenario's
-measured repetitions.
+after in one run; \`BENCH_WORKERS=N\` adds infermeter with N worker processes. Under each
+table, its errors: each one the load client met, named (bench/load.ts), and what infermeter's
+own failure counters recorded over the scenario's measured repetitions.
 `;
 const FOOTER = `
 ## Reading the goals
