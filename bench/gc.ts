@@ -4,12 +4,11 @@
 // upstream, traced with --trace-gc-nvp; per repetition of 512 requests: scavenges, full
 // collections, bytes the scavenges promoted to the old generation, main-thread pause and CPU
 // per event. The figures behind `--initial-heap-size=64` (docs/performance.md).
-import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { runLoad, type Scenario } from './load.ts';
 import { cpuSeconds } from './proc.ts';
-import { INFERMETER_FLAGS } from './targets.ts';
+import { INFERMETER_FLAGS, infermeterEnv, startNode, startUpstream } from './targets.ts';
 
 const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
 const REPS = 8;
@@ -24,35 +23,27 @@ interface Tally {
 
 async function measure(label: string, script: string, flags: string, upstream: string): Promise<string> {
   const pass = script.endsWith('passthrough.ts');
-  const child = spawn(process.execPath, [...flags.split(' ').filter(Boolean), '--trace-gc-nvp', here(script), ...(pass ? [upstream] : [])], {
-    env: { PATH: process.env.PATH ?? '', INFERMETER_UPSTREAM: upstream, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_DIALECTS: 'mindie,aom' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const traced = [...flags.split(' ').filter(Boolean), '--trace-gc-nvp'];
+  // The pass-through prints its port on stdout, infermeter its start on stderr.
+  const { child, line } = pass
+    ? await startNode(here(script), [upstream], {}, /"port"/, 'stdout', traced)
+    : await startNode(here(script), [], infermeterEnv(upstream), /"infermeter started"/, 'stderr', traced);
+  const url = pass ? `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}` : (JSON.parse(line) as { data: string }).data;
+  // The trace, a line per collection on stdout; counted from the measured repetitions on.
   let tally: Tally = { scavenges: 0, full: 0, promoted: 0, pauseMs: 0 };
-  const url = await new Promise<string>((resolve) => {
-    // The pass-through prints its port on stdout, infermeter its start on stderr; the trace goes
-    // to stdout, a line per collection.
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const lines = out.split('\n');
-      out = lines.pop()!;
-      for (const line of lines) {
-        if (line.startsWith('{"port"')) resolve(`http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}`);
-        const kind = /\bgc=(\w+)/.exec(line)?.[1];
-        if (kind === undefined) continue;
-        if (kind === 's') tally.scavenges++;
-        else if (kind === 'mc' || kind === 'ms') tally.full++;
-        tally.promoted += Number(/\bpromoted=(\d+)/.exec(line)?.[1] ?? 0);
-        tally.pauseMs += Number(/\bpause=([\d.]+)/.exec(line)?.[1] ?? 0);
-      }
-    });
-    let err = '';
-    child.stderr!.on('data', (d: Buffer) => {
-      err += d.toString();
-      const line = err.split('\n').find((l) => l.includes('"infermeter started"'));
-      if (line !== undefined) resolve((JSON.parse(line) as { data: string }).data);
-    });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => {
+    out += d.toString();
+    const lines = out.split('\n');
+    out = lines.pop()!;
+    for (const trace of lines) {
+      const kind = /\bgc=(\w+)/.exec(trace)?.[1];
+      if (kind === undefined) continue;
+      if (kind === 's') tally.scavenges++;
+      else if (kind === 'mc' || kind === 'ms') tally.full++;
+      tally.promoted += Number(/\bpromoted=(\d+)/.exec(trace)?.[1] ?? 0);
+      tally.pauseMs += Number(/\bpause=([\d.]+)/.exec(trace)?.[1] ?? 0);
+    }
   });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   await runLoad(url, THROUGHPUT, agent); // warm
@@ -68,9 +59,8 @@ async function measure(label: string, script: string, flags: string, upstream: s
   return `| ${label} | \`${flags}\` | ${per(tally.scavenges, 1)} | ${per(tally.full, 2)} | ${per(tally.promoted / 1048576, 2)} | ${per(tally.pauseMs, 1)} | ${((cpu * 1e6) / events).toFixed(2)} |`;
 }
 
-const up = spawn(process.execPath, [here('upstream.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
-const port = await new Promise<number>((resolve) => up.stdout!.once('data', (d: Buffer) => resolve((JSON.parse(d.toString()) as { port: number }).port)));
-const upstream = `http://127.0.0.1:${port}`;
+const up = await startUpstream();
+const upstream = up.url;
 const cap = INFERMETER_FLAGS.split(' ').filter((f) => f.startsWith('--max-semi-space-size')).join(' ');
 try {
   process.stdout.write(`Per repetition of ${THROUGHPUT.requests} requests × ${THROUGHPUT.tokens} tokens at concurrency ${THROUGHPUT.concurrency}, mean of ${REPS}, after one unmeasured:\n\n`);
@@ -79,5 +69,5 @@ try {
   process.stdout.write(`${await measure('infermeter', '../src/cli.ts', cap, upstream)}\n`);
   process.stdout.write(`${await measure('node pass-through', 'passthrough.ts', cap, upstream)}\n`);
 } finally {
-  up.kill();
+  up.child.kill();
 }

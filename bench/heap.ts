@@ -1,22 +1,17 @@
 // npm run bench:heap: infermeter in this process (run with --expose-gc) behind the bench
 // upstream; after each round of load, a full collection and the heap in use. A leak shows as a
 // heap that grows round after round; it must stay flat.
-import { spawn } from 'node:child_process';
 import http from 'node:http';
-import { fileURLToPath } from 'node:url';
 import { startInfermeter } from '../src/app.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { silentLogger } from '../src/log.ts';
 import { runLoad } from './load.ts';
+import { infermeterEnv, startUpstream } from './targets.ts';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (gc === undefined) throw new Error('run with node --expose-gc');
-const up = spawn(process.execPath, [fileURLToPath(new URL('upstream.ts', import.meta.url))], { stdio: ['ignore', 'pipe', 'inherit'] });
-const port = await new Promise<number>((resolve) => up.stdout!.once('data', (d: Buffer) => resolve((JSON.parse(d.toString()) as { port: number }).port)));
-const app = await startInfermeter(
-  loadConfig({ INFERMETER_UPSTREAM: `http://127.0.0.1:${port}`, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_DIALECTS: 'mindie,aom' }),
-  { log: silentLogger },
-);
+const up = await startUpstream();
+const app = await startInfermeter(loadConfig(infermeterEnv(up.url)), { log: silentLogger });
 const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
 const mb = (n: number) => (n / 1048576).toFixed(1);
 process.stdout.write('| round | load | heap used after GC, MB | heap total, MB |\n|---|---|---|---|\n');
@@ -29,4 +24,4 @@ for (let round = 1; round <= 6; round++) {
 }
 agent.destroy();
 await app.close();
-up.kill();
+up.child.kill();

@@ -1,13 +1,12 @@
 // npm run bench:profile: infermeter under the throughput scenario with --cpu-prof, and where its
 // CPU time goes, inclusive, by function (Node's internals and infermeter's own modules).
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runLoad } from './load.ts';
-import { INFERMETER_FLAGS } from './targets.ts';
+import { INFERMETER_FLAGS, infermeterEnv, startNode, startUpstream } from './targets.ts';
 
 interface ProfileNode {
   id: number;
@@ -20,26 +19,15 @@ const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
 /** Profiles infermeter under the throughput scenario; returns a markdown summary. */
 export async function profileThroughput(): Promise<string> {
 const dir = mkdtempSync(join(tmpdir(), 'infermeter-profile-'));
-const up = spawn(process.execPath, [here('upstream.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
-const port = await new Promise<number>((resolve) => up.stdout!.once('data', (d: Buffer) => resolve((JSON.parse(d.toString()) as { port: number }).port)));
-const inf = spawn(process.execPath, [...INFERMETER_FLAGS.split(' '), '--cpu-prof', `--cpu-prof-dir=${dir}`, here('../src/cli.ts')], {
-  env: { PATH: process.env.PATH ?? '', INFERMETER_UPSTREAM: `http://127.0.0.1:${port}`, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_DIALECTS: 'mindie,aom' },
-  stdio: ['ignore', 'ignore', 'pipe'],
-});
-const url = await new Promise<string>((resolve) => {
-  let text = '';
-  inf.stderr!.on('data', (d: Buffer) => {
-    text += d.toString();
-    const line = text.split('\n').find((l) => l.includes('"infermeter started"'));
-    if (line !== undefined) resolve((JSON.parse(line) as { data: string }).data);
-  });
-});
+const up = await startUpstream();
+const { child: inf, line } = await startNode(here('../src/cli.ts'), [], infermeterEnv(up.url), /"infermeter started"/, 'stderr', [...INFERMETER_FLAGS.split(' '), '--cpu-prof', `--cpu-prof-dir=${dir}`]);
+const url = (JSON.parse(line) as { data: string }).data;
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 const r = await runLoad(url, { name: 'throughput', requests: 1500, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0 }, agent);
 agent.destroy();
 inf.kill('SIGTERM');
 await new Promise((resolve) => inf.once('exit', resolve));
-up.kill();
+up.child.kill();
 
 const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))!;
 const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };

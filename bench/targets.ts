@@ -30,9 +30,9 @@ const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
  * The flags infermeter runs with (npm start, the bin's shebang, the image; test/run-flags.test.ts
  * holds them equal). 8 MiB semi-spaces bound the resident set. 64 MiB of old generation before
  * V8's first marking: with the default, the limit sits just above infermeter's ~20 MB of live
- * heap, and under load the scavenges promoted about
- * 4 MB per 512 throughput requests of objects that die young (the bare pass-through: 0.02 MB);
- * with it, 0.01 MB and no full collections (npm run bench:gc, docs/performance.md).
+ * heap, and under load the scavenges promoted about 4 MB per 512 throughput requests of objects
+ * that die young (the bare pass-through: 0.02 MB); with it, 0.01 MB and no full collections (npm
+ * run bench:gc, docs/performance.md).
  */
 export const INFERMETER_FLAGS = '--max-semi-space-size=8 --initial-heap-size=64';
 
@@ -66,10 +66,22 @@ function freePort(): Promise<number> {
   });
 }
 
-async function node(script: string, args: string[], env: Record<string, string>, ready: RegExp, stream: 'stdout' | 'stderr', flags: string[] = []): Promise<{ child: ChildProcess; line: string }> {
+/** A node process of the bench, once it has printed the line that says it is ready. */
+export async function startNode(script: string, args: string[], env: Record<string, string>, ready: RegExp, stream: 'stdout' | 'stderr', flags: string[] = []): Promise<{ child: ChildProcess; line: string }> {
   const child = spawn(process.execPath, [...flags, script, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const line = await lineMatching(child, stream, ready);
   return { child, line };
+}
+
+/** The bench's model server (upstream.ts). */
+export async function startUpstream(): Promise<{ child: ChildProcess; url: string }> {
+  const { child, line } = await startNode(here('upstream.ts'), [], {}, /"port"/, 'stdout');
+  return { child, url: `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}` };
+}
+
+/** infermeter as every bench runs it: in front of `upstream`, all measurement on, ports chosen by the system. */
+export function infermeterEnv(upstream: string): Record<string, string> {
+  return { INFERMETER_UPSTREAM: upstream, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_DIALECTS: 'mindie,aom', INFERMETER_LOG_LEVEL: 'info' };
 }
 
 export function nginxAvailable(): boolean {
@@ -79,21 +91,13 @@ export function nginxAvailable(): boolean {
 export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
   const tmp = mkdtempSync(join(tmpdir(), 'infermeter-bench-'));
   const children: ChildProcess[] = [];
-  const up = await node(here('upstream.ts'), [], {}, /"port"/, 'stdout');
+  const up = await startUpstream();
   children.push(up.child);
-  const upstreamUrl = `http://127.0.0.1:${(JSON.parse(up.line) as { port: number }).port}`;
+  const upstreamUrl = up.url;
 
   const infermeter = async (name: string, extra: Record<string, string>, cli = here('../src/cli.ts'), flags = process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS): Promise<Target> => {
-    const env = {
-      INFERMETER_UPSTREAM: upstreamUrl,
-      INFERMETER_PORT: '0',
-      INFERMETER_MANAGEMENT_PORT: '0',
-      INFERMETER_METRICS_PORT: '0',
-      INFERMETER_DIALECTS: 'mindie,aom',
-      INFERMETER_LOG_LEVEL: 'info',
-      ...extra,
-    };
-    const { child, line } = await node(cli, [], env, /"infermeter started"/, 'stderr', flags.split(' ').filter(Boolean));
+    const env = { ...infermeterEnv(upstreamUrl), ...extra };
+    const { child, line } = await startNode(cli, [], env, /"infermeter started"/, 'stderr', flags.split(' ').filter(Boolean));
     children.push(child);
     const started = JSON.parse(line) as { data: string; metrics?: string };
     // An older build compared (BENCH_COMPARE) may not say where its metrics are.
@@ -101,12 +105,12 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
     return { name, url: started.data, pids: () => [child.pid!], ...(metricsUrl === undefined ? {} : { metricsUrl }) };
   };
 
-  const pass = await node(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
+  const pass = await startNode(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
   children.push(pass.child);
   // The same pass-through in a second process: the run's control (bench/run.ts).
-  const control = await node(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
+  const control = await startNode(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
   children.push(control.child);
-  const hp3 = await node(here('hp3-passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
+  const hp3 = await startNode(here('hp3-passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
   children.push(hp3.child);
   const targets: Target[] = [
     { name: 'node pass-through', url: `http://127.0.0.1:${(JSON.parse(pass.line) as { port: number }).port}`, pids: () => [pass.child.pid!] },
