@@ -8,6 +8,7 @@ import { Hono } from 'hono';
 import type { Config } from './config/config.ts';
 import { createAccessLog, type AccessLog } from './access-log.ts';
 import { createDataPlane, type DataPlane } from './data-plane/data-plane.ts';
+import type { LifecycleViolation } from './data-plane/lifecycle.ts';
 import { createInjectionSwitch } from './data-plane/usage-injection.ts';
 import type { Logger } from './log.ts';
 import { createManagementApp } from './management/management-app.ts';
@@ -54,6 +55,8 @@ export interface StartOptions {
   readonly clock?: Clock;
   /** Sources of the AOM container metrics (tests pass fixtures). */
   readonly container?: ContainerSamplerOptions;
+  /** An impossible move of a request's lifecycle (default: logged as an error; tests fail on it). */
+  readonly lifecycleViolation?: (error: LifecycleViolation) => void;
 }
 
 function requireUpstream(config: Config): URL {
@@ -115,6 +118,7 @@ export function buildDataPlane(
   clock: Clock,
   sink: MeasurementSink,
   events: ProxyEvents,
+  lifecycleViolation?: (error: LifecycleViolation) => void,
 ): { dataPlane: DataPlane; accessLog: AccessLog | undefined } {
   const accessLog =
     config.accessLog === undefined
@@ -143,6 +147,7 @@ export function buildDataPlane(
     limits: config.security,
     rejected: events.rejected,
     clientError: events.clientError,
+    lifecycleViolation,
   });
   return { dataPlane, accessLog };
 }
@@ -224,7 +229,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   const clock = options.clock ?? monotonicClock;
   let dataPlane: DataPlane | undefined;
   const metrics = buildMetrics(config, options, () => dataPlane?.connections() ?? 0);
-  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy);
+  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation);
   dataPlane = built.dataPlane;
   const plane = dataPlane;
   let management: Management | undefined;

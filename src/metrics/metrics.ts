@@ -1,14 +1,16 @@
 // Builds the metrics of one infermeter: a prom-client Registry of its own (never the global
 // one), the shared measurement state, the enabled dialects and infermeter's own families.
 import { Counter, Registry } from 'prom-client';
-import type { DialectName } from '../config/config.ts';
+import type { AomOptions, DialectName } from '../config/config.ts';
 import type { Clock } from '../measure/clock.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
 import { createAomDialect } from './dialects/aom.ts';
 import type { Dialect, DialectContext, DialectFactory } from './dialects/dialect.ts';
 import { createMindieDialect } from './dialects/mindie.ts';
 import { createVllmDialect } from './dialects/vllm.ts';
-import { createOtelDialect } from './dialects/otel.ts';
+import { createOtelDialect, type OtelOptions } from './dialects/otel.ts';
+import type { BucketOverrides } from './buckets.ts';
+import type { ContainerSamplerOptions } from './container/container-sampler.ts';
 import { createEngineScraper, fetchText, type EngineScraper, type EngineScraperOptions, type EngineView } from '../engine/engine-scraper.ts';
 import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
 import { registerDerived, type Family } from './families.ts';
@@ -17,13 +19,19 @@ import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
 
-/** Every dialect by its INFERMETER_DIALECTS name. */
-export const DIALECTS: Readonly<Record<DialectName, DialectFactory>> = {
-  mindie: createMindieDialect,
-  aom: createAomDialect,
-  vllm: createVllmDialect,
-  otel: createOtelDialect,
-};
+/** Every dialect by its INFERMETER_DIALECTS name, given its own options. */
+function dialectFactory(name: DialectName, options: MetricsOptions): DialectFactory {
+  switch (name) {
+    case 'mindie':
+      return createMindieDialect;
+    case 'aom':
+      return (registry, state, context) => createAomDialect(registry, state, context, { aom: options.aom, container: options.container });
+    case 'vllm':
+      return createVllmDialect;
+    case 'otel':
+      return (registry, state, context) => createOtelDialect(registry, state, context, options.otel);
+  }
+}
 
 export interface Metrics {
   readonly registry: Registry;
@@ -52,7 +60,13 @@ export interface Metrics {
   close(): void;
 }
 
-export interface MetricsOptions extends Omit<DialectContext, 'openConnections' | 'engine'> {
+export interface MetricsOptions {
+  readonly buckets: BucketOverrides | undefined;
+  readonly aom: AomOptions;
+  /** Sources of the container metrics; tests pass fixture trees and a fake nvidia-smi. */
+  readonly container?: ContainerSamplerOptions;
+  /** The otel dialect's constant attributes (provider, upstream address); its defaults when unset. */
+  readonly otel?: OtelOptions;
   readonly clock: Clock;
   readonly throughputWindowSeconds: number;
   readonly version: string;
@@ -98,13 +112,10 @@ export function createMetrics(options: MetricsOptions): Metrics {
   let scraper: EngineScraper | undefined;
   const context: DialectContext = {
     buckets: options.buckets,
-    aom: options.aom,
     openConnections: options.openConnections ?? (() => 0),
     engine: () => scraper?.view(),
-    ...(options.container === undefined ? {} : { container: options.container }),
-    ...(options.otel === undefined ? {} : { otel: options.otel }),
   };
-  const dialects = options.dialects.map((name) => DIALECTS[name](registry, recorder.state, context));
+  const dialects = options.dialects.map((name) => dialectFactory(name, options)(registry, recorder.state, context));
   for (const dialect of dialects) recorder.addObserver(dialect);
   const proxy = createProxyFamilies(registry, options.version);
   registry.registerMetric(overflowed);

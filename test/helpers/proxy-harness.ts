@@ -17,8 +17,13 @@ export async function startProxy(t: TestContext, upstream: string, env: Env = {}
     INFERMETER_UPSTREAM_METRICS: 'off',
     ...env,
   });
-  const app = await startInfermeter(config, { log: silentLogger, ...options });
-  t.after(() => app.close());
+  // An impossible move of a request's lifecycle fails the test that provoked it.
+  const violations: string[] = [];
+  const app = await startInfermeter(config, { log: silentLogger, lifecycleViolation: (error) => violations.push(error.message), ...options });
+  t.after(async () => {
+    await app.close();
+    if (violations.length > 0) throw new Error(`request lifecycle violated: ${violations.join('; ')}`);
+  });
   return app;
 }
 

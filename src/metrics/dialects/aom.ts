@@ -4,6 +4,7 @@
 // dialect: this module only maps names, units and labels.
 import { availableParallelism, totalmem } from 'node:os';
 import type { Registry } from 'prom-client';
+import type { AomOptions } from '../../config/config.ts';
 import type { InferenceApi, RequestSample } from '../../measure/sample.ts';
 import { bucketsFor, type HistogramFamily } from '../buckets.ts';
 import { runTool } from '../container/accelerators.ts';
@@ -54,9 +55,16 @@ interface ModelPeriod {
 
 type Period = Map<string, ModelPeriod>;
 
-export function createAomDialect(registry: Registry, state: MeasurementState, context: DialectContext): Dialect {
-  const serviceLabels = context.aom.labels;
-  const periodMs = context.aom.periodSeconds * 1000;
+/** The AOM dialect's own options. */
+export interface AomDialectOptions {
+  readonly aom: AomOptions;
+  /** Sources of the container metrics; tests pass fixture trees and a fake nvidia-smi. */
+  readonly container?: ContainerSamplerOptions | undefined;
+}
+
+export function createAomDialect(registry: Registry, state: MeasurementState, context: DialectContext, options: AomDialectOptions): Dialect {
+  const serviceLabels = options.aom.labels;
+  const periodMs = options.aom.periodSeconds * 1000;
   const clock = state.clock;
   const periods = createPeriodWindow<Period>(periodMs, () => new Map(), clock());
   // Series continue once seen: a model (and its code/method/path sets) reports 0 in idle periods.
@@ -132,7 +140,7 @@ export function createAomDialect(registry: Registry, state: MeasurementState, co
   gauge('infer_service_token_latency_max_cost', 'Maximum per-request time consumed by each token, the first included, in the last collection period, in milliseconds.', perModel((m) => max(m.tokenLatency), undefined));
 
   // Container resources, sampled on the collection period.
-  const samplerOptions: ContainerSamplerOptions = context.container ?? {
+  const samplerOptions: ContainerSamplerOptions = options.container ?? {
     paths: { cgroupRoot: '/sys/fs/cgroup', procRoot: '/proc' },
     hostCpus: availableParallelism(),
     hostMemoryBytes: totalmem(),

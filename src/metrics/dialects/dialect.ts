@@ -1,14 +1,13 @@
 // A dialect exposes the one shared measurement under one naming scheme: it registers its
 // families in the registry, reads counters and gauges from the shared state at scrape time and
 // observes its histograms from each request's events. Adding a dialect touches nothing else:
-// write a DialectFactory and list it in DIALECTS (metrics/metrics.ts).
+// write a DialectFactory and list it in dialectFactory (metrics/metrics.ts). The context is what
+// every dialect shares; a dialect's own options (AOM's labels, OTel's attributes) are its
+// factory's own argument, so no dialect knows another.
 import type { Registry } from 'prom-client';
-import type { AomOptions } from '../../config/config.ts';
 import type { BucketOverrides } from '../buckets.ts';
-import type { ContainerSamplerOptions } from '../container/container-sampler.ts';
 import type { EngineView } from '../../engine/engine-scraper.ts';
 import type { MeasurementState, SampleObserver } from '../recorder.ts';
-import type { OtelOptions } from './otel.ts';
 
 export interface Dialect extends SampleObserver {
   readonly name: string;
@@ -27,15 +26,10 @@ export interface Dialect extends SampleObserver {
 
 export interface DialectContext {
   readonly buckets: BucketOverrides | undefined;
-  readonly aom: AomOptions;
   /** Client connections open on the data plane now. */
   readonly openConnections: () => number;
   /** The engine's own state from its /metrics, when it is read and the last scrape succeeded. */
   readonly engine: () => EngineView | undefined;
-  /** Sources of the container metrics; tests pass fixture trees and a fake nvidia-smi. */
-  readonly container?: ContainerSamplerOptions;
-  /** The otel dialect's constant attributes (provider, upstream address); its defaults when unset. */
-  readonly otel?: OtelOptions;
 }
 
 export type DialectFactory = (registry: Registry, state: MeasurementState, context: DialectContext) => Dialect;

@@ -144,8 +144,8 @@ export function prometheusLabel(attribute: string): string {
 
 const LABELS = OTEL_ATTRIBUTES.map(prometheusLabel);
 
-export function createOtelDialect(registry: Registry, _state: MeasurementState, context: DialectContext): Dialect {
-  const options = context.otel ?? DEFAULT_OPTIONS;
+/** `options`: the constant attributes (provider, upstream address). */
+export function createOtelDialect(registry: Registry, _state: MeasurementState, context: DialectContext, options: OtelOptions = DEFAULT_OPTIONS): Dialect {
   const names: string[] = [];
   const families = {} as Record<OtelInstrumentKey, LabelledHistogram>;
   for (const key of Object.keys(OTEL_INSTRUMENTS) as OtelInstrumentKey[]) {

@@ -1,0 +1,33 @@
+// One finished inference request as a line of the access log: figures and sizes, never a
+// header or a prompt.
+import type { IncomingMessage } from 'node:http';
+import { ms, type AccessRecord } from '../access-log.ts';
+import type { RequestSample } from '../measure/sample.ts';
+import type { Exchange } from './exchange.ts';
+import { pathOf } from './request-path.ts';
+
+export function accessRecord(req: IncomingMessage, exchange: Exchange, s: RequestSample): AccessRecord {
+  const injection = exchange.injection;
+  return {
+    time: new Date().toISOString(),
+    request_id: exchange.requestId,
+    method: req.method ?? '',
+    path: pathOf(req),
+    status: s.status,
+    model: s.model,
+    stream: s.stream,
+    outcome: s.outcome,
+    failure: s.failure,
+    cancel_phase: s.cancelPhase,
+    ttfb_ms: ms(s.ttfb),
+    ttft_ms: ms(s.ttft),
+    tpot_ms: ms(s.tpot?.seconds),
+    e2e_ms: ms(s.e2e),
+    prompt_tokens: s.promptTokens,
+    completion_tokens: s.completionTokens,
+    usage_source: s.usageSource,
+    usage_injected: injection !== undefined && !injection.refused,
+    bytes_in: exchange.bytesIn,
+    bytes_out: exchange.bytesOut,
+  };
+}

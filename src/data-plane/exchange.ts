@@ -1,0 +1,160 @@
+// One inference request on its way through the proxy: its lifecycle (lifecycle.ts) and what
+// each phase owns. The upstream request exists from `forwarded`, the upstream's response from
+// when its head arrived, the answer's kind from `answered`; the request timer measures beside
+// them (measure/request-timer.ts). Only the methods below move a request on, and each checks
+// its move: a move the lifecycle does not allow is reported, not acted on.
+import type { ClientRequest, IncomingMessage } from 'node:http';
+import type { Clock } from '../measure/clock.ts';
+import { createRequestTimer, type MeasurementSink, type RequestTimer } from '../measure/request-timer.ts';
+import type { InferenceApi, RequestSample } from '../measure/sample.ts';
+import type { RequestInspection, UninspectedReason } from '../stream-tap/request-tap.ts';
+import { allowed, LifecycleViolation, type AnswerKind, type Phase, type ResendReason } from './lifecycle.ts';
+
+export interface ExchangeOptions {
+  readonly clock: Clock;
+  readonly sink: MeasurementSink;
+  /** Counts bodies that gave no labels. */
+  readonly uninspected: (reason: UninspectedReason) => void;
+  /** An impossible move: the data plane's bug, reported (never thrown into a socket's handler). */
+  readonly violation: (error: LifecycleViolation) => void;
+}
+
+/** A request whose usage was injected: the client's own body, for the one re-send without it. */
+export interface Injection {
+  readonly original: Buffer;
+  readonly refused: boolean;
+}
+
+export class Exchange {
+  readonly api: InferenceApi;
+  readonly timer: RequestTimer;
+  readonly requestId: string | undefined;
+  /** Body bytes read from the client and handed to it (the access log). */
+  bytesIn = 0;
+  bytesOut = 0;
+  private current: Phase = 'received';
+  private identified = false;
+  private resent: ResendReason | undefined = undefined;
+  private answer: AnswerKind | undefined = undefined;
+  private injected: Injection | undefined = undefined;
+  private request: ClientRequest | undefined = undefined;
+  private response: IncomingMessage | undefined = undefined;
+  private readonly options: ExchangeOptions;
+
+  constructor(api: InferenceApi, requestId: string | undefined, options: ExchangeOptions) {
+    this.api = api;
+    this.requestId = requestId;
+    this.options = options;
+    // Arrival: t0 of every figure of this request.
+    this.timer = createRequestTimer(api, options.clock, options.sink);
+  }
+
+  get phase(): Phase {
+    return this.current;
+  }
+  /** How the client was answered, once it was. */
+  get answeredWith(): AnswerKind | undefined {
+    return this.answer;
+  }
+  /** Why the request was forwarded a second time, if it was. */
+  get resendReason(): ResendReason | undefined {
+    return this.resent;
+  }
+  /** Set when the body sent upstream had usage injected. */
+  get injection(): Injection | undefined {
+    return this.injected;
+  }
+  /** The request to the upstream, from `forwarded` (a timeout or a client that left aborts it). */
+  get upstreamRequest(): ClientRequest | undefined {
+    return this.request;
+  }
+  /** The upstream's response, once its head arrived (for the request forwarded last). */
+  get upstreamResponse(): IncomingMessage | undefined {
+    return this.response;
+  }
+  /** Still on its way: neither answered nor finished. */
+  get unanswered(): boolean {
+    return this.current !== 'answered' && this.current !== 'finished';
+  }
+
+  /**
+   * The body told the model, the stream flag and the generation parameters, or why it could
+   * not. Before forwarding (a held body) this is the `identified` phase; a body read as it
+   * streams upstream is identified on the side, later. Once per request; a side reader that
+   * ends after the client left is too late to matter and is ignored.
+   */
+  identify(result: RequestInspection): void {
+    if (this.current === 'finished') {
+      if (!result.ok) this.options.uninspected(result.reason);
+      return;
+    }
+    if (this.identified) {
+      this.options.violation(new LifecycleViolation(this.current, 'identify', 'identified twice'));
+      return;
+    }
+    this.identified = true;
+    if (this.current === 'received') this.current = 'identified';
+    if (result.ok) {
+      const { maxTokens, n } = result;
+      this.timer.identify(result.model ?? 'unknown', result.stream === true, maxTokens === undefined && n === undefined ? undefined : { maxTokens, n });
+    } else {
+      this.options.uninspected(result.reason);
+      this.timer.identify('unknown', false);
+    }
+  }
+
+  /** The request goes upstream with usage injected into its body. */
+  inject(original: Buffer): void {
+    this.injected = { original, refused: false };
+  }
+
+  /** The upstream refused the injected field: the client's own body is sent again. */
+  refuseInjection(): void {
+    if (this.injected !== undefined) this.injected = { original: this.injected.original, refused: true };
+  }
+
+  /** Sent upstream: first, or once more (`resend`), which only a refusal of injection allows. */
+  forwarded(request: ClientRequest, resend?: ResendReason): boolean {
+    if (resend === undefined ? this.current === 'forwarded' : this.current !== 'forwarded' || this.resent !== undefined) {
+      this.options.violation(new LifecycleViolation(this.current, resend === undefined ? 'forwarded' : 'resend'));
+      return false;
+    }
+    if (!this.move('forwarded')) return false;
+    this.resent = resend;
+    this.request = request;
+    // A re-send's answer is still to come: the refusal was not it.
+    this.response = undefined;
+    return true;
+  }
+
+  /** The upstream's head arrived: not an answer yet (a held 4xx may turn out a refusal). */
+  responded(response: IncomingMessage): void {
+    this.response = response;
+  }
+
+  /** The client's answer begins: the upstream's, or infermeter's own error. */
+  answered(kind: AnswerKind): boolean {
+    if (!this.move('answered')) return false;
+    this.answer = kind;
+    return true;
+  }
+
+  /**
+   * The client's side closed (`delivered`: the whole answer was sent): the request's measurement
+   * ends and its sample is returned. `measured` false: refused or given up before it began (it
+   * never reached the upstream and is not counted).
+   */
+  finish(delivered: boolean, measured = true): RequestSample | undefined {
+    if (!this.move('finished')) return undefined;
+    return measured ? this.timer.close(delivered) : undefined;
+  }
+
+  private move(to: Phase): boolean {
+    if (!allowed(this.current, to)) {
+      this.options.violation(new LifecycleViolation(this.current, to));
+      return false;
+    }
+    this.current = to;
+    return true;
+  }
+}

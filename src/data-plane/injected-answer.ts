@@ -1,0 +1,48 @@
+// The answer to a request whose body had usage injected (usage-injection.ts). An error status
+// in the 4xx range may be the upstream refusing the injected field: such an answer is held,
+// read, and either found a refusal (the client's own body is sent again, once, and the client
+// never sees the refusal) or passed on to the client as it came. Any other answer goes to the
+// client at once (an event stream with the injected usage-only chunk removed).
+import type { Readable } from 'node:stream';
+import { rejectsStreamOptions } from './usage-injection.ts';
+
+/** Largest error body read for a refusal; a larger one is passed on without being read. */
+export const MAX_REFUSAL_BYTES = 64 * 1024;
+
+/** Whether an answer to an injected request is held to read whether it is a refusal. */
+export function mayBeRefusal(status: number): boolean {
+  return status >= 400 && status < 500;
+}
+
+export interface HeldAnswer {
+  /** The upstream refused the injected field: the request is to be sent again without it. */
+  refused(): void;
+  /**
+   * Not a refusal: the answer goes to the client as it came, `held` first. `complete`: `held`
+   * is the whole body; otherwise (too large to be a refusal) the rest follows on the response,
+   * which is paused for the caller to pipe on.
+   */
+  passOn(held: readonly Buffer[], size: number, complete: boolean): void;
+}
+
+/** Holds the body of an injected request's `status` answer and says what it is. */
+export function holdAnswer(response: Readable, status: number, handlers: HeldAnswer): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const onData = (chunk: Buffer): void => {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size <= MAX_REFUSAL_BYTES) return;
+    response.off('data', onData);
+    response.off('end', onEnd);
+    response.pause();
+    handlers.passOn(chunks, size, false);
+  };
+  const onEnd = (): void => {
+    const body = Buffer.concat(chunks, size);
+    if (rejectsStreamOptions(status, body.toString('utf8'))) handlers.refused();
+    else handlers.passOn([body], size, true);
+  };
+  response.on('data', onData);
+  response.on('end', onEnd);
+}

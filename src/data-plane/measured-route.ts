@@ -1,0 +1,348 @@
+// The measured route: one inference request's way through, phase by phase (lifecycle.ts).
+//   received    a place under the concurrency limit, the deadlines armed;
+//   identified  a chat or completions body held to inject usage (request-body.ts), or else
+//               read on the side as it streams upstream (stream-tap/request-tap.ts);
+//   forwarded   on the lean upstream path (upstream-request.ts); re-sent once if the upstream
+//               refuses the injected field (injected-answer.ts);
+//   answered    the upstream's head copied (response-head.ts) and its body relayed (relay.ts),
+//               an event stream's usage-only chunk stripped, or infermeter's own error
+//               (error-answer.ts);
+//   finished    the client's side closed: measured, logged.
+// The response tap reads the very buffers the client was sent, after they were written.
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { AccessLog } from '../access-log.ts';
+import type { Logger } from '../log.ts';
+import type { InferenceApi } from '../measure/sample.ts';
+import { tapRequestBody } from '../stream-tap/request-tap.ts';
+import { isEventStream, listenTap, tapResponse, type ResponseTap, type TapOptions } from '../stream-tap/response-tap.ts';
+import { createUsageStrip } from '../stream-tap/usage-strip.ts';
+import { accessRecord } from './access-record.ts';
+import type { ConcurrencyLimit } from './concurrency-limit.ts';
+import type { Deadlines } from './deadlines.ts';
+import { actOnFailedLeg, writeErrorAnswer, type UpstreamErrorKind } from './error-answer.ts';
+import { Exchange, type ExchangeOptions } from './exchange.ts';
+import { holdAnswer, mayBeRefusal } from './injected-answer.ts';
+import type { ResendReason } from './lifecycle.ts';
+import type { ProxyErrorKind } from './openai-error.ts';
+import { relay } from './relay.ts';
+import { holdBody } from './request-body.ts';
+import { pathOf } from './request-path.ts';
+import { copyHead, cutWithUpstream, flushIdleHeaders } from './response-head.ts';
+import type { SendUpstream } from './upstream-request.ts';
+import { injectUsage } from './usage-injection.ts';
+
+export interface UsageInjection {
+  /** Whether to inject now: on, and the upstream has not refused stream_options. */
+  active(): boolean;
+  /** The upstream refused stream_options: stop injecting, say so once. */
+  refused(): void;
+  injected(): void;
+  stripped(bytes: number): void;
+}
+
+export interface MeasuredRouteOptions extends ExchangeOptions {
+  readonly log: Logger;
+  readonly sendUpstream: SendUpstream;
+  readonly deadlines: Deadlines;
+  /** undefined: no concurrency limit. */
+  readonly limit: ConcurrencyLimit | undefined;
+  readonly maxInspectBytes: number;
+  readonly maxEventBytes: number;
+  readonly tap: TapOptions;
+  /** Counts failures of the proxy itself to reach or hear the upstream, by kind. */
+  readonly proxyError: (kind: ProxyErrorKind) => void;
+  /** Counts inference requests refused because the concurrency limit's queue was full. */
+  readonly rejected?: (() => void) | undefined;
+  readonly usageInjection?: UsageInjection | undefined;
+  readonly accessLog?: AccessLog | undefined;
+}
+
+export type MeasuredRoute = (req: IncomingMessage, res: ServerResponse, api: InferenceApi) => void;
+
+const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+
+export function createMeasuredRoute(options: MeasuredRouteOptions): MeasuredRoute {
+  // Not expected: a write after end would be a bug, but one that must not take the proxy down.
+  const onResponseError = (error: Error): void => options.log.warnThrottled('response_error', 'error on a client response', { error: String(error) });
+  return (req, res, api) => {
+    res.on('error', onResponseError);
+    new InferenceCall(options, req, res, api).receive();
+  };
+}
+
+/** One inference request, from its arrival to its client's close. */
+class InferenceCall {
+  private readonly options: MeasuredRouteOptions;
+  private readonly req: IncomingMessage;
+  private readonly res: ServerResponse;
+  private readonly exchange: Exchange;
+  private begun = false;
+  private release: () => void = ignore;
+  private unwatch: (() => void) | undefined = undefined;
+
+  constructor(options: MeasuredRouteOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
+    this.options = options;
+    this.req = req;
+    this.res = res;
+    let requestId: string | undefined;
+    if (options.accessLog !== undefined) {
+      const given = req.headers['x-request-id'];
+      requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID(); // passed upstream, so both logs share it
+    }
+    this.exchange = new Exchange(api, requestId, options);
+  }
+
+  /** received: waits for a place under the limit, or is refused at once. */
+  receive(): void {
+    this.res.on('close', () => this.finish());
+    const { limit } = this.options;
+    if (limit === undefined) this.begin();
+    else this.release = limit.acquire(() => this.begin(), () => this.refuse());
+  }
+
+  /** Refused at once: never forwarded, not counted as received (the engine never saw it). */
+  private refuse(): void {
+    this.options.rejected?.();
+    if (!this.exchange.answered('error')) return;
+    writeErrorAnswer(this.res, 'overloaded', undefined, { 'retry-after': '1' });
+    this.req.resume();
+  }
+
+  private begin(): void {
+    const { exchange, req, res, options } = this;
+    this.begun = true;
+    if (options.limit !== undefined) exchange.timer.admitted();
+    res.on('finish', () => exchange.timer.responseFinished());
+    this.unwatch = options.deadlines.watch(
+      exchange,
+      () => exchange.upstreamRequest?.destroy(timeoutError('the model server was silent too long')),
+      () => this.overTime(),
+    );
+    const encoded = req.headers['content-encoding'] !== undefined && req.headers['content-encoding'].trim().toLowerCase() !== 'identity';
+    if (options.usageInjection !== undefined && (exchange.api === 'chat' || exchange.api === 'completions') && !encoded) {
+      this.holdAndForward();
+      return;
+    }
+    tapRequestBody(req, options.maxInspectBytes, (result, size) => {
+      exchange.bytesIn = size;
+      exchange.identify(result);
+    });
+    this.forward(req);
+  }
+
+  /** identified: the whole body read first, to inject usage into it. */
+  private holdAndForward(): void {
+    const { exchange, options } = this;
+    holdBody(this.req, options.maxInspectBytes, {
+      read: (bytes) => (exchange.bytesIn += bytes),
+      tooLarge: (body) => {
+        exchange.identify({ ok: false, reason: 'too_large' });
+        this.forward(body);
+      },
+      held: (body, scan) => {
+        exchange.identify(scan);
+        const injected = options.usageInjection?.active() === true ? injectUsage(body, scan) : undefined;
+        if (injected === undefined) {
+          this.forward(body);
+          return;
+        }
+        options.usageInjection?.injected();
+        exchange.inject(body);
+        this.forward(injected);
+      },
+    });
+  }
+
+  /** forwarded: the body (held: sent with the head in one write; or still streaming) goes upstream. */
+  private forward(body: Buffer | Readable, resend?: ResendReason): void {
+    // A client that left before its body was read is not forwarded.
+    if (this.exchange.phase === 'finished') return;
+    const request = this.options.sendUpstream(
+      this.req,
+      body,
+      { response: (response) => this.respond(response), error: (error) => this.upstreamFailed(error, true) },
+      this.exchange.requestId,
+    );
+    if (!this.exchange.forwarded(request, resend)) request.destroy();
+  }
+
+  /** The upstream's head arrived: the client is answered with it, or a held 4xx is read first. */
+  private respond(response: IncomingMessage): void {
+    const { exchange, res } = this;
+    exchange.responded(response);
+    if (res.writableEnded || res.destroyed) {
+      // Answered already (the total timeout) or the client is gone: nothing to forward.
+      response.resume();
+      return;
+    }
+    cutWithUpstream(response, res, () => {
+      exchange.timer.fail('upstream_reset');
+      this.options.proxyError('upstream_reset');
+      this.options.log.warnThrottled('upstream_reset', 'upstream closed a response before its end', { path: pathOf(this.req) });
+    });
+    const injection = exchange.injection;
+    if (injection !== undefined && !injection.refused) {
+      const status = response.statusCode ?? 0;
+      if (mayBeRefusal(status)) this.holdRefusal(response, status, injection.original);
+      else if (isEventStream(response.headers['content-type'])) this.answerStripped(response);
+      else this.answerRelayed(response);
+      return;
+    }
+    this.answerRelayed(response);
+  }
+
+  /** answered: the upstream's response as it came. */
+  private answerRelayed(response: IncomingMessage): void {
+    if (!this.answerWithHead(response, 'relayed', false)) return;
+    setImmediate(flushIdleHeaders, this.res, response);
+    relay(response, this.res, this.startTap(response), this.bytesSent());
+  }
+
+  /** answered: an event stream with the usage-only chunk infermeter asked for taken out. */
+  private answerStripped(response: IncomingMessage): void {
+    const { exchange, options } = this;
+    // Its length changes: no content-length.
+    if (!this.answerWithHead(response, 'stripped', true)) return;
+    setImmediate(flushIdleHeaders, this.res, response);
+    const counting = options.accessLog !== undefined;
+    const strip = createUsageStrip({
+      maxEventBytes: options.maxEventBytes,
+      stripped: (bytes) => {
+        options.usageInjection?.stripped(bytes);
+        if (counting) exchange.bytesOut -= bytes;
+      },
+    });
+    response.pipe(strip).pipe(this.res);
+    const tap = this.startTap(response);
+    if (tap !== undefined) listenTap(response, tap); // after the pipe: forward first, then read
+    const sent = this.bytesSent();
+    if (sent !== undefined) response.on('data', (chunk: Buffer) => sent(chunk.length));
+  }
+
+  /** A 4xx to an injected request: a refusal is re-sent without the field, anything else passed on. */
+  private holdRefusal(response: IncomingMessage, status: number, original: Buffer): void {
+    const { exchange, options, res } = this;
+    holdAnswer(response, status, {
+      refused: () => {
+        if (res.writableEnded || res.destroyed) return;
+        exchange.refuseInjection();
+        options.usageInjection?.refused();
+        this.forward(original, 'refused_injection');
+      },
+      passOn: (held, size, complete) => {
+        if (res.writableEnded || res.destroyed) return;
+        // The tap does not see a held answer: its head is told to the timer here.
+        exchange.timer.responseHeaders(status, false);
+        if (options.accessLog !== undefined) exchange.bytesOut += size;
+        if (!this.answerWithHead(response, 'relayed', false)) return;
+        if (complete) {
+          res.end(held[0]);
+          return;
+        }
+        res.flushHeaders();
+        for (const chunk of held) res.write(chunk);
+        if (options.accessLog !== undefined) response.on('data', (chunk: Buffer) => (exchange.bytesOut += chunk.length));
+        response.pipe(res);
+      },
+    });
+  }
+
+  /**
+   * answered with the upstream's head; false when Node refuses to send it (a status out of
+   * range): the client gets a 502 instead.
+   */
+  private answerWithHead(response: IncomingMessage, kind: 'relayed' | 'stripped', rewritten: boolean): boolean {
+    try {
+      copyHead(response, this.res, rewritten);
+    } catch (error) {
+      response.destroy();
+      const unsendable = Object.assign(new Error(`the upstream's response head cannot be forwarded: ${(error as Error).message}`), { code: 'HPE_UNSENDABLE_HEAD' });
+      this.upstreamFailed(unsendable, false);
+      return false;
+    }
+    if (this.exchange.answered(kind)) return true;
+    // Answered already: a bug, reported by the exchange; neither answer may go on.
+    response.destroy();
+    this.res.destroy();
+    return false;
+  }
+
+  private startTap(response: IncomingMessage): ResponseTap | undefined {
+    try {
+      return tapResponse(response, this.exchange.timer, this.options.tap);
+    } catch (error) {
+      this.options.tap.problem('tap_error', error);
+      return undefined;
+    }
+  }
+
+  /** What counts the bytes handed to the client, when the access log wants them. */
+  private bytesSent(): ((bytes: number) => void) | undefined {
+    const { exchange } = this;
+    return this.options.accessLog === undefined ? undefined : (bytes) => (exchange.bytesOut += bytes);
+  }
+
+  /**
+   * The upstream leg failed: the upstream could not be reached, or failed before answering, or
+   * its head could not be forwarded (`began` false: no response of its counts as begun).
+   */
+  private upstreamFailed(error: Error, began: boolean): void {
+    const { exchange, options } = this;
+    actOnFailedLeg({
+      error,
+      res: this.res,
+      response: began ? exchange.upstreamResponse : undefined,
+      path: pathOf(this.req),
+      log: options.log,
+      proxyError: options.proxyError,
+      cut: (failure) => exchange.timer.fail(failure),
+      answer: (kind, code) => this.answerError(kind, code),
+    });
+  }
+
+  /** answered with infermeter's own error. */
+  private answerError(kind: UpstreamErrorKind, detail: string | undefined): void {
+    const { exchange } = this;
+    if (!exchange.answered('error')) {
+      this.res.destroy();
+      return;
+    }
+    const { status, bytes } = writeErrorAnswer(this.res, kind, detail);
+    exchange.timer.fail(kind, status);
+    if (this.options.accessLog !== undefined) exchange.bytesOut += bytes;
+  }
+
+  /** Past INFERMETER_TOTAL_TIMEOUT_MS: the upstream request is aborted, the client told or cut. */
+  private overTime(): void {
+    const { exchange, res, options } = this;
+    if (res.writableEnded || res.destroyed) return;
+    exchange.timer.fail('upstream_timeout', 504);
+    options.proxyError('upstream_timeout');
+    exchange.upstreamRequest?.destroy();
+    if (res.headersSent) res.destroy();
+    else this.answerError('upstream_timeout', 'total timeout');
+  }
+
+  /** finished: the client's side closed. */
+  private finish(): void {
+    const { exchange, res, options } = this;
+    if (this.begun) {
+      // A client that left gives its upstream request up.
+      if (!res.writableFinished) exchange.upstreamRequest?.destroy();
+      const sample = exchange.finish(res.writableFinished);
+      if (sample !== undefined && options.accessLog !== undefined) options.accessLog.write(accessRecord(this.req, exchange, sample));
+    } else {
+      exchange.finish(res.writableFinished, false);
+    }
+    this.unwatch?.();
+    this.release(); // a request that waited and left gives up its place
+  }
+}
+
+function timeoutError(message: string): Error {
+  return Object.assign(new Error(message), { code: 'ETIMEDOUT' });
+}
+
+function ignore(): void {}
