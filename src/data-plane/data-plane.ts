@@ -22,6 +22,7 @@ import type { LifecycleViolation } from './lifecycle.ts';
 import { createMeasuredRoute, type UsageInjection } from './measured-route.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
 import { createPassThroughRoute } from './pass-through-route.ts';
+import { BAD_TARGET_BODY, originForm } from './request-target.ts';
 import { createUpstreamRequest } from './upstream-request.ts';
 
 export type { UsageInjection } from './measured-route.ts';
@@ -97,6 +98,9 @@ export interface DataPlane {
   close(): Promise<void>;
 }
 
+const BAD_REQUEST = 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n';
+const HEADERS_TOO_LARGE = 'HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\nContent-Length: 0\r\n\r\n';
+
 export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const { upstream, log } = options;
   const limits = options.limits ?? DEFAULT_LIMITS;
@@ -109,6 +113,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     agent,
     connectTimeoutMs: limits.upstreamConnectTimeoutMs,
     idleTimeoutMs: limits.upstreamIdleTimeoutMs,
+    maxHeldBodyBytes: options.maxInspectBytes,
     log,
     proxyError: options.proxyError,
   });
@@ -135,7 +140,13 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     // While draining, each connection closes after its current response.
     if (draining) res.shouldKeepAlive = false;
-    const api = inferenceApi(req.method, req.url);
+    const target = originForm(req.url);
+    if (target === undefined) {
+      refuseTarget(req, res);
+      return;
+    }
+    req.url = target;
+    const api = inferenceApi(req.method, target);
     if (api === undefined) passThrough.web(req, res);
     else measured(req, res, api);
   };
@@ -148,7 +159,17 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = limits.requestTimeoutMs;
   const connections = trackConnections(server);
-  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => passThrough.ws(req, socket, head));
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const target = originForm(req.url);
+    if (target === undefined) {
+      options.clientError?.('malformed');
+      socket.on('error', ignore);
+      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    req.url = target;
+    passThrough.ws(req, socket, head);
+  });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     // Too slow (slowloris) or not HTTP: answer 408 or 400 as node would, without logging its bytes.
     if (!socket.writable || error.code === 'ECONNRESET') {
@@ -157,8 +178,17 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     }
     const timedOut = error.code === 'ERR_HTTP_REQUEST_TIMEOUT';
     options.clientError?.(timedOut ? 'timeout' : 'malformed');
-    socket.end(timedOut ? 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n' : 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    socket.end(timedOut ? 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n' : error.code === 'HPE_HEADER_OVERFLOW' ? HEADERS_TOO_LARGE : BAD_REQUEST);
   });
+
+  /** A target no route can resolve: 400, and the connection closes (what follows may be anything). */
+  const refuseTarget = (req: IncomingMessage, res: ServerResponse): void => {
+    options.clientError?.('malformed');
+    res.shouldKeepAlive = false;
+    res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(BAD_TARGET_BODY) });
+    res.end(BAD_TARGET_BODY);
+    req.resume();
+  };
 
   return {
     server,
@@ -177,3 +207,5 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       }),
   };
 }
+
+function ignore(): void {}

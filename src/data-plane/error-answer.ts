@@ -8,7 +8,7 @@ import { proxyErrorResponse, type ProxyErrorKind } from './openai-error.ts';
 const TIMEOUTS = new Set(['ECONNECT_TIMEOUT', 'ETIMEDOUT']);
 
 /** The failures of the upstream leg (the others are infermeter's own refusals). */
-export type UpstreamErrorKind = Exclude<ProxyErrorKind, 'overloaded'>;
+export type UpstreamErrorKind = Exclude<ProxyErrorKind, 'overloaded' | 'body_too_large'>;
 
 /** How far an exchange had got when its upstream leg failed. */
 export interface ErrorState {
@@ -108,4 +108,9 @@ export function actOnFailedLeg(leg: FailedLeg): void {
       leg.proxyError(decision.kind);
       leg.answer(decision.kind, code);
   }
+}
+
+/** The upstream switched protocols on a request that did not ask to: not HTTP that can be forwarded. */
+export function unaskedUpgrade(): Error {
+  return Object.assign(new Error('the model server switched protocols on a request that asked for no upgrade'), { code: 'HPE_UNEXPECTED_UPGRADE' });
 }

@@ -13,7 +13,9 @@ function listedBy(connection: string): readonly string[] {
   const names: string[] = [];
   for (const token of connection.split(',')) {
     const name = token.trim().toLowerCase();
-    if (name !== '') names.push(name);
+    // Content-Length frames the message: dropped because the Connection header named it, the
+    // body's bytes would reach the next hop unframed (read there as a request of their own).
+    if (name !== '' && name !== 'content-length') names.push(name);
   }
   return names;
 }

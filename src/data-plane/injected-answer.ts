@@ -1,8 +1,9 @@
 // The answer to a request whose body had usage injected (usage-injection.ts). An error status
 // in the 4xx range may be the upstream refusing the injected field: such an answer is held,
 // read, and either found a refusal (the client's own body is sent again, once, and the client
-// never sees the refusal) or passed on to the client as it came. Any other answer goes to the
-// client at once (an event stream with the injected usage-only chunk removed).
+// never sees the refusal; injection stops only if that re-send succeeds, so that only the
+// field's own refusal turns it off) or passed on to the client as it came. Any other answer
+// goes to the client at once (an event stream with the injected usage-only chunk removed).
 import type { Readable } from 'node:stream';
 import { rejectsStreamOptions } from './usage-injection.ts';
 
@@ -25,8 +26,11 @@ export interface HeldAnswer {
   passOn(held: readonly Buffer[], size: number, complete: boolean): void;
 }
 
-/** Holds the body of an injected request's `status` answer and says what it is. */
-export function holdAnswer(response: Readable, status: number, handlers: HeldAnswer): void {
+/**
+ * Holds the body of an injected request's `status` answer and says what it is; `original` is
+ * the client's own body (an error naming a field it wrote is about the client's request).
+ */
+export function holdAnswer(response: Readable, status: number, original: Buffer, handlers: HeldAnswer): void {
   const chunks: Buffer[] = [];
   let size = 0;
   const onData = (chunk: Buffer): void => {
@@ -40,7 +44,7 @@ export function holdAnswer(response: Readable, status: number, handlers: HeldAns
   };
   const onEnd = (): void => {
     const body = Buffer.concat(chunks, size);
-    if (rejectsStreamOptions(status, body.toString('utf8'))) handlers.refused();
+    if (rejectsStreamOptions(status, body.toString('utf8'), original)) handlers.refused();
     else handlers.passOn([body], size, true);
   };
   response.on('data', onData);

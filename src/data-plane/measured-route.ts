@@ -170,7 +170,7 @@ class InferenceCall {
 
   /** The upstream's head arrived: the client is answered with it, or a held 4xx is read first. */
   private respond(response: IncomingMessage): void {
-    const { exchange, res } = this;
+    const { exchange, res, options } = this;
     exchange.responded(response);
     if (res.writableEnded || res.destroyed) {
       // Answered already (the total timeout) or the client is gone: nothing to forward.
@@ -179,10 +179,13 @@ class InferenceCall {
     }
     cutWithUpstream(response, res, () => {
       exchange.timer.fail('upstream_reset');
-      this.options.proxyError('upstream_reset');
-      this.options.log.warnThrottled('upstream_reset', 'upstream closed a response before its end', { path: pathOf(this.req) });
+      options.proxyError('upstream_reset');
+      options.log.warnThrottled('upstream_reset', 'upstream closed a response before its end', { path: pathOf(this.req) });
     });
     const injection = exchange.injection;
+    // The client's own body, re-sent after a refusal, was accepted: the field was the only
+    // difference, so the refusal was real and injection stops.
+    if (exchange.resendReason === 'refused_injection' && (response.statusCode ?? 0) < 300) options.usageInjection?.refused();
     if (injection !== undefined && !injection.refused) {
       const status = response.statusCode ?? 0;
       if (mayBeRefusal(status)) this.holdRefusal(response, status, injection.original);
@@ -224,11 +227,10 @@ class InferenceCall {
   /** A 4xx to an injected request: a refusal is re-sent without the field, anything else passed on. */
   private holdRefusal(response: IncomingMessage, status: number, original: Buffer): void {
     const { exchange, options, res } = this;
-    holdAnswer(response, status, {
+    holdAnswer(response, status, original, {
       refused: () => {
         if (res.writableEnded || res.destroyed) return;
         exchange.refuseInjection();
-        options.usageInjection?.refused();
         this.forward(original, 'refused_injection');
       },
       passOn: (held, size, complete) => {

@@ -1,7 +1,7 @@
 // The one place where the proxy's own failures become responses, in the error shape the
 // OpenAI SDKs parse ({"error": {message, type, param, code}}), so a client sees a familiar error.
 
-export type ProxyErrorKind = 'upstream_unreachable' | 'upstream_timeout' | 'upstream_reset' | 'upstream_protocol' | 'overloaded';
+export type ProxyErrorKind = 'upstream_unreachable' | 'upstream_timeout' | 'upstream_reset' | 'upstream_protocol' | 'overloaded' | 'body_too_large';
 
 const STATUS: Readonly<Record<ProxyErrorKind, number>> = {
   upstream_unreachable: 502,
@@ -9,6 +9,7 @@ const STATUS: Readonly<Record<ProxyErrorKind, number>> = {
   upstream_reset: 502,
   upstream_protocol: 502,
   overloaded: 503,
+  body_too_large: 413,
 };
 
 const MESSAGE: Readonly<Record<ProxyErrorKind, string>> = {
@@ -17,6 +18,7 @@ const MESSAGE: Readonly<Record<ProxyErrorKind, string>> = {
   upstream_reset: 'the model server closed the connection',
   upstream_protocol: 'the model server answered with something that is not valid HTTP',
   overloaded: 'too many requests in flight; try again later',
+  body_too_large: 'the request body is too large for infermeter to give it a length the model server can read',
 };
 
 export interface ErrorResponse {

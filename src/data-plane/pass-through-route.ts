@@ -5,20 +5,22 @@
 import type http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
 import type { Logger } from '../log.ts';
-import { actOnFailedLeg, writeErrorAnswer } from './error-answer.ts';
+import { actOnFailedLeg, unaskedUpgrade, writeErrorAnswer } from './error-answer.ts';
 import { stripHopByHop } from './hop-by-hop.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
 import { pathOf } from './request-path.ts';
-import { cutWithUpstream, flushIdleHeaders } from './response-head.ts';
+import { cutWithUpstream, flushIdleHeaders, unsendableHead } from './response-head.ts';
 
 export interface PassThroughOptions {
   readonly upstream: URL;
   readonly agent: http.Agent;
   readonly connectTimeoutMs: number;
   readonly idleTimeoutMs: number;
+  /** Largest body held to give it a content-length (a chunked DELETE or OPTIONS). */
+  readonly maxHeldBodyBytes: number;
   readonly log: Logger;
   readonly proxyError: (kind: ProxyErrorKind) => void;
 }
@@ -39,12 +41,39 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
   const { log } = options;
   const proxy = createProxyServer({ target: options.upstream, agent: options.agent, changeOrigin: true, ws: true, connectTimeout: options.connectTimeoutMs });
   // An upstream silent for longer than the idle timeout is given up on (Node's socket timeout).
-  proxy.on('proxyReq', (proxyReq: http.ClientRequest) => {
-    proxyReq.setTimeout(options.idleTimeoutMs, () => proxyReq.destroy(Object.assign(new Error('the model server was silent too long'), { code: 'ETIMEDOUT' })));
+  proxy.on('proxyReq', (proxyReq: http.ClientRequest, req: IncomingMessage, res: ServerResponse) => {
+    proxyReq.setTimeout(options.idleTimeoutMs, () => proxyReq.destroy(timeoutError()));
+    // A 101 to a request that asked for no upgrade: Node would drop the socket and leave the
+    // request waiting for a response that never comes.
+    proxyReq.on('upgrade', (_response: IncomingMessage, socket: Duplex) => {
+      socket.destroy();
+      onError(unaskedUpgrade(), req, res);
+    });
+  });
+  // A websocket: the same idle timeout while its upgrade is awaited, then on the open tunnel
+  // (no byte either way for that long closes both sides).
+  proxy.on('proxyReqWs', (proxyReq: http.ClientRequest) => {
+    proxyReq.setTimeout(options.idleTimeoutMs, () => proxyReq.destroy(timeoutError()));
+  });
+  proxy.on('open', (proxySocket: Socket) => {
+    proxySocket.setTimeout(options.idleTimeoutMs, () => {
+      options.proxyError('upstream_timeout');
+      proxySocket.destroy();
+    });
   });
 
   proxy.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
     (req as Tagged)[UPSTREAM_RESPONSE] = proxyRes;
+    // http-proxy-3 writes the head where a throw would reach the process: a head Node refuses
+    // to send is answered here instead (http-proxy-3 then leaves the ended response alone).
+    const unsendable = unsendableHead(proxyRes);
+    if (unsendable !== undefined) {
+      proxyRes.destroy();
+      options.proxyError('upstream_protocol');
+      log.warnThrottled('upstream_head', "the upstream's response head cannot be forwarded", { problem: unsendable, path: pathOf(req) });
+      writeErrorAnswer(res, 'upstream_protocol', 'HPE_UNSENDABLE_HEAD');
+      return;
+    }
     stripHopByHop(proxyRes.headers);
     // The client's connection, not the upstream's. Said explicitly, or http-proxy would answer
     // keep-alive to a client that asked to close.
@@ -77,8 +106,32 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
 
   return {
     web(req, res) {
+      // Node's parser let a Transfer-Encoding through only with a chunked body.
+      const chunked = req.headers['transfer-encoding'] !== undefined;
       stripHopByHop(req.headers);
-      proxy.web(req, res, onError);
+      if (!chunked) {
+        proxy.web(req, res, onError);
+        return;
+      }
+      // The body keeps a framing the upstream reads as this one request: without its
+      // Transfer-Encoding, Node writes a GET's or a HEAD's body bytes unframed (an upstream
+      // would read them as a request of their own), and http-proxy-3 gives a DELETE or an
+      // OPTIONS a content-length of 0. Chunked again, or held and sent with its length.
+      if (req.method !== 'DELETE' && req.method !== 'OPTIONS') {
+        req.headers['transfer-encoding'] = 'chunked';
+        proxy.web(req, res, onError);
+        return;
+      }
+      holdSmallBody(req, options.maxHeldBodyBytes, (body) => {
+        if (body === undefined) {
+          res.shouldKeepAlive = false;
+          writeErrorAnswer(res, 'body_too_large', undefined);
+          req.resume();
+          return;
+        }
+        req.headers['content-length'] = String(body.length);
+        proxy.web(req, res, { buffer: Readable.from([body]) }, onError);
+      });
     },
     ws(req, socket, head) {
       socket.on('error', ignore);
@@ -88,3 +141,26 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
 }
 
 function ignore(): void {}
+
+/** The whole body, or undefined past `max` bytes (what was read is dropped). */
+function holdSmallBody(req: IncomingMessage, max: number, done: (body: Buffer | undefined) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const onData = (chunk: Buffer): void => {
+    size += chunk.length;
+    if (size > max) {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      done(undefined);
+      return;
+    }
+    chunks.push(chunk);
+  };
+  const onEnd = (): void => done(Buffer.concat(chunks, size));
+  req.on('data', onData);
+  req.on('end', onEnd);
+}
+
+function timeoutError(): Error {
+  return Object.assign(new Error('the model server was silent too long'), { code: 'ETIMEDOUT' });
+}

@@ -1,6 +1,6 @@
 // The client's response head on the measured route: the upstream's status and headers as
 // written (hop-by-hop ones dropped), sent as soon as they arrive.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { validateHeaderName, validateHeaderValue, type IncomingMessage, type ServerResponse } from 'node:http';
 import { forwardHeaders, headerFilter } from './hop-by-hop.ts';
 
 // A response's head: the upstream's headers but the hop-by-hop ones (and its content-length
@@ -48,3 +48,27 @@ export function cutWithUpstream(proxyRes: IncomingMessage, res: ServerResponse, 
 }
 
 function ignore(): void {}
+
+// What Node refuses in a reason phrase (its own check, _http_common's checkInvalidHeaderChar).
+const INVALID_REASON = /[^\t\x20-\x7e\x80-\xff]/;
+
+/**
+ * Why Node would refuse to send the upstream's head to the client, or undefined when it would
+ * send it: a status out of 100-999 (`000`, `099`), a reason phrase or a header with a byte Node
+ * does not send. For a route that cannot catch the throw where the head is written.
+ */
+export function unsendableHead(response: IncomingMessage): string | undefined {
+  const status = response.statusCode ?? 0;
+  if (!Number.isInteger(status) || status < 100 || status > 999) return `status ${status}`;
+  if (INVALID_REASON.test(response.statusMessage ?? '')) return 'reason phrase';
+  const raw = response.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    try {
+      validateHeaderName(raw[i]!);
+      validateHeaderValue(raw[i]!, raw[i + 1]!);
+    } catch {
+      return 'header';
+    }
+  }
+  return undefined;
+}

@@ -10,6 +10,7 @@ import http, { type ClientRequest, type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
+import { unaskedUpgrade } from './error-answer.ts';
 import { forwardHeaders, headerFilter } from './hop-by-hop.ts';
 
 // What the proxy sets itself is dropped from the client's headers: the Host always, the
@@ -72,6 +73,12 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     req.on('error', onError);
     proxyReq.on('error', onError);
     proxyReq.on('response', handlers.response);
+    // A 101 to a request that asked for no upgrade: Node would drop the socket and leave the
+    // request waiting for a response that never comes.
+    proxyReq.on('upgrade', (_response: IncomingMessage, socket: Socket) => {
+      socket.destroy();
+      handlers.error(unaskedUpgrade());
+    });
     if (held) proxyReq.end(body);
     else body.pipe(proxyReq);
     return proxyReq;

@@ -37,12 +37,31 @@ export function injectUsage(body: Buffer, scan: ScanResult): Buffer | undefined 
   return Buffer.concat(empty ? [body.subarray(0, at), INNER, body.subarray(at)] : [body.subarray(0, at), INNER, COMMA, body.subarray(at)]);
 }
 
-/** Does an upstream's error body say it does not accept stream_options? */
-export function rejectsStreamOptions(status: number, body: string): boolean {
-  return status >= 400 && status < 500 && body.includes('stream_options');
+// What engines say of a field they do not take: pydantic's extra_forbidden ("Extra inputs are
+// not permitted", FastAPI's 422 detail and vLLM's 400 message), serde's "unknown field" (TGI's
+// 422), OpenAI's "Unrecognized request argument", "unsupported"/"not supported" (llama.cpp's
+// style), JSON Schema's additional properties.
+const REFUSAL = /extra[ _](?:inputs?|fields?)|extra_forbidden|not permitted|not allowed|unknown (?:field|parameter|argument|key|property)|unrecognized|unexpected (?:field|keyword|argument|parameter|property)|not supported|unsupported|additional ?properties|invalid (?:field|parameter|argument)/i;
+/** The fields injection adds; an error naming one the client did not write is about ours. */
+const INJECTED = ['stream_options', 'include_usage'];
+
+/**
+ * Does an upstream's answer to an injected request refuse the injected field? A 400 or 422
+ * whose body says a field infermeter added (and the client's `original` body does not hold:
+ * the client cannot make an engine echo it) is unknown, extra or unsupported. Any other error
+ * (a 404 that echoes a model named "stream_options", a 400 about the client's own fields) is
+ * the client's answer.
+ */
+export function rejectsStreamOptions(status: number, body: string, original?: Buffer): boolean {
+  if (status !== 400 && status !== 422) return false;
+  if (!REFUSAL.test(body)) return false;
+  return INJECTED.some((field) => body.includes(field) && original?.includes(field) !== true);
 }
 
-/** The switch the data plane asks: on until the upstream refuses the field, then off for good. */
+/**
+ * The switch the data plane asks: on until the upstream is found to refuse the field (a refusal
+ * whose re-send without it succeeded), then off until infermeter restarts.
+ */
 export function createInjectionSwitch(
   enabled: boolean,
   report: { active(on: boolean): void; injected(): void; stripped(): void },

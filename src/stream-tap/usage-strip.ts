@@ -2,7 +2,8 @@
 // client: every other byte passes unchanged and in order. Events are cut at their blank line;
 // the bytes of an event are held only until that event is complete (a chunk that ends on an
 // event boundary, the usual case, passes through as the same Buffer). An event that grows past
-// the cap stops the stripping: from there everything passes through.
+// the cap is passed on as its bytes come, unheld, and stripping resumes after it: the usage-only
+// chunk infermeter asked for (small, and last) is still removed from such a stream.
 import { Transform, type TransformCallback } from 'node:stream';
 
 const LF = 0x0a;
@@ -40,7 +41,7 @@ export function createUsageStrip(options: UsageStripOptions): Transform {
   let lineLength = 0; // bytes of the current line so far, terminator excluded
   let afterCR = false; // the last byte was a CR (a LF next completes a CRLF)
   let boundaryAtCR = false; // that CR ended an event: a LF right after belongs to it
-  let passThrough = false;
+  let oversized = false; // the current event outgrew the cap: its bytes pass as they come
   let lastStripped = false;
 
   function emitEvent(self: Transform, event: Buffer): void {
@@ -51,10 +52,6 @@ export function createUsageStrip(options: UsageStripOptions): Transform {
 
   return new Transform({
     transform(this: Transform, chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback) {
-      if (passThrough) {
-        done(null, chunk);
-        return;
-      }
       let start = 0; // first byte of chunk not yet emitted or held
       for (let i = 0; i < chunk.length; i++) {
         const b = chunk[i]!;
@@ -88,24 +85,35 @@ export function createUsageStrip(options: UsageStripOptions): Transform {
         }
         // A blank line: the event ends after this terminator.
         const piece = chunk.subarray(start, i + 1);
-        const event = heldLength === 0 ? piece : Buffer.concat([...held, piece], heldLength + piece.length);
-        held = [];
-        heldLength = 0;
         start = i + 1;
-        emitEvent(this, event);
+        if (oversized) {
+          // The end of an event too large to be the usage-only chunk.
+          oversized = false;
+          lastStripped = false;
+          this.push(piece);
+        } else {
+          const event = heldLength === 0 ? piece : Buffer.concat([...held, piece], heldLength + piece.length);
+          held = [];
+          heldLength = 0;
+          emitEvent(this, event);
+        }
         if (b === CR) boundaryAtCR = true;
       }
       if (start < chunk.length) {
-        // A copy: a view would keep the whole socket read buffer alive while the event waits.
-        const rest = Buffer.from(chunk.subarray(start));
-        held.push(rest);
-        heldLength += rest.length;
-        if (heldLength > options.maxEventBytes) {
-          // Past the cap: forward what is held and stop looking.
-          passThrough = true;
-          for (const h of held) this.push(h);
-          held = [];
-          heldLength = 0;
+        if (oversized) {
+          this.push(chunk.subarray(start));
+        } else {
+          // A copy: a view would keep the whole socket read buffer alive while the event waits.
+          const rest = Buffer.from(chunk.subarray(start));
+          held.push(rest);
+          heldLength += rest.length;
+          if (heldLength > options.maxEventBytes) {
+            // Past the cap: what is held goes on, and the rest of this event as it comes.
+            oversized = true;
+            for (const h of held) this.push(h);
+            held = [];
+            heldLength = 0;
+          }
         }
       }
       done();

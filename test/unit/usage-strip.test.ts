@@ -58,13 +58,37 @@ describe('usage strip', () => {
     assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":[],"usage":{"x":1}\n\n')), false, 'not JSON: kept');
   });
 
-  it('stops stripping past the event cap and loses no byte', async () => {
+  // Issue 18: the strip once stopped for good after an oversized event, and the usage-only chunk
+  // infermeter had asked for reached a client that never asked for it.
+  it('passes an event past the cap on unheld, and still strips the usage-only chunk after it', async () => {
+    const small = Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\n');
     const big = Buffer.from(`data: {"choices":[{"delta":{"content":"${'y'.repeat(5000)}"}}]}\n\n`);
     const usage = Buffer.from('data: {"choices":[],"usage":{"prompt_tokens":1}}\n\n');
-    const input = Buffer.concat([big, usage]);
-    const { out, stripped } = await strip(rechunk(input, seededRandom(3), 100), 1024);
-    assert.ok(out.equals(input), 'everything forwarded once the cap was passed');
-    assert.deepEqual(stripped, []);
+    const done = Buffer.from('data: [DONE]\n\n');
+    for (const seed of [3, 4, 5]) {
+      const { out, stripped } = await strip(rechunk(Buffer.concat([small, big, small, big, usage, done]), seededRandom(seed), 100), 1024);
+      assert.ok(out.equals(Buffer.concat([small, big, small, big, done])), `seed ${seed}: every other byte forwarded, in order`);
+      assert.deepEqual(stripped, [usage.length]);
+    }
+  });
+
+  it('holds no more than the cap of an oversized event', async () => {
+    const big = Buffer.from(`data: {"choices":[{"delta":{"content":"${'y'.repeat(50_000)}"}}]}\n\n`);
+    const chunks = rechunk(big, seededRandom(9), 700);
+    const transform = createUsageStrip({ maxEventBytes: 1024, stripped: () => {} });
+    let largestHeld = 0;
+    const pushed: Buffer[] = [];
+    transform.on('data', (c: Buffer) => pushed.push(c));
+    let written = 0;
+    for (const chunk of chunks) {
+      transform.write(chunk);
+      written += chunk.length;
+      largestHeld = Math.max(largestHeld, written - Buffer.concat(pushed).length);
+    }
+    transform.end();
+    await new Promise((resolve) => transform.on('end', resolve));
+    assert.ok(largestHeld <= 1024 + 700, `held at most the cap and a chunk (held ${largestHeld})`);
+    assert.ok(Buffer.concat(pushed).equals(big));
   });
 
   it('forwards a stream that ends mid-event', async () => {
