@@ -5,7 +5,8 @@
 import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import type { Config, Env } from '../config/config.ts';
-import { buildMetrics, startedFields, startExport, startManagement, type Infermeter, type StartOptions } from '../app.ts';
+import { resolveListenAddress } from '../config/security.ts';
+import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, type Infermeter, type StartOptions } from '../app.ts';
 import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage } from './bus.ts';
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.ts', import.meta.url)).replace(/\.ts$/, import.meta.url.endsWith('.ts') ? '.ts' : '.js');
@@ -24,6 +25,10 @@ export async function startClusterPrimary(
   options: StartOptions & { readonly workers: number },
 ): Promise<ClusterInfermeter> {
   const { log } = options;
+  logStartWarnings(config, log);
+  // The workers bind the data port: a host they would refuse is refused here, before any starts
+  // (a worker that failed would be restarted again and again).
+  await resolveListenAddress(config.host, config.security.allowAllZeroIp, 'INFERMETER_HOST');
   const connections = new Map<number, number>();
   const metrics = buildMetrics(config, options, () => {
     let n = 0;
@@ -45,7 +50,7 @@ export async function startClusterPrimary(
 
   const fork = (): Worker => {
     const worker = cluster.fork({ ...env });
-    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy);
+    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel);
     worker.on('message', (m: WorkerMessage) => {
       if (m.t === 'events') {
         receiver.receive(m.events);
