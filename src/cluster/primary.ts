@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { Config, Env } from '../config/config.ts';
 import { resolveListenAddress } from '../config/security.ts';
 import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, type Infermeter, type StartOptions } from '../app.ts';
-import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage } from './bus.ts';
+import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage, type WorkerReceiver } from './bus.ts';
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.ts', import.meta.url)).replace(/\.ts$/, import.meta.url.endsWith('.ts') ? '.ts' : '.js');
 const FLUSH_TIMEOUT_MS = 1000;
@@ -15,6 +15,8 @@ const FLUSH_TIMEOUT_MS = 1000;
 export interface ClusterInfermeter extends Infermeter {
   /** Process ids of the live workers (tests kill one). */
   workerPids(): number[];
+  /** Entries of the live workers' in-flight tables (tests: bounded by the model label cap). */
+  trackedModels(): number;
   /** Resolves when `n` workers have been started since the beginning (restarts included). */
   workersStarted(n: number): Promise<void>;
 }
@@ -30,6 +32,7 @@ export async function startClusterPrimary(
   // (a worker that failed would be restarted again and again).
   await resolveListenAddress(config.host, config.security.allowAllZeroIp, 'INFERMETER_HOST');
   const connections = new Map<number, number>();
+  const receivers = new Map<number, WorkerReceiver>();
   const metrics = buildMetrics(config, options, () => {
     let n = 0;
     for (const c of connections.values()) n += c;
@@ -51,6 +54,7 @@ export async function startClusterPrimary(
   const fork = (): Worker => {
     const worker = cluster.fork({ ...env });
     const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel);
+    receivers.set(worker.id, receiver);
     worker.on('message', (m: WorkerMessage) => {
       if (m.t === 'events') {
         receiver.receive(m.events);
@@ -64,6 +68,7 @@ export async function startClusterPrimary(
     });
     worker.on('exit', (code, signal) => {
       connections.delete(worker.id);
+      receivers.delete(worker.id);
       const lost = receiver.lost();
       if (stopping) return;
       metrics.proxy.workerRestarted(lost);
@@ -114,6 +119,7 @@ export async function startClusterPrimary(
     metricsUrl: management.metricsUrl,
     metrics,
     workerPids: () => workers().map((w) => w.process.pid!),
+    trackedModels: () => [...receivers.values()].reduce((n, r) => n + r.tracked, 0),
     workersStarted: (n) => (started >= n ? Promise.resolve() : new Promise((resolve) => startWaiters.push({ n, resolve }))),
     drain: () => close(),
     close: () => close(),
