@@ -1,13 +1,15 @@
 // The hardening settings: TLS on each plane and to the upstream, the bearer token of the
 // management and metrics ports, label and concurrency bounds, timeouts and the drain. Read and
 // checked with the rest of the configuration: a certificate that cannot be read, or does not
-// go with its key, stops the start with a message that names the variable.
+// go with its key, stops the start with a message that names the variable. Listening on every
+// address is recognised by the address, not its spelling, and checked again on the address a
+// host name resolves to when the port is bound.
+import { X509Certificate } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { readFileSync } from 'node:fs';
 import { isIP, isIPv6 } from 'node:net';
 import { isAbsolute, join } from 'node:path';
 import { createSecureContext } from 'node:tls';
-import { X509Certificate } from 'node:crypto';
 import type { MindieServerConfig } from './mindie-config.ts';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -262,9 +264,11 @@ export function isAllAddresses(host: string): boolean {
   let h = host.trim();
   if (h.startsWith('[') && h.endsWith(']')) h = h.slice(1, -1);
   const bare = h.replace(/%.*$/, '');
+  const v6 = isIPv6(bare);
+  if (!v6 && !/^[0-9a-fA-FxX.]+$/.test(h)) return false; // a host name, not a numeric address
   let canonical: string;
   try {
-    canonical = new URL(`http://${isIPv6(bare) ? `[${bare}]` : h}/`).hostname;
+    canonical = new URL(`http://${v6 ? `[${bare}]` : h}/`).hostname;
   } catch {
     return false;
   }
