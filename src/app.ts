@@ -15,7 +15,7 @@ import { createManagementApp } from './management/management-app.ts';
 import { loadDashboardAssets } from './management/dashboard-app.ts';
 import { createDashboardFeed } from './management/dashboard-feed.ts';
 import { createMetricsApp } from './management/metrics-app.ts';
-import { closeServer, createAppServer, hostPort, listen, urlOf } from './management/listen.ts';
+import { closeServer, createAppServer, hostPort, listen, urlOf, type ListenPolicy } from './management/listen.ts';
 import { monotonicClock, type Clock } from './measure/clock.ts';
 import type { MeasurementSink } from './measure/request-timer.ts';
 import type { ContainerSamplerOptions } from './metrics/container/container-sampler.ts';
@@ -183,7 +183,7 @@ export async function startManagement(config: Config, metrics: Metrics, beforeSc
       managementServer = createAppServer(management, managementTls);
     }
     servers.push(managementServer);
-    const managementAddress = await listen(managementServer, config.managementHost, config.managementPort);
+    const managementAddress = await listen(managementServer, config.managementHost, config.managementPort, managementPolicy(config));
     feed.start();
     instance = hostPort(managementAddress);
     const managementScheme = managementTls === undefined ? 'http' : 'https';
@@ -193,7 +193,7 @@ export async function startManagement(config: Config, metrics: Metrics, beforeSc
     } else if (config.metricsEnabled) {
       const metricsServer = createAppServer(metricsApp, metricsTls);
       servers.push(metricsServer);
-      metricsUrl = `${urlOf(await listen(metricsServer, config.managementHost, config.metricsPort), metricsTls === undefined ? 'http' : 'https')}/metrics`;
+      metricsUrl = `${urlOf(await listen(metricsServer, config.managementHost, config.metricsPort, managementPolicy(config)), metricsTls === undefined ? 'http' : 'https')}/metrics`;
     }
     return {
       managementUrl: urlOf(managementAddress, managementScheme),
@@ -211,6 +211,15 @@ export async function startManagement(config: Config, metrics: Metrics, beforeSc
   }
 }
 
+/** What the configuration says at start without refusing it (certificates outside their validity). */
+export function logStartWarnings(config: Config, log: Logger): void {
+  for (const w of config.security.warnings) log.warn(w.msg, w.fields);
+}
+
+/** How the data port's host may be bound (INFERMETER_ALLOW_ALL_ZERO_IP). */
+export const dataPolicy = (config: Config): ListenPolicy => ({ allowAll: config.security.allowAllZeroIp, variable: 'INFERMETER_HOST' });
+const managementPolicy = (config: Config): ListenPolicy => ({ allowAll: config.security.allowAllZeroIp, variable: 'INFERMETER_MANAGEMENT_HOST' });
+
 export function startedFields(config: Config, dataUrl: string, management: Management): Record<string, string | number> {
   const upstream = requireUpstream(config);
   return {
@@ -226,6 +235,7 @@ export function startedFields(config: Config, dataUrl: string, management: Manag
 /** One process: data plane, metrics and management together. */
 export async function startInfermeter(config: Config, options: StartOptions): Promise<Infermeter> {
   const { log } = options;
+  logStartWarnings(config, log);
   const clock = options.clock ?? monotonicClock;
   let dataPlane: DataPlane | undefined;
   const metrics = buildMetrics(config, options, () => dataPlane?.connections() ?? 0);
@@ -237,7 +247,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   try {
     // Before the first request: the export hears every finished one.
     otlp = await startExport(config, metrics, log);
-    const dataAddress = await listen(plane.server, config.host, config.port);
+    const dataAddress = await listen(plane.server, config.host, config.port, dataPolicy(config));
     management = await startManagement(config, metrics);
     metrics.start();
     management.setReady(true);

@@ -6,6 +6,9 @@ import { startInfermeter } from './app.ts';
 import { startClusterPrimary } from './cluster/primary.ts';
 import { createLogger } from './log.ts';
 
+/** A repeat of the first stop signal within this is taken as the same one, delivered twice. */
+const DUPLICATE_SIGNAL_MS = 1000;
+
 async function main(): Promise<void> {
   let config;
   try {
@@ -19,10 +22,17 @@ async function main(): Promise<void> {
   }
   const log = createLogger(config.logLevel);
   const app = config.workers > 1 ? await startClusterPrimary(config, process.env, { log, workers: config.workers }) : await startInfermeter(config, { log });
-  let stopping = false;
+  let first: { signal: string; at: number } | undefined;
   const stop = (signal: string): void => {
-    if (stopping) process.exit(1); // a second signal: leave now
-    stopping = true;
+    const now = performance.now();
+    if (first !== undefined) {
+      // The same signal again at once is the first one delivered twice, not an operator's
+      // second: `npm start` (its script execs node) forwards the SIGTERM or SIGINT it gets, and a
+      // signal to the process group (Ctrl-C, systemd's default KillMode) reaches node directly too.
+      if (signal === first.signal && now - first.at < DUPLICATE_SIGNAL_MS) return;
+      process.exit(1); // a second signal: leave now
+    }
+    first = { signal, at: now };
     log.info('draining: not ready, finishing requests in flight', { signal, timeout_ms: config.security.drainTimeoutMs });
     app.drain().then(
       () => process.exit(0),

@@ -82,21 +82,35 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
   };
 }
 
+export interface WorkerReceiver {
+  receive(batch: readonly BusEvent[]): void;
+  /** The worker is gone: finish what it had in flight as failed; returns how many. */
+  lost(): number;
+  /** Entries of the in-flight table (tests: bounded by the label cap, never by the names sent). */
+  readonly tracked: number;
+}
+
 /**
  * Primary side: replays one worker's events into the real sink and proxy families, and keeps
  * that worker's in-flight requests per model, so that a worker that dies leaves no request
- * waiting or running forever: they are finished as failed (`worker_exit`).
+ * waiting or running forever: they are finished as failed (`worker_exit`). The table is keyed
+ * by the model's label (`label`: the label guard, uncounted), not the raw name a client sent,
+ * so it holds at most as many models as /metrics does, however many names clients invent.
  */
-export function createWorkerReceiver(sink: MeasurementSink, events: ProxyEvents): { receive(batch: readonly BusEvent[]): void; lost(): number } {
+export function createWorkerReceiver(sink: MeasurementSink, events: ProxyEvents, label: (model: string) => string): WorkerReceiver {
   const inFlight = new Map<string, { info: RequestInfo; waiting: number; running: number }>();
   const key = (api: string, model: string, stream: boolean) => `${api}\u0000${model}\u0000${stream}`;
-  const entry = (api: InferenceApi, model: string, stream: boolean) => {
+  const entry = (api: InferenceApi, raw: string, stream: boolean) => {
+    const model = label(raw);
     const k = key(api, model, stream);
     let e = inFlight.get(k);
     if (e === undefined) inFlight.set(k, (e = { info: { api, model, stream }, waiting: 0, running: 0 }));
     return e;
   };
   return {
+    get tracked() {
+      return inFlight.size;
+    },
     receive(batch) {
       for (const e of batch) {
         switch (e[0]) {
@@ -130,7 +144,6 @@ export function createWorkerReceiver(sink: MeasurementSink, events: ProxyEvents)
         }
       }
     },
-    /** The worker is gone: finish what it had in flight as failed; returns how many. */
     lost() {
       let n = 0;
       for (const { info, waiting, running } of inFlight.values()) {

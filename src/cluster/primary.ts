@@ -5,8 +5,9 @@
 import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import type { Config, Env } from '../config/config.ts';
-import { buildMetrics, startedFields, startExport, startManagement, type Infermeter, type StartOptions } from '../app.ts';
-import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage } from './bus.ts';
+import { resolveListenAddress } from '../config/security.ts';
+import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, type Infermeter, type StartOptions } from '../app.ts';
+import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage, type WorkerReceiver } from './bus.ts';
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.ts', import.meta.url)).replace(/\.ts$/, import.meta.url.endsWith('.ts') ? '.ts' : '.js');
 const FLUSH_TIMEOUT_MS = 1000;
@@ -14,6 +15,8 @@ const FLUSH_TIMEOUT_MS = 1000;
 export interface ClusterInfermeter extends Infermeter {
   /** Process ids of the live workers (tests kill one). */
   workerPids(): number[];
+  /** Entries of the live workers' in-flight tables (tests: bounded by the model label cap). */
+  trackedModels(): number;
   /** Resolves when `n` workers have been started since the beginning (restarts included). */
   workersStarted(n: number): Promise<void>;
 }
@@ -24,7 +27,12 @@ export async function startClusterPrimary(
   options: StartOptions & { readonly workers: number },
 ): Promise<ClusterInfermeter> {
   const { log } = options;
+  logStartWarnings(config, log);
+  // The workers bind the data port: a host they would refuse is refused here, before any starts
+  // (a worker that failed would be restarted again and again).
+  await resolveListenAddress(config.host, config.security.allowAllZeroIp, 'INFERMETER_HOST');
   const connections = new Map<number, number>();
+  const receivers = new Map<number, WorkerReceiver>();
   const metrics = buildMetrics(config, options, () => {
     let n = 0;
     for (const c of connections.values()) n += c;
@@ -45,7 +53,8 @@ export async function startClusterPrimary(
 
   const fork = (): Worker => {
     const worker = cluster.fork({ ...env });
-    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy);
+    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel);
+    receivers.set(worker.id, receiver);
     worker.on('message', (m: WorkerMessage) => {
       if (m.t === 'events') {
         receiver.receive(m.events);
@@ -59,6 +68,7 @@ export async function startClusterPrimary(
     });
     worker.on('exit', (code, signal) => {
       connections.delete(worker.id);
+      receivers.delete(worker.id);
       const lost = receiver.lost();
       if (stopping) return;
       metrics.proxy.workerRestarted(lost);
@@ -109,6 +119,7 @@ export async function startClusterPrimary(
     metricsUrl: management.metricsUrl,
     metrics,
     workerPids: () => workers().map((w) => w.process.pid!),
+    trackedModels: () => [...receivers.values()].reduce((n, r) => n + r.tracked, 0),
     workersStarted: (n) => (started >= n ? Promise.resolve() : new Promise((resolve) => startWaiters.push({ n, resolve }))),
     drain: () => close(),
     close: () => close(),

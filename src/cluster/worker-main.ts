@@ -1,6 +1,6 @@
 // A worker of INFERMETER_WORKERS > 1: the data plane on the shared port, its measurement sent
 // to the primary in batches. Reads the same environment as the primary.
-import { buildDataPlane } from '../app.ts';
+import { buildDataPlane, dataPolicy } from '../app.ts';
 import { loadConfig } from '../config/config.ts';
 import { createLogger } from '../log.ts';
 import { listen, urlOf } from '../management/listen.ts';
@@ -17,7 +17,7 @@ const bus = createWorkerBus(send, () => connections());
 const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus.sink, bus.events);
 connections = () => dataPlane.connections();
 
-const address = await listen(dataPlane.server, config.host, config.port);
+const address = await listen(dataPlane.server, config.host, config.port, dataPolicy(config));
 send({ t: 'listening', url: urlOf(address, config.security.dataTls === undefined ? 'http' : 'https') });
 
 process.on('message', (m: PrimaryMessage) => {

@@ -6,7 +6,7 @@ import { availableParallelism, hostname } from 'node:os';
 import { bucketVariable, HISTOGRAM_FAMILIES, parseBuckets, type BucketOverrides, type HistogramFamily } from '../metrics/buckets.ts';
 import { dirname } from 'node:path';
 import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
-import { parseSecurity, readBuffer, SECURITY_VARIABLES, type Security } from './security.ts';
+import { isAllAddresses, parseSecurity, readBuffer, SECURITY_VARIABLES, type Security } from './security.ts';
 import { OTEL_VARIABLES, parseOtel, type OtelConfig } from './otel-config.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -262,7 +262,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   // Listening on every address defeats the separation of the planes: MindIE refuses it unless
   // told otherwise, and so does infermeter.
   if (!security.allowAllZeroIp) {
-    const zero = (h: string) => h === '0.0.0.0' || h === '::' || h === '0:0:0:0:0:0:0:0';
+    const zero = isAllAddresses;
     if (zero(host)) problem('INFERMETER_HOST', 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)', host);
     if (zero(managementHost)) problem('INFERMETER_MANAGEMENT_HOST', 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)', managementHost);
   }

@@ -1,8 +1,13 @@
 // The hardening settings: TLS on each plane and to the upstream, the bearer token of the
 // management and metrics ports, label and concurrency bounds, timeouts and the drain. Read and
 // checked with the rest of the configuration: a certificate that cannot be read, or does not
-// go with its key, stops the start with a message that names the variable.
+// go with its key, stops the start with a message that names the variable. Listening on every
+// address is recognised by the address, not its spelling, and checked again on the address a
+// host name resolves to when the port is bound.
+import { X509Certificate } from 'node:crypto';
+import { lookup } from 'node:dns/promises';
 import { readFileSync } from 'node:fs';
+import { isIP, isIPv6 } from 'node:net';
 import { isAbsolute, join } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import type { MindieServerConfig } from './mindie-config.ts';
@@ -37,6 +42,13 @@ export interface Security {
   readonly upstreamIdleTimeoutMs: number;
   readonly totalTimeoutMs: number;
   readonly drainTimeoutMs: number;
+  /** Said at start, not refused: certificates outside their validity period. */
+  readonly warnings: readonly StartWarning[];
+}
+
+export interface StartWarning {
+  readonly msg: string;
+  readonly fields: Readonly<Record<string, string>>;
 }
 
 export const SECURITY_VARIABLES = [
@@ -65,6 +77,8 @@ export const SECURITY_VARIABLES = [
 
 interface Reader {
   readonly env: Env;
+  /** Where certificates outside their validity period are noted (parseSecurity collects them). */
+  readonly warn?: (warning: StartWarning) => void;
   readonly file: MindieServerConfig;
   /** Folder of the MindIE config file: its relative paths start there. */
   readonly fileDir: string | undefined;
@@ -101,11 +115,12 @@ function tls(
   const keyPath = trimmed(r.env[keyVar]) ?? (httpsEnabled ? fromFile(fileKeys[1]) : undefined);
   const pwdPath = trimmed(r.env[pwdVar]) ?? (httpsEnabled ? fromFile(fileKeys[2]) : undefined);
   if (certPath === undefined && keyPath === undefined) {
-    if (httpsEnabled) r.problem(certVar, `a certificate for HTTPS (ServerConfig.httpsEnabled is true; set ${certVar} and ${keyVar}, or ServerConfig.${fileKeys[0]} and ${fileKeys[1]})`, undefined);
+    if (pwdPath !== undefined) r.problem(pwdVar, `to go with a key: set ${certVar} and ${keyVar} too (a passphrase alone would leave the port in plain HTTP)`, pwdPath);
+    else if (httpsEnabled) r.problem(certVar, `a certificate for HTTPS (ServerConfig.httpsEnabled is true; set ${certVar} and ${keyVar}, or ServerConfig.${fileKeys[0]} and ${fileKeys[1]})`, undefined);
     return undefined;
   }
   if (certPath === undefined || keyPath === undefined) {
-    r.problem(certPath === undefined ? certVar : keyVar, 'a PEM file: the certificate and the key go together', undefined);
+    r.problem(certPath === undefined ? certVar : keyVar, `a PEM file: the certificate and the key go together (${certPath === undefined ? keyVar : certVar} is set)`, undefined);
     return undefined;
   }
   const read = (variable: string, path: string): Buffer | undefined => {
@@ -130,7 +145,35 @@ function tls(
     r.problem(certVar, `a PEM certificate that goes with ${keyVar} (and its passphrase): ${(error as Error).message}`, certPath);
     return undefined;
   }
+  warnOutOfValidity(r, certVar, certPath, cert);
   return { cert, key, passphrase };
+}
+
+/** Notes each certificate of a PEM file that is expired or not yet valid now. */
+function warnOutOfValidity(r: Reader, variable: string, path: string, pem: Buffer): void {
+  for (const p of certificateValidity(pem, Date.now())) {
+    r.warn?.({
+      msg: p.state === 'expired' ? 'TLS certificate expired: clients will refuse it' : 'TLS certificate not valid yet: clients will refuse it',
+      fields: { variable, file: path, subject: p.subject, [p.state === 'expired' ? 'not_after' : 'not_before']: p.date.toISOString() },
+    });
+  }
+}
+
+/** The certificates of a PEM text outside their validity period at `now` (ms), in file order. */
+export function certificateValidity(pem: Buffer | string, now: number): Array<{ state: 'expired' | 'not_yet_valid'; subject: string; date: Date }> {
+  const out: Array<{ state: 'expired' | 'not_yet_valid'; subject: string; date: Date }> = [];
+  for (const block of pem.toString('utf8').match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []) {
+    let x509: X509Certificate;
+    try {
+      x509 = new X509Certificate(block);
+    } catch {
+      continue; // unreadable blocks are TLS's to refuse (createSecureContext above)
+    }
+    const subject = x509.subject.replace(/\n/g, ', ');
+    if (x509.validToDate.getTime() < now) out.push({ state: 'expired', subject, date: x509.validToDate });
+    else if (x509.validFromDate.getTime() > now) out.push({ state: 'not_yet_valid', subject, date: x509.validFromDate });
+  }
+  return out;
 }
 
 function int(r: Reader, variable: string, fallback: number, min: number, max: number, fileValue?: string | number | boolean): number {
@@ -144,12 +187,18 @@ function int(r: Reader, variable: string, fallback: number, min: number, max: nu
   return fallback;
 }
 
-export function parseSecurity(r: Reader): Security {
+export function parseSecurity(reader: Reader): Security {
+  const warnings: StartWarning[] = [];
+  const r: Reader = { ...reader, warn: (w) => warnings.push(w) };
   const httpsEnabled = bool(r.file.httpsEnabled) === true;
   const dataTls = tls(r, 'INFERMETER', ['tlsCert', 'tlsPk', 'tlsPkPwd'], httpsEnabled);
   const managementTls = tls(r, 'INFERMETER_MANAGEMENT', ['managementTlsCert', 'managementTlsPk', 'managementTlsPkPwd'], httpsEnabled);
   // The metrics port uses its own files when given, else the management port's.
-  const metricsOwn = trimmed(r.env.INFERMETER_METRICS_TLS_CERT) !== undefined || (httpsEnabled && typeof r.file.metricsTlsCert === 'string');
+  // Any of its own variables (or config keys) counts: a key without its certificate is refused,
+  // never ignored with the port left on the management port's TLS or in plain HTTP.
+  const metricsOwn =
+    ['INFERMETER_METRICS_TLS_CERT', 'INFERMETER_METRICS_TLS_KEY', 'INFERMETER_METRICS_TLS_KEY_PASSPHRASE_FILE'].some((v) => trimmed(r.env[v]) !== undefined) ||
+    (httpsEnabled && (['metricsTlsCert', 'metricsTlsPk', 'metricsTlsPkPwd'] as const).some((k) => typeof r.file[k] === 'string' && r.file[k].trim() !== ''));
   const metricsTls = metricsOwn ? tls(r, 'INFERMETER_METRICS', ['metricsTlsCert', 'metricsTlsPk', 'metricsTlsPkPwd'], httpsEnabled) : managementTls;
 
   let upstreamCa: Buffer | undefined;
@@ -198,7 +247,43 @@ export function parseSecurity(r: Reader): Security {
     upstreamIdleTimeoutMs: int(r, 'INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS', 600_000, 100, 86_400_000),
     totalTimeoutMs: int(r, 'INFERMETER_TOTAL_TIMEOUT_MS', 3_600_000, 0, 86_400_000),
     drainTimeoutMs: int(r, 'INFERMETER_DRAIN_TIMEOUT_MS', 30_000, 0, 3_600_000),
+    warnings,
   };
 }
 
 export const readBuffer = (path: string): Buffer => readFileSync(path);
+
+/**
+ * Whether binding `host` listens on every address: the unspecified address however it is
+ * spelt. IPv4 as the OS reads a numeric host (`0`, `0x0`, `000.000.000.000`, `0.0`: the URL
+ * standard's IPv4 parser takes the same forms as inet_aton), IPv6 in any notation (`::0`,
+ * `0:0::0`, `[::]`, with a zone), and the IPv4-mapped `::ffff:0.0.0.0`. A host name is not an
+ * address: it is resolved when listening (`resolveListenAddress`).
+ */
+export function isAllAddresses(host: string): boolean {
+  let h = host.trim();
+  if (h.startsWith('[') && h.endsWith(']')) h = h.slice(1, -1);
+  const bare = h.replace(/%.*$/, '');
+  const v6 = isIPv6(bare);
+  if (!v6 && !/^[0-9a-fA-FxX.]+$/.test(h)) return false; // a host name, not a numeric address
+  let canonical: string;
+  try {
+    canonical = new URL(`http://${v6 ? `[${bare}]` : h}/`).hostname;
+  } catch {
+    return false;
+  }
+  return canonical === '0.0.0.0' || canonical === '[::]' || canonical === '[::ffff:0:0]';
+}
+
+/**
+ * The address to bind for `host`, resolved as Node's listen would (the first answer of
+ * dns.lookup), so that what is checked is what is bound: a name that resolves to the
+ * unspecified address is refused like the address itself, unless `allowAll`.
+ */
+export async function resolveListenAddress(host: string, allowAll: boolean, variable: string): Promise<string> {
+  const address = isIP(host) !== 0 ? host : (await lookup(host)).address;
+  if (!allowAll && isAllAddresses(address)) {
+    throw new Error(`${variable}=${host} listens on every address (${address}); that needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)`);
+  }
+  return address;
+}

@@ -4,7 +4,7 @@
 // log says once when the engine's metrics cannot be read, and once when they can again.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from '../log.ts';
-import { formatExposition, parseExposition, seriesNames, type Family } from './exposition-parser.ts';
+import { dropDuplicateSeries, formatExposition, parseExposition, seriesNames, type Family } from './exposition-parser.ts';
 import { readEngineState, readMindieJson, type EngineSnapshot } from './engine-state.ts';
 
 export interface EngineView extends EngineSnapshot {
@@ -112,6 +112,11 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
     labelNames: ['engine'],
     registers: [registry],
   });
+  const duplicates = new Gauge({
+    name: 'infermeter_upstream_metrics_duplicate_series',
+    help: 'Samples of the engine\'s last readable /metrics dropped because an earlier sample had the same name and labels (neither read nor relayed).',
+    registers: [registry],
+  });
   const relaySkipped = options.relay.enabled
     ? new Counter({
         name: 'infermeter_relay_rounds_skipped_total',
@@ -197,7 +202,9 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
       const text = await fetchText(options.metricsUrl, options.timeoutMs, MAX_SCRAPE_BYTES);
       let families: Family[];
       try {
-        families = parseExposition(text);
+        const read = dropDuplicateSeries(parseExposition(text));
+        families = read.families;
+        duplicates.set(read.dropped);
       } catch (error) {
         if (options.relay.enabled) {
           clearRelay();

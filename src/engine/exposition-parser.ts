@@ -186,6 +186,33 @@ export function formatExposition(families: readonly Family[]): string {
   return out;
 }
 
+/**
+ * Keeps the first sample of each series and drops the later ones: a series is a sample name and
+ * a label set, whatever the labels' order, a label with an empty value being no label (as
+ * Prometheus reads them), across families (a sample of x_total may come under x and under a family
+ * of its own). A family left with no sample goes too. Served twice, a series is one that
+ * Prometheus would keep only one of, and the engine figures would count it twice.
+ */
+export function dropDuplicateSeries(families: readonly Family[]): { families: Family[]; dropped: number } {
+  const seen = new Set<string>();
+  let dropped = 0;
+  const kept: Family[] = [];
+  for (const f of families) {
+    const samples = f.samples.filter((s) => {
+      const labels = Object.entries(s.labels).filter(([, v]) => v !== '');
+      if (labels.length > 1) labels.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      const key = JSON.stringify([s.name, labels]);
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+    dropped += f.samples.length - samples.length;
+    if (samples.length === f.samples.length) kept.push(f);
+    else if (samples.length > 0) kept.push({ ...f, samples });
+  }
+  return { families: kept, dropped };
+}
+
 /** Every sample name a family's samples may use (x, x_total, x_bucket ...). */
 export function seriesNames(name: string, type: FamilyType): string[] {
   return SUFFIXES[type].map((s) => name + s);

@@ -4,7 +4,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import type { Hono } from 'hono';
-import type { TlsFiles } from '../config/security.ts';
+import { resolveListenAddress, type TlsFiles } from '../config/security.ts';
 
 /** A node:http server for the app, or node:https with the given key and certificate. */
 export function createAppServer(app: Hono, tls?: TlsFiles): Server {
@@ -12,12 +12,23 @@ export function createAppServer(app: Hono, tls?: TlsFiles): Server {
   return createAdaptorServer({ fetch: app.fetch, overrideGlobalObjects: false, createServer: createHttpsServer, serverOptions: { ...tls } }) as unknown as Server;
 }
 
-/** Listens and resolves with the bound address; rejects on EADDRINUSE and the like. */
-export function listen(server: Server, host: string, port: number): Promise<AddressInfo> {
+/** Whether every address may be bound, and the variable that named the host (for the refusal). */
+export interface ListenPolicy {
+  readonly allowAll: boolean;
+  readonly variable: string;
+}
+
+/**
+ * Listens and resolves with the bound address; rejects on EADDRINUSE and the like, and on a host
+ * that resolves to the unspecified address without the policy's leave (the address checked is
+ * the one bound).
+ */
+export async function listen(server: Server, host: string, port: number, policy: ListenPolicy): Promise<AddressInfo> {
+  const address = await resolveListenAddress(host, policy.allowAll, policy.variable);
   return new Promise((resolve, reject) => {
     const onError = (error: Error): void => reject(error);
     server.once('error', onError);
-    server.listen(port, host, () => {
+    server.listen(port, address, () => {
       server.off('error', onError);
       resolve(server.address() as AddressInfo);
     });

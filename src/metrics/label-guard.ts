@@ -1,7 +1,9 @@
 // model_name comes from client input: left as is, a client could create series without bound.
 // The guard keeps at most N distinct values (the models the upstream lists at /v1/models always
 // get their own); later new ones are counted under "other". Values are made safe for a label
-// first: control characters replaced, length capped.
+// first: well-formed (a lone UTF-16 surrogate becomes U+FFFD, as UTF-8 encoding would make it
+// anyway: names differing only there would otherwise be two series here and one on the wire),
+// control characters replaced, length capped.
 
 export interface LabelGuard {
   /** The label value to use for a model; `count` when a request starts (counts overflows once). */
@@ -16,8 +18,9 @@ export const OTHER = 'other';
 const MAX_LENGTH = 128;
 
 export function sanitizeLabel(value: string): string {
+  let v = value.isWellFormed() ? value : value.toWellFormed();
   // eslint-disable-next-line no-control-regex
-  let v = /[\u0000-\u001f\u007f]/.test(value) ? value.replace(/[\u0000-\u001f\u007f]/g, '_') : value;
+  if (/[\u0000-\u001f\u007f]/.test(v)) v = v.replace(/[\u0000-\u001f\u007f]/g, '_');
   if (v.length > MAX_LENGTH) {
     v = v.slice(0, MAX_LENGTH);
     // Do not leave half of a surrogate pair at the end.

@@ -39,6 +39,8 @@ export interface Metrics {
   readonly state: MeasurementState;
   readonly proxy: ProxyFamilies;
   readonly dialects: readonly Dialect[];
+  /** The model_name label a raw model name is counted under (bounded like the labels; counts nothing). */
+  modelLabel(model: string): string;
   /** Hears every request's events after the dialects (tests await finished requests with it). */
   addObserver(observer: SampleObserver): void;
   /** Call when a scrape starts; returns what to call with the size of the body served. */
@@ -157,6 +159,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     proxy,
     dialects,
     addObserver: recorder.addObserver,
+    modelLabel: (model) => guard.model(model),
     modelsListed: () => listing,
     scrapeStarted() {
       const done = dialects.map((d) => d.scrapeStarted?.()).filter((f) => f !== undefined);

@@ -36,14 +36,17 @@ describe('access control', () => {
     t.after(() => upstream.close());
     const app = await startProxy(t, upstream.url, { INFERMETER_METRICS_TOKEN: TOKEN });
     for (const url of [app.metricsUrl!, `${app.managementUrl}/metrics-json`]) {
-      for (const authorization of [undefined, 'Bearer wrong-token-000000000000', `Basic ${TOKEN}`, `Bearer ${TOKEN}x`]) {
+      for (const authorization of [undefined, 'Bearer wrong-token-000000000000', `Basic ${TOKEN}`, `Bearer ${TOKEN}x`, `Bearer${TOKEN}`, `Bearer ${TOKEN} ${TOKEN}`, `Bearer\t${TOKEN}`, `Bearer ${TOKEN.slice(0, -1)}`, 'Bearer ', `x Bearer ${TOKEN}`]) {
         const res = await fetch(url, authorization === undefined ? {} : { headers: { authorization } });
         assert.equal(res.status, 401, `${url} with ${authorization}`);
         assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="infermeter"');
         assert.doesNotMatch(await res.text(), /request_received_total|resultType/, 'no data');
       }
-      const ok = await fetch(url, { headers: { authorization: `Bearer ${TOKEN}` } });
-      assert.equal(ok.status, 200);
+      // RFC 9110: the scheme is case-insensitive, and one or more spaces follow it.
+      for (const authorization of [`Bearer ${TOKEN}`, `bearer ${TOKEN}`, `BEARER ${TOKEN}`, `bEaReR ${TOKEN}`, `Bearer   ${TOKEN}`]) {
+        const ok = await fetch(url, { headers: { authorization } });
+        assert.equal(ok.status, 200, `${url} with ${authorization}`);
+      }
     }
     assert.equal((await fetch(`${app.managementUrl}/health`)).status, 200, 'probes need no token');
     assert.equal((await fetch(`${app.managementUrl}/ready`)).status, 200);

@@ -3,7 +3,10 @@ import assert from 'node:assert/strict';
 import { request as httpsRequest, createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
+import { certificateValidity } from '../../src/config/security.ts';
+import { createLogger } from '../../src/log.ts';
 import { makeCerts, type TestCerts } from '../helpers/certs.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 
@@ -77,6 +80,66 @@ describe('TLS', () => {
     );
     assert.throws(() => loadConfig({ ...base, INFERMETER_TLS_CERT: certs.certFile, INFERMETER_TLS_KEY: certs.encryptedKeyFile }), /INFERMETER_TLS_CERT/, 'an encrypted key without its passphrase');
     assert.throws(() => loadConfig({ ...base, INFERMETER_TLS_CERT: certs.certFile }), /INFERMETER_TLS_KEY: expected a PEM file: the certificate and the key go together/);
+  });
+
+  it('refuses a key or a passphrase without its certificate on every port, rather than serve in plain HTTP', () => {
+    const base = { INFERMETER_UPSTREAM: 'http://127.0.0.1:1' };
+    const management = { INFERMETER_MANAGEMENT_TLS_CERT: certs.certFile, INFERMETER_MANAGEMENT_TLS_KEY: certs.keyFile };
+    for (const [env, problem] of [
+      [{ INFERMETER_METRICS_TLS_KEY: certs.keyFile }, /INFERMETER_METRICS_TLS_CERT: expected a PEM file: the certificate and the key go together \(INFERMETER_METRICS_TLS_KEY is set\)/],
+      [{ ...management, INFERMETER_METRICS_TLS_KEY: certs.keyFile }, /INFERMETER_METRICS_TLS_CERT: expected a PEM file: the certificate and the key go together/],
+      [{ INFERMETER_METRICS_TLS_KEY_PASSPHRASE_FILE: certs.passphraseFile }, /INFERMETER_METRICS_TLS_KEY_PASSPHRASE_FILE: expected to go with a key/],
+      [{ INFERMETER_TLS_KEY: certs.keyFile }, /INFERMETER_TLS_CERT: expected a PEM file: the certificate and the key go together/],
+      [{ INFERMETER_TLS_KEY_PASSPHRASE_FILE: certs.passphraseFile }, /INFERMETER_TLS_KEY_PASSPHRASE_FILE: expected to go with a key/],
+      [{ INFERMETER_MANAGEMENT_TLS_KEY: certs.keyFile }, /INFERMETER_MANAGEMENT_TLS_CERT: expected a PEM file/],
+      [{ INFERMETER_MANAGEMENT_TLS_KEY_PASSPHRASE_FILE: certs.passphraseFile }, /INFERMETER_MANAGEMENT_TLS_KEY_PASSPHRASE_FILE: expected to go with a key/],
+    ] as const) {
+      assert.throws(() => loadConfig({ ...base, ...env }), (e: unknown) => e instanceof ConfigError && problem.test(e.message), JSON.stringify(env));
+    }
+    // MindIE's config file: a metrics key without its certificate, likewise.
+    const file = JSON.stringify({ ServerConfig: { httpsEnabled: true, tlsCert: 'server.pem', tlsPk: 'server.key', managementTlsCert: 'server.pem', managementTlsPk: 'server.key', metricsTlsPk: 'server.key' } });
+    assert.throws(() => loadConfig({ INFERMETER_CONFIG: `${certs.dir}/config.json` }, { readFile: () => file }), /INFERMETER_METRICS_TLS_CERT: expected a PEM file: the certificate and the key go together/);
+    // Both given: the metrics port serves its own certificate.
+    const own = loadConfig({ ...base, ...management, INFERMETER_METRICS_TLS_CERT: certs.certFile, INFERMETER_METRICS_TLS_KEY: certs.encryptedKeyFile, INFERMETER_METRICS_TLS_KEY_PASSPHRASE_FILE: certs.passphraseFile });
+    assert.equal(own.security.metricsTls?.passphrase, 'correct horse battery staple');
+  });
+
+  it('warns at start of a certificate expired or not yet valid, naming the variable, the file and the date, and still serves', async (t) => {
+    const expired = certs.certWithDates('expired.pem', '20200101000000Z', '20210101000000Z');
+    const future = certs.certWithDates('future.pem', '20990101000000Z', '21000101000000Z');
+    const lines: Array<Record<string, unknown>> = [];
+    const app = await startProxy(
+      t,
+      'http://127.0.0.1:9',
+      { INFERMETER_MANAGEMENT_TLS_CERT: expired, INFERMETER_MANAGEMENT_TLS_KEY: certs.keyFile, INFERMETER_METRICS_TLS_CERT: future, INFERMETER_METRICS_TLS_KEY: certs.keyFile, INFERMETER_TLS_CERT: certs.certFile, INFERMETER_TLS_KEY: certs.keyFile },
+      { log: createLogger('info', (l) => lines.push(JSON.parse(l) as Record<string, unknown>)) },
+    );
+    const warnings = lines.filter((l) => l.level === 'warn');
+    assert.deepEqual(
+      warnings.map(({ msg, variable, file, not_after, not_before }) => ({ msg, variable, file, not_after, not_before })),
+      [
+        { msg: 'TLS certificate expired: clients will refuse it', variable: 'INFERMETER_MANAGEMENT_TLS_CERT', file: expired, not_after: '2021-01-01T00:00:00.000Z', not_before: undefined },
+        { msg: 'TLS certificate not valid yet: clients will refuse it', variable: 'INFERMETER_METRICS_TLS_CERT', file: future, not_after: undefined, not_before: '2099-01-01T00:00:00.000Z' },
+      ],
+      'one warning per certificate out of its dates, none for the valid one',
+    );
+    assert.ok(warnings.every((w) => w.subject === 'CN=127.0.0.1'), JSON.stringify(warnings));
+    assert.ok(lines.findIndex((l) => l.msg === 'infermeter started') > lines.indexOf(warnings[1]!), 'said at start');
+    // Started anyway: a client that does not check dates is served.
+    const health = await new Promise<number>((resolve, reject) => {
+      httpsRequest(`${app.managementUrl}/health`, { rejectUnauthorized: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      })
+        .on('error', reject)
+        .end();
+    });
+    assert.equal(health, 200);
+    // Every certificate of a chain file is read: the expired one second in the file is named.
+    assert.deepEqual(
+      certificateValidity(Buffer.concat([certs.cert, readFileSync(expired)]), Date.now()).map((p) => [p.state, p.date.toISOString()]),
+      [['expired', '2021-01-01T00:00:00.000Z']],
+    );
   });
 
   it('honours MindIE\'s httpsEnabled and TLS keys, relative to the config file', () => {

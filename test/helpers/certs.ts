@@ -12,6 +12,8 @@ export interface TestCerts {
   readonly keyFile: string;
   readonly encryptedKeyFile: string;
   readonly passphraseFile: string;
+  /** A certificate for the server key, signed by the CA, valid from `start` to `end` (openssl's YYYYMMDDHHMMSSZ). */
+  certWithDates(name: string, start: string, end: string): string;
   readonly ca: Buffer;
   readonly cert: Buffer;
   readonly key: Buffer;
@@ -35,6 +37,17 @@ export function makeCerts(): TestCerts {
     keyFile: f('server.key'),
     encryptedKeyFile: f('server-encrypted.key'),
     passphraseFile: f('pass.txt'),
+    certWithDates(name, start, end) {
+      // `openssl ca` is the way OpenSSL 3.0 sets both dates of a certificate.
+      writeFileSync(f('index.txt'), '');
+      writeFileSync(f('serial'), `${Date.now().toString(16).padStart(16, '0')}\n`);
+      writeFileSync(
+        f('ca.cnf'),
+        '[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\nnew_certs_dir = .\nserial = serial\ndefault_md = sha256\npolicy = p\nunique_subject = no\n[p]\ncommonName = supplied\n',
+      );
+      ssl('ca', '-batch', '-config', 'ca.cnf', '-cert', 'ca.pem', '-keyfile', 'ca.key', '-in', 'server.csr', '-out', name, '-startdate', start, '-enddate', end, '-notext');
+      return f(name);
+    },
     ca: readFileSync(f('ca.pem')),
     cert: readFileSync(f('server.pem')),
     key: readFileSync(f('server.key')),

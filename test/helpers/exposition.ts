@@ -5,6 +5,8 @@ export interface Exposition {
   value(name: string, labels?: Record<string, string>): number | undefined;
   /** Every series of a name. */
   series(name: string): Array<{ labels: Record<string, string>; value: number }>;
+  /** Series written more than once (name and label set; order and empty-valued labels do not count, as in Prometheus). */
+  duplicates(): string[];
   /** The sum of the series of a name whose labels include `match` (undefined when there is none). */
   sum(name: string, match?: Record<string, string>): number | undefined;
   readonly text: string;
@@ -32,6 +34,16 @@ export function parseExposition(text: string): Exposition {
   return {
     text,
     value: (name, labels = {}) => all.find((s) => s.name === name && same(s.labels, labels))?.value,
+    duplicates() {
+      const seen = new Set<string>();
+      const twice: string[] = [];
+      for (const s of all) {
+        const key = JSON.stringify([s.name, Object.entries(s.labels).filter(([, v]) => v !== '').sort(([a], [b]) => (a < b ? -1 : 1))]);
+        if (seen.has(key)) twice.push(key);
+        seen.add(key);
+      }
+      return twice;
+    },
     series: (name) => all.filter((s) => s.name === name).map(({ labels, value }) => ({ labels, value })),
     sum(name, match = {}) {
       const hits = all.filter((s) => s.name === name && Object.entries(match).every(([k, v]) => s.labels[k] === v));

@@ -35,17 +35,10 @@ export async function startHeldUpstream(t: TestContext): Promise<HeldUpstream> {
       for (const w of waiters.splice(0)) (held.length >= w.n ? w.resolve : () => waiters.push(w))();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  );
+  const url = await listenForTest(t, server);
   const arrived = (n: number): Promise<void> => (held.length >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve })));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url,
     held,
     arrived,
     async next() {
@@ -54,6 +47,19 @@ export async function startHeldUpstream(t: TestContext): Promise<HeldUpstream> {
       return held[i]!.res;
     },
   };
+}
+
+/** Listens on a free loopback port, closed (with its connections) when the test ends; its URL. */
+export async function listenForTest(t: TestContext, server: http.Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  );
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 /** Reads a whole response: the bytes that arrived, and whether it ended cleanly (not cut). */

@@ -139,6 +139,38 @@ describe('engine metrics relay', () => {
     }
   });
 
+  it('serves each series of the engine once: later duplicates are dropped, counted, and not counted twice in the engine figures', async (t) => {
+    const e = await engine(t, { INFERMETER_RELAY_UPSTREAM_METRICS: '1', INFERMETER_RELAY_INTERVAL_SECONDS: '30' });
+    e.serve(
+      200,
+      [
+        fixture('mindie.prom').trimEnd(),
+        '# TYPE engine_pool_depth gauge',
+        'engine_pool_depth{pool="a",zone="z"} 1',
+        'engine_pool_depth{zone="z",pool="a"} 2',
+        'engine_pool_depth{pool="a",zone="z",shard=""} 3',
+        'engine_pool_depth{pool="b",zone="z"} 4',
+        '# TYPE engine_other gauge',
+        'engine_other 5',
+        // A second num_requests_running of the same model, further down: not 12 + 12.
+        'num_requests_running{model_name="llama3-70b"} 12',
+        '# TYPE engine_jobs_total gauge',
+        'engine_jobs_total 6',
+        '# TYPE engine_jobs counter',
+        'engine_jobs_total 7',
+        '',
+      ].join('\n'),
+    );
+    await e.scrapeOnce();
+    const x = await scrape(e.app);
+    assert.deepEqual(x.duplicates(), [], 'no series twice on /metrics');
+    assert.deepEqual(x.series('engine_pool_depth'), [{ labels: { pool: 'a', zone: 'z' }, value: 1 }, { labels: { pool: 'b', zone: 'z' }, value: 4 }], 'the first of each series');
+    assert.deepEqual(x.series('engine_jobs_total'), [{ labels: {}, value: 6 }]);
+    assert.equal(x.value('engine_other'), 5);
+    assert.equal(x.value('num_requests_running', { model_name: 'llama3-70b' }), 12, 'the engine figure is read once');
+    assert.equal(x.value('infermeter_upstream_metrics_duplicate_series'), 4);
+  });
+
   it('refuses an exposition over 240 KB and an unparseable one, counting each, and refreshes on its interval', async (t) => {
     const e = await engine(t, { INFERMETER_RELAY_UPSTREAM_METRICS: '1', INFERMETER_RELAY_INTERVAL_SECONDS: '30' });
     const padding = Array.from({ length: 3000 }, (_, i) => `# HELP pad_${i} Padding to make the exposition large.\n# TYPE pad_${i} gauge\npad_${i}{shard="${i}"} ${i}\n`).join('');

@@ -9,12 +9,12 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { ConfigError, loadConfig, VARIABLES, type Config, type Env } from '../../src/config/config.ts';
 import { SECURITY_VARIABLES } from '../../src/config/security.ts';
 import { bucketVariable, HISTOGRAM_FAMILIES } from '../../src/metrics/buckets.ts';
+import { listenForTest } from '../helpers/held-upstream.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 
 const DIR = new URL('../../deploy/kubernetes/', import.meta.url);
@@ -272,15 +272,7 @@ async function startNullUpstream(t: TestContext): Promise<string> {
     req.resume();
     res.writeHead(404, { 'content-type': 'application/json' }).end('{}');
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  );
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return listenForTest(t, server);
 }
 
 // ---- the checks ------------------------------------------------------------------------------

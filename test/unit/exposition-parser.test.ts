@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ExpositionError, formatExposition, parseExposition } from '../../src/engine/exposition-parser.ts';
+import { dropDuplicateSeries, ExpositionError, formatExposition, parseExposition } from '../../src/engine/exposition-parser.ts';
 
 describe('exposition parser', () => {
   it('reads families, types, labels with escapes, special values and timestamps', () => {
@@ -48,5 +48,29 @@ describe('exposition parser', () => {
     ] as const) {
       assert.throws(() => parseExposition(text), (e: unknown) => e instanceof ExpositionError && e.line === line, text);
     }
+  });
+
+  it('drops every later sample of a series: label order, empty labels and families do not make another one', () => {
+    const text = [
+      '# TYPE a gauge',
+      'a{x="1",y="2"} 1',
+      'a{y="2",x="1"} 2', // the same labels in another order
+      'a{x="1",y="2",z=""} 3', // an empty label is no label
+      'a{x="1",y="3"} 4', // another series
+      '# TYPE b gauge',
+      'b 5',
+      'a{x="1",y="2"} 6', // after another family: merged into a, still a duplicate
+      '# TYPE c_total gauge',
+      'c_total 7',
+      '# TYPE c counter',
+      'c_total 8', // the same sample name under another family, which is left empty and dropped
+      '# TYPE d gauge',
+      'd{m="\ufffd"} 9',
+    ].join('\n');
+    const { families, dropped } = dropDuplicateSeries(parseExposition(text));
+    assert.equal(dropped, 4);
+    assert.equal(formatExposition(families), ['# TYPE a gauge', 'a{x="1",y="2"} 1', 'a{x="1",y="3"} 4', '# TYPE b gauge', 'b 5', '# TYPE c_total gauge', 'c_total 7', '# TYPE d gauge', 'd{m="\ufffd"} 9', ''].join('\n'));
+    const clean = parseExposition('# TYPE a gauge\na{x="1"} 1\na{x="2"} 2\n');
+    assert.deepEqual(dropDuplicateSeries(clean), { families: clean, dropped: 0 }, 'nothing to drop: the same families');
   });
 });

@@ -16,7 +16,8 @@ describe('node flags', () => {
     assert.equal(shebang, INFERMETER_FLAGS);
 
     const start = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts.start;
-    assert.equal(start, `node ${INFERMETER_FLAGS} src/cli.ts`);
+    // exec: npm's shell is replaced by node, so the SIGTERM npm forwards reaches node (see the drain test).
+    assert.equal(start, `exec node ${INFERMETER_FLAGS} src/cli.ts`);
 
     const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(read('Dockerfile'))?.[1];
     assert.ok(entrypoint !== undefined, 'the Dockerfile has an exec-form ENTRYPOINT');
