@@ -4,7 +4,7 @@
 // body was read to its end); the timer keeps timestamps and tells the sink, in order, that the
 // request started, that output began, and that it finished, each exactly once.
 import type { Clock } from './clock.ts';
-import type { Usage } from './usage.ts';
+import { mergeUsage, promptTotal, type Usage } from './usage.ts';
 import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestParams, RequestSample, UsageSource } from './sample.ts';
 
 export interface MeasurementSink {
@@ -35,7 +35,7 @@ export interface RequestTimer {
   responseBody(at?: number): number;
   /** A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if any. */
   tokenEvent(completionTokens?: number): void;
-  /** The upstream reported usage; the last report wins (reports are cumulative). */
+  /** The upstream reported usage; the last report wins, field by field (reports are cumulative). */
   usage(usage: Usage): void;
   /** The upstream said why generation stopped (`finish_reason`); the last report wins. */
   finishReason(reason: string): void;
@@ -147,7 +147,7 @@ class Timer implements RequestTimer {
   }
 
   usage(u: Usage): void {
-    if (!this.closed) this.lastUsage = u;
+    if (!this.closed) this.lastUsage = mergeUsage(this.lastUsage, u);
   }
 
   finishReason(reason: string): void {
@@ -187,7 +187,7 @@ class Timer implements RequestTimer {
     let completionTokens: number | undefined;
     let usageSource: UsageSource = 'none';
     if (lastUsage !== undefined) {
-      promptTokens = lastUsage.promptTokens;
+      promptTokens = promptTotal(lastUsage);
       completionTokens = lastUsage.completionTokens;
       usageSource = 'upstream';
     } else if (streamed && outcome === 'success') {

@@ -14,12 +14,16 @@ import { registerLabelledHistogram, type LabelledHistogram } from '../families.t
 import type { MeasurementState } from '../recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 
-/** `gen_ai.operation.name` per API: the conventions' well-known values (Responses API: chat). */
+/**
+ * `gen_ai.operation.name` per API: the conventions' well-known values (the Responses API and
+ * Anthropic's Messages API, whose conventions name it so: chat).
+ */
 export const OPERATION_NAMES: Readonly<Record<InferenceApi, string>> = {
   chat: 'chat',
   completions: 'text_completion',
   responses: 'chat',
   embeddings: 'embeddings',
+  messages: 'chat',
 };
 
 export interface OtelInstrument {
