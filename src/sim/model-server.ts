@@ -5,6 +5,7 @@
 // vLLM-style /metrics reporting its own queues and a KV-cache usage that follows the load.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { serveMessages } from './anthropic.ts';
 
 export interface SimOptions {
   /** Models /v1/models lists; requests for other models get a 404 as vLLM answers. */
@@ -97,6 +98,10 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
           model,
           usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
         });
+        return;
+      }
+      if (path.endsWith('/v1/messages')) {
+        serveMessages(res, body, plan, track(stats.get(model)!, plan.tokens, res));
         return;
       }
       const api = path.endsWith('/v1/chat/completions') ? 'chat' : path.endsWith('/v1/completions') ? 'completions' : path.endsWith('/v1/responses') ? 'responses' : undefined;
