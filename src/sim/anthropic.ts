@@ -9,17 +9,7 @@
 // its prompt (cache_read_input_tokens). Errors in Anthropic's shape.
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-
-/** What the simulator planned for one request (model-server.ts builds it). */
-export interface MessagesPlan {
-  readonly id: string;
-  readonly model: string;
-  readonly promptTokens: number;
-  readonly tokens: number;
-  readonly ttftMs: number;
-  readonly gapMs: () => number;
-  readonly tokensPerEvent: number;
-}
+import type { Plan } from './model-server.ts';
 
 const WORDS = ['Hello', '!', ' The', ' model', ' answers', ' in', ' the', ' shape', ' of', ' Anthropic', "'s", ' Messages', ' API', ',', ' token', ' by', ' token', '.'];
 const THOUGHTS = ['Let', ' me', ' think', ' this', ' through', '.'];
@@ -41,7 +31,7 @@ interface Usage {
 }
 
 /** Answers one Messages API request; `engine.firstToken` marks it running in the engine's stats. */
-export function serveMessages(res: ServerResponse, body: Record<string, unknown>, plan: MessagesPlan, engine: { firstToken: () => void }): void {
+export function serveMessages(res: ServerResponse, body: Record<string, unknown>, plan: Plan, engine: { firstToken: () => void }): void {
   const maxTokens = body.max_tokens;
   if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1) {
     messagesError(res, 400, 'invalid_request_error', 'max_tokens: Field required, an integer of at least 1');
@@ -82,7 +72,7 @@ function piece(from: number, to: number, thinkingTokens: number): string {
 /** A signature for a thinking block, as Anthropic sends one (opaque base64). */
 const signature = (): string => randomBytes(48).toString('base64');
 
-function answer(res: ServerResponse, plan: MessagesPlan, m: MessageState): void {
+function answer(res: ServerResponse, plan: Plan, m: MessageState): void {
   const content: unknown[] = [];
   if (m.thinkingTokens > 0) content.push({ type: 'thinking', thinking: piece(0, m.thinkingTokens, m.thinkingTokens), signature: signature() });
   content.push({ type: 'text', text: piece(m.thinkingTokens, plan.tokens, m.thinkingTokens) });
@@ -90,7 +80,7 @@ function answer(res: ServerResponse, plan: MessagesPlan, m: MessageState): void 
   send(res, 200, m.requestId, { id: m.id, type: 'message', role: 'assistant', model: m.model, content, stop_reason: 'max_tokens', stop_sequence: null, usage });
 }
 
-async function stream(res: ServerResponse, plan: MessagesPlan, m: MessageState, engine: { firstToken: () => void }): Promise<void> {
+async function stream(res: ServerResponse, plan: Plan, m: MessageState, engine: { firstToken: () => void }): Promise<void> {
   let closed = false;
   res.on('close', () => (closed = true));
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': m.requestId });

@@ -142,7 +142,7 @@ export async function startSimServer(options: SimOptions = {}, host = '127.0.0.1
   };
 }
 
-interface Plan {
+export interface Plan {
   readonly id: string;
   readonly model: string;
   readonly promptTokens: number;
