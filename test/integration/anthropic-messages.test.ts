@@ -15,6 +15,7 @@ import { startSimServer } from '../../src/sim/model-server.ts';
 import { REAL_STREAMS, REAL_STREAMS_DIR, realStreamBytes, realStreamsAvailable } from '../helpers/fixtures.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
+import { sseBlocks } from '../helpers/tap-harness.ts';
 
 const FIRST_MS = 40; // before the recording's first event
 const GAP_MS = 20; // before each later one
@@ -27,6 +28,22 @@ const post = async (url: string, body: string): Promise<{ status: number; bytes:
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'sk-ant-test', 'anthropic-version': '2023-06-01' }, body });
   return { status: res.status, bytes: Buffer.from(await res.arrayBuffer()) };
 };
+
+/** Posts and reads the answer as it comes: its bytes, and when (seconds after sending) the client held its first `end` bytes. */
+async function readTimed(url: string, body: string): Promise<{ status: number; bytes: Buffer; seenAt: (end: number) => number }> {
+  const sentAt = performance.now();
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'sk-ant-test', 'anthropic-version': '2023-06-01' }, body });
+  const reader = res.body!.getReader();
+  const pieces: Uint8Array[] = [];
+  const arrivals: Array<{ length: number; seconds: number }> = [];
+  let length = 0;
+  for (let r = await reader.read(); !r.done; r = await reader.read()) {
+    pieces.push(r.value);
+    length += r.value.length;
+    arrivals.push({ length, seconds: (performance.now() - sentAt) / 1000 });
+  }
+  return { status: res.status, bytes: Buffer.concat(pieces), seenAt: (end) => arrivals.find((a) => a.length >= end)!.seconds };
+}
 
 describe('Anthropic Messages API through infermeter', () => {
   it('replays the real recordings byte for byte, with their TTFT, tokens, finish reason and outcome', { skip: realStreamsAvailable() ? false : `real recordings not found at ${REAL_STREAMS_DIR}` }, async (t) => {
@@ -41,7 +58,7 @@ describe('Anthropic Messages API through infermeter', () => {
       current = realStreamBytes(file);
       const finished = nextFinished(app, 1);
       const body = `{"model":"claude-test","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"h\u00e9"}]}`;
-      const res = await post(`${app.dataUrl}/anthropic/v1/messages`, body);
+      const res = await readTimed(`${app.dataUrl}/anthropic/v1/messages`, body);
       assert.equal(res.status, 200, file);
       assert.ok(res.bytes.equals(current), `${file}: the client's bytes are the upstream's`);
       assert.equal(upstream.requests.at(-1)!.url, '/serving/anthropic/v1/messages');
@@ -52,19 +69,19 @@ describe('Anthropic Messages API through infermeter', () => {
       assert.deepEqual([s.promptTokens, s.completionTokens, s.usageSource, s.tokenEvents], [expect.promptTokens, expect.completionTokens, 'upstream', expect.tokenEvents], context);
       assert.ok(s.finishReason === 'end_turn' || s.finishReason === 'tool_use', context);
       assert.match(s.responseModel ?? '', /^claude-/, context);
-      // Event i leaves the upstream FIRST_MS + i * GAP_MS after its head: the first token event
-      // k is the first text delta, after message_start, its block's start and pings.
+      // Event i leaves the upstream FIRST_MS + i * GAP_MS (less a millisecond a timer) after the
+      // request reached it: no event is seen before that; and the proxy sees an event before the
+      // client does. So TTFT lies between event k's sending and the client's receiving it: k is
+      // the first text delta, after message_start, its block's start and pings.
+      const ends = sseBlocks(current).filter((b) => b.isEvent).map((b) => b.end);
       const k = expect.firstTokenEvent!;
-      const events = expect.events;
-      const ttfb = s.ttfb!;
-      const ttft = s.ttft!;
-      assert.ok(ttft - ttfb >= (FIRST_MS + k * GAP_MS - (k + 1) * EARLY_MS) / 1000, `${context}: TTFT at event ${k} or later`);
-      assert.ok(s.e2e! - ttft >= ((events - 1 - k) * GAP_MS - (events - 1 - k) * EARLY_MS) / 1000, `${context}: TTFT before the events after ${k}`);
+      const last = expect.lastTokenEvent!;
+      const sent = (i: number) => (FIRST_MS + i * GAP_MS - (i + 1) * EARLY_MS) / 1000;
+      assert.ok(s.ttft! >= sent(k) && s.ttft! <= res.seenAt(ends[k]!), `${context}: TTFT at event ${k}, which the client saw at ${res.seenAt(ends[k]!)} s`);
+      assert.ok(s.lastToken! >= sent(last) && s.lastToken! <= res.seenAt(ends[last]!), `${context}: last token at event ${last}, which the client saw at ${res.seenAt(ends[last]!)} s`);
       // TPOT: the time from the first to the last token event, over the final output_tokens - 1.
-      const decode = s.lastToken! - ttft;
-      assert.ok(decode >= ((expect.lastTokenEvent! - k) * (GAP_MS - EARLY_MS)) / 1000, context);
       assert.equal(s.tpot?.tokens, expect.completionTokens! - 1, context);
-      assert.ok(Math.abs(s.tpot.seconds - decode / (expect.completionTokens! - 1)) < 1e-9, context);
+      assert.ok(Math.abs(s.tpot.seconds - (s.lastToken! - s.ttft!) / (expect.completionTokens! - 1)) < 1e-9, context);
     }
     const m = await scrape(app);
     const model = { model_name: 'claude-test' };
@@ -182,9 +199,12 @@ describe('Anthropic Messages API through infermeter', () => {
     assert.deepEqual([s3.streamed, s3.ttft, s3.promptTokens, s3.completionTokens], [false, undefined, answer.usage.input_tokens, 4]);
     assert.equal(s4.completionTokens, 3);
     for (const s of [s1, s2]) {
+      // The simulator sleeps TTFT_MS before the first token and GAP before each later one.
+      const n = s.completionTokens!;
       assert.ok(s.ttft! >= (TTFT_MS - EARLY_MS) / 1000, `TTFT ${s.ttft}`);
-      assert.equal(s.tpot!.tokens, s.completionTokens! - 1);
-      assert.ok(s.tpot!.seconds >= (GAP - EARLY_MS) / 1000, `TPOT ${s.tpot!.seconds}`);
+      assert.ok(s.lastToken! >= (TTFT_MS + (n - 1) * GAP - n * EARLY_MS) / 1000, `last token ${s.lastToken}`);
+      assert.equal(s.tpot!.tokens, n - 1);
+      assert.ok(Math.abs(s.tpot!.seconds - (s.lastToken! - s.ttft!) / (n - 1)) < 1e-9, `TPOT ${s.tpot!.seconds}`);
     }
 
     const m = await scrape(app);
