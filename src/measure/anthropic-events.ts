@@ -8,6 +8,7 @@
 // nor are starts, stops and pings. Usage is merged field by field by the timer (mergeUsage), as
 // the Anthropic SDK merges message_start's and message_delta's.
 import { readFinishReason, type EventFacts } from './openai-events.ts';
+import { isString } from './skim-event.ts';
 import { readUsage } from './usage.ts';
 
 const NOTHING: EventFacts = { token: false, usage: undefined, error: false, done: false, malformed: false, finishReason: undefined };
@@ -53,4 +54,72 @@ export function messageFinishReason(p: Record<string, unknown>): string | undefi
 
 function nonEmpty(value: unknown): boolean {
   return typeof value === 'string' && value.length > 0;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+// Where a delta's output string may sit: `"text":"`, `"thinking":"`, `"partial_json":"`.
+const VALUE_KEYS = ['text', 'thinking', 'partial_json'].map((key) => Buffer.from(`"${key}":"`, 'latin1'));
+
+/**
+ * The hot path's reading of one stream's content_block_delta payloads, without decoding them or
+ * JSON.parse. A block's deltas repeat their bytes but for the output string:
+ * `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"<text>"}}`. Once
+ * the full classifier has read one (`learn`), the bytes around its string become the template;
+ * a later payload that is template + a JSON string + template is the same event with another
+ * string, a token when that string is not empty (`skim`: true or false); anything else answers
+ * undefined, for the full classifier. A template is kept only when a probe proves it: with the
+ * empty string in its place the event is no token, with a one-character string it is one.
+ */
+export interface DeltaSkimmer {
+  skim(b: Buffer, start: number, end: number): boolean | undefined;
+  learn(b: Buffer, start: number, end: number): void;
+}
+
+export function createDeltaSkimmer(): DeltaSkimmer {
+  let prefix: Buffer | undefined;
+  let suffix: Buffer | undefined;
+  return {
+    skim(b, start, end) {
+      if (prefix === undefined || suffix === undefined) return undefined;
+      const from = start + prefix.length;
+      const to = end - suffix.length;
+      if (to - from < 2 || b[from] !== QUOTE || b.compare(prefix, 0, prefix.length, start, from) !== 0 || b.compare(suffix, 0, suffix.length, to, end) !== 0 || !isString(b, from, to)) return undefined;
+      return to - from > 2;
+    },
+    learn(b, start, end) {
+      prefix = suffix = undefined;
+      for (const key of VALUE_KEYS) {
+        const at = b.indexOf(key, start);
+        if (at === -1 || at >= end) continue;
+        const open = at + key.length - 1;
+        let close = -1;
+        for (let j = open + 1; j < end; j++) {
+          if (b[j] === BACKSLASH) j++;
+          else if (b[j] === QUOTE) {
+            close = j + 1;
+            break;
+          }
+        }
+        if (close === -1) return;
+        const head = b.toString('utf8', start, open);
+        const tail = b.toString('utf8', close, end);
+        if (probe(`${head}""${tail}`) !== false || probe(`${head}"x"${tail}`) !== true) return;
+        prefix = Buffer.from(b.subarray(start, open));
+        suffix = Buffer.from(b.subarray(close, end));
+        return;
+      }
+    },
+  };
+}
+
+/** Whether a content_block_delta payload is a token; undefined for any other payload. */
+function probe(payload: string): boolean | undefined {
+  try {
+    const p: unknown = JSON.parse(payload);
+    if (typeof p !== 'object' || p === null || Array.isArray(p) || (p as { type?: unknown }).type !== 'content_block_delta') return undefined;
+    return classifyMessagesEvent(p as Record<string, unknown>, 'content_block_delta')?.token;
+  } catch {
+    return undefined;
+  }
 }

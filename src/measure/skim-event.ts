@@ -438,7 +438,7 @@ export function createSkimmer(): (b: Buffer, start: number, end: number) => bool
 }
 
 /** Bytes [from, to) are exactly one JSON string: quotes at both ends, none unescaped between. */
-function isString(b: Uint8Array, from: number, to: number): boolean {
+export function isString(b: Uint8Array, from: number, to: number): boolean {
   if (b[to - 1] !== QUOTE) return false;
   for (let j = from + 1; j < to - 1; j++) {
     const c = b[j];

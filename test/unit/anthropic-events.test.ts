@@ -5,12 +5,14 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { inferenceApi } from '../../src/data-plane/inference-route.ts';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
+import { createDeltaSkimmer } from '../../src/measure/anthropic-events.ts';
 import { classifyBody, classifyEvent } from '../../src/measure/openai-events.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { skimTokenEvent } from '../../src/measure/skim-event.ts';
 import { mergeUsage, promptTotal, readUsage } from '../../src/measure/usage.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
 import { parseExposition } from '../helpers/exposition.ts';
+import { seededRandom } from '../helpers/random.ts';
 import { runTap } from '../helpers/tap-harness.ts';
 
 const event = (data: { type: string } & Record<string, unknown>): [string, string] => [JSON.stringify(data), data.type];
@@ -122,6 +124,41 @@ describe('Messages API events', () => {
     const later = { promptTokens: 5, completionTokens: 6 };
     assert.equal(mergeUsage({ promptTokens: 1, completionTokens: 2 }, later), later);
     assert.deepEqual(mergeUsage({ promptTokens: 1, completionTokens: 2, cacheReadTokens: 3 }, later), { ...later, cacheReadTokens: 3, cacheCreationTokens: undefined });
+  });
+});
+
+describe('createDeltaSkimmer (a block\'s template)', () => {
+  it('agrees with the full classifier on deltas that share the template, and leaves the others to it', () => {
+    const skimmer = createDeltaSkimmer();
+    const random = seededRandom(23);
+    const strings = ['"a"', '""', '" "', '"\\""', '"\\\\"', '"x\\"y"', '"é"', '"}}"', '"\\u0000"'];
+    const shapes = [
+      (t: string) => `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":${t}}}`,
+      (t: string) => `{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":${t}}}`,
+      (t: string) => `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":${t}}}`,
+      (t: string) => `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":${t}}}`,
+      (t: string) => `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":${t}}}`,
+      (t: string) => `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":${t},"thinking":"always"}}`,
+      (t: string) => `{"type":"content_block_delta","index":0,"delta":{"text":${t},"text":"last wins"}}`,
+      (t: string) => `{"type":"message_delta","delta":{"text":${t}}}`,
+    ];
+    let skimmed = 0;
+    let shape = shapes[0]!;
+    for (let i = 0; i < 4000; i++) {
+      // A stream's deltas come in runs of one shape (a block), now and then another.
+      if (random() < 0.05) shape = shapes[Math.floor(random() * shapes.length)]!;
+      const payload = shape(strings[Math.floor(random() * strings.length)]!);
+      const bytes = Buffer.from(`xx${payload}yy`);
+      const full = classifyEvent(payload, 'content_block_delta');
+      const fast = skimmer.skim(bytes, 2, bytes.length - 2);
+      if (fast === undefined) {
+        if (full.token) skimmer.learn(bytes, 2, bytes.length - 2);
+      } else {
+        skimmed++;
+        assert.equal(fast, full.token, payload);
+      }
+    }
+    assert.ok(skimmed > 1800, `skimmed ${skimmed} of 4000`);
   });
 });
 
