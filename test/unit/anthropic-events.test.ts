@@ -10,6 +10,7 @@ import { classifyBody, classifyEvent } from '../../src/measure/openai-events.ts'
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { skimTokenEvent } from '../../src/measure/skim-event.ts';
 import { mergeUsage, promptTotal, readUsage } from '../../src/measure/usage.ts';
+import { otelMeasurements } from '../../src/metrics/dialects/otel.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
 import { parseExposition } from '../helpers/exposition.ts';
 import { seededRandom } from '../helpers/random.ts';
@@ -198,9 +199,22 @@ describe('the /v1/messages route', () => {
     clock.now = 30_000; // the AOM period ends
     const m = parseExposition(await metrics.render());
     assert.equal(m.value('infer_service_request_total', { ...labels, model_name: 'claude-x', code: '2xx', method: 'POST', path: '/v1/messages' }), 1);
-    assert.equal(m.sum('gen_ai_server_time_to_first_token_seconds_count', { gen_ai_operation_name: 'chat', gen_ai_request_model: 'claude-x' }), 1);
+    assert.equal(m.sum('gen_ai_server_time_to_first_token_seconds_count', { gen_ai_operation_name: 'chat', gen_ai_provider_name: 'anthropic', gen_ai_request_model: 'claude-x' }), 1);
     assert.equal(m.sum('gen_ai_client_token_usage_sum', { gen_ai_operation_name: 'chat', gen_ai_token_type: 'input' }), 9);
     assert.equal(m.sum('vllm:request_success_total', { model_name: 'claude-x', finished_reason: 'length' }), 1);
     assert.equal(m.value('prompt_tokens_total', { model_name: 'claude-x' }), 9);
+    // `openai`, the default provider name, names the API's flavour; an engine's name stays.
+    const sample = sampleOf([start({ input_tokens: 1, output_tokens: 1 }), delta({ type: 'text_delta', text: 'x' }), messageDelta({ output_tokens: 1 })]);
+    const providers = (providerName: string): Set<unknown> => {
+      const names = new Set<unknown>();
+      otelMeasurements(sample, { providerName }, (_instrument, _value, attributes) => names.add(attributes['gen_ai.provider.name']));
+      return names;
+    };
+    assert.deepEqual([...providers('openai')], ['anthropic']);
+    assert.deepEqual([...providers('vllm')], ['vllm']);
+    const chat = runTap({ api: 'chat', chunks: [Buffer.from('data: {"choices":[{"delta":{"content":"x"}}]}\n\n')] }).sample;
+    const names = new Set<unknown>();
+    otelMeasurements(chat, { providerName: 'openai' }, (_i, _v, attributes) => names.add(attributes['gen_ai.provider.name']));
+    assert.deepEqual([...names], ['openai']);
   });
 });
