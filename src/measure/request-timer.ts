@@ -189,6 +189,9 @@ class Timer implements RequestTimer {
     if (lastUsage !== undefined) {
       promptTokens = promptTotal(lastUsage);
       completionTokens = lastUsage.completionTokens;
+      // A stream that did not end cleanly may have delivered more than its last report counted:
+      // the Messages API reports output_tokens at message_start, then only at the end.
+      if (streamed && outcome !== 'success' && tokenEvents > (completionTokens ?? 0)) completionTokens = tokenEvents;
       usageSource = 'upstream';
     } else if (streamed && outcome === 'success') {
       // The spec's fallback for a stream without usage: tokens are reported as 0.
@@ -202,7 +205,7 @@ class Timer implements RequestTimer {
     }
     let tpot: RequestSample['tpot'];
     if (streamed && firstTokenAt !== undefined && tokenEvents > 1) {
-      const n = lastUsage?.completionTokens ?? tokenEvents;
+      const n = (usageSource === 'upstream' ? completionTokens : undefined) ?? tokenEvents;
       if (n > 1) tpot = { seconds: (lastTokenAt - firstTokenAt) / 1000 / (n - 1), tokens: n - 1 };
     }
     const end = this.finishedAt ?? this.clock();

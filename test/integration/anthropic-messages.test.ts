@@ -12,6 +12,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { createDashboardFeed } from '../../src/management/dashboard-feed.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
+import { leaveStreamAfter } from '../helpers/client-leaves.ts';
 import { REAL_STREAMS, REAL_STREAMS_DIR, realStreamBytes, realStreamsAvailable } from '../helpers/fixtures.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
@@ -121,6 +122,24 @@ describe('Anthropic Messages API through infermeter', () => {
     const m = await scrape(app);
     assert.equal(m.value('request_failed_total', { model_name: 'claude-x' }), 2);
     assert.equal(m.value('request_success_total', { model_name: 'claude-x' }), 0);
+  });
+
+  it('keeps the prompt of message_start and the tokens delivered when the client leaves mid-stream', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    const events = [
+      'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":20,"cache_read_input_tokens":100,"output_tokens":1}}}\n\n',
+      'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n',
+      ...['one', ' two', ' three', ' MARK'].map((text) => `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${text}"}}\n\n`),
+    ];
+    upstream.respond(() => ({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: events.map((data) => ({ afterMs: 5, data })), end: 'hang' }));
+    const app = await startProxy(t, upstream.url);
+    const finished = nextFinished(app, 1);
+    await leaveStreamAfter(app.dataUrl, { model: 'claude-x', max_tokens: 64, stream: true, messages: [] }, 'MARK', '/v1/messages');
+    const [s] = (await finished) as [RequestSample];
+    assert.deepEqual([s.outcome, s.cancelPhase, s.tokenEvents, s.usageSource], ['cancelled', 'decoding', 4, 'upstream'], JSON.stringify(s));
+    assert.deepEqual([s.promptTokens, s.completionTokens, s.tpot?.tokens], [120, 4, 3], 'message_start\'s prompt; its output_tokens (1) was counted before the four deltas came');
+    assert.equal(await upstream.requests[0]!.abandoned, true, 'the upstream request is aborted');
   });
 
   it('serves the official @anthropic-ai/sdk from the simulator, streamed and not, and every view counts it', async (t) => {
