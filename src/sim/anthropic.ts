@@ -1,9 +1,9 @@
 // The simulator's Anthropic Messages API (`POST /v1/messages`), as Anthropic's API answers it
 // (and vLLM, SGLang and llama.cpp beside their OpenAI routes), so that the official
-// @anthropic-ai/sdk works against it. Streamed: message_start (its id, model and first usage),
-// one content block per kind (a thinking block when the request enables thinking, with its
-// signature; then text), each content_block_start, content_block_delta... content_block_stop, a
-// ping, message_delta (stop_reason and the final usage), message_stop. Not streamed: the same
+// @anthropic-ai/sdk works against it. Streamed: message_start (its id, model and first usage), a
+// ping, one content block per kind (a thinking block when the request enables thinking, with its
+// signature; then text), each content_block_start, content_block_delta... content_block_stop,
+// message_delta (stop_reason and the final usage), message_stop. Not streamed: the same
 // message as one JSON body. Usage as Anthropic reports it: input_tokens without the tokens read
 // from its prompt cache, which a request that marks a block with `cache_control` reads for half
 // its prompt (cache_read_input_tokens). Errors in Anthropic's shape.
