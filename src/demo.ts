@@ -63,7 +63,10 @@ async function main(): Promise<void> {
   if (Number.isFinite(duration)) setTimeout(() => void stop(), duration * 1000);
 }
 
-/** One client: mostly good streamed requests, some without usage, a few bad and cancelled ones. */
+/**
+ * One client: mostly good streamed requests, some without usage, a few bad and cancelled ones;
+ * every fourth on Anthropic's Messages API.
+ */
 async function traffic(base: string, worker: number, stopped: () => boolean): Promise<void> {
   for (let n = worker; !stopped(); n++) {
     const model = n % 12 === 5 ? 'no-such-model' : MODELS[n % MODELS.length]!; // the upstream answers 404
@@ -75,13 +78,14 @@ async function traffic(base: string, worker: number, stopped: () => boolean): Pr
       max_tokens: 16 + ((n * 13) % 64),
       messages: [{ role: 'user', content: 'Tell me something about metering proxies.' }],
     };
+    const anthropic = n % 4 === 3;
     const controller = new AbortController();
     if (n % 12 === 9) setTimeout(() => controller.abort(), 150).unref(); // a client that gives up
     try {
-      const res = await fetch(`${base}/v1/chat/completions`, {
+      const res = await fetch(`${base}${anthropic ? '/v1/messages' : '/v1/chat/completions'}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body),
+        body: JSON.stringify(anthropic ? { model, stream, max_tokens: body.max_tokens, messages: body.messages } : body),
         signal: controller.signal,
       });
       await res.arrayBuffer();

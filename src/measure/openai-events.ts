@@ -4,7 +4,9 @@
 // tool_calls / refusal / audio / function_call), text_completion (choices[].text), the
 // Responses API (`response.*.delta` events, usage in response.completed), vLLM's flat
 // `{"object":"error"}` event and OpenAI's `{"error":{...}}`. It also reads why generation
-// stopped: `choices[].finish_reason`, or the Responses API's final status.
+// stopped: `choices[].finish_reason`, or the Responses API's final status. Anthropic's Messages
+// API events, told apart by their `type`, are read by anthropic-events.ts.
+import { classifyMessagesEvent, messageFinishReason } from './anthropic-events.ts';
 import { readUsage, type Usage } from './usage.ts';
 
 export interface EventFacts {
@@ -84,8 +86,10 @@ export function classifyEvent(data: string, eventName?: string): EventFacts {
 /** Classifies an already-parsed event payload. */
 export function classifyPayload(p: Record<string, unknown>, eventName?: string): EventFacts {
   const type = p.type;
-  if (typeof type === 'string' && (type.startsWith('response.') || type === 'error')) {
-    return classifyResponsesEvent(p, type);
+  if (typeof type === 'string') {
+    if (type.startsWith('response.') || type === 'error') return classifyResponsesEvent(p, type);
+    const facts = classifyMessagesEvent(p, type);
+    if (facts !== undefined) return facts;
   }
   if (eventName === 'error' || p.object === 'error' || (p.error !== undefined && p.error !== null)) {
     return ERROR;
@@ -158,7 +162,7 @@ export interface BodyFacts {
   readonly usage: Usage | undefined;
   readonly error: boolean;
   readonly malformed: boolean;
-  /** `choices[].finish_reason` (the last non-null one), or the Responses API's status as one. */
+  /** `choices[].finish_reason` (the last non-null one), the Responses API's status as one, or the Messages API's `stop_reason`. */
   readonly finishReason: string | undefined;
   /** The body's `model`, when it names one. */
   readonly model?: string | undefined;
@@ -177,6 +181,6 @@ export function classifyBody(body: string): BodyFacts {
   }
   const p = payload as Record<string, unknown>;
   const error = p.object === 'error' || (p.error !== undefined && p.error !== null);
-  const finishReason = Array.isArray(p.choices) ? choicesFinishReason(p.choices) : p.object === 'response' ? responseFinishReason(p) : undefined;
+  const finishReason = Array.isArray(p.choices) ? choicesFinishReason(p.choices) : p.object === 'response' ? responseFinishReason(p) : messageFinishReason(p);
   return withModel({ usage: readUsage(p.usage), error, malformed: false, finishReason }, p.model);
 }

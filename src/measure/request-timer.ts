@@ -4,7 +4,7 @@
 // body was read to its end); the timer keeps timestamps and tells the sink, in order, that the
 // request started, that output began, and that it finished, each exactly once.
 import type { Clock } from './clock.ts';
-import type { Usage } from './usage.ts';
+import { mergeUsage, promptTotal, type Usage } from './usage.ts';
 import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestParams, RequestSample, UsageSource } from './sample.ts';
 
 export interface MeasurementSink {
@@ -35,7 +35,7 @@ export interface RequestTimer {
   responseBody(at?: number): number;
   /** A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if any. */
   tokenEvent(completionTokens?: number): void;
-  /** The upstream reported usage; the last report wins (reports are cumulative). */
+  /** The upstream reported usage; the last report wins, field by field (reports are cumulative). */
   usage(usage: Usage): void;
   /** The upstream said why generation stopped (`finish_reason`); the last report wins. */
   finishReason(reason: string): void;
@@ -147,7 +147,7 @@ class Timer implements RequestTimer {
   }
 
   usage(u: Usage): void {
-    if (!this.closed) this.lastUsage = u;
+    if (!this.closed) this.lastUsage = mergeUsage(this.lastUsage, u);
   }
 
   finishReason(reason: string): void {
@@ -187,8 +187,11 @@ class Timer implements RequestTimer {
     let completionTokens: number | undefined;
     let usageSource: UsageSource = 'none';
     if (lastUsage !== undefined) {
-      promptTokens = lastUsage.promptTokens;
+      promptTokens = promptTotal(lastUsage);
       completionTokens = lastUsage.completionTokens;
+      // A stream that did not end cleanly may have delivered more than its last report counted:
+      // the Messages API reports output_tokens at message_start, then only at the end.
+      if (streamed && outcome !== 'success' && tokenEvents > (completionTokens ?? 0)) completionTokens = tokenEvents;
       usageSource = 'upstream';
     } else if (streamed && outcome === 'success') {
       // The spec's fallback for a stream without usage: tokens are reported as 0.
@@ -202,7 +205,7 @@ class Timer implements RequestTimer {
     }
     let tpot: RequestSample['tpot'];
     if (streamed && firstTokenAt !== undefined && tokenEvents > 1) {
-      const n = lastUsage?.completionTokens ?? tokenEvents;
+      const n = (usageSource === 'upstream' ? completionTokens : undefined) ?? tokenEvents;
       if (n > 1) tpot = { seconds: (lastTokenAt - firstTokenAt) / 1000 / (n - 1), tokens: n - 1 };
     }
     const end = this.finishedAt ?? this.clock();

@@ -1,7 +1,8 @@
 // The canonical record of one inference request: measured once by the request timer,
 // then mapped by each metric dialect to its own names, units and labels.
 
-export type InferenceApi = 'chat' | 'completions' | 'responses' | 'embeddings';
+/** The OpenAI routes, and `messages`: Anthropic's Messages API (`/v1/messages`). */
+export type InferenceApi = 'chat' | 'completions' | 'responses' | 'embeddings' | 'messages';
 
 export type Outcome = 'success' | 'failed' | 'cancelled';
 

@@ -33,6 +33,8 @@ const PROMPT_TOKENS = k('prompt_tokens');
 const INPUT_TOKENS = k('input_tokens');
 const COMPLETION_TOKENS = k('completion_tokens');
 const OUTPUT_TOKENS = k('output_tokens');
+// Anthropic's cache counts (readUsage keeps them apart): left to the full classifier.
+const CACHE_KEYS = [k('cache_read_input_tokens'), k('cache_creation_input_tokens')];
 /** As readFinishReason (openai-events.ts) cuts it. */
 const MAX_FINISH_REASON = 64;
 // `delta` members whose value is output when it is a non-empty string or array ...
@@ -199,6 +201,7 @@ class Walker {
         else if (this.keyIs(ks, ke, COMPLETION_TOKENS)) this.completionTokens = this.lastInteger;
         else if (this.keyIs(ks, ke, INPUT_TOKENS)) this.inputTokens = this.lastInteger;
         else if (this.keyIs(ks, ke, OUTPUT_TOKENS)) this.outputTokens = this.lastInteger;
+        else if (this.keyIn(ks, ke, CACHE_KEYS)) return DEFER;
         i = e;
       } else if (c === 0x2d) {
         return DEFER; // a negative count: the full classifier decides what it means
@@ -435,7 +438,7 @@ export function createSkimmer(): (b: Buffer, start: number, end: number) => bool
 }
 
 /** Bytes [from, to) are exactly one JSON string: quotes at both ends, none unescaped between. */
-function isString(b: Uint8Array, from: number, to: number): boolean {
+export function isString(b: Uint8Array, from: number, to: number): boolean {
   if (b[to - 1] !== QUOTE) return false;
   for (let j = from + 1; j < to - 1; j++) {
     const c = b[j];

@@ -1,10 +1,18 @@
 // Token counts as the upstream reported them. Chat and completions say prompt_tokens /
 // completion_tokens, the Responses API says input_tokens / output_tokens; embeddings carry
-// prompt tokens only. A field that is absent or not a non-negative integer stays undefined.
+// prompt tokens only. Anthropic's Messages API says input_tokens / output_tokens too, but counts
+// the prompt tokens read from or written to its prompt cache apart, in cache_read_input_tokens and
+// cache_creation_input_tokens: they are kept apart here and added to the prompt when the request
+// ends (promptTotal), so that its prompt tokens mean what OpenAI's prompt_tokens means, cached
+// ones included. A field that is absent or not a non-negative integer stays undefined.
 
 export interface Usage {
   readonly promptTokens: number | undefined;
   readonly completionTokens: number | undefined;
+  /** Anthropic's cache_read_input_tokens: prompt tokens read from its prompt cache. */
+  readonly cacheReadTokens?: number | undefined;
+  /** Anthropic's cache_creation_input_tokens: prompt tokens written to its prompt cache. */
+  readonly cacheCreationTokens?: number | undefined;
 }
 
 /** Reads a `usage` object; undefined when it holds no usable count (null, {}, garbage). */
@@ -13,8 +21,34 @@ export function readUsage(value: unknown): Usage | undefined {
   const u = value as Record<string, unknown>;
   const promptTokens = count(u.prompt_tokens) ?? count(u.input_tokens);
   const completionTokens = count(u.completion_tokens) ?? count(u.output_tokens);
+  const cacheReadTokens = count(u.cache_read_input_tokens);
+  const cacheCreationTokens = count(u.cache_creation_input_tokens);
+  if (cacheReadTokens !== undefined || cacheCreationTokens !== undefined) return { promptTokens, completionTokens, cacheReadTokens, cacheCreationTokens };
   if (promptTokens === undefined && completionTokens === undefined) return undefined;
   return { promptTokens, completionTokens };
+}
+
+/**
+ * A later report over an earlier one, field by field: what the later one states wins, what it
+ * leaves out is kept (Anthropic's message_delta may restate input_tokens, or not; as its SDK
+ * merges them). Reports are cumulative, so nothing is ever summed.
+ */
+export function mergeUsage(earlier: Usage | undefined, later: Usage): Usage {
+  // The common case, a report that states both counts over one without cache counts: no copy.
+  if (earlier === undefined || (later.promptTokens !== undefined && later.completionTokens !== undefined && earlier.cacheReadTokens === undefined && earlier.cacheCreationTokens === undefined)) return later;
+  return {
+    promptTokens: later.promptTokens ?? earlier.promptTokens,
+    completionTokens: later.completionTokens ?? earlier.completionTokens,
+    cacheReadTokens: later.cacheReadTokens ?? earlier.cacheReadTokens,
+    cacheCreationTokens: later.cacheCreationTokens ?? earlier.cacheCreationTokens,
+  };
+}
+
+/** The prompt's tokens, cached ones included: prompt + cache reads + cache writes, when any is known. */
+export function promptTotal(u: Usage): number | undefined {
+  const { promptTokens, cacheReadTokens, cacheCreationTokens } = u;
+  if (cacheReadTokens === undefined && cacheCreationTokens === undefined) return promptTokens;
+  return (promptTokens ?? 0) + (cacheReadTokens ?? 0) + (cacheCreationTokens ?? 0);
 }
 
 function count(value: unknown): number | undefined {

@@ -5,6 +5,7 @@
 // vLLM-style /metrics reporting its own queues and a KV-cache usage that follows the load.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { serveMessages } from './anthropic.ts';
 
 export interface SimOptions {
   /** Models /v1/models lists; requests for other models get a 404 as vLLM answers. */
@@ -99,6 +100,10 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
         });
         return;
       }
+      if (path.endsWith('/v1/messages')) {
+        serveMessages(res, body, plan, track(stats.get(model)!, plan.tokens, res));
+        return;
+      }
       const api = path.endsWith('/v1/chat/completions') ? 'chat' : path.endsWith('/v1/completions') ? 'completions' : path.endsWith('/v1/responses') ? 'responses' : undefined;
       if (api === undefined) {
         json(res, 404, { error: { message: `no route POST ${path}`, type: 'not_found', param: null, code: 404 } });
@@ -137,7 +142,7 @@ export async function startSimServer(options: SimOptions = {}, host = '127.0.0.1
   };
 }
 
-interface Plan {
+export interface Plan {
   readonly id: string;
   readonly model: string;
   readonly promptTokens: number;

@@ -7,6 +7,7 @@
 import type { IncomingMessage } from 'node:http';
 import { brotliDecompressSync, gunzipSync, inflateSync, zstdDecompressSync } from 'node:zlib';
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
+import { createDeltaSkimmer } from '../measure/anthropic-events.ts';
 import { classifyBody, classifyEvent, type EventFacts } from '../measure/openai-events.ts';
 import { createSkimmer } from '../measure/skim-event.ts';
 import type { RequestTimer } from '../measure/request-timer.ts';
@@ -40,6 +41,11 @@ const DECODERS: Readonly<Record<string, Decode>> = {
 const LF = 0x0a;
 const CR = 0x0d;
 const BLANK = Buffer.from('\n\n');
+const CONTENT_BLOCK_DELTA = Buffer.from('content_block_delta');
+
+/** An `event:` field begins at i. */
+const isEventPrefix = (b: Buffer, i: number): boolean =>
+  b[i] === 0x65 && b[i + 1] === 0x76 && b[i + 2] === 0x65 && b[i + 3] === 0x6e && b[i + 4] === 0x74 && b[i + 5] === 0x3a;
 
 export function isEventStream(contentType: string | undefined): boolean {
   return contentType !== undefined && contentType.toLowerCase().includes('text/event-stream');
@@ -87,8 +93,9 @@ export function listenTap(proxyRes: IncomingMessage, tap: ResponseTap): void {
 
 /**
  * Event streams are read on two paths. The fast one works on the bytes as they come: it cuts
- * events at their blank line and skims single-line `data:` payloads (skim-event.ts) without
- * decoding them; an event of any other shape (several lines, `event:` fields, comments) is
+ * events at their blank line and skims single-line `data:` payloads (skim-event.ts) and the
+ * Messages API's `event: content_block_delta` + `data:` pairs (anthropic-events.ts) without
+ * decoding them; an event of any other shape (several lines, other `event:` fields, comments) is
  * decoded and classified on its own. A stream that uses CR line ends, or starts with a byte-order
  * mark, moves for good to the general path: TextDecoder and eventsource-parser, which handle
  * every form the SSE specification allows.
@@ -167,6 +174,26 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
   const isDataPrefix = (b: Buffer, i: number): boolean =>
     b[i] === 0x64 && b[i + 1] === 0x61 && b[i + 2] === 0x74 && b[i + 3] === 0x61 && b[i + 4] === 0x3a;
 
+  const deltas = createDeltaSkimmer();
+  /**
+   * An `event:` line, then one `data:` line (the Messages API's form): bytes [at, lf) and
+   * [lf + 1, end) of b. A content_block_delta is skimmed in place once its block's template is
+   * known; any other, decoded and classified on its own, as otherEvent would.
+   */
+  const namedEvent = (b: Buffer, at: number, lf: number, end: number): void => {
+    const nameStart = at + (b[at + 6] === 0x20 ? 7 : 6);
+    const from = lf + 1 + (b[lf + 6] === 0x20 ? 6 : 5);
+    const delta = lf - nameStart === CONTENT_BLOCK_DELTA.length && b.compare(CONTENT_BLOCK_DELTA, 0, CONTENT_BLOCK_DELTA.length, nameStart, lf) === 0;
+    if (delta) {
+      const skimmed = deltas.skim(b, from, end);
+      if (skimmed === true) timer.tokenEvent();
+      if (skimmed !== undefined) return;
+    }
+    const facts = classifyEvent(b.toString('utf8', from, end), b.toString('utf8', nameStart, lf) || undefined);
+    report(facts);
+    if (delta && facts.token) deltas.learn(b, from, end);
+  };
+
   const fast = (chunk: Buffer): void => {
     if (first) {
       first = false;
@@ -208,6 +235,14 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
         dataLine(b, at, lf);
         at = lf + 2;
         continue;
+      }
+      if (isEventPrefix(b, at) && isDataPrefix(b, lf + 1)) {
+        const end = b.indexOf(LF, lf + 1);
+        if (end !== -1 && end < limit && b[end + 1] === LF) {
+          namedEvent(b, at, lf, end);
+          at = end + 2;
+          continue;
+        }
       }
       const end = b.indexOf(BLANK, at);
       if (end === -1 || end >= limit) break;

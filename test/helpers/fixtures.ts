@@ -17,7 +17,7 @@ export interface StreamExpectation {
 
 export interface StreamFixture {
   readonly name: string;
-  readonly api: 'chat' | 'completions' | 'responses';
+  readonly api: 'chat' | 'completions' | 'responses' | 'messages';
   readonly bytes: Buffer;
   readonly expect: StreamExpectation;
 }
@@ -46,6 +46,11 @@ function readReal(file: string): string {
 /** Replays a recording as the SSE bytes that went over the wire, per the README's formats. */
 export function realStreamBytes(file: string): Buffer {
   if (file.endsWith('.sse')) return Buffer.from(readReal(file), 'utf8');
+  if (file.startsWith('vercelai-anthropic-') && file.endsWith('.chunks.txt')) {
+    // Anthropic's Messages API: each payload under an `event:` line naming its type; no [DONE].
+    const lines = readReal(file).split('\n').filter((l) => l.trim() !== '');
+    return Buffer.from(lines.map((l) => `event: ${(JSON.parse(l) as { type: string }).type}\ndata: ${l}\n\n`).join(''), 'utf8');
+  }
   if (file.endsWith('.chunks.txt')) {
     const lines = readReal(file).split('\n').filter((l) => l.trim() !== '');
     return Buffer.from(lines.map((l) => `data: ${l}\n\n`).join('') + 'data: [DONE]\n\n', 'utf8');
@@ -72,4 +77,9 @@ export const REAL_STREAMS: ReadonlyArray<{ file: string; api: StreamFixture['api
   { file: 'aigateway-openai-completion-stream-usage.sse', api: 'completions', expect: { events: 27, tokenEvents: 25, firstTokenEvent: 0, lastTokenEvent: 24, promptTokens: 31, completionTokens: 25, error: false, malformed: 0 } },
   { file: 'aigateway-openai-completion-stream-nousage.sse', api: 'completions', expect: { events: 26, tokenEvents: 25, firstTokenEvent: 0, lastTokenEvent: 24, promptTokens: null, completionTokens: null, error: false, malformed: 0 } },
   { file: 'otel-openai-responses-stream.sse', api: 'responses', expect: { events: 13, tokenEvents: 5, firstTokenEvent: 4, lastTokenEvent: 8, promptTokens: 22, completionTokens: 6, error: false, malformed: 0 } },
+  // Anthropic's Messages API: text deltas are tokens; message_start, block starts and stops, pings,
+  // an empty input_json_delta, message_delta and message_stop are not.
+  { file: 'vercelai-anthropic-text.chunks.txt', api: 'messages', expect: { events: 12, tokenEvents: 6, firstTokenEvent: 3, lastTokenEvent: 8, promptTokens: 12, completionTokens: 30, error: false, malformed: 0 } },
+  { file: 'vercelai-anthropic-tool-no-args.chunks.txt', api: 'messages', expect: { events: 13, tokenEvents: 2, firstTokenEvent: 2, lastTokenEvent: 3, promptTokens: 565, completionTokens: 48, error: false, malformed: 0 } },
+  { file: 'vercelai-anthropic-message-delta-input-tokens.chunks.txt', api: 'messages', expect: { events: 8, tokenEvents: 2, firstTokenEvent: 2, lastTokenEvent: 4, promptTokens: 61, completionTokens: 2, error: false, malformed: 0 } },
 ];

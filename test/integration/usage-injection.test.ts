@@ -25,8 +25,8 @@ function engineLike(bytes: Buffer): (body: Buffer) => Script {
 }
 
 const chatStreams = [
-  ...ownStreams().filter((f) => f.api !== 'responses').map((f) => ({ name: f.name, api: f.api, bytes: f.bytes, expect: f.expect })),
-  ...(realStreamsAvailable() ? REAL_STREAMS.filter((s) => s.api !== 'responses').map((s) => ({ name: s.file, api: s.api, bytes: realStreamBytes(s.file), expect: s.expect })) : []),
+  ...ownStreams().filter((f) => f.api === 'chat' || f.api === 'completions').map((f) => ({ name: f.name, api: f.api, bytes: f.bytes, expect: f.expect })),
+  ...(realStreamsAvailable() ? REAL_STREAMS.filter((s) => s.api === 'chat' || s.api === 'completions').map((s) => ({ name: s.file, api: s.api, bytes: realStreamBytes(s.file), expect: s.expect })) : []),
 ];
 
 describe('usage injection', () => {

@@ -7,13 +7,15 @@ import { runTap, sseBlocks, type TapRun } from '../helpers/tap-harness.ts';
 
 /**
  * The finish reason a recording states, read from its bytes alone (an oracle independent of the
- * classifiers): the last non-empty `"finish_reason":"..."`, or "stop" for a Responses API stream
- * that completed; null when it cannot tell (another Responses API ending).
+ * classifiers): the last non-empty `"finish_reason":"..."` (`"stop_reason":"..."` in a Messages
+ * API stream), or "stop" for a Responses API stream that completed; null when it cannot tell
+ * (another Responses API ending).
  */
 function finishReasonIn(bytes: Buffer): string | undefined | null {
   const text = bytes.toString('utf8');
   if (/"type"\s*:\s*"response\./.test(text)) return /"type"\s*:\s*"response\.completed"/.test(text) ? 'stop' : null;
-  const all = [...text.matchAll(/"finish_reason"\s*:\s*"([^"]+)"/g)];
+  const key = /"type"\s*:\s*"message_start"/.test(text) ? 'stop_reason' : 'finish_reason';
+  const all = [...text.matchAll(new RegExp(`"${key}"\\s*:\\s*"([^"]+)"`, 'g'))];
   return all.length === 0 ? undefined : all[all.length - 1]![1];
 }
 

@@ -217,7 +217,7 @@ describe('otel dialect', () => {
   });
 
   it('names operations and errors by the conventions', () => {
-    assert.deepEqual(OPERATION_NAMES, { chat: 'chat', completions: 'text_completion', responses: 'chat', embeddings: 'embeddings' });
+    assert.deepEqual(OPERATION_NAMES, { chat: 'chat', completions: 'text_completion', responses: 'chat', embeddings: 'embeddings', messages: 'chat' });
     const base = { outcome: 'failed', status: 0, failure: undefined } as const;
     assert.equal(errorType({ ...base, failure: 'upstream_status', status: 429 } as never), '429');
     assert.equal(errorType({ ...base, failure: 'upstream_timeout', status: 504 } as never), 'upstream_timeout');

@@ -97,7 +97,7 @@ describe('skimTokenEvent', () => {
   });
 
   it('takes the fast path for the token, finish and usage events of the recorded chat streams', () => {
-    const streams = [...ownStreams().map((f) => f.bytes), ...(realStreamsAvailable() ? REAL_STREAMS.filter((s) => s.api !== 'responses').map((s) => realStreamBytes(s.file)) : [])];
+    const streams = [...ownStreams().map((f) => f.bytes), ...(realStreamsAvailable() ? REAL_STREAMS.filter((s) => s.api === 'chat' || s.api === 'completions').map((s) => realStreamBytes(s.file)) : [])];
     let tokens = 0;
     let fast = 0;
     let reporting = 0;

@@ -22,6 +22,7 @@ const ROUTES: Readonly<Record<InferenceApi, string>> = {
   completions: '/v1/completions',
   responses: '/v1/responses',
   embeddings: '/v1/embeddings',
+  messages: '/v1/messages',
 };
 
 /** 2xx, 4xx, 5xx...; a client that left before any status was sent counts as 4xx (nginx's 499). */

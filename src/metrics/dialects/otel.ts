@@ -14,12 +14,16 @@ import { registerLabelledHistogram, type LabelledHistogram } from '../families.t
 import type { MeasurementState } from '../recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 
-/** `gen_ai.operation.name` per API: the conventions' well-known values (Responses API: chat). */
+/**
+ * `gen_ai.operation.name` per API: the conventions' well-known values (the Responses API and
+ * Anthropic's Messages API, whose conventions name it so: chat).
+ */
 export const OPERATION_NAMES: Readonly<Record<InferenceApi, string>> = {
   chat: 'chat',
   completions: 'text_completion',
   responses: 'chat',
   embeddings: 'embeddings',
+  messages: 'chat',
 };
 
 export interface OtelInstrument {
@@ -76,7 +80,11 @@ export const OTEL_ATTRIBUTES = [
 export type OtelAttributes = Partial<Record<(typeof OTEL_ATTRIBUTES)[number], string | number>>;
 
 export interface OtelOptions {
-  /** `gen_ai.provider.name` (INFERMETER_OTEL_PROVIDER_NAME, default `openai`). */
+  /**
+   * `gen_ai.provider.name` (INFERMETER_OTEL_PROVIDER_NAME, default `openai`). `openai` names the
+   * API's flavour, so the Messages API's requests say `anthropic`, as the conventions ask of
+   * Anthropic clients; any other name (the engine's) stands for every route.
+   */
   readonly providerName: string;
   /** `server.address` and `server.port`: the upstream model server. */
   readonly serverAddress?: string;
@@ -114,7 +122,7 @@ export function otelMeasurements(
 ): void {
   const base: OtelAttributes = {
     'gen_ai.operation.name': OPERATION_NAMES[sample.api],
-    'gen_ai.provider.name': options.providerName,
+    'gen_ai.provider.name': sample.api === 'messages' && options.providerName === 'openai' ? 'anthropic' : options.providerName,
     'gen_ai.request.model': sample.model,
   };
   if (sample.responseModel !== undefined) base['gen_ai.response.model'] = sample.responseModel;

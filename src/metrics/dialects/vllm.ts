@@ -25,12 +25,14 @@ export type VllmFinishedReason = (typeof VLLM_FINISHED_REASONS)[number];
 /**
  * The `finished_reason` vLLM would count a request under, or undefined for one it would not
  * count as finished (a failure). Cancelled by the client: abort. Successful: "length" when the
- * upstream's finish_reason says so, "abort" likewise, else "stop" (stop sequences, EOS,
+ * upstream's finish_reason says so (or the Messages API's stop_reason `max_tokens`, what vLLM
+ * itself sends for a length stop there), "abort" likewise, else "stop" (stop sequences, EOS,
  * tool calls, content filters, or no finish_reason at all: generation ended on its own).
  */
 export function vllmFinishedReason(sample: RequestSample): VllmFinishedReason | undefined {
   if (sample.outcome === 'cancelled') return 'abort';
   if (sample.outcome !== 'success') return undefined;
+  if (sample.finishReason === 'max_tokens') return 'length';
   return sample.finishReason === 'length' || sample.finishReason === 'abort' ? sample.finishReason : 'stop';
 }
 
