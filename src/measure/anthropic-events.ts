@@ -7,7 +7,7 @@
 // input (input_json_delta), thinking (thinking_delta); a signature or a citation is not output,
 // nor are starts, stops and pings. Usage is merged field by field by the timer (mergeUsage), as
 // the Anthropic SDK merges message_start's and message_delta's.
-import { readFinishReason, type EventFacts } from './openai-events.ts';
+import { readFinishReason, type EventFacts } from './event-facts.ts';
 import { isString } from './skim-event.ts';
 import { readUsage } from './usage.ts';
 

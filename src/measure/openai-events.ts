@@ -7,24 +7,10 @@
 // stopped: `choices[].finish_reason`, or the Responses API's final status. Anthropic's Messages
 // API events, told apart by their `type`, are read by anthropic-events.ts.
 import { classifyMessagesEvent, messageFinishReason } from './anthropic-events.ts';
+import { readFinishReason, type EventFacts } from './event-facts.ts';
 import { readUsage, type Usage } from './usage.ts';
 
-export interface EventFacts {
-  /** The event carries generated output: it counts for TTFT and as a token-carrying event. */
-  readonly token: boolean;
-  /** The usage this event reports, when it reports one. */
-  readonly usage: Usage | undefined;
-  /** The upstream reported an error inside the stream. */
-  readonly error: boolean;
-  /** `data: [DONE]`, the chat/completions end marker. */
-  readonly done: boolean;
-  /** The payload was not JSON: nothing else could be read from it. */
-  readonly malformed: boolean;
-  /** Why generation stopped, when this event says (see readFinishReason). */
-  readonly finishReason: string | undefined;
-  /** The payload's `model` (the Responses API: its response's), on events that report usage or a finish reason. */
-  readonly model?: string | undefined;
-}
+export { readFinishReason, type EventFacts } from './event-facts.ts';
 
 /** Adds `model` to facts when the payload names one (a non-empty string); the key is absent otherwise. */
 function withModel<T extends object>(facts: T, model: unknown): T & { readonly model?: string } {
@@ -36,15 +22,6 @@ const MALFORMED: EventFacts = { token: false, usage: undefined, error: false, do
 const ERROR: EventFacts = { token: false, usage: undefined, error: true, done: false, malformed: false, finishReason: undefined };
 const NOTHING: EventFacts = { token: false, usage: undefined, error: false, done: false, malformed: false, finishReason: undefined };
 const TOKEN: EventFacts = { token: true, usage: undefined, error: false, done: false, malformed: false, finishReason: undefined };
-
-/** Longest finish reason kept: engines send short words; anything longer is cut. */
-const MAX_FINISH_REASON = 64;
-
-/** A `finish_reason` value: a non-empty string (cut to 64 characters), else undefined (null, absent). */
-export function readFinishReason(value: unknown): string | undefined {
-  if (typeof value !== 'string' || value.length === 0) return undefined;
-  return value.length > MAX_FINISH_REASON ? value.slice(0, MAX_FINISH_REASON) : value;
-}
 
 /** The last non-null `finish_reason` of a `choices` array (with n > 1, the last choice to finish). */
 function choicesFinishReason(choices: readonly unknown[]): string | undefined {

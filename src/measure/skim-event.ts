@@ -7,7 +7,7 @@
 // it answer undefined, and the full classifier (JSON.parse) decides instead: exact either way,
 // and no JSON.parse for the events of a common stream. It assumes what engines send: no key twice
 // in one object (JSON.parse would keep the last; a member here counts wherever it is).
-import type { EventFacts } from './openai-events.ts';
+import type { EventFacts } from './event-facts.ts';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

@@ -9,7 +9,7 @@
 // its prompt (cache_read_input_tokens). Errors in Anthropic's shape.
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import type { Plan } from './model-server.ts';
+import type { Plan } from './plan.ts';
 
 const WORDS = ['Hello', '!', ' The', ' model', ' answers', ' in', ' the', ' shape', ' of', ' Anthropic', "'s", ' Messages', ' API', ',', ' token', ' by', ' token', '.'];
 const THOUGHTS = ['Let', ' me', ' think', ' this', ' through', '.'];

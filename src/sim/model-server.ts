@@ -6,6 +6,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serveMessages } from './anthropic.ts';
+import type { Plan } from './plan.ts';
 
 export interface SimOptions {
   /** Models /v1/models lists; requests for other models get a 404 as vLLM answers. */
@@ -140,17 +141,6 @@ export async function startSimServer(options: SimOptions = {}, host = '127.0.0.1
         server.closeAllConnections();
       }),
   };
-}
-
-export interface Plan {
-  readonly id: string;
-  readonly model: string;
-  readonly promptTokens: number;
-  readonly tokens: number;
-  readonly ttftMs: number;
-  /** Milliseconds between two tokens, drawn per gap. */
-  readonly gapMs: () => number;
-  readonly tokensPerEvent: number;
 }
 
 type Api = 'chat' | 'completions' | 'responses';

@@ -1,0 +1,11 @@
+/** What the simulator will generate for one request, whichever API asked. */
+export interface Plan {
+  readonly id: string;
+  readonly model: string;
+  readonly promptTokens: number;
+  readonly tokens: number;
+  readonly ttftMs: number;
+  /** Milliseconds between two tokens, drawn per gap. */
+  readonly gapMs: () => number;
+  readonly tokensPerEvent: number;
+}
