@@ -9,11 +9,11 @@ import { readFileSync } from 'node:fs';
 import { describe, it, type TestContext } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
-import { DEFAULT_BUCKETS } from '../../src/metrics/buckets.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
 import type { Exposition } from '../helpers/exposition.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
+import { les as specLes, VLLM_BUCKETS } from '../helpers/spec-buckets.ts';
 
 const MODEL = 'sim-llama-8b';
 const l = (labels: Record<string, string> = {}) => ({ model_name: MODEL, engine: '0', ...labels });
@@ -96,7 +96,8 @@ describe('vLLM dialect', () => {
     }
     for (const name of FAMILIES.filter(([, type]) => type === 'histogram').map(([n]) => n)) {
       const les = x.series(`${name}_bucket`).filter((s) => s.labels.model_name === MODEL).map((s) => s.labels.le);
-      assert.deepEqual(les, [...DEFAULT_BUCKETS[name as keyof typeof DEFAULT_BUCKETS].map(String), '+Inf'], `${name}: vLLM's buckets`);
+      assert.ok(VLLM_BUCKETS[name] !== undefined, `${name}: a vLLM histogram with buckets pinned in spec-buckets.ts`);
+      assert.deepEqual(les, specLes(VLLM_BUCKETS[name]), `${name}: vLLM's buckets`);
     }
 
     // finished_reason: the simulated server stops every answer on max_tokens ("length"), but the
