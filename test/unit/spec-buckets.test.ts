@@ -11,7 +11,7 @@ import { les, MINDIE_BUCKETS, OTEL_BUCKETS, VLLM_BUCKETS } from '../helpers/spec
 /** One streamed request: first token at ttftMs, `tokens` token events gapMs apart, usage, the end. */
 async function oneRequest(ttftMs: number, gapMs: number, tokens: number): Promise<Exposition> {
   const clock = { now: 0 };
-  const metrics = createMetrics({ clock: () => clock.now, throughputWindowSeconds: 10, version: 'test', dialects: ['mindie', 'vllm', 'otel'], aom: { periodSeconds: 30, labels: {} } });
+  const metrics = createMetrics({ clock: () => clock.now, throughputWindowSeconds: 10, version: 'test', dialects: ['mindie', 'vllm', 'otel'], buckets: {}, aom: { periodSeconds: 30, labels: {} } });
   const timer = createRequestTimer('chat', () => clock.now, metrics.sink);
   timer.identify('m', true, { maxTokens: 64, n: 1 });
   timer.responseHeaders(200, true);
@@ -37,7 +37,7 @@ describe('histogram buckets as the specifications give them', () => {
     for (const [family, bounds] of Object.entries(MINDIE_BUCKETS)) assert.deepEqual(bucketLes(x, family), les(bounds), `MindIE ${family}`);
     for (const [family, bounds] of Object.entries(VLLM_BUCKETS)) assert.deepEqual(bucketLes(x, family), les(bounds), `vLLM ${family}`);
     for (const [family, bounds] of Object.entries(OTEL_BUCKETS)) {
-      const match = family === 'gen_ai_client_token_usage' ? { gen_ai_token_type: 'input' } : {};
+      const match: Record<string, string> = family === 'gen_ai_client_token_usage' ? { gen_ai_token_type: 'input' } : {};
       assert.deepEqual(bucketLes(x, family, match), les(bounds), `OTel ${family}`);
     }
   });
