@@ -52,3 +52,21 @@ export const OTEL_BUCKETS = {
 
 /** The `le` label values a family with these bounds renders, +Inf last. */
 export const les = (bounds: readonly number[]): string[] => [...bounds.map(String), '+Inf'];
+
+/**
+ * infermeter's own choices, where no specification gives buckets, as docs/metrics.md documents
+ * them (spec-buckets.test.ts checks the page and /metrics against these).
+ */
+export const INFERMETER_BUCKETS = {
+  inter_token_latency_seconds: [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5],
+  time_to_first_byte_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+} as const;
+
+/** The ModelArts AOM histograms (milliseconds, tokens): infermeter's choice, documented in docs/metrics.md. */
+export const AOM_BUCKETS = {
+  infer_service_request_cost: [10, 25, 50, 100, 250, 500, 1000, 2000, 3700, 5000, 10000, 20000, 30000, 60000, 120000, 300000],
+  infer_service_first_token_cost: [5, 10, 25, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 7500, 10000, 20000, 30000, 60000, 110000],
+  infer_service_per_token_cost: [1, 2, 5, 10, 15, 20, 25, 30, 40, 50, 75, 100, 150, 200, 300, 500, 1000, 2500, 110000],
+  infer_service_input_token_quantity: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 110000, 131072],
+  infer_service_output_token_quantity: [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 110000, 131072],
+} as const;

@@ -2,16 +2,17 @@
 // the literals of test/helpers/spec-buckets.ts (each with its source), never with src's own
 // table; and a value on a boundary counts in that boundary's bucket (le is "less or equal").
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
-import { les, MINDIE_BUCKETS, OTEL_BUCKETS, VLLM_BUCKETS } from '../helpers/spec-buckets.ts';
+import { AOM_BUCKETS, INFERMETER_BUCKETS, les, MINDIE_BUCKETS, OTEL_BUCKETS, VLLM_BUCKETS } from '../helpers/spec-buckets.ts';
 
 /** One streamed request: first token at ttftMs, `tokens` token events gapMs apart, usage, the end. */
 async function oneRequest(ttftMs: number, gapMs: number, tokens: number): Promise<Exposition> {
   const clock = { now: 0 };
-  const metrics = createMetrics({ clock: () => clock.now, throughputWindowSeconds: 10, version: 'test', dialects: ['mindie', 'vllm', 'otel'], buckets: {}, aom: { periodSeconds: 30, labels: {} } });
+  const metrics = createMetrics({ clock: () => clock.now, throughputWindowSeconds: 10, version: 'test', dialects: ['mindie', 'vllm', 'otel', 'aom'], buckets: {}, aom: { periodSeconds: 30, labels: {} } });
   const timer = createRequestTimer('chat', () => clock.now, metrics.sink);
   timer.identify('m', true, { maxTokens: 64, n: 1 });
   timer.responseHeaders(200, true);
@@ -40,6 +41,20 @@ describe('histogram buckets as the specifications give them', () => {
       const match: Record<string, string> = family === 'gen_ai_client_token_usage' ? { gen_ai_token_type: 'input' } : {};
       assert.deepEqual(bucketLes(x, family, match), les(bounds), `OTel ${family}`);
     }
+  });
+
+  it("infermeter's own choices (AOM, inter-token latency, TTFB) as docs/metrics.md documents them", async () => {
+    const x = await oneRequest(100, 20, 5);
+    const all = (family: string) => x.series(`${family}_bucket`).map((s) => s.labels.le!);
+    for (const [family, bounds] of Object.entries({ ...AOM_BUCKETS, ...INFERMETER_BUCKETS })) assert.deepEqual(all(family), les(bounds), family);
+    const docs = readFileSync(new URL('../../docs/metrics.md', import.meta.url), 'utf8');
+    const row = (family: string) => docs.split('\n').find((l) => l.startsWith(`| \`${family}\` |`)) ?? '';
+    for (const family of ['infer_service_request_cost', 'infer_service_first_token_cost', 'infer_service_per_token_cost', 'inter_token_latency_seconds'] as const) {
+      const bounds = { ...AOM_BUCKETS, ...INFERMETER_BUCKETS }[family];
+      assert.ok(row(family).includes(bounds.join(', ')), `docs/metrics.md lists ${family}'s buckets ${bounds.join(', ')}: ${row(family)}`);
+    }
+    assert.match(row('time_to_first_byte_seconds'), /TTFT's buckets/);
+    assert.deepEqual(INFERMETER_BUCKETS.time_to_first_byte_seconds, MINDIE_BUCKETS.time_to_first_token_seconds);
   });
 
   it('counts a value that sits on a boundary in that boundary\'s bucket, on every MindIE TTFT boundary', async () => {
