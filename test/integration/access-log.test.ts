@@ -46,7 +46,7 @@ describe('access log', () => {
       { method: 'POST', path: '/v1/chat/completions', status: 200, model: 'm', stream: true, outcome: 'success', usage_source: 'upstream', usage_injected: true, prompt_tokens: 7, completion_tokens: 2, bytes_in: Buffer.byteLength(stream) },
     );
     // The upstream's 20 ms timer counts whole milliseconds: it can fire up to 1 ms early.
-    assert.ok((first.ttft_ms as number) >= 19 && (first.e2e_ms as number) >= (first.ttft_ms as number) && (first.ttfb_ms as number) <= (first.ttft_ms as number));
+    assert.ok((first.ttft_ms as number) >= 19 && (first.e2e_ms as number) >= (first.ttft_ms as number) && (first.ttfb_ms as number) <= (first.ttft_ms as number), `TTFB ${first.ttfb_ms} <= TTFT ${first.ttft_ms} (>= 19) <= e2e ${first.e2e_ms} ms`);
     // What the client received: the upstream's bytes minus the usage chunk it did not ask for.
     assert.equal(first.bytes_out, Buffer.byteLength('data: {"choices":[{"delta":{"content":"SECRET-OUTPUT"}}]}\n\ndata: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n'));
     assert.deepEqual([third.status, third.outcome, third.failure, third.stream], [500, 'failed', 'upstream_status', false]);

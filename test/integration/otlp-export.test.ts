@@ -159,7 +159,7 @@ describe('OTLP export', () => {
       // Node's timers count whole milliseconds: the sim's 25 ms timer can fire up to 1 ms early on
       // infermeter's finer clock (seen: 24.15 ms, under CPU contention). Without the delay, TTFT
       // would be about 1 ms.
-      assert.ok(point(e, 'gen_ai.server.time_to_first_token', chat).min! >= 0.024, 'TTFT includes the simulated 25 ms');
+      assert.ok(point(e, 'gen_ai.server.time_to_first_token', chat).min! >= 0.024, `TTFT ${point(e, 'gen_ai.server.time_to_first_token', chat).min} s includes the simulated 25 ms`);
       assert.equal(point(e, 'gen_ai.server.time_per_output_token', chat).count, 4);
       assert.equal(point(e, 'gen_ai.server.time_per_output_token', completion).count, 1);
       assert.equal(metric(e, 'gen_ai.server.time_to_first_token')!.points.length, 2);
