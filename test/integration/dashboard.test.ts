@@ -143,7 +143,8 @@ describe('GET /dashboard', () => {
       const html = await page.text();
       assert.match(html, /data-auth="bearer"/, 'the page asks for the token first');
       assert.equal((await fetch(`${app.managementUrl}/${/src="(dashboard\/assets\/dashboard\.[^"]+)"/.exec(html)![1]}`)).status, 200);
-      for (const authorization of [undefined, 'Bearer wrong-token-000000000000', `Basic ${TOKEN}`]) {
+      // A wrong token of the right length too: the comparison is of the whole token, not its length.
+      for (const authorization of [undefined, 'Bearer wrong-token-000000000000', `Bearer ${TOKEN.slice(0, -1)}X`, `Basic ${TOKEN}`]) {
         const res = await fetch(`${app.managementUrl}/dashboard/data`, authorization === undefined ? {} : { headers: { authorization } });
         assert.equal(res.status, 401, String(authorization));
         assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="infermeter"');
