@@ -27,8 +27,12 @@ import { AOM_BUCKETS, INFERMETER_BUCKETS, MINDIE_BUCKETS } from '../helpers/spec
 const TTFT_MS = 140;
 const GAP_MS = 35;
 const TOKENS = 16;
-const IDLE_TIMEOUT_MS = 1000; // a non-streamed answer of SLOW_TOKENS arrives after 1505 ms: 504 upstream_timeout
-const SLOW_TOKENS = 40;
+// A non-streamed answer of SLOW_TOKENS arrives after 140 + 79 × 35 = 2905 ms, past the idle
+// timeout and the sweep that may make it fire up to 500 ms late: always 504 upstream_timeout.
+// The others' one silence (665 ms, before a non-streamed answer) has 1.3 s to spare for a
+// loaded machine.
+const IDLE_TIMEOUT_MS = 2000;
+const SLOW_TOKENS = 80;
 const LLAMA = 'sim-llama-8b';
 const QWEN = 'sim-qwen-7b';
 const MISSING = 'no-such-model'; // the sim answers 404
