@@ -1,6 +1,7 @@
 // The recorded streams tests replay: the team's own (fixtures/streams, shaped after each
 // engine's documented format, with a manifest of what each must measure to) and the real
 // recordings in ../shared/fixtures/real-streams, which are third-party data read in place.
+import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
@@ -37,6 +38,34 @@ export const REAL_STREAMS_DIR = fileURLToPath(new URL('../../../shared/fixtures/
 
 export function realStreamsAvailable(): boolean {
   return existsSync(REAL_STREAMS_DIR);
+}
+
+/**
+ * For `describe(..., { skip })` / `it(..., { skip })`: a reason to skip where the real recordings
+ * are missing, never under CI, where a missing folder fails (as a missing prometheus does).
+ */
+export const realStreamsSkip: string | false =
+  realStreamsAvailable() || process.env.CI ? false : `real recordings not found at ${REAL_STREAMS_DIR} (a clone beside ../shared has them)`;
+
+/**
+ * The real recordings' bytes for a test's corpus: none where the folder is missing (the test
+ * that uses them adds `realStreamsInCorpus` so that the run says so), and under CI an error.
+ */
+export function realStreamCorpus(keep: (r: (typeof REAL_STREAMS)[number]) => boolean = () => true): Buffer[] {
+  if (!realStreamsAvailable()) {
+    if (process.env.CI) throw new Error(`CI: the real recordings are missing at ${REAL_STREAMS_DIR}`);
+    return [];
+  }
+  return REAL_STREAMS.filter(keep).map((r) => realStreamBytes(r.file));
+}
+
+/** A check a corpus user runs (with `realStreamsSkip`): the real recordings are part of it. */
+export function assertRealStreamsIn(corpus: readonly Buffer[], keep: (r: (typeof REAL_STREAMS)[number]) => boolean = () => true): void {
+  assert.ok(realStreamsAvailable(), `the real recordings are missing at ${REAL_STREAMS_DIR}`);
+  for (const r of REAL_STREAMS.filter(keep)) {
+    const bytes = realStreamBytes(r.file);
+    assert.ok(corpus.some((c) => c.equals(bytes)), `${r.file} is in the corpus`);
+  }
 }
 
 function readReal(file: string): string {

@@ -46,7 +46,7 @@ describe('access log', () => {
       { method: 'POST', path: '/v1/chat/completions', status: 200, model: 'm', stream: true, outcome: 'success', usage_source: 'upstream', usage_injected: true, prompt_tokens: 7, completion_tokens: 2, bytes_in: Buffer.byteLength(stream) },
     );
     // The upstream's 20 ms timer counts whole milliseconds: it can fire up to 1 ms early.
-    assert.ok((first.ttft_ms as number) >= 19 && (first.e2e_ms as number) >= (first.ttft_ms as number) && (first.ttfb_ms as number) <= (first.ttft_ms as number));
+    assert.ok((first.ttft_ms as number) >= 19 && (first.e2e_ms as number) >= (first.ttft_ms as number) && (first.ttfb_ms as number) <= (first.ttft_ms as number), `TTFB ${first.ttfb_ms} <= TTFT ${first.ttft_ms} (>= 19) <= e2e ${first.e2e_ms} ms`);
     // What the client received: the upstream's bytes minus the usage chunk it did not ask for.
     assert.equal(first.bytes_out, Buffer.byteLength('data: {"choices":[{"delta":{"content":"SECRET-OUTPUT"}}]}\n\ndata: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n'));
     assert.deepEqual([third.status, third.outcome, third.failure, third.stream], [500, 'failed', 'upstream_status', false]);
@@ -55,12 +55,16 @@ describe('access log', () => {
   it('drops and counts lines when the writer falls behind, instead of buffering without bound', async () => {
     let dropped = 0;
     const written: string[] = [];
+    let firstWrite!: () => void;
+    const wroteOnce = new Promise<void>((resolve) => (firstWrite = resolve));
     // A writer that accepts data but never finishes writing it: its backlog only grows.
-    const stuck = new Writable({ highWaterMark: 1, write(chunk: Buffer, _e, _done) { written.push(chunk.toString()); } });
+    const stuck = new Writable({ highWaterMark: 1, write(chunk: Buffer, _e, _done) { written.push(chunk.toString()); firstWrite(); } });
     const log = createAccessLog({ target: 'test', maxPendingBytes: 2000, dropped: () => dropped++, stream: stuck });
     const record = { time: 't', request_id: 'r', method: 'POST', path: '/v1/completions', status: 200, model: 'm', stream: false, outcome: 'success', failure: undefined, cancel_phase: undefined, ttfb_ms: 1, ttft_ms: undefined, tpot_ms: undefined, e2e_ms: 2, prompt_tokens: 1, completion_tokens: 1, usage_source: 'upstream', usage_injected: false, bytes_in: 1, bytes_out: 1 };
     for (let i = 0; i < 10; i++) log.write(record);
-    await new Promise((r) => setTimeout(r, 110)); // the batch interval: the first 10 lines are written
+    await wroteOnce; // the batch interval passed: what the bound let in went to the writer in one write
+    const firstBatch = written[0]!.split('\n').length - 1;
+    assert.deepEqual([written.length, firstBatch + dropped], [1, 10], `one write of ${firstBatch} lines, ${dropped} dropped`);
     for (let i = 10; i < 100; i++) log.write(record);
     assert.ok(dropped > 50, `dropped ${dropped}`);
     assert.ok(written.join('').length <= 2000 + JSON.stringify(record).length * 10, 'what was accepted stayed within the bound');

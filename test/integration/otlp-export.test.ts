@@ -12,9 +12,9 @@ import { startInfermeter } from '../../src/app.ts';
 import { startClusterPrimary } from '../../src/cluster/primary.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
-import { DEFAULT_BUCKETS } from '../../src/metrics/buckets.ts';
 import { startSimServer, type SimServer } from '../../src/sim/model-server.ts';
 import type { Exposition } from '../helpers/exposition.ts';
+import { OTEL_BUCKETS } from '../helpers/spec-buckets.ts';
 import { startOtlpReceiver, type HistogramPoint, type OtlpReceiver, type ReceivedExport, type ReceivedMetric } from '../helpers/otlp-receiver.ts';
 import { nextFinished, scrape } from '../helpers/proxy-harness.ts';
 
@@ -141,7 +141,7 @@ describe('OTLP export', () => {
         assert.equal(m.unit, unit, `${name} unit`);
         assert.equal(m.temporality, 2, `${name} cumulative`);
         for (const p of m.points) {
-          assert.deepEqual(p.explicitBounds, DEFAULT_BUCKETS[family], `${name}: the conventions' bucket boundaries`);
+          assert.deepEqual(p.explicitBounds, OTEL_BUCKETS[family], `${name}: the conventions' bucket boundaries`);
           assert.equal(p.bucketCounts.length, p.explicitBounds.length + 1);
           assert.equal(p.bucketCounts.reduce((a, b) => a + b, 0), p.count, `${name}: buckets add up to the count`);
         }
@@ -159,7 +159,7 @@ describe('OTLP export', () => {
       // Node's timers count whole milliseconds: the sim's 25 ms timer can fire up to 1 ms early on
       // infermeter's finer clock (seen: 24.15 ms, under CPU contention). Without the delay, TTFT
       // would be about 1 ms.
-      assert.ok(point(e, 'gen_ai.server.time_to_first_token', chat).min! >= 0.024, 'TTFT includes the simulated 25 ms');
+      assert.ok(point(e, 'gen_ai.server.time_to_first_token', chat).min! >= 0.024, `TTFT ${point(e, 'gen_ai.server.time_to_first_token', chat).min} s includes the simulated 25 ms`);
       assert.equal(point(e, 'gen_ai.server.time_per_output_token', chat).count, 4);
       assert.equal(point(e, 'gen_ai.server.time_per_output_token', completion).count, 1);
       assert.equal(metric(e, 'gen_ai.server.time_to_first_token')!.points.length, 2);

@@ -9,11 +9,11 @@ import { readFileSync } from 'node:fs';
 import { describe, it, type TestContext } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
-import { DEFAULT_BUCKETS } from '../../src/metrics/buckets.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
 import type { Exposition } from '../helpers/exposition.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
+import { les as specLes, VLLM_BUCKETS } from '../helpers/spec-buckets.ts';
 
 const MODEL = 'sim-llama-8b';
 const l = (labels: Record<string, string> = {}) => ({ model_name: MODEL, engine: '0', ...labels });
@@ -96,7 +96,8 @@ describe('vLLM dialect', () => {
     }
     for (const name of FAMILIES.filter(([, type]) => type === 'histogram').map(([n]) => n)) {
       const les = x.series(`${name}_bucket`).filter((s) => s.labels.model_name === MODEL).map((s) => s.labels.le);
-      assert.deepEqual(les, [...DEFAULT_BUCKETS[name as keyof typeof DEFAULT_BUCKETS].map(String), '+Inf'], `${name}: vLLM's buckets`);
+      assert.ok(VLLM_BUCKETS[name] !== undefined, `${name}: a vLLM histogram with buckets pinned in spec-buckets.ts`);
+      assert.deepEqual(les, specLes(VLLM_BUCKETS[name]), `${name}: vLLM's buckets`);
     }
 
     // finished_reason: the simulated server stops every answer on max_tokens ("length"), but the
@@ -121,7 +122,7 @@ describe('vLLM dialect', () => {
     near(x.value('vllm:time_to_first_token_seconds_sum', l()), sum((s) => s.ttft), 'TTFT sum');
     // The sim's 20 ms timer counts whole milliseconds: it can fire up to 1 ms early on the
     // proxy's finer clock.
-    assert.ok(streams.every((s) => s.ttft! >= 0.019), 'the simulated TTFT');
+    assert.ok(streams.every((s) => s.ttft! >= 0.019), `the simulated TTFT of 20 ms: ${streams.map((s) => s.ttft).join(', ')}`);
     assert.equal(x.value('vllm:request_time_per_output_token_seconds_count', l()), 6);
     near(x.value('vllm:request_time_per_output_token_seconds_sum', l()), sum((s) => (s.ttft === undefined ? undefined : (s.tpot?.seconds ?? 0))), 'TPOT sum');
     assert.equal(x.value('vllm:request_decode_time_seconds_count', l()), 6);

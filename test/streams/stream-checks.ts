@@ -49,10 +49,18 @@ export function checkEventByEvent(api: InferenceApi, bytes: Buffer, expect: Stre
   checkTotals(run, expect, name, bytes);
   assert.equal(run.firstTokenAt ?? null, expect.firstTokenEvent, `${name}: first token event`);
   const { sample } = run;
-  if (expect.firstTokenEvent !== null && expect.lastTokenEvent !== null && sample.tpot !== undefined) {
-    // tpot = (last - first) / (n - 1) with the clock in events: recover the last token's event.
-    const last = expect.firstTokenEvent + (sample.tpot.seconds * 1000 * sample.tpot.tokens);
-    assert.ok(Math.abs(last - expect.lastTokenEvent) < 1e-6, `${name}: last token event ${last}`);
+  // The clock reads the event's index (in ms): the last token's event, whether or not a TPOT
+  // follows from it.
+  assert.equal(sample.lastToken === undefined ? null : Math.round(sample.lastToken * 1000), expect.lastTokenEvent, `${name}: last token event`);
+  // TPOT = (last - first) / (n - 1), n the usage's completion tokens (else the token events):
+  // there is one exactly when more than one token event came and n > 1.
+  const n = expect.completionTokens ?? expect.tokenEvents;
+  assert.equal(sample.tpot !== undefined, expect.tokenEvents > 1 && n > 1, `${name}: TPOT ${JSON.stringify(sample.tpot)} for ${expect.tokenEvents} token events, n = ${n}`);
+  if (sample.tpot !== undefined) {
+    assert.equal(sample.tpot.tokens, n - 1, `${name}: TPOT tokens`);
+    // Recover the last token's event from TPOT: the same event.
+    const last = expect.firstTokenEvent! + sample.tpot.seconds * 1000 * sample.tpot.tokens;
+    assert.ok(Math.abs(last - expect.lastTokenEvent!) < 1e-6, `${name}: last token event ${last} from TPOT`);
   }
 }
 

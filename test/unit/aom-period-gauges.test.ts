@@ -99,6 +99,33 @@ describe('AOM period gauges', () => {
     metrics.close();
   });
 
+  it('publish an empty period, not stale activity, when several periods passed without a look', async () => {
+    const { metrics, clock, scrape } = setup();
+    const l = { ...SERVICE, model_name: 'm' };
+    const ok = { ...l, code: '2xx', method: 'POST', path: '/v1/chat/completions' };
+    // Period 1 [30 s, 60 s) has a request; nothing looks again until period 3 [90 s, 120 s).
+    clock.now = 31_000;
+    assert.deepEqual((await scrape()).series('infer_service_token_count'), [], 'period 0 was empty and had no model yet');
+    clock.now = 45_000;
+    stream(metrics, clock, 'm', 50, 10, 3);
+    clock.now = 59_999;
+    assert.equal((await scrape()).value('infer_service_token_count', l), 0, 'period 1 is not over: empty period 0 still served');
+    clock.now = 90_000; // period 2 [60 s, 90 s), in which nothing happened, has just ended
+    let m = await scrape();
+    assert.deepEqual([m.value('infer_service_request_total', ok), m.value('infer_service_token_count', l)], [0, 0], 'period 2 is served: empty');
+    assert.deepEqual(m.series('infer_service_first_token_avg_cost'), []);
+    // A request finishing on a period's first millisecond belongs to that period.
+    clock.now = 120_000 - 50 - 20;
+    stream(metrics, clock, 'm', 50, 10, 3); // finishes at exactly 120 s: period 4
+    clock.now = 150_000;
+    m = await scrape();
+    assert.deepEqual([m.value('infer_service_request_total', ok), m.value('infer_service_token_count', l)], [1, 3], 'period 4');
+    clock.now = 150_000 + 5 * 30_000; // five periods later, unseen: the last of them is empty
+    m = await scrape();
+    assert.deepEqual([m.value('infer_service_request_total', ok), m.value('infer_service_token_count', l)], [0, 0]);
+    metrics.close();
+  });
+
   it('attribute a request to the period in which it finished, and its TTFT to the period of its first token', async () => {
     const { metrics, clock, scrape } = setup();
     clock.now = 29_900;

@@ -10,11 +10,11 @@ import { ConfigError, loadConfig, VARIABLES } from '../../src/config/config.ts';
 import { classifyBody, classifyEvent } from '../../src/measure/openai-events.ts';
 import { createRequestTimer, type RequestTimer } from '../../src/measure/request-timer.ts';
 import type { InferenceApi } from '../../src/measure/sample.ts';
-import { DEFAULT_BUCKETS } from '../../src/metrics/buckets.ts';
 import { errorType, OPERATION_NAMES, prometheusLabel } from '../../src/metrics/dialects/otel.ts';
 import { registerLabelledHistogram } from '../../src/metrics/families.ts';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
+import { OTEL_BUCKETS, les as specLes } from '../helpers/spec-buckets.ts';
 
 const SERVER = { server_address: 'vllm.internal', server_port: '8000' };
 
@@ -190,7 +190,7 @@ describe('otel dialect', () => {
     // The conventions' buckets, in full.
     for (const family of ['gen_ai_server_time_to_first_token_seconds', 'gen_ai_server_time_per_output_token_seconds', 'gen_ai_server_request_duration_seconds', 'gen_ai_client_token_usage'] as const) {
       const les = m.series(`${family}_bucket`).filter((x) => x.labels.gen_ai_request_model === 'llama' && x.labels.error_type === undefined && x.labels.gen_ai_operation_name === 'chat' && x.labels.gen_ai_token_type !== 'output').map((x) => x.labels.le);
-      assert.deepEqual(les, [...DEFAULT_BUCKETS[family].map(String), '+Inf'], family);
+      assert.deepEqual(les, specLes(OTEL_BUCKETS[family]), family);
     }
     assert.match(m.text, /# HELP gen_ai_server_time_to_first_token_seconds Time to generate first token for successful responses\.\n# TYPE gen_ai_server_time_to_first_token_seconds histogram/);
     assert.doesNotMatch(m.text, /^(request_received_total|infer_service_|vllm:)/m, 'otel alone');
@@ -202,7 +202,7 @@ describe('otel dialect', () => {
     stream(s, 'm', { first: 100, gap: 10, events: 2, end: 120 });
     const m = await s.scrape();
     assert.deepEqual(m.series('gen_ai_server_time_to_first_token_seconds_bucket').map((x) => x.labels.le), ['0.5', '2', '+Inf']);
-    assert.equal(m.series('gen_ai_server_request_duration_seconds_bucket').length, DEFAULT_BUCKETS.gen_ai_server_request_duration_seconds.length + 1);
+    assert.equal(m.series('gen_ai_server_request_duration_seconds_bucket').length, OTEL_BUCKETS.gen_ai_server_request_duration_seconds.length + 1);
     s.metrics.close();
   });
 

@@ -52,6 +52,35 @@ describe('request timer', () => {
     assert.deepEqual([s.promptTokens, s.completionTokens, s.usageSource, s.tokenEvents], [7, 9, 'upstream', 5]);
   });
 
+  it('has a TPOT only with two token events to measure between and n > 1, whatever the usage says', () => {
+    const run = (tokensAt: readonly number[], completionTokens?: number) => {
+      const h = harness();
+      h.timer.identify('m', true);
+      h.timer.responseHeaders(200, true);
+      for (const ms of tokensAt) {
+        h.at(ms);
+        h.timer.tokenEvent();
+      }
+      if (completionTokens !== undefined) h.timer.usage({ promptTokens: 3, completionTokens });
+      h.at(500);
+      h.timer.responseFinished();
+      h.timer.close(true);
+      return h.sample;
+    };
+    // One event that carried every token (usage 5): there is no decode time to share.
+    assert.equal(run([100], 5).tpot, undefined, 'one token event, usage 5');
+    assert.equal(run([100], 1).tpot, undefined, 'one token event, usage 1');
+    assert.equal(run([100]).tpot, undefined, 'one token event, no usage');
+    // Two events, but the usage says one token: n - 1 = 0 gaps.
+    assert.equal(run([100, 150], 1).tpot, undefined, 'two token events, usage 1');
+    // The smallest TPOT there is: two events, one gap; by the events without usage.
+    assert.deepEqual(run([100, 150]).tpot, { seconds: 0.05, tokens: 1 }, 'two token events, no usage');
+    assert.deepEqual(run([100, 150], 2).tpot, { seconds: 0.05, tokens: 1 }, 'two token events, usage 2');
+    assert.deepEqual(run([100, 150], 6).tpot, { seconds: 0.01, tokens: 5 }, 'two token events, usage 6');
+    // The last token is the last token event's time, with or without a TPOT.
+    assert.deepEqual([run([100], 5).lastToken, run([100, 150], 1).lastToken], [0.1, 0.15]);
+  });
+
   it('falls back to token events and zero token counts for a stream without usage', () => {
     const h = harness();
     h.timer.identify('m', true);

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { classifyEvent } from '../../src/measure/openai-events.ts';
 import { createSkimmer, skimTokenEvent } from '../../src/measure/skim-event.ts';
-import { ownStreams, REAL_STREAMS, realStreamBytes, realStreamsAvailable } from '../helpers/fixtures.ts';
+import { assertRealStreamsIn, ownStreams, realStreamCorpus, realStreamsSkip } from '../helpers/fixtures.ts';
 import { seededRandom } from '../helpers/random.ts';
 import { sseBlocks } from '../helpers/tap-harness.ts';
 
@@ -96,8 +96,13 @@ describe('skimTokenEvent', () => {
     assert.ok(decided > 2500, `decided ${decided} of 5000`);
   });
 
+  const chat = (r: { api: string }) => r.api === 'chat' || r.api === 'completions';
+  it('has the real recorded chat streams among the recordings below', { skip: realStreamsSkip }, () => {
+    assertRealStreamsIn(realStreamCorpus(chat), chat);
+  });
+
   it('takes the fast path for the token, finish and usage events of the recorded chat streams', () => {
-    const streams = [...ownStreams().map((f) => f.bytes), ...(realStreamsAvailable() ? REAL_STREAMS.filter((s) => s.api === 'chat' || s.api === 'completions').map((s) => realStreamBytes(s.file)) : [])];
+    const streams = [...ownStreams().map((f) => f.bytes), ...realStreamCorpus(chat)];
     let tokens = 0;
     let fast = 0;
     let reporting = 0;

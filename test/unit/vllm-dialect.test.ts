@@ -6,10 +6,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createRequestTimer, type RequestTimer } from '../../src/measure/request-timer.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
-import { DEFAULT_BUCKETS } from '../../src/metrics/buckets.ts';
 import { vllmFinishedReason } from '../../src/metrics/dialects/vllm.ts';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
+import { les as specLes, VLLM_BUCKETS } from '../helpers/spec-buckets.ts';
 
 const AOM = { periodSeconds: 30, labels: {} };
 
@@ -156,7 +156,7 @@ describe('vLLM dialect', () => {
     // vLLM's buckets, with +Inf.
     assert.deepEqual(
       x.series('vllm:time_to_first_token_seconds_bucket').filter((s) => s.labels.model_name === 'm').map((s) => s.labels.le),
-      [...DEFAULT_BUCKETS['vllm:time_to_first_token_seconds'].map(String), '+Inf'],
+      specLes(VLLM_BUCKETS['vllm:time_to_first_token_seconds']!),
     );
     metrics.close();
   });

@@ -1,0 +1,60 @@
+// The primary's side of the worker bus: what a worker had in flight when it died, waiting for
+// its first output or running, is finished as failed (worker_exit), so no gauge keeps it forever.
+// Driven through the worker's own bus and request timers over a fake clock; no process dies.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createWorkerBus, createWorkerReceiver, type WorkerMessage } from '../../src/cluster/bus.ts';
+import { createRequestTimer } from '../../src/measure/request-timer.ts';
+import type { RequestSample } from '../../src/measure/sample.ts';
+import { createMetrics } from '../../src/metrics/metrics.ts';
+import { parseExposition } from '../helpers/exposition.ts';
+
+describe('worker receiver', () => {
+  it('finishes a dead worker\'s waiting and running requests as failed, per model, and only those', async () => {
+    const clock = { now: 0 };
+    const metrics = createMetrics({ clock: () => clock.now, throughputWindowSeconds: 10, version: 'test', dialects: ['mindie'], buckets: {}, aom: { periodSeconds: 30, labels: {} } });
+    const finished: RequestSample[] = [];
+    metrics.addObserver({ finished: (s) => void finished.push(s) });
+    const messages: WorkerMessage[] = [];
+    const bus = createWorkerBus((m) => messages.push(m), () => 0);
+    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel);
+    const request = (model: string) => {
+      const timer = createRequestTimer('chat', () => clock.now, bus.sink);
+      timer.identify(model, true);
+      timer.responseHeaders(200, true);
+      return timer;
+    };
+
+    // On model a: one running (its first token came), two waiting; one finished normally.
+    // On model b: one waiting.
+    clock.now = 10;
+    const running = request('a');
+    request('a');
+    request('a');
+    request('b');
+    const done = request('a');
+    clock.now = 20;
+    running.responseBody();
+    running.tokenEvent();
+    done.responseBody();
+    done.tokenEvent();
+    done.responseFinished();
+    done.close(true);
+    bus.flush();
+    for (const m of messages) if (m.t === 'events') receiver.receive(m.events);
+
+    let x = parseExposition(await metrics.render());
+    const gauges = () => ['a', 'b'].map((model) => [x.value('num_requests_waiting', { model_name: model }), x.value('num_requests_running', { model_name: model })]);
+    assert.deepEqual(gauges(), [[2, 1], [1, 0]], 'waiting and running before the worker dies');
+    assert.equal(finished.length, 1);
+
+    assert.equal(receiver.lost(), 4, 'two waiting and one running on a, one waiting on b');
+    x = parseExposition(await metrics.render());
+    assert.deepEqual(gauges(), [[0, 0], [0, 0]], 'nothing left in flight');
+    assert.deepEqual([x.value('request_failed_total', { model_name: 'a' }), x.value('request_failed_total', { model_name: 'b' })], [3, 1]);
+    const lost = finished.slice(1);
+    assert.deepEqual(lost.map((s) => [s.model, s.outcome, s.failure, s.outputSeen]).sort(), [['a', 'failed', 'worker_exit', false], ['a', 'failed', 'worker_exit', false], ['a', 'failed', 'worker_exit', true], ['b', 'failed', 'worker_exit', false]]);
+    assert.equal(receiver.lost(), 0, 'counted once');
+    metrics.close();
+  });
+});
