@@ -140,6 +140,7 @@ export function buildDataPlane(
     uninspected: events.uninspected,
     tapProblem: events.tapProblem,
     proxyError: events.proxyError,
+    retried: events.retried,
     usageInjection: config.injectUsage ? usageInjection : undefined,
     accessLog,
     tls: config.security.dataTls,

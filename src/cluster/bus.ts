@@ -4,6 +4,7 @@
 // the dialects turn them into metrics. So /metrics, /metrics-json and the AOM periods are those
 // of all workers' traffic, exactly, and nothing has to be merged after the fact.
 import type { ClientErrorKind } from '../data-plane/data-plane.ts';
+import type { ResendReason } from '../data-plane/lifecycle.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
 import type { InferenceApi, RequestInfo, RequestSample } from '../measure/sample.ts';
@@ -19,7 +20,7 @@ export type BusEvent =
   | readonly [kind: 3, sample: RequestSample] // finished
   | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null]; // a proxy event
 
-type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected' | 'clientError';
+type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'retried' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected' | 'clientError';
 
 /** Worker -> primary. */
 export type WorkerMessage =
@@ -72,6 +73,7 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
       uninspected: proxy('uninspected') as (r: UninspectedReason) => void,
       tapProblem: proxy('tapProblem') as (k: TapProblem) => void,
       proxyError: proxy('proxyError') as (k: ProxyErrorKind) => void,
+      retried: proxy('retried') as (r: ResendReason) => void,
       injectionActive: proxy('injectionActive') as (on: boolean) => void,
       usageInjected: proxy('usageInjected'),
       usageStripped: proxy('usageStripped'),

@@ -18,7 +18,7 @@ import { trackConnections } from './client-connections.ts';
 import { createConcurrencyLimit } from './concurrency-limit.ts';
 import { createDeadlines } from './deadlines.ts';
 import { inferenceApi } from './inference-route.ts';
-import type { LifecycleViolation } from './lifecycle.ts';
+import type { LifecycleViolation, ResendReason } from './lifecycle.ts';
 import { createMeasuredRoute, type UsageInjection } from './measured-route.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
 import { createPassThroughRoute } from './pass-through-route.ts';
@@ -41,6 +41,8 @@ export interface DataPlaneOptions {
   readonly tapProblem: (kind: TapProblem) => void;
   /** Counts failures of the proxy itself to reach or hear the upstream, by kind. */
   readonly proxyError: (kind: ProxyErrorKind) => void;
+  /** Counts inference requests sent upstream again, by why. */
+  readonly retried?: (reason: ResendReason) => void;
   /** Usage injection for streaming chat and completions requests; undefined: off. */
   readonly usageInjection?: UsageInjection | undefined;
   /** The per-request log; undefined: off. */
@@ -104,10 +106,12 @@ const HEADERS_TOO_LARGE = 'HTTP/1.1 431 Request Header Fields Too Large\r\nConne
 export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const { upstream, log } = options;
   const limits = options.limits ?? DEFAULT_LIMITS;
-  const agent =
-    upstream.protocol === 'https:'
-      ? new https.Agent({ keepAlive: true, scheduling: 'lifo', ...(options.upstreamCa === undefined ? {} : { ca: [...tlsRootCertificates, options.upstreamCa.toString('utf8')] }) })
-      : new http.Agent({ keepAlive: true, scheduling: 'lifo' });
+  // The pool (LIFO: the warmest connection first); a retry's fresh connection comes from an
+  // agent that keeps none. Node's agent honours an upstream's `Keep-Alive: timeout` hint itself:
+  // it drops an idle connection a second before the upstream would.
+  const ca = options.upstreamCa === undefined ? {} : { ca: [...tlsRootCertificates, options.upstreamCa.toString('utf8')] };
+  const agent = upstream.protocol === 'https:' ? new https.Agent({ keepAlive: true, scheduling: 'lifo', ...ca }) : new http.Agent({ keepAlive: true, scheduling: 'lifo' });
+  const freshAgent = upstream.protocol === 'https:' ? new https.Agent({ keepAlive: false, ...ca }) : new http.Agent({ keepAlive: false });
   const passThrough = createPassThroughRoute({
     upstream,
     agent,
@@ -123,7 +127,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const measured = createMeasuredRoute({
     ...options,
     violation: options.lifecycleViolation ?? ((error) => log.error(error.message, { code: error.code })),
-    sendUpstream: createUpstreamRequest({ upstream, agent, connectTimeoutMs: limits.upstreamConnectTimeoutMs }),
+    sendUpstream: createUpstreamRequest({ upstream, agent, freshAgent, connectTimeoutMs: limits.upstreamConnectTimeoutMs }),
     deadlines,
     limit: limits.maxConcurrency > 0 ? createConcurrencyLimit(limits.maxConcurrency) : undefined,
     tap: {
@@ -203,6 +207,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
         server.close(() => resolve());
         connections.closeIdle();
         agent.destroy();
+        freshAgent.destroy();
         deadlines.close();
       }),
   };

@@ -25,6 +25,8 @@ export interface Injection {
   readonly refused: boolean;
 }
 
+const RESEND_BITS: Readonly<Record<ResendReason, number>> = { refused_injection: 1, stale_connection: 2 };
+
 export class Exchange {
   readonly api: InferenceApi;
   readonly timer: RequestTimer;
@@ -34,7 +36,8 @@ export class Exchange {
   bytesOut = 0;
   private current: Phase = 'received';
   private identified = false;
-  private resent: ResendReason | undefined = undefined;
+  private lastResend: ResendReason | undefined = undefined;
+  private resends = 0; // a bit per reason: each at most once
   private answer: AnswerKind | undefined = undefined;
   private injected: Injection | undefined = undefined;
   private request: ClientRequest | undefined = undefined;
@@ -56,9 +59,13 @@ export class Exchange {
   get answeredWith(): AnswerKind | undefined {
     return this.answer;
   }
-  /** Why the request was forwarded a second time, if it was. */
+  /** Why the request was forwarded last, when that was a re-send. */
   get resendReason(): ResendReason | undefined {
-    return this.resent;
+    return this.lastResend;
+  }
+  /** Whether it was re-sent for `reason` already. */
+  resentFor(reason: ResendReason): boolean {
+    return (this.resends & RESEND_BITS[reason]) !== 0;
   }
   /** Set when the body sent upstream had usage injected. */
   get injection(): Injection | undefined {
@@ -113,14 +120,15 @@ export class Exchange {
     if (this.injected !== undefined) this.injected = { original: this.injected.original, refused: true };
   }
 
-  /** Sent upstream: first, or once more (`resend`), which only a refusal of injection allows. */
+  /** Sent upstream: first, or once more (`resend`), at most once for each reason. */
   forwarded(request: ClientRequest, resend?: ResendReason): boolean {
-    if (resend === undefined ? this.current === 'forwarded' : this.current !== 'forwarded' || this.resent !== undefined) {
-      this.options.violation(new LifecycleViolation(this.current, resend === undefined ? 'forwarded' : 'resend'));
+    if (resend === undefined ? this.current === 'forwarded' : this.current !== 'forwarded' || this.resentFor(resend)) {
+      this.options.violation(new LifecycleViolation(this.current, resend === undefined ? 'forwarded' : 'resend', resend));
       return false;
     }
     if (!this.move('forwarded')) return false;
-    this.resent = resend;
+    this.lastResend = resend;
+    if (resend !== undefined) this.resends |= RESEND_BITS[resend];
     this.request = request;
     // A re-send's answer is still to come: the refusal was not it.
     this.response = undefined;

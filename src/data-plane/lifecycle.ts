@@ -5,7 +5,8 @@
 //
 //   received ──► identified ──► forwarded ──► answered ──► finished
 //       │             │          │   ▲  │                     ▲
-//       │             │          └───┘  │ (re-sent once)      │
+//       │             │          └───┘  │ (re-sent, once a    │
+//       │             │                 │  reason)            │
 //       ├─────────────┴──────────►──────┴──────►──────────────┤ (the client left, or cut)
 //       └────────────────────────► answered (refused: overloaded)
 //
@@ -24,15 +25,21 @@ export type AnswerKind =
   /** infermeter's own error answer (502, 503, 504): the upstream's could not be forwarded. */
   | 'error';
 
-/** Why a request was forwarded again. */
+/** Why a request was forwarded again: each reason at most once per request. */
 export type ResendReason =
   /** The upstream refused the injected stream_options: the client's own body, once more. */
-  | 'refused_injection';
+  | 'refused_injection'
+  /**
+   * A reused (kept-alive) upstream connection failed before any byte of a response: the upstream
+   * had closed it as it was reused (llama.cpp closes right after a streamed answer that says
+   * keep-alive). The same body, once more, on a new connection.
+   */
+  | 'stale_connection';
 
 const ALLOWED: Readonly<Record<Phase, readonly Phase[]>> = {
   received: ['identified', 'forwarded', 'answered', 'finished'],
   identified: ['forwarded', 'answered', 'finished'],
-  // forwarded -> forwarded: the one re-send.
+  // forwarded -> forwarded: a re-send, at most once for each reason.
   forwarded: ['forwarded', 'answered', 'finished'],
   answered: ['finished'],
   finished: [],

@@ -27,7 +27,7 @@ import { holdAnswer, mayBeRefusal } from './injected-answer.ts';
 import type { ResendReason } from './lifecycle.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
 import { relay } from './relay.ts';
-import { holdBody } from './request-body.ts';
+import { copyBody, holdBody, type BodyCopy } from './request-body.ts';
 import { pathOf } from './request-path.ts';
 import { copyHead, cutWithUpstream, flushIdleHeaders } from './response-head.ts';
 import type { SendUpstream } from './upstream-request.ts';
@@ -55,6 +55,8 @@ export interface MeasuredRouteOptions extends ExchangeOptions {
   readonly proxyError: (kind: ProxyErrorKind) => void;
   /** Counts inference requests refused because the concurrency limit's queue was full. */
   readonly rejected?: (() => void) | undefined;
+  /** Counts inference requests sent upstream again, by why. */
+  readonly retried?: ((reason: ResendReason) => void) | undefined;
   readonly usageInjection?: UsageInjection | undefined;
   readonly accessLog?: AccessLog | undefined;
 }
@@ -62,6 +64,8 @@ export interface MeasuredRouteOptions extends ExchangeOptions {
 export type MeasuredRoute = (req: IncomingMessage, res: ServerResponse, api: InferenceApi) => void;
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+/** How a kept-alive connection the upstream closed fails when it is reused. */
+const STALE = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED']);
 
 export function createMeasuredRoute(options: MeasuredRouteOptions): MeasuredRoute {
   // Not expected: a write after end would be a bug, but one that must not take the proxy down.
@@ -81,6 +85,12 @@ class InferenceCall {
   private begun = false;
   private release: () => void = ignore;
   private unwatch: (() => void) | undefined = undefined;
+  /** What was sent upstream last: a held body is sent again as it is. */
+  private body: Buffer | Readable | undefined = undefined;
+  /** A streamed body's chunks, kept until a response begins, for a retry. */
+  private copy: BodyCopy | undefined = undefined;
+  /** The upstream attempt whose events count (a retry's; a stale one's are ignored). */
+  private attempt = 0;
 
   constructor(options: MeasuredRouteOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
     this.options = options;
@@ -129,6 +139,7 @@ class InferenceCall {
       exchange.bytesIn = size;
       exchange.identify(result);
     });
+    this.copy = copyBody(req, options.maxInspectBytes);
     this.forward(req);
   }
 
@@ -159,19 +170,59 @@ class InferenceCall {
   private forward(body: Buffer | Readable, resend?: ResendReason): void {
     // A client that left before its body was read is not forwarded.
     if (this.exchange.phase === 'finished') return;
+    const attempt = ++this.attempt;
+    this.body = body;
+    if (resend !== undefined) this.options.retried?.(resend);
     const request = this.options.sendUpstream(
       this.req,
       body,
-      { response: (response) => this.respond(response), error: (error) => this.upstreamFailed(error, true) },
+      {
+        response: (response) => {
+          if (attempt === this.attempt) this.respond(response);
+          else response.resume();
+        },
+        error: (error) => {
+          if (attempt === this.attempt) this.upstreamFailed(error, true);
+        },
+      },
       this.exchange.requestId,
+      resend === 'stale_connection',
     );
     if (!this.exchange.forwarded(request, resend)) request.destroy();
+  }
+
+  /**
+   * forwarded again: a reused connection that failed before any byte of a response was the
+   * upstream closing it as it was reused, not an answer. The same body, once, on a new
+   * connection; a streamed body only when it was kept whole (up to the inspection cap). Never
+   * once a response began: what the upstream said stands.
+   */
+  private retryStale(error: Error): boolean {
+    const { exchange, res } = this;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (exchange.upstreamRequest?.reusedSocket !== true || !STALE.has(code ?? '') || exchange.upstreamResponse !== undefined) return false;
+    if (exchange.resentFor('stale_connection') || res.destroyed || res.writableEnded) return false;
+    const body = this.body;
+    if (Buffer.isBuffer(body)) {
+      this.forward(body, 'stale_connection');
+      return true;
+    }
+    const copy = this.copy;
+    if (copy === undefined || body !== this.req) return false;
+    copy.whole((whole) => {
+      if (whole === undefined || res.destroyed || res.writableEnded) this.upstreamFailed(error, true, false);
+      else this.forward(whole, 'stale_connection');
+    });
+    return true;
   }
 
   /** The upstream's head arrived: the client is answered with it, or a held 4xx is read first. */
   private respond(response: IncomingMessage): void {
     const { exchange, res, options } = this;
     exchange.responded(response);
+    // A response began: what it says stands, the body is not sent again.
+    this.copy?.release();
+    this.copy = undefined;
     if (res.writableEnded || res.destroyed) {
       // Answered already (the total timeout) or the client is gone: nothing to forward.
       response.resume();
@@ -290,8 +341,9 @@ class InferenceCall {
    * The upstream leg failed: the upstream could not be reached, or failed before answering, or
    * its head could not be forwarded (`began` false: no response of its counts as begun).
    */
-  private upstreamFailed(error: Error, began: boolean): void {
+  private upstreamFailed(error: Error, began: boolean, retry = true): void {
     const { exchange, options } = this;
+    if (began && retry && this.retryStale(error)) return;
     actOnFailedLeg({
       error,
       res: this.res,

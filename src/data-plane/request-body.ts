@@ -46,3 +46,62 @@ function joinHeldAndRest(held: readonly Buffer[], req: IncomingMessage): Readabl
     })(),
   );
 }
+
+/** A streamed body's bytes, kept beside the forwarding (up to a cap) so it can be sent again. */
+export interface BodyCopy {
+  /** The whole body once the client sent it all, within the cap; undefined before, or past it. */
+  whole(done: (body: Buffer | undefined) => void): void;
+  /** The copy is no longer needed (a response began): its bytes are let go. */
+  release(): void;
+}
+
+/**
+ * Keeps references to a body's chunks as they stream upstream (no copy of the bytes), up to
+ * `maxBytes`: a request whose upstream connection failed before answering is replayable.
+ */
+export function copyBody(req: IncomingMessage, maxBytes: number): BodyCopy {
+  let chunks: Buffer[] | undefined = [];
+  let size = 0;
+  let ended = false;
+  let waiting: ((body: Buffer | undefined) => void) | undefined;
+  const onData = (chunk: Buffer): void => {
+    size += chunk.length;
+    if (chunks === undefined) return;
+    if (size > maxBytes) {
+      chunks = undefined;
+      stop();
+      return;
+    }
+    chunks.push(chunk);
+  };
+  const onEnd = (): void => {
+    ended = true;
+    stop();
+    answer();
+  };
+  const stop = (): void => {
+    req.off('data', onData);
+    req.off('end', onEnd);
+  };
+  const answer = (): void => {
+    const done = waiting;
+    if (done === undefined) return;
+    waiting = undefined;
+    done(chunks === undefined ? undefined : Buffer.concat(chunks, size));
+  };
+  req.on('data', onData);
+  req.on('end', onEnd);
+  return {
+    whole(done) {
+      waiting = done;
+      if (ended || chunks === undefined) answer();
+      // The rest of the body is still to come: read it (the upstream request that piped it is gone).
+      else req.resume();
+    },
+    release() {
+      chunks = undefined;
+      stop();
+      waiting = undefined;
+    },
+  };
+}

@@ -22,7 +22,10 @@ const HELD_WITH_ID = headerFilter(['host', 'content-length', 'x-request-id']);
 
 export interface UpstreamRequestOptions {
   readonly upstream: URL;
+  /** The keep-alive pool every request goes through first. */
   readonly agent: http.Agent;
+  /** An agent that opens a new connection for each request: a retry's. */
+  readonly freshAgent: http.Agent;
   readonly connectTimeoutMs: number;
 }
 
@@ -35,12 +38,13 @@ export interface UpstreamHandlers {
 
 /**
  * Sends `req`'s method, path and headers with `body` (held: sent with its content-length, or
- * still streaming) upstream; `requestId`, when given, as its x-request-id.
+ * still streaming) upstream; `requestId`, when given, as its x-request-id; `fresh`: on a new
+ * connection, not one from the pool.
  */
-export type SendUpstream = (req: IncomingMessage, body: Buffer | Readable, handlers: UpstreamHandlers, requestId?: string) => ClientRequest;
+export type SendUpstream = (req: IncomingMessage, body: Buffer | Readable, handlers: UpstreamHandlers, requestId?: string, fresh?: boolean) => ClientRequest;
 
 export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpstream {
-  const { upstream, agent, connectTimeoutMs } = options;
+  const { upstream, agent, freshAgent, connectTimeoutMs } = options;
   const request = upstream.protocol === 'https:' ? https.request : http.request;
   const hostname = upstream.hostname.startsWith('[') ? upstream.hostname.slice(1, -1) : upstream.hostname;
   const port = upstream.port === '' ? (upstream.protocol === 'https:' ? 443 : 80) : Number(upstream.port);
@@ -52,7 +56,7 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     if (connectTimeoutMs > 0 && socket.connecting) connectTimeout(socket, connectTimeoutMs);
   };
 
-  return (req, body, handlers, requestId) => {
+  return (req, body, handlers, requestId, fresh = false) => {
     const held = Buffer.isBuffer(body);
     const filter = requestId === undefined ? (held ? HELD : STREAMED) : held ? HELD_WITH_ID : STREAMED_WITH_ID;
     // As the client wrote them (hop-by-hop ones, `trailer` among them, dropped), then ours.
@@ -60,7 +64,7 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     headers.push('host', host);
     if (held) headers.push('content-length', String(body.length));
     if (requestId !== undefined) headers.push('x-request-id', requestId);
-    const proxyReq = request({ hostname, port, method: req.method, path: join(req.url ?? '/'), headers, agent });
+    const proxyReq = request({ hostname, port, method: req.method, path: join(req.url ?? '/'), headers, agent: fresh ? freshAgent : agent });
     proxyReq.on('socket', onSocket);
     const onError = (error: NodeJS.ErrnoException): void => {
       // The client went away mid-upload: its response's 'close' accounts for it.
@@ -72,6 +76,8 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     };
     req.on('error', onError);
     proxyReq.on('error', onError);
+    // A retry listens to the client's request again: each attempt's listener goes with it.
+    proxyReq.once('close', () => req.off('error', onError));
     proxyReq.on('response', handlers.response);
     // A 101 to a request that asked for no upgrade: Node would drop the socket and leave the
     // request waiting for a response that never comes.

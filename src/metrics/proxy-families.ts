@@ -3,6 +3,7 @@
 // counters are fine here.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ClientErrorKind } from '../data-plane/data-plane.ts';
+import type { ResendReason } from '../data-plane/lifecycle.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';
 import type { TapProblem } from '../stream-tap/response-tap.ts';
@@ -12,6 +13,8 @@ export interface ProxyEvents {
   uninspected(reason: UninspectedReason): void;
   tapProblem(kind: TapProblem): void;
   proxyError(kind: ProxyErrorKind): void;
+  /** An inference request sent upstream again, by why. */
+  retried(reason: ResendReason): void;
   /** Usage injection: whether it is on now, requests injected, usage chunks removed. */
   injectionActive(on: boolean): void;
   usageInjected(): void;
@@ -36,6 +39,7 @@ const UNINSPECTED: readonly UninspectedReason[] = ['empty', 'invalid_json', 'not
 const TAP_PROBLEMS: readonly TapProblem[] = ['malformed_event', 'event_too_large', 'body_too_large', 'malformed_body', 'compressed_stream', 'unknown_encoding', 'tap_error'];
 const UPSTREAM_ERRORS: readonly ProxyErrorKind[] = ['upstream_unreachable', 'upstream_timeout', 'upstream_reset', 'upstream_protocol'];
 const CLIENT_ERRORS: readonly ClientErrorKind[] = ['timeout', 'malformed'];
+const RETRIES: readonly ResendReason[] = ['stale_connection', 'refused_injection'];
 
 export function createProxyFamilies(registry: Registry, version: string): ProxyFamilies {
   const uninspected = new Counter({
@@ -54,6 +58,12 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     name: 'infermeter_upstream_errors_total',
     help: 'Requests on which the proxy could not reach the upstream or lost it mid-response, by kind.',
     labelNames: ['kind'],
+    registers: [registry],
+  });
+  const retries = new Counter({
+    name: 'infermeter_upstream_retries_total',
+    help: 'Inference requests sent upstream a second time, by reason: stale_connection (a reused connection failed before any response byte; sent again on a new one), refused_injection (the upstream refused the injected stream_options; sent again as the client wrote it).',
+    labelNames: ['reason'],
     registers: [registry],
   });
   const injectionActive = new Gauge({
@@ -108,10 +118,12 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
   for (const kind of TAP_PROBLEMS) tapProblems.inc({ kind }, 0);
   for (const kind of UPSTREAM_ERRORS) proxyErrors.inc({ kind }, 0);
   for (const kind of CLIENT_ERRORS) clientErrors.inc({ kind }, 0);
+  for (const reason of RETRIES) retries.inc({ reason }, 0);
   return {
     uninspected: (reason) => uninspected.inc({ reason }),
     tapProblem: (kind) => tapProblems.inc({ kind }),
     proxyError: (kind) => proxyErrors.inc({ kind }),
+    retried: (reason) => retries.inc({ reason }),
     injectionActive: (on) => injectionActive.set(on ? 1 : 0),
     usageInjected: () => injected.inc(),
     usageStripped: () => stripped.inc(),
@@ -126,6 +138,7 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
       'infermeter_request_body_uninspected_total',
       'infermeter_stream_tap_problems_total',
       'infermeter_upstream_errors_total',
+      'infermeter_upstream_retries_total',
       'infermeter_usage_injection_active',
       'infermeter_usage_injected_total',
       'infermeter_usage_chunks_stripped_total',

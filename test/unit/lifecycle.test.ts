@@ -93,6 +93,17 @@ describe('request lifecycle', () => {
     assert.deepEqual(violations, []);
   });
 
+  it('re-sends once for each reason: a stale connection, then a refused injection', () => {
+    const { exchange: ex, violations } = exchange();
+    ex.forwarded(request);
+    assert.equal(ex.forwarded(request, 'stale_connection'), true);
+    assert.equal(ex.forwarded(request, 'refused_injection'), true);
+    assert.equal(ex.resendReason, 'refused_injection');
+    assert.equal(ex.resentFor('stale_connection'), true);
+    assert.equal(ex.forwarded(request, 'stale_connection'), false, 'a second retry');
+    assert.deepEqual(violations.map((v) => `${v.from}->${v.to}`), ['forwarded->resend']);
+  });
+
   it('reports a second re-send, a re-send before forwarding and a first forward twice', () => {
     const twice = exchange();
     twice.exchange.forwarded(request);

@@ -1,0 +1,140 @@
+// Upstreams that close kept-alive connections (issue 19): llama.cpp says `Keep-Alive:
+// timeout=5` and closes about a millisecond after each streamed answer, so the pool's reuse of
+// that connection fails before any response byte. Such a request is sent again, once, on a new
+// connection, and counted; one whose response began is never sent again.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { describe, it, type TestContext } from 'node:test';
+import { scrape, startProxy } from '../helpers/proxy-harness.ts';
+
+const SSE_BODY = 'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\ndata: [DONE]\n\n';
+
+interface Upstream {
+  readonly url: string;
+  /** Requests answered, and connections opened. */
+  readonly stats: { requests: number; connections: number; reset: number };
+}
+
+/**
+ * An upstream that answers every request well, saying keep-alive; `close` decides what happens to
+ * the connection: 'after' closes it 1 ms after each response (llama.cpp), 'reused' resets it when
+ * a second request arrives on it (the same race, made certain).
+ */
+async function startUpstream(t: TestContext, close: 'after' | 'reused' | 'never', keepAlive = 'timeout=5, max=100'): Promise<Upstream> {
+  const stats = { requests: 0, connections: 0, reset: 0 };
+  const served = new WeakMap<Socket, number>();
+  const server = http.createServer((req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    const n = (served.get(socket) ?? 0) + 1;
+    served.set(socket, n);
+    if (close === 'reused' && n > 1) {
+      stats.reset++;
+      socket.destroy();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      stats.requests++;
+      const body = Buffer.concat(chunks).toString();
+      const headers = { 'keep-alive': keepAlive, connection: 'keep-alive' };
+      if (body.includes('"stream":true')) {
+        res.writeHead(200, { ...headers, 'content-type': 'text/event-stream' });
+        res.end(SSE_BODY);
+      } else {
+        const answer = req.url?.includes('embeddings') ? '{"data":[{"embedding":[0.1]}],"usage":{"prompt_tokens":2,"total_tokens":2}}' : '{"choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":2,"completion_tokens":1}}';
+        res.writeHead(200, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
+        res.end(answer);
+      }
+      if (close === 'after') res.on('finish', () => setTimeout(() => socket.end(), 1));
+    });
+  });
+  server.on('connection', () => stats.connections++);
+  server.keepAliveTimeout = 5000;
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, stats };
+}
+
+const REQUESTS: ReadonlyArray<{ path: string; body: string }> = [
+  { path: '/v1/chat/completions', body: '{"model":"m","stream":true,"messages":[]}' }, // held: usage injected
+  { path: '/v1/chat/completions', body: '{"model":"m","messages":[]}' },
+  { path: '/v1/embeddings', body: '{"model":"m","input":"hi"}' }, // streamed upstream, kept beside
+];
+
+async function send(dataUrl: string, i: number): Promise<number> {
+  const { path, body } = REQUESTS[i % REQUESTS.length]!;
+  const res = await fetch(`${dataUrl}${path}`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+  const text = await res.text();
+  if (res.status === 200 && path.includes('chat') && body.includes('"stream":true')) assert.match(text, /\[DONE\]/);
+  return res.status;
+}
+
+describe('retry on a stale upstream connection', () => {
+  for (const concurrency of [1, 8]) {
+    it(`serves every request in front of an upstream that closes each connection 1 ms after its answer (concurrency ${concurrency})`, async (t) => {
+      const upstream = await startUpstream(t, 'after');
+      const app = await startProxy(t, upstream.url);
+      const statuses: number[] = [];
+      for (let round = 0; round < 6; round++) statuses.push(...(await Promise.all(Array.from({ length: concurrency }, (_, i) => send(app.dataUrl, round * concurrency + i)))));
+      assert.deepEqual(statuses.filter((s) => s !== 200), [], `every one answered 200 (${statuses.length} requests)`);
+      const m = await scrape(app);
+      assert.equal(m.value('infermeter_upstream_errors_total', { kind: 'upstream_unreachable' }), 0);
+      assert.equal(m.sum('request_failed_total'), 0);
+    });
+  }
+
+  it('sends a request whose reused connection fails before any response byte again, once, on a new connection, and counts it', async (t) => {
+    const upstream = await startUpstream(t, 'reused');
+    const app = await startProxy(t, upstream.url);
+    for (let i = 0; i < 9; i++) assert.equal(await send(app.dataUrl, i), 200, `request ${i}`);
+    // Requests alternate: one on a new pooled connection, the next meets it reused and reset,
+    // and is served on a connection of its own (not pooled), so the one after opens a new one.
+    assert.equal(upstream.stats.requests, 9);
+    assert.equal(upstream.stats.reset, 4);
+    const m = await scrape(app);
+    assert.equal(m.value('infermeter_upstream_retries_total', { reason: 'stale_connection' }), 4);
+    assert.equal(m.value('infermeter_upstream_errors_total', { kind: 'upstream_unreachable' }), 0);
+    assert.equal(m.sum('request_success_total'), 9);
+  });
+
+  it('never sends a request again once a byte of its response came', async (t) => {
+    let requests = 0;
+    const server = http.createServer((req, res) => {
+      requests++;
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n', () => setTimeout(() => req.socket.destroy(), 5));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => server.close());
+    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' });
+      assert.equal(res.status, 200);
+      await assert.rejects(res.text(), 'the client sees the cut');
+    }
+    assert.equal(requests, 3, 'each sent once');
+    const m = await scrape(app);
+    assert.equal(m.value('infermeter_upstream_retries_total', { reason: 'stale_connection' }), 0);
+    assert.equal(m.value('request_failed_total', { model_name: 'm' }), 3);
+  });
+
+  it("honours the upstream's Keep-Alive timeout hint: a hint too short to reuse safely opens a connection per request", async (t) => {
+    const short = await startUpstream(t, 'never', 'timeout=1');
+    const app = await startProxy(t, short.url);
+    for (let i = 0; i < 4; i++) assert.equal(await send(app.dataUrl, 1), 200);
+    assert.equal(short.stats.connections, 4, 'timeout=1: never reused');
+    const long = await startUpstream(t, 'never', 'timeout=5');
+    const app2 = await startProxy(t, long.url);
+    for (let i = 0; i < 4; i++) assert.equal(await send(app2.dataUrl, 1), 200);
+    assert.equal(long.stats.connections, 1, 'timeout=5: one connection, reused');
+  });
+});
