@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, it, type TestContext } from 'node:test';
 import { ConfigError, loadConfig, type Env } from '../../src/config/config.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
+import { makeCerts } from '../helpers/certs.ts';
 import { execForm, finalStage, imageEnv, sourceOf } from '../helpers/dockerfile.ts';
 
 const STAGE = finalStage();
@@ -149,6 +150,23 @@ describe('the image health probe', () => {
         INFERMETER_CONFIG: configFile(t, { port: data, managementPort: management, metricsPort: metrics }),
       }),
       host: '127.0.0.3',
+    },
+    {
+      name: 'HTTPS on the management port (INFERMETER_MANAGEMENT_TLS_CERT), the probe not verifying the certificate',
+      env: (t, [data, management, metrics], upstream) => {
+        const certs = makeCerts();
+        t.after(() => certs.remove());
+        return {
+          INFERMETER_UPSTREAM: upstream,
+          INFERMETER_HOST: '127.0.0.1',
+          INFERMETER_PORT: String(data),
+          INFERMETER_MANAGEMENT_PORT: String(management),
+          INFERMETER_METRICS_PORT: String(metrics),
+          INFERMETER_MANAGEMENT_TLS_CERT: certs.certFile,
+          INFERMETER_MANAGEMENT_TLS_KEY: certs.keyFile,
+        };
+      },
+      host: '127.0.0.1',
     },
   ];
 
