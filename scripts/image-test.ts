@@ -49,7 +49,7 @@ function aptInstall(packages: readonly string[]): void {
   if (process.getuid?.() !== 0 || !has('apt-get')) throw new Error(`${packages.join(', ')} missing: install them (Debian: apt-get install ${packages.join(' ')})`);
   say(`installing ${packages.join(' ')} from Debian's packages`);
   must(sh('apt-get', ['update', '-qq']), 'apt-get update');
-  must(sh('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...packages], { env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } }), 'apt-get install');
+  must(sh('apt-get', ['install', '-y', '-qq', ...packages], { env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } }), 'apt-get install');
 }
 
 // ---- the engine ---------------------------------------------------------------------------------
@@ -304,7 +304,8 @@ function cleanUp(engine: Engine | undefined): void {
   if (engine === undefined) return;
   const names = engine.run(['ps', '-a', '--format', '{{.Names}}']).stdout.split('\n').filter((n) => n.startsWith(PREFIX));
   // Those that joined the simulator's network first, the simulator last.
-  for (const name of names.sort((a, b) => Number(a === SIM) - Number(b === SIM))) engine.run(['rm', '-f', '-t', '0', name]);
+  const now = engine.name === 'podman' ? ['-t', '0'] : []; // docker's rm -f kills at once
+  for (const name of names.sort((a, b) => Number(a === SIM) - Number(b === SIM))) engine.run(['rm', '-f', ...now, name]);
 }
 
 let engine: Engine | undefined;
@@ -318,14 +319,16 @@ try {
   say(`engine: ${version}`);
   const base = baseImage(engine);
   const t0 = performance.now();
-  const ca = process.env.NODE_EXTRA_CA_CERTS;
-  const secret = ca !== undefined && existsSync(ca) ? ['--secret', `id=npm-ca,src=${ca}`] : [];
+  // The CAs this machine trusts, for npm ci behind a TLS-intercepting proxy (the image's npm
+  // trusts Node's own list only); harmless where there is none.
+  const ca = [process.env.NODE_EXTRA_CA_CERTS, process.env.SSL_CERT_FILE, '/etc/ssl/certs/ca-certificates.crt'].find((f) => f !== undefined && f !== '' && existsSync(f));
+  const secret = ca === undefined ? [] : ['--secret', `id=npm-ca,src=${ca}`];
   // podman builds OCI images by default, which drop HEALTHCHECK; the build's RUN steps use the
   // host's network (npm ci), which needs no NAT.
   const format = engine.name === 'podman' ? ['--format', 'docker', '--network', 'host'] : [];
   must(engine.run(['build', ...format, ...secret, '--build-arg', `NODE_IMAGE=${base}`, '-t', IMAGE, ROOT], 900_000), 'build');
   const size = (JSON.parse(must(engine.run(['image', 'inspect', IMAGE]), 'image inspect'))[0] as { Size: number }).Size;
-  say(`built ${IMAGE} in ${seconds(t0)} s${secret.length > 0 ? ' (NODE_EXTRA_CA_CERTS given to npm ci as the npm-ca build secret)' : ''}: ${(size / 1e6).toFixed(0)} MB`);
+  say(`built ${IMAGE} in ${seconds(t0)} s${ca === undefined ? '' : ` (${ca} given to npm ci as the npm-ca build secret)`}: ${(size / 1e6).toFixed(0)} MB`);
   await checks(engine);
 } catch (error) {
   check('the image test ran to its end', false, (error as Error).message);
