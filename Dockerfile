@@ -1,22 +1,41 @@
 # infermeter container image: build with the dev toolchain, run with production dependencies
-# only, as the unprivileged `node` user. (Written to the standard pattern; the development
-# machines have no Docker engine, so it has not been built there.)
-FROM node:24-slim AS build
-WORKDIR /app
-COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
-# --ignore-scripts: the image already has Node 24, the node@24 dev dependency is not needed.
-RUN npm ci --ignore-scripts --no-audit --no-fund
-COPY src ./src
-RUN npm run build && npm prune --omit=dev --ignore-scripts
+# only, as the unprivileged `node` user. Built and run by `npm run image:test` (scripts/image-test.ts)
+# with docker or podman/buildah; docs/deploy.md records a run.
+#
+# The base is pinned to a Node 24 release. To pin the exact bytes as well, append its digest,
+# which `docker buildx imagetools inspect node:24.21.0-bookworm-slim` or
+# `skopeo inspect docker://docker.io/library/node:24.21.0-bookworm-slim` prints:
+#   --build-arg NODE_IMAGE=node:24.21.0-bookworm-slim@sha256:<digest>
+# (or write it here). The image test passes a stand-in base where no registry is reachable.
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 
-FROM node:24-slim
-# In a container the address is the pod's own: listening on every address is the norm, so it is
-# allowed here explicitly (infermeter refuses it otherwise). Lock the metrics port down with
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+# --ignore-scripts: the image already has Node 24, the node@24 dev dependency is not needed.
+# Behind a TLS-intercepting proxy, give its CA as a build secret (never stored in a layer):
+# `--secret id=npm-ca,src=/path/to/ca.crt`.
+RUN --mount=type=secret,id=npm-ca \
+  if [ -f /run/secrets/npm-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npm-ca; fi; \
+  npm ci --ignore-scripts --no-audit --no-fund
+# After the install, so that editing a tsconfig does not re-run it.
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+# The demo (a simulator, a proxy and traffic in one process) and the source maps (nothing runs
+# with --enable-source-maps) are left out; the simulator (dist/sim) stays, a few kilobytes that
+# let the image be tried without a model server.
+RUN npm run build && rm dist/demo.js && find dist -name '*.map' -delete \
+  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
+
+FROM ${NODE_IMAGE}
+# In a container the address is the container's own and what reaches it is decided by `-p` or a
+# network policy, so the image listens on every address by default. INFERMETER_DEFAULT_HOST is
+# only that default: INFERMETER_HOST, MIES_CONTAINER_IP and a config file's ipAddress (and the
+# management equivalents) still win, and 0.0.0.0 given through them still needs
+# INFERMETER_ALLOW_ALL_ZERO_IP=1, as MindIE requires. Lock the metrics port down with
 # INFERMETER_METRICS_TOKEN and a network policy.
 ENV NODE_ENV=production \
-    INFERMETER_HOST=0.0.0.0 \
-    INFERMETER_MANAGEMENT_HOST=0.0.0.0 \
-    INFERMETER_ALLOW_ALL_ZERO_IP=1
+    INFERMETER_DEFAULT_HOST=0.0.0.0
 WORKDIR /app
 COPY --from=build --chown=root:root /app/package.json ./
 COPY --from=build --chown=root:root /app/node_modules ./node_modules
@@ -25,8 +44,14 @@ COPY --from=build --chown=root:root /app/dist ./dist
 USER 1000:1000
 # data plane, management (/health, /ready), metrics (/metrics)
 EXPOSE 1025 1026 1027
-HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.INFERMETER_MANAGEMENT_PORT || 1026) + '/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# The probe reads the configuration as infermeter does (variables, MIES_*, INFERMETER_CONFIG),
+# so it asks where the management port really listens, over HTTPS when that port has TLS. It is
+# one short Node process, about 0.09 s of CPU: with `--cpus 0.1` a run took about 1 s idle and
+# 2.3 s at most with the tenth of a core saturated by 100 streams (docs/deploy.md), hence a
+# 15 s timeout (the probe's own is 10 s) and a 30 s interval. Docker honours HEALTHCHECK; buildah
+# and podman keep it only with `--format docker`; Kubernetes ignores it and has its own probes.
+HEALTHCHECK --interval=30s --timeout=15s --start-period=15s --retries=3 \
+  CMD ["node", "dist/healthcheck.js"]
 # A young generation of 8 MiB semi-spaces keeps the resident set flat under load; an old
 # generation allowed 64 MiB before V8 starts marking keeps short-lived objects from being
 # promoted wholesale (docs/performance.md). The same flags as the bin's shebang and npm start.

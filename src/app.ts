@@ -218,8 +218,9 @@ export function logStartWarnings(config: Config, log: Logger): void {
 }
 
 /** How the data port's host may be bound (INFERMETER_ALLOW_ALL_ZERO_IP). */
-export const dataPolicy = (config: Config): ListenPolicy => ({ allowAll: config.security.allowAllZeroIp, variable: 'INFERMETER_HOST' });
-const managementPolicy = (config: Config): ListenPolicy => ({ allowAll: config.security.allowAllZeroIp, variable: 'INFERMETER_MANAGEMENT_HOST' });
+// A default address (the image's INFERMETER_DEFAULT_HOST) may be every address: see Config.
+export const dataPolicy = (config: Config): ListenPolicy => ({ allowAll: config.security.allowAllZeroIp || config.hostDefaulted, variable: 'INFERMETER_HOST' });
+const managementPolicy = (config: Config): ListenPolicy => ({ allowAll: config.security.allowAllZeroIp || config.managementHostDefaulted, variable: 'INFERMETER_MANAGEMENT_HOST' });
 
 export function startedFields(config: Config, dataUrl: string, management: Management): Record<string, string | number> {
   const upstream = requireUpstream(config);

@@ -30,7 +30,7 @@ export async function startClusterPrimary(
   logStartWarnings(config, log);
   // The workers bind the data port: a host they would refuse is refused here, before any starts
   // (a worker that failed would be restarted again and again).
-  await resolveListenAddress(config.host, config.security.allowAllZeroIp, 'INFERMETER_HOST');
+  await resolveListenAddress(config.host, config.security.allowAllZeroIp || config.hostDefaulted, 'INFERMETER_HOST');
   const connections = new Map<number, number>();
   const receivers = new Map<number, WorkerReceiver>();
   const metrics = buildMetrics(config, options, () => {

@@ -15,6 +15,12 @@ export interface Config {
   /** Base URL of the model server; undefined only when the caller allows it (tests, demo). */
   readonly upstream: URL | undefined;
   readonly host: string;
+  /**
+   * The data-plane and management addresses came from a default (INFERMETER_DEFAULT_HOST, the
+   * image's 0.0.0.0, or 127.0.0.1), not from the operator: exempt from the every-address refusal.
+   */
+  readonly hostDefaulted: boolean;
+  readonly managementHostDefaulted: boolean;
   readonly port: number;
   readonly managementHost: string;
   readonly managementPort: number;
@@ -117,6 +123,7 @@ export interface LoadOptions {
 export const VARIABLES = [
   'INFERMETER_UPSTREAM',
   'INFERMETER_HOST',
+  'INFERMETER_DEFAULT_HOST',
   'INFERMETER_PORT',
   'INFERMETER_MANAGEMENT_HOST',
   'INFERMETER_MANAGEMENT_PORT',
@@ -166,24 +173,20 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
 
   const upstream = parseUpstream(env.INFERMETER_UPSTREAM, options.requireUpstream ?? false, problem);
 
-  const host = parseHost(
-    firstDefined(
-      ['INFERMETER_HOST', env.INFERMETER_HOST],
-      ['MIES_CONTAINER_IP', env.MIES_CONTAINER_IP],
-      ['INFERMETER_CONFIG ServerConfig.ipAddress', file.ipAddress],
-    ),
-    '127.0.0.1',
-    problem,
+  // The operator's address, in MindIE's order; INFERMETER_DEFAULT_HOST only stands in for the
+  // built-in 127.0.0.1 (the image sets it to 0.0.0.0), so it never overrides MindIE's settings.
+  const hostSource = firstDefined(
+    ['INFERMETER_HOST', env.INFERMETER_HOST],
+    ['MIES_CONTAINER_IP', env.MIES_CONTAINER_IP],
+    ['INFERMETER_CONFIG ServerConfig.ipAddress', file.ipAddress],
   );
-  const managementHost = parseHost(
-    firstDefined(
-      ['INFERMETER_MANAGEMENT_HOST', env.INFERMETER_MANAGEMENT_HOST],
-      ['MIES_CONTAINER_MANAGEMENT_IP', env.MIES_CONTAINER_MANAGEMENT_IP],
-      ['INFERMETER_CONFIG ServerConfig.managementIpAddress', file.managementIpAddress],
-    ),
-    host,
-    problem,
+  const host = parseHost(hostSource ?? firstDefined(['INFERMETER_DEFAULT_HOST', env.INFERMETER_DEFAULT_HOST]), '127.0.0.1', problem);
+  const managementHostSource = firstDefined(
+    ['INFERMETER_MANAGEMENT_HOST', env.INFERMETER_MANAGEMENT_HOST],
+    ['MIES_CONTAINER_MANAGEMENT_IP', env.MIES_CONTAINER_MANAGEMENT_IP],
+    ['INFERMETER_CONFIG ServerConfig.managementIpAddress', file.managementIpAddress],
   );
+  const managementHost = parseHost(managementHostSource, host, problem);
   const port = parsePort(
     firstDefined(['INFERMETER_PORT', env.INFERMETER_PORT], ['INFERMETER_CONFIG ServerConfig.port', file.port]),
     1025,
@@ -260,11 +263,12 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     problem,
   });
   // Listening on every address defeats the separation of the planes: MindIE refuses it unless
-  // told otherwise, and so does infermeter.
+  // told otherwise, and so does infermeter. INFERMETER_DEFAULT_HOST is exempt: it is a
+  // packaging's default (the image's 0.0.0.0), not an address the operator asked for.
   if (!security.allowAllZeroIp) {
     const zero = isAllAddresses;
-    if (zero(host)) problem('INFERMETER_HOST', 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)', host);
-    if (zero(managementHost)) problem('INFERMETER_MANAGEMENT_HOST', 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)', managementHost);
+    if (hostSource !== undefined && zero(host)) problem('INFERMETER_HOST', 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)', host);
+    if ((managementHostSource ?? hostSource) !== undefined && zero(managementHost)) problem('INFERMETER_MANAGEMENT_HOST', 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)', managementHost);
   }
   const workersRaw = nonEmpty(env.INFERMETER_WORKERS)?.toLowerCase();
   const workers = workersRaw === 'auto' ? availableParallelism() : parseInteger(env, 'INFERMETER_WORKERS', 1, 1, 256, problem, 'an integer from 1 to 256, or auto (one per CPU)');
@@ -274,6 +278,8 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   return Object.freeze({
     upstream,
     host,
+    hostDefaulted: hostSource === undefined,
+    managementHostDefaulted: (managementHostSource ?? hostSource) === undefined,
     port,
     managementHost,
     managementPort,

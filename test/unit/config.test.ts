@@ -88,6 +88,22 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({ INFERMETER_HOST: '127.0.0.2' }).managementHost, '127.0.0.2');
   });
 
+  it('takes INFERMETER_DEFAULT_HOST only where nothing else sets the address, every address without the allowance', () => {
+    const readFile = () => JSON.stringify({ ServerConfig: { ipAddress: '10.0.0.5' } });
+    const hosts = (env: Record<string, string>) => {
+      const c = loadConfig(env, { readFile });
+      return [c.host, c.managementHost];
+    };
+    assert.deepEqual(hosts({ INFERMETER_DEFAULT_HOST: '0.0.0.0' }), ['0.0.0.0', '0.0.0.0']);
+    assert.deepEqual(hosts({ INFERMETER_DEFAULT_HOST: '::', INFERMETER_MANAGEMENT_HOST: '127.0.0.1' }), ['::', '127.0.0.1']);
+    assert.deepEqual(hosts({ INFERMETER_DEFAULT_HOST: '0.0.0.0', MIES_CONTAINER_IP: '10.1.0.1' }), ['10.1.0.1', '10.1.0.1']);
+    assert.deepEqual(hosts({ INFERMETER_DEFAULT_HOST: '0.0.0.0', INFERMETER_CONFIG: 'c.json' }), ['10.0.0.5', '10.0.0.5']);
+    assert.deepEqual(hosts({ INFERMETER_DEFAULT_HOST: '0.0.0.0', INFERMETER_HOST: '127.0.0.2' }), ['127.0.0.2', '127.0.0.2']);
+    assert.throws(() => loadConfig({ INFERMETER_DEFAULT_HOST: 'not a host!' }), /INFERMETER_DEFAULT_HOST: expected an IPv4 or IPv6 address or a host name, got "not a host!"/);
+    // An explicit every-address setting still needs the allowance, default or not.
+    assert.throws(() => loadConfig({ INFERMETER_DEFAULT_HOST: '0.0.0.0', INFERMETER_HOST: '0.0.0.0' }), /INFERMETER_HOST: expected a specific address/);
+  });
+
   it('reports an unreadable or malformed config file under INFERMETER_CONFIG', () => {
     assert.throws(() => loadConfig({ INFERMETER_CONFIG: '/nope.json' }, { readFile: noFile }), /INFERMETER_CONFIG: expected a readable MindIE config.json file \(ENOENT\)/);
     assert.throws(() => loadConfig({ INFERMETER_CONFIG: 'x' }, { readFile: () => '{' }), /INFERMETER_CONFIG: expected a JSON file/);

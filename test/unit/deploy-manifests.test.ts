@@ -13,12 +13,13 @@ import { describe, it, type TestContext } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { ConfigError, loadConfig, VARIABLES, type Config, type Env } from '../../src/config/config.ts';
 import { SECURITY_VARIABLES } from '../../src/config/security.ts';
+import { healthUrl } from '../../src/management/health-probe.ts';
 import { bucketVariable, HISTOGRAM_FAMILIES } from '../../src/metrics/buckets.ts';
+import { execForm, finalStage, imageEnv } from '../helpers/dockerfile.ts';
 import { listenForTest } from '../helpers/held-upstream.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 
 const DIR = new URL('../../deploy/kubernetes/', import.meta.url);
-const DOCKERFILE = readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8');
 
 // ---- the manifests, as far as these checks read them ----------------------------------------
 
@@ -172,42 +173,8 @@ const envOf = (c: Container, name: string): EnvVar | undefined => c.env?.find((e
 
 // ---- the Dockerfile's final stage -------------------------------------------------------------
 
-/** Instructions of the final stage (after the last FROM), continuation lines joined. */
-function finalStage(): Array<{ op: string; rest: string }> {
-  const lines = DOCKERFILE.split('\n').filter((l) => !/^\s*#/.test(l));
-  const joined = lines.join('\n').replace(/\\\n/g, ' ');
-  const instructions = joined
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l !== '')
-    .map((l) => {
-      const m = /^(\w+)\s+(.*)$/.exec(l);
-      assert.ok(m, `Dockerfile instruction: ${l}`);
-      return { op: m[1]!.toUpperCase(), rest: m[2]! };
-    });
-  const from = instructions.map((i) => i.op).lastIndexOf('FROM');
-  assert.ok(from >= 0, 'the Dockerfile has a FROM');
-  return instructions.slice(from + 1);
-}
 const STAGE = finalStage();
-
-/** The final stage's ENV, `KEY=value` pairs (quotes removed) or the old `KEY value` form. */
-const IMAGE_ENV: Record<string, string> = (() => {
-  const env: Record<string, string> = {};
-  for (const { rest } of STAGE.filter((i) => i.op === 'ENV')) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*=/.test(rest)) {
-      const m = /^(\S+)\s+(.*)$/.exec(rest);
-      assert.ok(m, `ENV ${rest}`);
-      env[m[1]!] = m[2]!;
-      continue;
-    }
-    for (const pair of rest.match(/[A-Za-z_][A-Za-z0-9_]*=(?:"[^"]*"|'[^']*'|\S*)/g) ?? []) {
-      const eq = pair.indexOf('=');
-      env[pair.slice(0, eq)] = pair.slice(eq + 1).replace(/^(["'])(.*)\1$/, '$2');
-    }
-  }
-  return env;
-})();
+const IMAGE_ENV = imageEnv(STAGE);
 
 // ---- the configuration the container runs with -------------------------------------------------
 
@@ -345,11 +312,10 @@ describe('deploy/kubernetes manifests', () => {
     assert.deepEqual(exposed, [defaults.port, defaults.managementPort, defaults.metricsPort].sort(), 'EXPOSE = the default ports');
   });
 
-  it("the Dockerfile's HEALTHCHECK asks /health on the default management port", () => {
-    const check = STAGE.find((i) => i.op === 'HEALTHCHECK');
-    assert.ok(check, 'a HEALTHCHECK');
-    assert.match(check.rest, /\/health\b/);
-    assert.match(check.rest, new RegExp(`INFERMETER_MANAGEMENT_PORT\\s*\\|\\|\\s*${loadConfig({}).managementPort}\\b`));
+  it("the Dockerfile's HEALTHCHECK runs the probe, which asks /health on this configuration's management port", () => {
+    // test/integration/image-probe.test.ts runs the probe against a running infermeter.
+    assert.deepEqual(execForm(STAGE, 'HEALTHCHECK'), ['node', 'dist/healthcheck.js']);
+    assert.equal(healthUrl(config()).href, `http://127.0.0.1:${config().managementPort}/health`);
   });
 
   it('the probes ask the management port for /health (liveness) and /ready (readiness)', () => {

@@ -110,9 +110,9 @@ describe('the all-addresses guard', () => {
     // A host that got past the configuration (a name the resolver maps to 0.0.0.0; here a
     // configuration built by hand) is refused by the listen itself, in one process and with workers.
     const env = { INFERMETER_UPSTREAM: 'http://127.0.0.1:9', INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_UPSTREAM_METRICS: 'off' };
-    const config = { ...loadConfig(env), host: '0x0' };
+    const config = { ...loadConfig(env), host: '0x0', hostDefaulted: false };
     await assert.rejects(startInfermeter(config, { log: silentLogger }), /INFERMETER_HOST=0x0 listens on every address/);
-    const management = { ...loadConfig(env), managementHost: '0' };
+    const management = { ...loadConfig(env), managementHost: '0', managementHostDefaulted: false };
     await assert.rejects(
       startInfermeter(management, { log: silentLogger }).then((app) => {
         t.after(() => app.close());
