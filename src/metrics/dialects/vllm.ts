@@ -8,6 +8,7 @@
 // timings where its answers carry them (llama.cpp), else from the proxy's estimate.
 import type { Registry } from 'prom-client';
 import type { EngineFamily } from '../../engine/engine-map.ts';
+import { inFlightNow } from '../in-flight.ts';
 import type { RequestSample } from '../../measure/sample.ts';
 import { bucketsFor, type HistogramFamily } from '../buckets.ts';
 import { phaseSplit } from '../phase-split.ts';
@@ -47,13 +48,9 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     for (const m of state.models.values()) values.push({ value: read(m), labels: labels(m.model) });
     return values;
   };
-  /** The engine's value per model where it reports one, the proxy's own elsewhere. */
-  const engineOr = (family: EngineFamily, read: (m: ModelState) => number) => (): MetricValue[] => {
-    const engine = context.engine()?.values.get(family);
-    const values = perModel(read)().filter((v) => !engine?.has(String(v.labels[MODEL])));
-    for (const [model, value] of engine ?? []) values.push({ value, labels: labels(model) });
-    return values;
-  };
+  /** Running or waiting per model_name, by the one rule of in-flight.ts. */
+  const inFlight = (which: 'running' | 'waiting') => (): MetricValue[] =>
+    [...inFlightNow(state.models.values(), context.engine())[which]].map(([model, value]) => ({ value, labels: labels(model) }));
   const engineOnly = (family: EngineFamily) => (): MetricValue[] =>
     [...(context.engine()?.values.get(family) ?? [])].map(([model, value]) => ({ value, labels: labels(model) }));
 
@@ -62,8 +59,8 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     names.push(name);
   };
 
-  family('vllm:num_requests_running', 'Number of requests in model execution batches.', 'gauge', engineOr('num_requests_running', (m) => m.running));
-  family('vllm:num_requests_waiting', 'Number of requests waiting to be processed.', 'gauge', engineOr('num_requests_waiting', (m) => m.waiting));
+  family('vllm:num_requests_running', 'Number of requests in model execution batches.', 'gauge', inFlight('running'));
+  family('vllm:num_requests_waiting', 'Number of requests waiting to be processed.', 'gauge', inFlight('waiting'));
   family('vllm:kv_cache_usage_perc', 'KV-cache usage. 1 means 100 percent usage.', 'gauge', engineOnly('npu_cache_usage_perc'), 'average');
   family('vllm:num_preemptions_total', 'Cumulative number of preemption from the engine.', 'counter', engineOnly('num_preemptions_total'));
   family('vllm:prompt_tokens_total', 'Number of prefill tokens processed.', 'counter', perModel((m) => m.promptTokens));
