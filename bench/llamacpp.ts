@@ -3,7 +3,8 @@
 // docs/real-engines.md printed: requests, token sums and TTFT / TPOT / e2e means from the client,
 // from llama.cpp's own timings and from infermeter. Needs LLAMA_SERVER (a llama-server binary you
 // built) and LLAMA_MODEL (a GGUF: bench/llamacpp/tiny-gguf.py writes a small random one);
-// LLAMA_THREADS (default 2). Loopback only; every scenario is a fixed number of requests, each
+// LLAMA_THREADS (default 2); LLAMA_CPP_REF names the source in the header (a build from a source
+// archive prints no commit). Loopback only; every scenario is a fixed number of requests, each
 // with a timeout.
 import { spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -26,7 +27,7 @@ if (typeof found === 'string') {
 }
 const threads = Number(process.env.LLAMA_THREADS ?? '2');
 const version = spawnSync(found.binary, ['--version'], { encoding: 'utf8' });
-const versionLine = `${version.stdout}${version.stderr}`.split('\n').find((l) => l.startsWith('version:')) ?? 'version: unknown';
+const versionLine = process.env.LLAMA_CPP_REF ?? `${version.stdout}${version.stderr}`.split('\n').find((l) => l.startsWith('version:'))?.replace('version: ', 'build ') ?? 'build unknown';
 
 const tmp = mkdtempSync(join(tmpdir(), 'infermeter-llamacpp-'));
 const accessLog = join(tmp, 'access.log');
@@ -77,7 +78,7 @@ try {
     console.error(`done: ${scenario.name}`);
   }
 
-  console.log(`llama.cpp llama-server ${versionLine.replace('version: ', 'build ')}, ${SERVED} (${meta.data[0]?.meta?.n_params ?? '?'} parameters, random weights), 4 slots, context 4096, ${threads} threads, CPU (${cpus()[0]?.model ?? 'unknown'}, ${cpus().length} cores); clients ask for model "${CLIENT_MODEL}", one connection per request; ${new Date().toISOString()}\n`);
+  console.log(`llama.cpp llama-server ${versionLine}, ${SERVED} (${meta.data[0]?.meta?.n_params ?? '?'} parameters, random weights), 4 slots, context 4096, ${threads} threads, CPU (${cpus()[0]?.model ?? 'unknown'}, ${cpus().length} cores); clients ask for model "${CLIENT_MODEL}", one connection per request; ${new Date().toISOString()}\n`);
   console.log(requestsTable(rows));
   console.log('');
   console.log(timesTable(rows));

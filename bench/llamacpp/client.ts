@@ -4,6 +4,7 @@
 // from the last chunk (or the body). No keep-alive: each request opens its own connection, as
 // the client of the run did, so what fails is the proxy's upstream side.
 import http from 'node:http';
+import { readEngineTimings, type EngineTimings } from '../../src/measure/engine-timings.ts';
 
 export interface Ask {
   readonly api: 'chat' | 'completions';
@@ -16,13 +17,6 @@ export interface Ask {
   /** Leave after this many token-carrying chunks (a client abort). */
   readonly abortAfter?: number | undefined;
   readonly requestId: string;
-}
-
-export interface EngineTimingsSeen {
-  readonly promptN: number;
-  readonly promptMs: number;
-  readonly predictedN: number;
-  readonly predictedMs: number;
 }
 
 export interface Answer {
@@ -42,7 +36,7 @@ export interface Answer {
   readonly tokenChunks: number;
   readonly promptTokens: number | undefined;
   readonly completionTokens: number | undefined;
-  readonly timings: EngineTimingsSeen | undefined;
+  readonly timings: EngineTimings | undefined;
   readonly body: string;
 }
 
@@ -52,18 +46,6 @@ function pathAndBody(ask: Ask): { path: string; body: string } {
   const common = { model: ask.model, max_tokens: ask.maxTokens, stream: ask.stream, ...(ask.stream && ask.includeUsage ? { stream_options: { include_usage: true } } : {}) };
   if (ask.api === 'chat') return { path: '/v1/chat/completions', body: JSON.stringify({ ...common, messages: [{ role: 'user', content: ask.prompt }] }) };
   return { path: '/v1/completions', body: JSON.stringify({ ...common, prompt: ask.prompt }) };
-}
-
-function readTimings(value: unknown): EngineTimingsSeen | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const t = value as Record<string, unknown>;
-  const n = (v: unknown) => (typeof v === 'number' ? v : undefined);
-  const promptN = n(t.prompt_n);
-  const promptMs = n(t.prompt_ms);
-  const predictedN = n(t.predicted_n);
-  const predictedMs = n(t.predicted_ms);
-  if (promptN === undefined || promptMs === undefined || predictedN === undefined || predictedMs === undefined) return undefined;
-  return { promptN, promptMs, predictedN, predictedMs };
 }
 
 function hasText(payload: Record<string, unknown>): boolean {
@@ -83,7 +65,7 @@ export function ask(base: string, a: Ask, timeoutMs = 120_000): Promise<Answer> 
     let last: number | undefined;
     let chunks = 0;
     let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
-    let timings: EngineTimingsSeen | undefined;
+    let timings: EngineTimings | undefined;
     let streamError = false;
     let aborted = false;
     let text = '';
@@ -98,7 +80,7 @@ export function ask(base: string, a: Ask, timeoutMs = 120_000): Promise<Answer> 
         try {
           const p = JSON.parse(text) as Record<string, unknown>;
           usage = p.usage as typeof usage;
-          timings = readTimings(p.timings);
+          timings = readEngineTimings(p.timings);
         } catch {
           // not JSON: figures stay unknown
         }
@@ -150,7 +132,7 @@ export function ask(base: string, a: Ask, timeoutMs = 120_000): Promise<Answer> 
               last = at;
             }
             if (typeof payload.usage === 'object' && payload.usage !== null) usage = payload.usage as typeof usage;
-            timings = readTimings(payload.timings) ?? timings;
+            timings = readEngineTimings(payload.timings) ?? timings;
           }
         }
         if (a.abortAfter !== undefined && chunks >= a.abortAfter && !aborted) {

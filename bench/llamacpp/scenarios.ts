@@ -148,7 +148,7 @@ export function requestsTable(rows: readonly Row[]): string {
     const lines = r.proxied.map((a) => r.log.get(a.requestId));
     const outcome = (o: string) => lines.filter((l) => l?.outcome === o).length;
     out.push(
-      `| ${r.scenario.name} | ${r.scenario.requests} | ${ok(r.direct)} | ${ok(r.proxied)} / ${r.proxied.filter((a) => a.status === 502).length} / ${r.proxied.filter((a) => a.aborted).length} / ${r.proxied.filter((a) => a.streamError).length} | ${outcome('success')} / ${outcome('failed')} / ${outcome('cancelled')} | ${sum(r.proxied.map((a) => a.promptTokens))} / ${sum(r.proxied.map((a) => a.timings?.promptN))} / ${sum(lines.map((l) => l?.prompt_tokens))} | ${sum(r.proxied.map((a) => a.completionTokens ?? (a.aborted ? a.tokenChunks : undefined)))} / ${sum(r.proxied.map((a) => a.timings?.predictedN))} / ${sum(lines.map((l) => l?.completion_tokens))} | ${r.inFlightSeen === undefined ? '–' : `${r.inFlightSeen.max} / ${r.inFlightSeen.excess}`} |`,
+      `| ${r.scenario.name} | ${r.scenario.requests} | ${ok(r.direct)} | ${ok(r.proxied)} / ${r.proxied.filter((a) => a.status === 502).length} / ${r.proxied.filter((a) => a.aborted).length} / ${r.proxied.filter((a) => a.streamError).length} | ${outcome('success')} / ${outcome('failed')} / ${outcome('cancelled')} | ${sum(r.proxied.map((a) => a.promptTokens))} / ${sum(r.proxied.map((a) => a.timings?.promptTokens))} / ${sum(lines.map((l) => l?.prompt_tokens))} | ${sum(r.proxied.map((a) => a.completionTokens ?? (a.aborted ? a.tokenChunks : undefined)))} / ${sum(r.proxied.map((a) => a.timings?.predictedTokens))} / ${sum(lines.map((l) => l?.completion_tokens))} | ${r.inFlightSeen === undefined ? '–' : `${r.inFlightSeen.max} / ${r.inFlightSeen.excess}`} |`,
     );
   }
   return out.join('\n');
@@ -167,8 +167,8 @@ export function timesTable(rows: readonly Row[]): string {
   for (const r of rows) {
     const good = r.proxied.filter((a) => a.status === 200 && a.complete && !a.streamError && r.log.get(a.requestId)?.outcome === 'success');
     const line = (a: Answer) => r.log.get(a.requestId);
-    const perN1 = (a: Answer) => (a.timings !== undefined && a.timings.predictedN > 1 ? a.timings.predictedMs / (a.timings.predictedN - 1) : undefined);
-    const perN = (a: Answer) => (a.timings !== undefined && a.timings.predictedN > 0 ? a.timings.predictedMs / a.timings.predictedN : undefined);
+    const perN1 = (a: Answer) => (a.timings !== undefined && a.timings.predictedTokens > 1 ? a.timings.predictedMs / (a.timings.predictedTokens - 1) : undefined);
+    const perN = (a: Answer) => (a.timings !== undefined && a.timings.predictedTokens > 0 ? a.timings.predictedMs / a.timings.predictedTokens : undefined);
     const phase = (name: string) => {
       const count = r.metrics.get(`${name}_count`);
       return count === undefined || count === 0 ? undefined : ((r.metrics.get(`${name}_sum`) ?? 0) / count) * 1000;
