@@ -22,7 +22,7 @@ const SERVED = 'tiny.gguf';
 
 const found = llamaFromEnv();
 if (typeof found === 'string') {
-  console.error(`bench:llamacpp: ${found}. Build llama.cpp's llama-server yourself (docs/real-engines.md says how) and set both.`);
+  console.error(`bench:llamacpp: ${found}. Build llama.cpp's llama-server yourself, following llama.cpp's own build instructions, and set both (docs/real-engines.md).`);
   process.exit(2);
 }
 const threads = Number(process.env.LLAMA_THREADS ?? '2');
