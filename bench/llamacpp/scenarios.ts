@@ -140,8 +140,8 @@ const f = (n: number | undefined, digits = 1): string => (n === undefined ? '–
 /** The requests table: counts and token sums, from the three views. */
 export function requestsTable(rows: readonly Row[]): string {
   const out = [
-    '| scenario | requests | direct: complete | via infermeter: complete / 502 / aborted / in-stream error | infermeter outcomes: success / failed (why) / cancelled | prompt tokens: client usage / llama.cpp prompt_n / infermeter | completion tokens: client usage / client text chunks / llama.cpp predicted_n / infermeter | in flight (running + waiting over model_name): max seen / above the client\'s |',
-    '|---|---|---|---|---|---|---|---|',
+    '| scenario | requests | direct: complete | via infermeter: complete / 502 / aborted / in-stream error | infermeter outcomes: success / failed (why) / cancelled | prompt tokens: client usage / llama.cpp prompt_n / infermeter | completion tokens: client usage / client text chunks / llama.cpp predicted_n / infermeter | in flight (running + waiting over model_name): max seen / above the client\'s | re-sent on a fresh upstream connection |',
+    '|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of rows) {
     const ok = (a: readonly Answer[]) => a.filter((x) => x.status === 200 && x.complete && !x.streamError).length;
@@ -151,7 +151,7 @@ export function requestsTable(rows: readonly Row[]): string {
     for (const l of lines) if (l?.outcome === 'failed') why.set(l.failure ?? '?', (why.get(l.failure ?? '?') ?? 0) + 1);
     const failed = why.size === 0 ? '0' : `${outcome('failed')} (${[...why].map(([k, n]) => `${k} ${n}`).join(', ')})`;
     out.push(
-      `| ${r.scenario.name} | ${r.scenario.requests} | ${ok(r.direct)} | ${ok(r.proxied)} / ${r.proxied.filter((a) => a.status === 502).length} / ${r.proxied.filter((a) => a.aborted).length} / ${r.proxied.filter((a) => a.streamError).length} | ${outcome('success')} / ${failed} / ${outcome('cancelled')} | ${sum(r.proxied.map((a) => a.promptTokens))} / ${sum(r.proxied.map((a) => a.timings?.promptTokens))} / ${sum(lines.map((l) => l?.prompt_tokens))} | ${sum(r.proxied.map((a) => a.completionTokens))} / ${sum(r.proxied.map((a) => a.tokenChunks))} / ${sum(r.proxied.map((a) => a.timings?.predictedTokens))} / ${sum(lines.map((l) => l?.completion_tokens))} | ${r.inFlightSeen === undefined ? '–' : `${r.inFlightSeen.max} / ${r.inFlightSeen.excess}`} |`,
+      `| ${r.scenario.name} | ${r.scenario.requests} | ${ok(r.direct)} | ${ok(r.proxied)} / ${r.proxied.filter((a) => a.status === 502).length} / ${r.proxied.filter((a) => a.aborted).length} / ${r.proxied.filter((a) => a.streamError).length} | ${outcome('success')} / ${failed} / ${outcome('cancelled')} | ${sum(r.proxied.map((a) => a.promptTokens))} / ${sum(r.proxied.map((a) => a.timings?.promptTokens))} / ${sum(lines.map((l) => l?.prompt_tokens))} | ${sum(r.proxied.map((a) => a.completionTokens))} / ${sum(r.proxied.map((a) => a.tokenChunks))} / ${sum(r.proxied.map((a) => a.timings?.predictedTokens))} / ${sum(lines.map((l) => l?.completion_tokens))} | ${r.inFlightSeen === undefined ? '–' : `${r.inFlightSeen.max} / ${r.inFlightSeen.excess}`} | ${r.metrics.get('infermeter_upstream_retries_total') ?? '–'} |`,
     );
   }
   return out.join('\n');
