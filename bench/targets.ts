@@ -56,7 +56,8 @@ function lineMatching(child: ChildProcess, stream: 'stdout' | 'stderr', pattern:
   });
 }
 
-function freePort(): Promise<number> {
+/** A free loopback port (for a server that cannot be told port 0). */
+export function freePort(): Promise<number> {
   return new Promise((resolve) => {
     const s = createServer();
     s.listen(0, '127.0.0.1', () => {

@@ -66,7 +66,7 @@ export interface ModelData {
   readonly model: string;
   /** Lifetime counts at the newest snapshot. */
   readonly totals: { received: number; success: number; failed: number; cancelled: number; promptTokens: number; generationTokens: number };
-  /** Whose in-flight counts the newest snapshot shows: the engine's where it reports them (as num_requests_waiting/running do), else the proxy's. */
+  /** Whose in-flight counts the newest snapshot shows: the engine's where it reports this model by name, else the proxy's. */
   readonly inFlightSource: 'engine' | 'proxy';
   readonly series: Record<SeriesName, Array<number | null>>;
 }

@@ -2,6 +2,7 @@
 // average TTFT and TBT in milliseconds over the last N requests, the requests waiting and
 // processing, and the free KV-cache blocks where an engine reports them, in the spec's exact
 // shape: {"resultType":"vector","result":[{"metric":[{__name__, job, instance}],"value":"..."}]}.
+import { attributeInFlight, inFlightNow, inFlightTotals } from '../metrics/in-flight.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 
 export interface MetricsJsonOptions {
@@ -22,22 +23,17 @@ export function metricsJson(metrics: Metrics, options: MetricsJsonOptions): { re
   const { ttftMs, tbtMs } = metrics.recentAverages();
   const engine = metrics.engineView();
 
-  // Waiting and processing: the engine's when it reports them, else the proxy's in-flight counts.
-  let waiting = 0;
-  let processing = 0;
-  for (const m of metrics.state.models.values()) {
-    waiting += m.waiting;
-    processing += m.running;
-  }
-  const total = (family: 'num_requests_waiting' | 'num_requests_running'): number | undefined => {
-    const values = engine?.values.get(family);
-    if (values === undefined) return undefined;
-    let sum = 0;
-    for (const v of values.values()) sum += v;
-    return sum;
-  };
-  waiting = engine?.mindieJson?.waiting ?? total('num_requests_waiting') ?? waiting;
-  processing = engine?.mindieJson?.processing ?? total('num_requests_running') ?? processing;
+  // Waiting and processing: the sums of num_requests_waiting / running (in-flight.ts), where
+  // MindIE's own figures, when read, stand for the engine's (one model: all of them).
+  const mindie = engine?.mindieJson;
+  const own = mindie?.waiting !== undefined || mindie?.processing !== undefined;
+  const inFlight = own
+    ? attributeInFlight(metrics.state.models.values(), {
+        running: mindie.processing === undefined ? undefined : new Map([['', mindie.processing]]),
+        waiting: mindie.waiting === undefined ? undefined : new Map([['', mindie.waiting]]),
+      })
+    : inFlightNow(metrics.state.models.values(), engine);
+  const { waiting, running: processing } = inFlightTotals(inFlight);
 
   const result = [entry('TTFT', ttftMs ?? 0), entry('TBT', tbtMs ?? 0), entry('waitingInferRequestNum', waiting), entry('processingInferRequestNum', processing)];
   // Free blocks only where an engine tells them: never a made-up value.

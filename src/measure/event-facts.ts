@@ -1,5 +1,6 @@
 // What one event means for measurement, whichever API sent it (openai-events.ts for the OpenAI
 // shapes, anthropic-events.ts for Anthropic's): the shared shape both classifiers answer in.
+import type { EngineTimings } from './engine-timings.ts';
 import type { Usage } from './usage.ts';
 
 export interface EventFacts {
@@ -17,6 +18,8 @@ export interface EventFacts {
   readonly finishReason: string | undefined;
   /** The payload's `model` (the Responses API: its response's), on events that report usage or a finish reason. */
   readonly model?: string | undefined;
+  /** The engine's own `timings` (llama.cpp), on the event that carries them. */
+  readonly timings?: EngineTimings | undefined;
 }
 
 /** Longest finish reason kept: engines send short words; anything longer is cut. */

@@ -4,9 +4,11 @@
 // tool_calls / refusal / audio / function_call), text_completion (choices[].text), the
 // Responses API (`response.*.delta` events, usage in response.completed), vLLM's flat
 // `{"object":"error"}` event and OpenAI's `{"error":{...}}`. It also reads why generation
-// stopped: `choices[].finish_reason`, or the Responses API's final status. Anthropic's Messages
+// stopped: `choices[].finish_reason`, or the Responses API's final status, and the engine's own
+// `timings` (llama.cpp) where a chunk or body carries them. Anthropic's Messages
 // API events, told apart by their `type`, are read by anthropic-events.ts.
 import { classifyMessagesEvent, messageFinishReason } from './anthropic-events.ts';
+import { readEngineTimings, type EngineTimings } from './engine-timings.ts';
 import { readFinishReason, type EventFacts } from './event-facts.ts';
 import { readUsage, type Usage } from './usage.ts';
 
@@ -84,8 +86,10 @@ export function classifyPayload(p: Record<string, unknown>, eventName?: string):
     finishReason = choicesFinishReason(choices);
   }
   const usage = p.usage === undefined || p.usage === null ? undefined : readUsage(p.usage);
-  if (usage === undefined && finishReason === undefined) return token ? TOKEN : NOTHING;
-  return withModel({ token, usage, error: false, done: false, malformed: false, finishReason }, p.model);
+  const timings = p.timings === undefined ? undefined : readEngineTimings(p.timings);
+  if (usage === undefined && finishReason === undefined && timings === undefined) return token ? TOKEN : NOTHING;
+  const facts: EventFacts = { token, usage, error: false, done: false, malformed: false, finishReason };
+  return withModel(timings === undefined ? facts : { ...facts, timings }, p.model);
 }
 
 function classifyResponsesEvent(p: Record<string, unknown>, type: string): EventFacts {
@@ -143,6 +147,8 @@ export interface BodyFacts {
   readonly finishReason: string | undefined;
   /** The body's `model`, when it names one. */
   readonly model?: string | undefined;
+  /** The engine's own `timings` (llama.cpp), when the body carries them. */
+  readonly timings?: EngineTimings | undefined;
 }
 
 /** Reads what a complete, non-streamed JSON response body reports. */
@@ -159,5 +165,7 @@ export function classifyBody(body: string): BodyFacts {
   const p = payload as Record<string, unknown>;
   const error = p.object === 'error' || (p.error !== undefined && p.error !== null);
   const finishReason = Array.isArray(p.choices) ? choicesFinishReason(p.choices) : p.object === 'response' ? responseFinishReason(p) : messageFinishReason(p);
-  return withModel({ usage: readUsage(p.usage), error, malformed: false, finishReason }, p.model);
+  const timings = readEngineTimings(p.timings);
+  const facts: BodyFacts = { usage: readUsage(p.usage), error, malformed: false, finishReason };
+  return withModel(timings === undefined ? facts : { ...facts, timings }, p.model);
 }

@@ -4,6 +4,7 @@
 // body was read to its end); the timer keeps timestamps and tells the sink, in order, that the
 // request started, that output began, and that it finished, each exactly once.
 import type { Clock } from './clock.ts';
+import type { EngineTimings } from './engine-timings.ts';
 import { mergeUsage, promptTotal, type Usage } from './usage.ts';
 import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestParams, RequestSample, UsageSource } from './sample.ts';
 
@@ -41,6 +42,8 @@ export interface RequestTimer {
   finishReason(reason: string): void;
   /** The upstream named the model that answered (its response's `model`); the first one wins. */
   responseModel(model: string): void;
+  /** The engine reported its own timings (llama.cpp's `timings`); the last report wins. */
+  engineTimings(timings: EngineTimings): void;
   /** The upstream sent an error event inside the stream. */
   streamError(): void;
   /** The request failed on the upstream side; the first reason wins. */
@@ -80,6 +83,7 @@ class Timer implements RequestTimer {
   private finishedAt: number | undefined = undefined;
   private admittedAt: number | undefined = undefined;
   private requestParams: RequestParams | undefined = undefined;
+  private timings: EngineTimings | undefined = undefined;
   closed = false;
 
   constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink) {
@@ -158,6 +162,10 @@ class Timer implements RequestTimer {
     if (!this.closed) this.model ??= model;
   }
 
+  engineTimings(timings: EngineTimings): void {
+    if (!this.closed) this.timings = timings;
+  }
+
   streamError(): void {
     if (!this.closed) this.failure ??= 'stream_error';
   }
@@ -231,6 +239,7 @@ class Timer implements RequestTimer {
       responseModel: this.model,
       queued: this.admittedAt === undefined ? 0 : (this.admittedAt - t0) / 1000,
       params: this.requestParams,
+      ...(this.timings === undefined ? {} : { engineTimings: this.timings }),
     };
     this.sink.finished(sample);
     return sample;

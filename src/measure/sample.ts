@@ -1,5 +1,6 @@
 // The canonical record of one inference request: measured once by the request timer,
 // then mapped by each metric dialect to its own names, units and labels.
+import type { EngineTimings } from './engine-timings.ts';
 
 /** The OpenAI routes, and `messages`: Anthropic's Messages API (`/v1/messages`). */
 export type InferenceApi = 'chat' | 'completions' | 'responses' | 'embeddings' | 'messages';
@@ -85,6 +86,8 @@ export interface RequestSample extends RequestInfo {
   readonly queued?: number | undefined;
   /** What the request asked for: its generation limit and number of choices, when it set them. */
   readonly params?: RequestParams | undefined;
+  /** The engine's own timings (llama.cpp's `timings`), when its answer carried them; the last report wins. */
+  readonly engineTimings?: EngineTimings | undefined;
 }
 
 /**

@@ -2,8 +2,9 @@
 // completions chunk carries generated output, in one pass over the bytes, without decoding them
 // or building objects. It walks the top-level object: `choices[].delta` members and
 // `choices[].text` decide; a plain `finish_reason`, a `usage` object of plain integers and the
-// `model` are read on the way (the last chunks of a stream). Anything else (an error, the
-// Responses API's `type`, an escape or a number form it does not read, an unexpected byte) makes
+// `model` are read on the way (the last chunks of a stream), and so are llama.cpp's `timings`.
+// Anything else (an error, the Responses API's `type`, an escape or a number form it does not
+// read, an unexpected byte) makes
 // it answer undefined, and the full classifier (JSON.parse) decides instead: exact either way,
 // and no JSON.parse for the events of a common stream. It assumes what engines send: no key twice
 // in one object (JSON.parse would keep the last; a member here counts wherever it is).
@@ -27,6 +28,7 @@ const USAGE = k('usage');
 const ERROR = k('error');
 const OBJECT = k('object');
 const TYPE = k('type');
+const TIMINGS = k('timings');
 const FINISH_REASON = k('finish_reason');
 const MODEL = k('model');
 const PROMPT_TOKENS = k('prompt_tokens');
@@ -35,6 +37,12 @@ const COMPLETION_TOKENS = k('completion_tokens');
 const OUTPUT_TOKENS = k('output_tokens');
 // Anthropic's cache counts (readUsage keeps them apart): left to the full classifier.
 const CACHE_KEYS = [k('cache_read_input_tokens'), k('cache_creation_input_tokens')];
+const PROMPT_N = k('prompt_n');
+const PROMPT_MS = k('prompt_ms');
+const PREDICTED_N = k('predicted_n');
+const PREDICTED_MS = k('predicted_ms');
+/** A JSON number, as JSON.parse reads it. */
+const JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 /** As readFinishReason (openai-events.ts) cuts it. */
 const MAX_FINISH_REASON = 64;
 // `delta` members whose value is output when it is a non-empty string or array ...
@@ -70,6 +78,10 @@ function walk(b: Uint8Array, start: number, end: number): boolean | undefined {
   w.inputTokens = -1;
   w.completionTokens = -1;
   w.outputTokens = -1;
+  w.promptN = -1;
+  w.promptMs = -1;
+  w.predictedN = -1;
+  w.predictedMs = -1;
   let i = w.space(start);
   if (b[i] !== LBRACE) return undefined;
   i = w.space(i + 1);
@@ -105,6 +117,8 @@ function walk(b: Uint8Array, start: number, end: number): boolean | undefined {
       i = e;
     } else if (w.keyIs(keyStart, keyEnd, TYPE)) {
       return undefined; // the Responses API, or an error event
+    } else if (w.keyIs(keyStart, keyEnd, TIMINGS) && c === LBRACE) {
+      i = w.timingsObject(i);
     } else if (w.keyIs(keyStart, keyEnd, OBJECT)) {
       if (c === QUOTE && b[i + 1] === 0x65 /* "e... : "error" */) return undefined;
       i = w.skipValue(i);
@@ -140,6 +154,11 @@ class Walker {
   inputTokens = -1;
   completionTokens = -1;
   outputTokens = -1;
+  /** llama.cpp's timings (-1: not read). */
+  promptN = -1;
+  promptMs = -1;
+  predictedN = -1;
+  predictedMs = -1;
 
   /** What the walk read, as classifyEvent would report it: a boolean when only the token. */
   facts(token: boolean): boolean | EventFacts {
@@ -152,8 +171,10 @@ class Walker {
       const completion = this.completionTokens !== -1 ? this.completionTokens : this.outputTokens;
       if (prompt !== -1 || completion !== -1) usage = { promptTokens: prompt === -1 ? undefined : prompt, completionTokens: completion === -1 ? undefined : completion };
     }
-    if (usage === undefined && finishReason === undefined) return token;
-    const facts: EventFacts = { token, usage, error: false, done: false, malformed: false, finishReason };
+    const timed = this.promptN !== -1 && this.promptMs !== -1 && this.predictedN !== -1 && this.predictedMs !== -1;
+    if (usage === undefined && finishReason === undefined && !timed) return token;
+    let facts: EventFacts = { token, usage, error: false, done: false, malformed: false, finishReason };
+    if (timed) facts = { ...facts, timings: { promptTokens: this.promptN, promptMs: this.promptMs, predictedTokens: this.predictedN, predictedMs: this.predictedMs } };
     return this.modelStart !== -1 && this.modelEnd > this.modelStart ? { ...facts, model: b.toString('utf8', this.modelStart, this.modelEnd) } : facts;
   }
 
@@ -210,6 +231,43 @@ class Walker {
         if (i === DEFER) return DEFER;
       }
       i = this.after(i, RBRACE);
+      if (i === DEFER || !this.more) return i;
+    }
+  }
+
+  /**
+   * The timings object at i (llama.cpp: once a stream, on its last chunk): its four figures read
+   * as JSON.parse reads them (they have fractions); a negative one defers, as readEngineTimings
+   * would not take it. Returns the index past the object.
+   */
+  timingsObject(i: number): number {
+    const b = this.b as Buffer;
+    i = this.space(i + 1);
+    if (b[i] === RBRACE) return i + 1;
+    for (;;) {
+      i = this.key(i);
+      if (i === DEFER) return DEFER;
+      const ks = this.keyStart;
+      const ke = this.keyEnd;
+      const e = this.skipValue(i);
+      if (e === DEFER) return DEFER;
+      const c = b[i]!;
+      if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+        const which = this.keyIs(ks, ke, PROMPT_N) ? 1 : this.keyIs(ks, ke, PROMPT_MS) ? 2 : this.keyIs(ks, ke, PREDICTED_N) ? 3 : this.keyIs(ks, ke, PREDICTED_MS) ? 4 : 0;
+        if (which !== 0) {
+          const text = b.toString('latin1', i, e);
+          if (c === 0x2d || !JSON_NUMBER.test(text)) return DEFER;
+          const value = Number(text);
+          if (!Number.isFinite(value)) return DEFER;
+          if (which === 1) this.promptN = value;
+          else if (which === 2) this.promptMs = value;
+          else if (which === 3) this.predictedN = value;
+          else this.predictedMs = value;
+        }
+      } else if (this.keyIs(ks, ke, PROMPT_N) || this.keyIs(ks, ke, PROMPT_MS) || this.keyIs(ks, ke, PREDICTED_N) || this.keyIs(ks, ke, PREDICTED_MS)) {
+        return DEFER; // not a number where one belongs: the full classifier decides
+      }
+      i = this.after(e, RBRACE);
       if (i === DEFER || !this.more) return i;
     }
   }

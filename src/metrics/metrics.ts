@@ -127,6 +127,20 @@ export function createMetrics(options: MetricsOptions): Metrics {
     type: 'gauge',
     collect: () => [{ value: guard.distinct, labels: {} }],
   });
+  // Requests whose answer carried the engine's own timings: the vllm dialect's phases of these
+  // are the engine's, of the others the proxy's estimate (phase-split.ts).
+  const engineTimed = new Map<string, number>();
+  recorder.addObserver({
+    finished: (s) => {
+      if (s.engineTimings !== undefined) engineTimed.set(s.model, (engineTimed.get(s.model) ?? 0) + 1);
+    },
+  });
+  registerDerived(registry, {
+    name: 'infermeter_engine_timings_total',
+    help: "Finished inference requests whose answer carried the engine's own timings (llama.cpp's timings); the vllm dialect's phase histograms take these requests' phases from them, the others' are the proxy's estimate.",
+    type: 'counter',
+    collect: () => [...recorder.state.models.values()].map((m) => ({ value: engineTimed.get(m.model) ?? 0, labels: { model_name: m.model } })),
+  });
   const recent = createRecentRequests(options.jsonWindow ?? 1000);
   recorder.addObserver({
     finished: (s) => recent.add(s.ttft === undefined ? undefined : s.ttft * 1000, s.tpot === undefined ? undefined : s.tpot.seconds * 1000),

@@ -114,6 +114,7 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
     if (facts.usage !== undefined) timer.usage(facts.usage);
     if (facts.finishReason !== undefined) timer.finishReason(facts.finishReason);
     if (facts.model !== undefined) timer.responseModel(facts.model);
+    if (facts.timings !== undefined) timer.engineTimings(facts.timings);
     if (facts.error) timer.streamError();
     if (facts.malformed) options.problem('malformed_event');
   };
@@ -135,20 +136,30 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
         }
       },
     });
+    // The parser drops unknown fields (and a partial line of one at a chunk's end) without a word:
+    // llama.cpp's `error:` lines are watched for beside it.
+    const errorField = createErrorFieldWatch();
     general = (chunk) => {
       if (chunk !== undefined) {
         // stream: true keeps a multibyte character split across chunks for the next call.
-        parser.feed(decoder.decode(chunk, { stream: true }));
+        const text = decoder.decode(chunk, { stream: true });
+        if (errorField(text)) timer.streamError();
+        parser.feed(text);
         return;
       }
       const tail = decoder.decode();
+      if (errorField(tail)) timer.streamError();
       if (tail !== '') parser.feed(tail);
       // A last event without its blank line still counts, as the client SDKs count it.
       parser.feed('\n\n');
     };
   };
 
-  /** An event of any shape but one `data:` line: decoded and classified on its own. */
+  /**
+   * An event of any shape but one `data:` line: decoded and classified on its own. A line whose
+   * field is `error` is llama.cpp's in-stream error (`error: {"code":400,...}` after a 200, then
+   * `data: [DONE]`): the SSE specification ignores unknown fields, but the request failed.
+   */
   const otherEvent = (event: Buffer): void => {
     let data: string | undefined;
     let name: string | undefined;
@@ -157,6 +168,7 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
         const value = line.slice(line.charCodeAt(5) === 0x20 ? 6 : 5);
         data = data === undefined ? value : `${data}\n${value}`;
       } else if (line.startsWith('event:')) name = line.slice(line.charCodeAt(6) === 0x20 ? 7 : 6) || undefined;
+      else if (line.startsWith('error:') || line === 'error') timer.streamError();
     }
     if (data !== undefined) report(classifyEvent(data, name));
   };
@@ -321,6 +333,34 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
   return { chunk, end, close: readQueued };
 }
 
+/**
+ * Watches decoded SSE text, in pieces cut anywhere, for a line whose field is `error` (see
+ * otherEvent): true when such a line began in this piece. Any of CR, LF, CRLF ends a line.
+ */
+function createErrorFieldWatch(): (text: string) => boolean {
+  let head = ''; // the current line's first characters, up to 6
+  let decided = false;
+  return (text) => {
+    let found = false;
+    let i = 0;
+    while (i < text.length) {
+      let j = i;
+      while (j < text.length && text.charCodeAt(j) !== LF && text.charCodeAt(j) !== CR) j++;
+      if (!decided && head.length < 6) head += text.slice(i, Math.min(j, i + 6 - head.length));
+      if (!decided && head === 'error:') {
+        found = true;
+        decided = true;
+      }
+      if (j === text.length) break;
+      if (!decided && head === 'error') found = true; // the field with no value
+      head = '';
+      decided = false;
+      i = j + 1;
+    }
+    return found;
+  };
+}
+
 function tapJsonBody(timer: RequestTimer, options: TapOptions, wantBody: boolean, decode: Decode | undefined): ResponseTap {
   let chunks: Buffer[] | undefined = wantBody ? [] : undefined;
   let size = 0;
@@ -347,6 +387,7 @@ function tapJsonBody(timer: RequestTimer, options: TapOptions, wantBody: boolean
       if (facts.usage !== undefined) timer.usage(facts.usage);
       if (facts.finishReason !== undefined) timer.finishReason(facts.finishReason);
       if (facts.model !== undefined) timer.responseModel(facts.model);
+      if (facts.timings !== undefined) timer.engineTimings(facts.timings);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       options.problem(code === 'ERR_BUFFER_TOO_LARGE' ? 'body_too_large' : 'malformed_body');

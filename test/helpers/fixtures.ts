@@ -14,6 +14,8 @@ export interface StreamExpectation {
   readonly completionTokens: number | null;
   readonly error: boolean;
   readonly malformed: number;
+  /** The engine's own timings the stream reports (llama.cpp), when it reports them. */
+  readonly engineTimings?: { readonly promptTokens: number; readonly promptMs: number; readonly predictedTokens: number; readonly predictedMs: number };
 }
 
 export interface StreamFixture {
@@ -111,4 +113,23 @@ export const REAL_STREAMS: ReadonlyArray<{ file: string; api: StreamFixture['api
   { file: 'vercelai-anthropic-text.chunks.txt', api: 'messages', expect: { events: 12, tokenEvents: 6, firstTokenEvent: 3, lastTokenEvent: 8, promptTokens: 12, completionTokens: 30, error: false, malformed: 0 } },
   { file: 'vercelai-anthropic-tool-no-args.chunks.txt', api: 'messages', expect: { events: 13, tokenEvents: 2, firstTokenEvent: 2, lastTokenEvent: 3, promptTokens: 565, completionTokens: 48, error: false, malformed: 0 } },
   { file: 'vercelai-anthropic-message-delta-input-tokens.chunks.txt', api: 'messages', expect: { events: 8, tokenEvents: 2, firstTokenEvent: 2, lastTokenEvent: 4, promptTokens: 61, completionTokens: 2, error: false, malformed: 0 } },
+  // llama.cpp b4747: no role chunk (the first chunk is a token), usage and timings on the finish chunk.
+  {
+    file: 'llamacpp-b4747-chat-stream-usage-timings.sse',
+    api: 'chat',
+    expect: {
+      events: 10, tokenEvents: 8, firstTokenEvent: 0, lastTokenEvent: 7, promptTokens: 59, completionTokens: 8, error: false, malformed: 0,
+      engineTimings: { promptTokens: 59, promptMs: 1.701, predictedTokens: 8, predictedMs: 1.305 },
+    },
+  },
+  {
+    file: 'llamacpp-b4747-completions-stream.sse',
+    api: 'completions',
+    expect: {
+      events: 10, tokenEvents: 8, firstTokenEvent: 0, lastTokenEvent: 7, promptTokens: 15, completionTokens: 8, error: false, malformed: 0,
+      engineTimings: { promptTokens: 15, promptMs: 0.504, predictedTokens: 8, predictedMs: 0.734 },
+    },
+  },
+  // HTTP 200, then a line whose SSE field is `error` (no data: line, so not an event here), then [DONE].
+  { file: 'llamacpp-b4747-chat-stream-context-error.sse', api: 'chat', expect: { events: 1, tokenEvents: 0, firstTokenEvent: null, lastTokenEvent: null, promptTokens: null, completionTokens: null, error: true, malformed: 0 } },
 ];

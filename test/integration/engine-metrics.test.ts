@@ -4,6 +4,8 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import http, { type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
 import { createLogger } from '../../src/log.ts';
@@ -57,7 +59,134 @@ async function metricsJson(app: Infermeter): Promise<Record<string, string>> {
   return Object.fromEntries(body.result.map((r) => [r.metric[0]!.__name__, r.value]));
 }
 
+/**
+ * A single-model engine in llama.cpp's shape: /v1/models lists tiny.gguf, /metrics says what the
+ * test sets, and each chat request is held open, answered with its head and one token when
+ * `decoding` (else nothing yet: held before any token, as in llama.cpp's HTTP layer).
+ */
+async function llamacppLike(t: TestContext): Promise<{
+  url: string;
+  set(processing: number, deferred: number): void;
+  decoding: boolean;
+  arrived(n: number): Promise<void>;
+  /** Ends every held response. */
+  release(): void;
+}> {
+  let processing = 0;
+  let deferred = 0;
+  const held: ServerResponse[] = [];
+  const waiters: Array<() => void> = [];
+  const self = {
+    url: '',
+    set: (p: number, d: number) => {
+      processing = p;
+      deferred = d;
+    },
+    decoding: true,
+    arrived: async (n: number): Promise<void> => {
+      while (held.length < n) await new Promise<void>((resolve) => waiters.push(resolve));
+    },
+    release: (): void => {
+      for (const res of held.splice(0)) {
+        if (!res.headersSent) res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end('data: [DONE]\n\n');
+      }
+    },
+  };
+  const server = http.createServer((req, res) => {
+    req.resume();
+    if (req.url === '/metrics') {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
+      res.end(fixture('llamacpp.prom').replace(/^llamacpp:requests_processing .*$/m, `llamacpp:requests_processing ${processing}`).replace(/^llamacpp:requests_deferred .*$/m, `llamacpp:requests_deferred ${deferred}`));
+    } else if (req.url === '/v1/models') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [{ id: 'tiny.gguf', object: 'model' }] }));
+    } else {
+      const decoding = self.decoding;
+      req.on('end', () => {
+        if (decoding) {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'x' }, finish_reason: null }], object: 'chat.completion.chunk' })}\n\n`);
+        }
+        held.push(res);
+        for (const w of waiters.splice(0)) w();
+      });
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    self.release();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  self.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return self;
+}
+
+/** Resolves when the next request's first output passed the proxy. */
+function nextFirstOutput(app: Infermeter): Promise<void> {
+  return new Promise((resolve) => {
+    let done = false;
+    app.metrics.addObserver({
+      firstOutput() {
+        if (!done) resolve();
+        done = true;
+      },
+    });
+  });
+}
+
 describe('engine metrics', () => {
+  it('attribute a single-model engine\'s running and waiting so that a request counts once, and waiting is never below the proxy\'s', async (t) => {
+    const engine = await llamacppLike(t);
+    const app = await startProxy(t, engine.url, { INFERMETER_UPSTREAM_METRICS: `${engine.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600', INFERMETER_DIALECTS: 'mindie,vllm' });
+    const clients: Array<Promise<Response>> = [];
+    const ask = (): void => {
+      clients.push(fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [] }) }));
+    };
+    const look = async () => {
+      await app.metrics.engineScraper!.scrapeOnce();
+      const x = await scrape(app);
+      const json = (await (await fetch(`${app.managementUrl}/metrics-json`)).json()) as { result: Array<{ metric: Array<{ __name__: string }>; value: string }> };
+      const entry = (name: string) => Number(json.result.find((r) => r.metric[0]!.__name__ === name)?.value);
+      return {
+        x,
+        sums: {
+          running: x.sum('num_requests_running'),
+          waiting: x.sum('num_requests_waiting'),
+          vllmRunning: x.sum('vllm:num_requests_running'),
+          vllmWaiting: x.sum('vllm:num_requests_waiting'),
+          jsonRunning: entry('processingInferRequestNum'),
+          jsonWaiting: entry('waitingInferRequestNum'),
+        },
+      };
+    };
+
+    // 1. One request decoding; the engine runs it (and names its model tiny.gguf, not gpt-4o-mini).
+    const first = nextFirstOutput(app);
+    ask();
+    await engine.arrived(1);
+    await first;
+    engine.set(1, 0);
+    let { x, sums } = await look();
+    assert.deepEqual(sums, { running: 1, waiting: 0, vllmRunning: 1, vllmWaiting: 0, jsonRunning: 1, jsonWaiting: 0 }, 'one request, counted once');
+    assert.equal(x.value('num_requests_running', { model_name: 'tiny.gguf' }), 1, 'under the engine\'s model');
+    assert.equal(x.value('num_requests_running', { model_name: 'gpt-4o-mini' }), 0);
+
+    // 2. Three more held before any token: llama.cpp's deferred count does not see them.
+    engine.decoding = false;
+    for (let i = 0; i < 3; i++) ask();
+    await engine.arrived(4);
+    ({ sums } = await look());
+    assert.deepEqual(sums, { running: 1, waiting: 3, vllmRunning: 1, vllmWaiting: 3, jsonRunning: 1, jsonWaiting: 3 }, 'waiting: what the proxy sees, not the engine\'s 0');
+
+    // 3. The engine takes one into prefill and defers one: four requests, each counted once.
+    engine.set(2, 1);
+    ({ sums } = await look());
+    assert.deepEqual(sums, { running: 2, waiting: 2, vllmRunning: 2, vllmWaiting: 2, jsonRunning: 2, jsonWaiting: 2 });
+    engine.release();
+    for (const c of clients) await (await c).text();
+  });
+
   it('fill the MindIE families from a live engine, follow its changes and drop what vanished', async (t) => {
     const e = await engine(t);
     await e.scrapeOnce();

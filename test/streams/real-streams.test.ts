@@ -38,6 +38,19 @@ describe('real recorded streams', () => {
     }
   });
 
+  it('llamacpp-b4747-chat-nonstream.json: usage and the engine\'s timings of a non-streamed answer', () => {
+    for (let seed = 1; seed <= 5; seed++) {
+      const { sample, problems } = runTap({ api: 'chat', chunks: bodyChunks('llamacpp-b4747-chat-nonstream.json', seed), headers: json });
+      assert.equal(sample.outcome, 'success');
+      assert.equal(sample.promptTokens, 59);
+      assert.equal(sample.completionTokens, 8);
+      assert.equal(sample.finishReason, 'length');
+      // prompt_n 1: the prompt came from llama.cpp's cache, all but one token.
+      assert.deepEqual(sample.engineTimings, { promptTokens: 1, promptMs: 0.374, predictedTokens: 8, predictedMs: 0.734 });
+      assert.deepEqual(problems, []);
+    }
+  });
+
   it('vercelai-openai-embedding.json: prompt tokens only', () => {
     const { sample } = runTap({ api: 'embeddings', chunks: bodyChunks('vercelai-openai-embedding.json', 1), headers: json });
     assert.equal(sample.promptTokens, 12);

@@ -34,6 +34,7 @@ function checkTotals(run: TapRun, expect: StreamExpectation, context: string, by
   }
   assert.equal(sample.outcome, expect.error ? 'failed' : 'success', `${context}: outcome`);
   if (expect.error) assert.equal(sample.failure, 'stream_error', `${context}: failure reason`);
+  assert.deepEqual(sample.engineTimings, expect.engineTimings, `${context}: the engine's timings`);
   assert.equal(problems.filter((p) => p === 'malformed_event').length, expect.malformed, `${context}: malformed events`);
   assert.deepEqual(problems.filter((p) => p !== 'malformed_event'), [], `${context}: other tap problems`);
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { classifyBody, classifyEvent } from '../../src/measure/openai-events.ts';
+import { skimTokenEvent } from '../../src/measure/skim-event.ts';
 
 const chat = (delta: unknown, extra: Record<string, unknown> = {}) =>
   JSON.stringify({ object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: null }], ...extra });
@@ -104,5 +105,29 @@ describe('classifyBody', () => {
     assert.equal(classifyBody('{"object":"response","status":"completed","output":[]}').finishReason, 'stop');
     assert.equal(classifyBody('{"object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}').finishReason, 'length');
     assert.equal(classifyBody('{"object":"list","data":[]}').finishReason, undefined, 'embeddings');
+  });
+});
+
+describe("the engine's timings (llama.cpp)", () => {
+  const finish = (timings: unknown) => chat({}, { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], timings });
+  const full = { prompt_n: 12, prompt_ms: 18.25, prompt_per_token_ms: 1.52, predicted_n: 3, predicted_ms: 4.1e1, predicted_per_second: 73.2 };
+
+  it('reads all four figures, in a chunk and in a body, the skimmer as the full classifier', () => {
+    const expected = { promptTokens: 12, promptMs: 18.25, predictedTokens: 3, predictedMs: 41 };
+    const data = finish(full);
+    assert.deepEqual(classifyEvent(data).timings, expected);
+    const skimmed = skimTokenEvent(Buffer.from(data));
+    assert.ok(typeof skimmed === 'object', `skimmed without JSON.parse: ${JSON.stringify(skimmed)}`);
+    assert.deepEqual(skimmed, classifyEvent(data));
+    assert.deepEqual(classifyBody(JSON.stringify({ choices: [{ finish_reason: 'stop', message: { content: 'x' } }], timings: full })).timings, expected);
+  });
+
+  it('ignores timings that lack a figure or hold a negative or non-number one, as the skimmer does', () => {
+    for (const timings of [{ ...full, prompt_ms: undefined }, { ...full, predicted_n: -1 }, { ...full, prompt_ms: '18' }, null, [1, 2]]) {
+      const data = finish(timings);
+      assert.equal(classifyEvent(data).timings, undefined, JSON.stringify(timings));
+      const skimmed = skimTokenEvent(Buffer.from(data));
+      if (skimmed !== undefined) assert.deepEqual(skimmed, classifyEvent(data), JSON.stringify(timings));
+    }
   });
 });

@@ -266,6 +266,54 @@ describe('vLLM dialect', () => {
     assert.equal(x.value('vllm:request_max_num_generation_tokens_bucket', { ...l, le: '100' }), 1);
   });
 
+  it('takes the phases from the engine\'s own timings where the answer carries them, and counts those requests', async () => {
+    const { metrics, clock, scrape } = setup();
+    const l = { model_name: 'm', engine: '0' };
+    const timings = (promptMs: number, predictedMs: number) => ({ promptTokens: 40, promptMs, predictedTokens: 3, predictedMs });
+    // 1. A stream: waited 100 ms in infermeter's queue, first token at 900 ms, last at 1300 ms;
+    //    the engine says prefill 250 ms, decode 380 ms. Queue: 900 - 250 = 650 ms (all that
+    //    came before its prefill), not the 100 ms infermeter saw.
+    clock.now = 10_000;
+    let timer = createRequestTimer('chat', () => clock.now, metrics.sink);
+    timer.identify('m', true);
+    clock.now = 10_100;
+    timer.admitted();
+    timer.responseHeaders(200, true);
+    for (const at of [10_900, 11_100, 11_300]) {
+      clock.now = at;
+      timer.responseBody();
+      timer.tokenEvent();
+    }
+    timer.engineTimings(timings(250, 380));
+    timer.responseFinished();
+    timer.close(true);
+    // 2. A whole answer, head at 2 s: prefill 500 ms, decode 1200 ms, queue 2 - 0.5 - 1.2 = 0.3 s.
+    clock.now = 20_000;
+    timer = createRequestTimer('chat', () => clock.now, metrics.sink);
+    timer.identify('m', false);
+    clock.now = 22_000;
+    timer.responseHeaders(200, false);
+    timer.responseBody();
+    timer.engineTimings(timings(500, 1200));
+    timer.responseFinished();
+    timer.close(true);
+    // 3. A stream without timings: the estimate (queue 0, prefill = TTFT 200 ms, decode 100 ms).
+    clock.now = 30_000;
+    stream(metrics, clock, 'm', { tokensAt: [200, 300], endAt: 400 });
+
+    const x = await scrape();
+    assert.equal(x.value('vllm:request_queue_time_seconds_count', l), 3);
+    close(x.value('vllm:request_queue_time_seconds_sum', l), 0.65 + 0.3 + 0, 'queue: the time before the engine\'s prefill');
+    assert.equal(x.value('vllm:request_prefill_time_seconds_count', l), 3);
+    close(x.value('vllm:request_prefill_time_seconds_sum', l), 0.25 + 0.5 + 0.2, 'prefill: the engine\'s, then the estimate');
+    assert.equal(x.value('vllm:request_decode_time_seconds_count', l), 3);
+    close(x.value('vllm:request_decode_time_seconds_sum', l), 0.38 + 1.2 + 0.1, 'decode: the engine\'s, then the estimate');
+    close(x.value('vllm:request_inference_time_seconds_sum', l), 0.63 + 1.7 + 0.3, 'inference: prefill + decode');
+    assert.equal(x.value('vllm:request_time_per_output_token_seconds_count', l), 2, 'TPOT stays the streams\' own');
+    assert.equal(x.value('infermeter_engine_timings_total', { model_name: 'm' }), 2, 'requests whose phases are the engine\'s');
+    metrics.close();
+  });
+
   it('lists its families in vLLM\'s order, every one prefixed vllm:', () => {
     const { metrics } = setup();
     const vllm = metrics.dialects.find((d) => d.name === 'vllm')!;

@@ -2,12 +2,13 @@
 // English and Chinese editions): the names, HELP texts, types, `model_name` label, buckets and
 // order of the spec. The engine-internal families (swapped requests, preemptions, KV-cache
 // usage, prefix-cache hit rate) come from the engine's own /metrics when it is read, and are
-// left without samples otherwise; when the engine reports running and waiting requests, its
-// values win over the proxy's in-flight counts. infermeter's additions in the same style:
+// left without samples otherwise; running and waiting requests follow the rule of in-flight.ts
+// (the engine's figures where it reports them, waiting never below what the proxy sees). infermeter's additions in the same style:
 // request_cancelled_total{phase}, request_no_first_token_total{reason},
 // inter_token_latency_seconds and time_to_first_byte_seconds.
 import type { Registry } from 'prom-client';
 import type { EngineFamily } from '../../engine/engine-map.ts';
+import { inFlightNow } from '../in-flight.ts';
 import { bucketsFor, type HistogramFamily } from '../buckets.ts';
 import { createExposer } from '../exposer.ts';
 import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
@@ -26,13 +27,9 @@ export function createMindieDialect(registry: Registry, state: MeasurementState,
     for (const m of state.models.values()) values.push({ value: read(m), labels: { [LABEL]: m.model } });
     return values;
   };
-  /** The engine's value per model where it reports one, the proxy's own elsewhere. */
-  const engineOr = (family: EngineFamily, read: (m: ModelState) => number) => (): MetricValue[] => {
-    const engine = context.engine()?.values.get(family);
-    const values = perModel(read)().filter((v) => !engine?.has(String(v.labels[LABEL])));
-    for (const [model, value] of engine ?? []) values.push({ value, labels: { [LABEL]: model } });
-    return values;
-  };
+  /** Running or waiting per model_name, by the one rule of in-flight.ts. */
+  const inFlight = (which: 'running' | 'waiting') => (): MetricValue[] =>
+    [...inFlightNow(state.models.values(), context.engine())[which]].map(([model, value]) => ({ value, labels: { [LABEL]: model } }));
   const engineOnly = (family: EngineFamily) => (): MetricValue[] =>
     [...(context.engine()?.values.get(family) ?? [])].map(([model, value]) => ({ value, labels: { [LABEL]: model } }));
 
@@ -60,8 +57,8 @@ export function createMindieDialect(registry: Registry, state: MeasurementState,
     return values;
   });
   family('num_preemptions_total', 'Cumulative number of preemption from the engine.', 'counter', engineOnly('num_preemptions_total'));
-  family('num_requests_running', 'Number of requests currently running on NPU.', 'gauge', engineOr('num_requests_running', (m) => m.running));
-  family('num_requests_waiting', 'Number of requests waiting to be processed.', 'gauge', engineOr('num_requests_waiting', (m) => m.waiting));
+  family('num_requests_running', 'Number of requests currently running on NPU.', 'gauge', inFlight('running'));
+  family('num_requests_waiting', 'Number of requests waiting to be processed.', 'gauge', inFlight('waiting'));
   family('num_requests_swapped', 'Number of requests swapped to CPU.', 'gauge', engineOnly('num_requests_swapped'));
   family('prompt_tokens_total', 'Number of prefill tokens processed.', 'counter', perModel((m) => m.promptTokens));
   family('generation_tokens_total', 'Number of generation tokens processed.', 'counter', perModel((m) => m.generationTokens));

@@ -4,11 +4,14 @@
 // dashboard works unchanged in front of any engine. Same measurement as every other dialect:
 // this module maps names and labels, and vLLM's per-request TPOT (one observation per request,
 // where MindIE's is one per token). The queue and scheduler figures come from the engine's own
-// /metrics when it is read, as in the MindIE dialect.
+// /metrics when it is read, as in the MindIE dialect; the request phases from the engine's own
+// timings where its answers carry them (llama.cpp), else from the proxy's estimate.
 import type { Registry } from 'prom-client';
 import type { EngineFamily } from '../../engine/engine-map.ts';
+import { inFlightNow } from '../in-flight.ts';
 import type { RequestSample } from '../../measure/sample.ts';
 import { bucketsFor, type HistogramFamily } from '../buckets.ts';
+import { phaseSplit } from '../phase-split.ts';
 import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
 import type { MeasurementState, ModelState } from '../recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
@@ -47,13 +50,9 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     for (const m of state.models.values()) values.push({ value: read(m), labels: labels(m.model) });
     return values;
   };
-  /** The engine's value per model where it reports one, the proxy's own elsewhere. */
-  const engineOr = (family: EngineFamily, read: (m: ModelState) => number) => (): MetricValue[] => {
-    const engine = context.engine()?.values.get(family);
-    const values = perModel(read)().filter((v) => !engine?.has(String(v.labels[MODEL])));
-    for (const [model, value] of engine ?? []) values.push({ value, labels: labels(model) });
-    return values;
-  };
+  /** Running or waiting per model_name, by the one rule of in-flight.ts. */
+  const inFlight = (which: 'running' | 'waiting') => (): MetricValue[] =>
+    [...inFlightNow(state.models.values(), context.engine())[which]].map(([model, value]) => ({ value, labels: labels(model) }));
   const engineOnly = (family: EngineFamily) => (): MetricValue[] =>
     [...(context.engine()?.values.get(family) ?? [])].map(([model, value]) => ({ value, labels: labels(model) }));
 
@@ -62,8 +61,8 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     names.push(name);
   };
 
-  family('vllm:num_requests_running', 'Number of requests in model execution batches.', 'gauge', engineOr('num_requests_running', (m) => m.running));
-  family('vllm:num_requests_waiting', 'Number of requests waiting to be processed.', 'gauge', engineOr('num_requests_waiting', (m) => m.waiting));
+  family('vllm:num_requests_running', 'Number of requests in model execution batches.', 'gauge', inFlight('running'));
+  family('vllm:num_requests_waiting', 'Number of requests waiting to be processed.', 'gauge', inFlight('waiting'));
   family('vllm:kv_cache_usage_perc', 'KV-cache usage. 1 means 100 percent usage.', 'gauge', engineOnly('npu_cache_usage_perc'), 'average');
   family('vllm:num_preemptions_total', 'Cumulative number of preemption from the engine.', 'counter', engineOnly('num_preemptions_total'));
   family('vllm:prompt_tokens_total', 'Number of prefill tokens processed.', 'counter', perModel((m) => m.promptTokens));
@@ -120,21 +119,19 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
       if (sample.promptTokens !== undefined) promptTokens.observe(model, sample.promptTokens);
       if (sample.completionTokens !== undefined) generationTokens.observe(model, sample.completionTokens);
       if (sample.e2e !== undefined) e2e.observe(model, sample.e2e);
+      const phases = phaseSplit(sample);
       if (sample.ttft !== undefined && sample.lastToken !== undefined) {
         // vLLM's per-request TPOT: the decode time over completion_tokens - 1, one observation
         // per request (MindIE's TPOT counts the same mean once per token); 0 when there was no
         // second token, as vLLM observes it.
         requestTpot.observe(model, sample.tpot?.seconds ?? 0);
-        decode.observe(model, sample.lastToken - sample.ttft);
       }
+      if (phases.decode !== undefined) decode.observe(model, phases.decode);
       if (reason === undefined) return;
-      // vLLM's phases as a proxy sees them: WAITING is the time in infermeter's own admission
-      // queue (0 without INFERMETER_MAX_CONCURRENCY); PREFILL runs from forwarding to the first
-      // token, so it holds the engine's own queueing too; RUNNING is prefill plus decode.
-      const queued = sample.queued ?? 0;
-      queue.observe(model, queued);
-      if (sample.ttft !== undefined) prefill.observe(model, Math.max(0, sample.ttft - queued));
-      if (sample.ttft !== undefined && sample.lastToken !== undefined) inference.observe(model, Math.max(0, sample.lastToken - queued));
+      // vLLM's phases: the engine's own where it reported them, else the proxy's estimate (phase-split.ts).
+      queue.observe(model, phases.queue);
+      if (phases.prefill !== undefined) prefill.observe(model, phases.prefill);
+      if (phases.inference !== undefined) inference.observe(model, phases.inference);
       if (sample.api === 'embeddings') return;
       // Sampling parameters as the request set them; n defaults to 1 as in vLLM. A request that
       // sets no limit is left out of the max_tokens families (vLLM's default depends on the

@@ -1,0 +1,93 @@
+// npm run bench:llamacpp: infermeter in front of a real llama.cpp llama-server, every scenario of
+// bench/llamacpp/scenarios.ts sent directly and through infermeter, and the tables of
+// docs/real-engines.md printed: requests, token sums and TTFT / TPOT / e2e means from the client,
+// from llama.cpp's own timings and from infermeter. Needs LLAMA_SERVER (a llama-server binary you
+// built) and LLAMA_MODEL (a GGUF: bench/llamacpp/tiny-gguf.py writes a small random one);
+// LLAMA_THREADS (default 2); LLAMA_CPP_REF names the source in the header (a build from a source
+// archive prints no commit). Loopback only; every scenario is a fixed number of requests, each
+// with a timeout.
+import { spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ask } from './llamacpp/client.ts';
+import { llamaFromEnv, startLlamaServer } from './llamacpp/llama-server.ts';
+import { accessLines, requestsTable, runScenario, SCENARIOS, seriesSums, timesTable, type Row } from './llamacpp/scenarios.ts';
+import { INFERMETER_FLAGS, infermeterEnv, startNode } from './targets.ts';
+
+const CLIENT_MODEL = 'gpt-4o-mini'; // what clients ask for; llama.cpp serves any name as its one model
+const SERVED = 'tiny.gguf';
+
+const found = llamaFromEnv();
+if (typeof found === 'string') {
+  console.error(`bench:llamacpp: ${found}. Build llama.cpp's llama-server yourself, following llama.cpp's own build instructions, and set both (docs/real-engines.md).`);
+  process.exit(2);
+}
+const threads = Number(process.env.LLAMA_THREADS ?? '2');
+const version = spawnSync(found.binary, ['--version'], { encoding: 'utf8' });
+const versionLine = process.env.LLAMA_CPP_REF ?? `${version.stdout}${version.stderr}`.split('\n').find((l) => l.startsWith('version:'))?.replace('version: ', 'build ') ?? 'build unknown';
+
+const tmp = mkdtempSync(join(tmpdir(), 'infermeter-llamacpp-'));
+const accessLog = join(tmp, 'access.log');
+const server = await startLlamaServer({ ...found, slots: 4, context: 4096, threads, alias: SERVED });
+let infermeter: ChildProcess | undefined;
+try {
+  const meta = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: Array<{ id: string; meta?: { n_params?: number } }> };
+  // Warm-up: the first prompts of a fresh server are slow (allocation); not part of any scenario.
+  for (let i = 0; i < 4; i++) await ask(server.url, { api: 'chat', stream: false, includeUsage: false, prompt: `warm-up ${i}`, maxTokens: 8, model: CLIENT_MODEL, requestId: `warm-${i}` });
+
+  const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
+  const env = {
+    ...infermeterEnv(server.url),
+    INFERMETER_DIALECTS: 'mindie,vllm',
+    INFERMETER_ACCESS_LOG: accessLog,
+    INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '1',
+  };
+  const started = await startNode(cli, [], env, /"infermeter started"/, 'stderr', INFERMETER_FLAGS.split(' '));
+  infermeter = started.child;
+  const urls = JSON.parse(started.line) as { data: string; metrics: string };
+  const metricsText = async () => (await fetch(new URL('/metrics', urls.metrics))).text();
+
+  const rows: Row[] = [];
+  for (const [k, scenario] of SCENARIOS.entries()) {
+    const direct = await runScenario(server.url, scenario, `d${k}`, CLIENT_MODEL);
+    const before = seriesSums(await metricsText());
+    // While it runs, the in-flight gauges are read every 100 ms (concurrency above 1 only).
+    let clientInFlight = 0;
+    let max = 0;
+    let excess = 0;
+    let polling = scenario.concurrency > 1;
+    const poller = (async () => {
+      while (polling) {
+        const sums = seriesSums(await metricsText());
+        const seen = (sums.get('num_requests_running') ?? 0) + (sums.get('num_requests_waiting') ?? 0);
+        max = Math.max(max, seen);
+        excess = Math.max(excess, seen - clientInFlight);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    const proxied = await runScenario(urls.data, scenario, `p${k}`, CLIENT_MODEL, (n) => (clientInFlight = n));
+    polling = false;
+    await poller;
+    const log = await accessLines(accessLog, proxied.map((a) => a.requestId));
+    const after = seriesSums(await metricsText());
+    const metrics = new Map([...after].map(([name, v]) => [name, v - (before.get(name) ?? 0)]));
+    rows.push({ scenario, direct, proxied, log, metrics, inFlightSeen: scenario.concurrency > 1 ? { max, excess } : undefined });
+    console.error(`done: ${scenario.name}`);
+  }
+
+  console.log(`llama.cpp llama-server ${versionLine}, ${SERVED} (${meta.data[0]?.meta?.n_params ?? '?'} parameters, random weights), 4 slots, context 4096, ${threads} threads, CPU (${cpus()[0]?.model ?? 'unknown'}, ${cpus().length} cores); clients ask for model "${CLIENT_MODEL}", one connection per request; ${new Date().toISOString()}\n`);
+  console.log(requestsTable(rows));
+  console.log('');
+  console.log(timesTable(rows));
+} finally {
+  if (infermeter !== undefined && infermeter.exitCode === null) {
+    const exited = new Promise((resolve) => infermeter!.once('exit', resolve));
+    infermeter.kill('SIGTERM');
+    await exited;
+  }
+  await server.stop();
+  rmSync(tmp, { recursive: true, force: true });
+}

@@ -1,0 +1,99 @@
+// Against a real llama.cpp llama-server, when one is given: LLAMA_SERVER (the path of a
+// llama-server binary you built; infermeter commits none) and LLAMA_MODEL (a GGUF, e.g. one
+// written by bench/llamacpp/tiny-gguf.py). Without them this suite says so and skips, in CI too:
+// llama.cpp is not a Debian package. What succeeds directly succeeds through infermeter, and its
+// figures follow the engine's: tokens, timings, the in-stream error, the in-flight attribution.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Infermeter } from '../../src/app.ts';
+import { ask, type Ask } from '../../bench/llamacpp/client.ts';
+import { llamaFromEnv, startLlamaServer, type LlamaServer } from '../../bench/llamacpp/llama-server.ts';
+import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
+
+const found = llamaFromEnv();
+const skip = typeof found === 'string' ? `${found}: no real llama.cpp server to test against` : false;
+const SERVED = 'tiny.gguf';
+const base: Omit<Ask, 'requestId'> = { api: 'chat', stream: true, includeUsage: false, prompt: 'Tell me about the proxy in front of the model server.', maxTokens: 16, model: 'gpt-4o-mini' };
+
+describe('a real llama.cpp llama-server behind infermeter', { skip }, () => {
+  let server: LlamaServer;
+  let app: Infermeter;
+  before(async () => {
+    if (typeof found === 'string') return;
+    server = await startLlamaServer({ ...found, slots: 4, context: 4096, threads: 2, alias: SERVED });
+  });
+  after(() => server?.stop());
+
+  it('answers through infermeter as directly, with the engine\'s token counts and timings in the measurement', async (t) => {
+    app = await startProxy(t, server.url, { INFERMETER_UPSTREAM_METRICS: `${server.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600', INFERMETER_DIALECTS: 'mindie,vllm' });
+    const kinds: Array<Omit<Ask, 'requestId'>> = [
+      base,
+      { ...base, includeUsage: true },
+      { ...base, stream: false },
+      { ...base, api: 'completions' },
+      { ...base, api: 'completions', stream: false },
+    ];
+    for (const [i, kind] of kinds.entries()) {
+      const direct = await ask(server.url, { ...kind, prompt: `${kind.prompt} (direct ${i})`, requestId: `direct-${i}` });
+      const finished = nextFinished(app, 1);
+      const proxied = await ask(app.dataUrl, { ...kind, prompt: `${kind.prompt} (proxied ${i})`, requestId: `proxied-${i}` });
+      const [sample] = await finished;
+      const context = `${kind.api}, ${kind.stream ? 'streamed' : 'not streamed'}${kind.includeUsage ? ', include_usage' : ''}: ${JSON.stringify({ direct: { ...direct, body: undefined }, proxied: { ...proxied, body: undefined }, sample })}`;
+      assert.equal(direct.status, 200, context);
+      assert.equal(proxied.status, 200, context);
+      assert.ok(proxied.complete, context);
+      assert.equal(sample!.outcome, 'success', context);
+      assert.equal(sample!.completionTokens, proxied.completionTokens, context);
+      assert.equal(sample!.promptTokens, proxied.promptTokens, context);
+      assert.equal(proxied.timings?.predictedTokens, proxied.completionTokens, context);
+      assert.deepEqual(sample!.engineTimings, proxied.timings, context);
+      if (kind.stream) {
+        // The client's TTFT and TPOT and infermeter's are one measurement seen from two sides of
+        // a loopback hop: infermeter's TTFT comes first; its TPOT spans the same tokens.
+        assert.equal(sample!.tokenEvents, proxied.tokenChunks, context);
+        assert.ok(sample!.ttft! * 1000 <= proxied.ttftMs!, context);
+      }
+    }
+    // The vLLM prefill histogram holds llama.cpp's own prompt_ms for these requests.
+    const x = await scrape(app);
+    assert.equal(x.value('infermeter_engine_timings_total', { model_name: 'gpt-4o-mini' }), kinds.length);
+    assert.equal(x.value('vllm:request_prefill_time_seconds_count', { model_name: 'gpt-4o-mini', engine: '0' }), kinds.length);
+  });
+
+  it('counts llama.cpp\'s in-stream error after a 200 as a failure', async (t) => {
+    app = await startProxy(t, server.url, { INFERMETER_UPSTREAM_METRICS: 'off' });
+    const finished = nextFinished(app, 1);
+    // Longer than a slot's context (4096 / 4 slots), and the server was started with --no-context-shift.
+    const answer = await ask(app.dataUrl, { ...base, prompt: 'word '.repeat(700), requestId: 'too-long' });
+    const [sample] = await finished;
+    assert.equal(answer.status, 200, answer.body);
+    assert.ok(answer.streamError, `an error: line came: ${answer.body}`);
+    assert.equal(sample!.outcome, 'failed');
+    assert.equal(sample!.failure, 'stream_error');
+    assert.equal(sample!.e2e, undefined);
+  });
+
+  it('files the engine\'s running request under its model once, whatever name the client asked for', async (t) => {
+    app = await startProxy(t, server.url, { INFERMETER_UPSTREAM_METRICS: `${server.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600', INFERMETER_DIALECTS: 'mindie,vllm' });
+    // A long generation whose client reads its first token, then leaves once the gauges are read.
+    const controller = new AbortController();
+    const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, max_tokens: 900, messages: [{ role: 'user', content: 'go on' }] }),
+      signal: controller.signal,
+    });
+    const reader = res.body!.getReader();
+    let text = '';
+    while (!text.includes('"content"')) text += new TextDecoder().decode((await reader.read()).value);
+    await app.metrics.engineScraper!.scrapeOnce();
+    const x = await scrape(app);
+    controller.abort();
+    await reader.cancel().catch(() => undefined);
+    const context = x.text.split('\n').filter((l) => l.startsWith('num_requests_') || l.startsWith('vllm:num_requests_')).join('\n');
+    assert.equal(x.value('num_requests_running', { model_name: SERVED }), 1, context);
+    assert.equal(x.sum('num_requests_running'), 1, context);
+    assert.equal(x.sum('num_requests_waiting'), 0, context);
+    assert.equal(x.sum('vllm:num_requests_running'), 1, context);
+  });
+});
