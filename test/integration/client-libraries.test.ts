@@ -75,6 +75,19 @@ describe('client libraries through infermeter in front of infermeter sim', () =>
     measured((await finished)[0], 'chat', true, 5);
   });
 
+  it('stream_options: null, as some clients send an unset field, counts as absent: usage injected, tokens counted', async () => {
+    const finished = nextFinished(app, 1);
+    const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, stream: true, stream_options: null, max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    const text = await res.text();
+    assert.equal(res.status, 200);
+    assert.ok(!text.includes('"usage"'), `the client, which did not ask, gets no usage chunk:\n${text}`);
+    measured((await finished)[0], 'chat', true, 4);
+  });
+
   it('openai completions, plain and streamed', async () => {
     const finished = nextFinished(app, 2);
     const plain = await openai.completions.create({ model: MODEL, prompt: 'Once', max_tokens: 3 });
