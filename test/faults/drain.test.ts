@@ -103,6 +103,8 @@ describe('graceful drain', () => {
     upstreamRes.end(event('b') + 'data: [DONE]\n\n');
     const rest = await restOf(reader);
     assert.equal(rest, event('b') + 'data: [DONE]\n\n', 'the stream finished whole');
+    const drained = await app.logged(/^drained/);
+    assert.deepEqual([drained.level, drained.msg, drained.timeout_ms], ['info', 'drained: every request in flight finished', 30000]);
     assert.deepEqual(await app.exited, [0, null]);
   });
 
@@ -114,6 +116,9 @@ describe('graceful drain', () => {
     app.child.kill('SIGTERM');
     const got = await readToEnd(res);
     assert.deepEqual([got.text, got.clean], [event('a'), false]);
+    const timedOut = await app.logged(/^drain timed out/);
+    assert.deepEqual([timedOut.level, timedOut.requests_cut, timedOut.timeout_ms], ['warn', 1, 300]);
+    assert.ok((timedOut.duration_ms as number) >= 300 - 1, `drained after ${String(timedOut.duration_ms)} ms, no sooner than the timeout`);
     assert.deepEqual(await app.exited, [0, null]);
   });
 
@@ -129,6 +134,7 @@ describe('graceful drain', () => {
     upstreamRes.end(event('b') + 'data: [DONE]\n\n');
     const rest = await restOf(reader);
     assert.equal(rest, event('b') + 'data: [DONE]\n\n', 'the stream finished whole');
+    await app.logged(/^drained: every request in flight finished$/); // a worker's line
     assert.deepEqual(await app.exited, [0, null]);
   });
 

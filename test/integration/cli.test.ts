@@ -73,7 +73,12 @@ describe('infermeter CLI', () => {
     assert.notEqual(started.data, started.management);
     assert.equal((await fetch(`${started.management}/health`)).status, 200);
     assert.deepEqual(await (await fetch(`${started.management}/ready`)).json(), { status: 'ready' });
-    assert.equal((await fetch(`${started.management}/metrics`)).status, 404, '/metrics only on the metrics port');
+    const wrongPort = await fetch(`${started.management}/metrics`);
+    assert.equal(wrongPort.status, 404, '/metrics only on the metrics port');
+    assert.equal(((await wrongPort.json()) as { error: string }).error, `/metrics is served on the metrics port: ${started.metrics}`);
+    const index = (await (await fetch(`${started.management}/`)).json()) as { data: { url: string }; management: { url: string; serves: Record<string, string> }; metrics: string };
+    assert.deepEqual([index.data.url, index.management.url, index.metrics], [started.data, started.management, started.metrics]);
+    assert.deepEqual(Object.keys(index.management.serves), ['/health', '/ready', '/metrics-json', '/dashboard']);
     const completion = await fetch(`${started.data}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
