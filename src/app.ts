@@ -161,17 +161,20 @@ export interface Management {
 }
 
 /** The management listener (/health, /ready, /metrics-json, /dashboard) and the metrics listener (/metrics). */
-export async function startManagement(config: Config, metrics: Metrics, beforeScrape?: () => Promise<void>): Promise<Management> {
+export async function startManagement(config: Config, metrics: Metrics, dataUrl: string, beforeScrape?: () => Promise<void>): Promise<Management> {
   let ready = false;
   let instance = `${config.managementHost}:${config.managementPort}`;
   const { metricsToken: token, managementTls, metricsTls } = config.security;
   // The live page's snapshots (one a second, off the request path); with workers, they flush first.
   const feed = createDashboardFeed({ metrics, beforeSnapshot: beforeScrape });
   const dashboard = { feed, assets: loadDashboardAssets(token !== undefined) };
-  const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance, beforeScrape, token, dashboard });
-  const metricsApp = createMetricsApp(metrics, config.metricsEnabled, beforeScrape, token);
   // One listener serves both when the ports are equal (and fixed); port 0 always means a listener of its own.
   const shared = config.metricsPort === config.managementPort && config.managementPort !== 0;
+  const managementScheme = managementTls === undefined ? 'http' : 'https';
+  let metricsUrl: string | undefined;
+  const where = { metricsHere: shared, index: () => ({ version: VERSION, data: dataUrl, management: `${managementScheme}://${instance}`, metrics: metricsUrl }) };
+  const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance, beforeScrape, token, dashboard, where });
+  const metricsApp = createMetricsApp(metrics, config.metricsEnabled, beforeScrape, token);
   const servers: Server[] = [];
   try {
     let managementServer: Server;
@@ -187,8 +190,6 @@ export async function startManagement(config: Config, metrics: Metrics, beforeSc
     const managementAddress = await listen(managementServer, config.managementHost, config.managementPort, managementPolicy(config));
     feed.start();
     instance = hostPort(managementAddress);
-    const managementScheme = managementTls === undefined ? 'http' : 'https';
-    let metricsUrl: string | undefined;
     if (shared) {
       if (config.metricsEnabled) metricsUrl = `${urlOf(managementAddress, managementScheme)}/metrics`;
     } else if (config.metricsEnabled) {
@@ -234,6 +235,20 @@ export function startedFields(config: Config, dataUrl: string, management: Manag
   };
 }
 
+/**
+ * Drains the data plane and logs how it ended. The data plane's drain resolves when its last
+ * connection closed, or at the timeout right after cutting the rest: the connections still
+ * counted then are the ones cut (their close events come later), each with its one request.
+ */
+export async function drainAndSay(plane: Pick<DataPlane, 'drain'>, timeoutMs: number, log: Logger): Promise<void> {
+  const started = performance.now();
+  // The connections still open at the drain timeout, cut: one request each under HTTP/1.
+  const cut = await plane.drain(timeoutMs);
+  const fields = { duration_ms: Math.round(performance.now() - started), timeout_ms: timeoutMs };
+  if (cut === 0) log.info('drained: every request in flight finished', fields);
+  else log.warn('drain timed out: requests still in flight were cut', { ...fields, requests_cut: cut });
+}
+
 /** One process: data plane, metrics and management together. */
 export async function startInfermeter(config: Config, options: StartOptions): Promise<Infermeter> {
   const { log } = options;
@@ -250,10 +265,10 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     // Before the first request: the export hears every finished one.
     otlp = await startExport(config, metrics, log);
     const dataAddress = await listen(plane.server, config.host, config.port, dataPolicy(config));
-    management = await startManagement(config, metrics);
+    const dataUrl = urlOf(dataAddress, config.security.dataTls === undefined ? 'http' : 'https');
+    management = await startManagement(config, metrics, dataUrl);
     metrics.start();
     management.setReady(true);
-    const dataUrl = urlOf(dataAddress, config.security.dataTls === undefined ? 'http' : 'https');
     log.info('infermeter started', startedFields(config, dataUrl, management));
     const m = management;
     const exporting = otlp;
@@ -274,7 +289,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       close,
       async drain() {
         m.setReady(false);
-        await plane.drain(config.security.drainTimeoutMs);
+        await drainAndSay(plane, config.security.drainTimeoutMs, log);
         await close();
       },
     };

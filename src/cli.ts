@@ -1,27 +1,52 @@
 #!/usr/bin/env -S node --max-semi-space-size=8 --initial-heap-size=64
-// Entry point: read the configuration, start, and stop on SIGTERM/SIGINT. The only place that
-// calls process.exit.
-import { ConfigError, loadConfig } from './config/config.ts';
+// Entry point: `infermeter` reads the configuration, starts, and stops on SIGTERM/SIGINT;
+// `infermeter sim`, `demo`, `--help` and `--version` do what --help says. The only place that
+// calls process.exit. bin/infermeter.js checks the Node version before it loads this.
+import { ConfigError, loadConfig, type Config } from './config/config.ts';
 import { startInfermeter } from './app.ts';
+import { describeBindError } from './cli/bind-error.ts';
+import { helpText } from './cli/help.ts';
+import { parseSimArguments, runSim } from './cli/sim-command.ts';
 import { startClusterPrimary } from './cluster/primary.ts';
 import { createLogger } from './log.ts';
+import { VERSION } from './version.ts';
 
 /** A repeat of the first stop signal within this is taken as the same one, delivered twice. */
 const DUPLICATE_SIGNAL_MS = 1000;
 
-async function main(): Promise<void> {
-  let config;
+let config: Config | undefined;
+
+async function main(args: readonly string[]): Promise<void> {
+  const command = args[0];
+  if (command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(helpText(VERSION));
+    return;
+  }
+  if (command === '--version' || command === '-v') {
+    process.stdout.write(`${VERSION}\n`);
+    return;
+  }
+  if (command === 'sim') return sim(args.slice(1));
+  if (command === 'demo') {
+    await import('./demo.ts'); // runs the demo; it reads --duration itself
+    return;
+  }
+  if (command !== undefined) {
+    process.stderr.write(`infermeter: unknown command ${JSON.stringify(command)}; infermeter --help lists the commands and the configuration\n`);
+    process.exit(2);
+  }
   try {
     config = loadConfig(process.env, { requireUpstream: true });
   } catch (error) {
     if (error instanceof ConfigError) {
-      process.stderr.write(`infermeter: ${error.message}\n`);
+      process.stderr.write(`infermeter: ${error.message}\n(infermeter --help lists every variable)\n`);
       process.exit(2);
     }
     throw error;
   }
-  const log = createLogger(config.logLevel);
-  const app = config.workers > 1 ? await startClusterPrimary(config, process.env, { log, workers: config.workers }) : await startInfermeter(config, { log });
+  const started = config;
+  const log = createLogger(started.logLevel);
+  const app = started.workers > 1 ? await startClusterPrimary(started, process.env, { log, workers: started.workers }) : await startInfermeter(started, { log });
   let first: { signal: string; at: number } | undefined;
   const stop = (signal: string): void => {
     const now = performance.now();
@@ -33,7 +58,7 @@ async function main(): Promise<void> {
       process.exit(1); // a second signal: leave now
     }
     first = { signal, at: now };
-    log.info('draining: not ready, finishing requests in flight', { signal, timeout_ms: config.security.drainTimeoutMs });
+    log.info('draining: not ready, finishing requests in flight', { signal, timeout_ms: started.security.drainTimeoutMs });
     app.drain().then(
       () => process.exit(0),
       () => process.exit(1),
@@ -43,8 +68,29 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
-main().catch((error: unknown) => {
+async function sim(args: readonly string[]): Promise<void> {
+  const parsed = parseSimArguments(args);
+  if ('error' in parsed) {
+    process.stderr.write(`infermeter sim: ${parsed.error}\n`);
+    process.exit(2);
+  }
+  let close: () => Promise<void>;
+  try {
+    close = await runSim(parsed, process.stdout);
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException;
+    const hint = e.code === 'EADDRINUSE' ? `: port ${parsed.port} is in use; choose another with --port N (0 picks a free one)` : `: ${e.message}`;
+    process.stderr.write(`infermeter sim: cannot listen on ${parsed.host}:${parsed.port}${hint}\n`);
+    process.exit(1);
+  }
+  const stop = (): void => void close().then(() => process.exit(0));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  const bind = config === undefined ? undefined : describeBindError(error, config);
   const e = error as NodeJS.ErrnoException;
-  process.stderr.write(`infermeter: failed to start: ${e.code ?? ''} ${e.message ?? String(error)}\n`);
+  process.stderr.write(`infermeter: ${bind ?? `failed to start: ${e.code ?? ''} ${e.message ?? String(error)}`}\n`);
   process.exit(1);
 });

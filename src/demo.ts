@@ -1,12 +1,15 @@
-// npm run demo: a simulated model server, infermeter in front of it and a little traffic, so
-// that /metrics fills within seconds. Ports come from the usual INFERMETER_* variables
-// (defaults 1025/1026/1027); `--duration <seconds>` stops it by itself (the test uses that).
+// npm run demo (infermeter demo): a simulated model server, infermeter in front of it and a
+// little traffic, so that /metrics fills within seconds. Ports come from the usual INFERMETER_*
+// variables (defaults 1025/1026/1027); `--duration <seconds>` stops it by itself (the test uses
+// that). Runs on import: src/cli.ts imports it for `infermeter demo`.
 import { startInfermeter } from './app.ts';
+import { describeBindError } from './cli/bind-error.ts';
 import { ConfigError, loadConfig } from './config/config.ts';
 import { createLogger } from './log.ts';
 import { startSimServer } from './sim/model-server.ts';
+import { SIM_MODELS, simTimings } from './sim/sim-defaults.ts';
 
-const MODELS = ['sim-llama-8b', 'sim-qwen-7b'];
+const MODELS = SIM_MODELS;
 
 function argument(name: string): string | undefined {
   const i = process.argv.indexOf(name);
@@ -15,8 +18,7 @@ function argument(name: string): string | undefined {
 
 async function main(): Promise<void> {
   const duration = Number(argument('--duration') ?? 'NaN');
-  const jitter = (base: number, spread: number) => () => base + Math.random() * spread;
-  const sim = await startSimServer({ models: MODELS, ttftMs: jitter(80, 240), interTokenMs: jitter(15, 20), defaultTokens: 48 });
+  const sim = await startSimServer({ models: MODELS, ...simTimings() });
   let config;
   try {
     config = loadConfig({ ...process.env, INFERMETER_UPSTREAM: sim.url });
@@ -27,7 +29,16 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const app = await startInfermeter(config, { log: createLogger('warn') });
+  let app;
+  try {
+    app = await startInfermeter(config, { log: createLogger('warn') });
+  } catch (error) {
+    await sim.close();
+    const bind = describeBindError(error, config);
+    if (bind === undefined) throw error;
+    process.stderr.write(`infermeter demo: ${bind}\n`);
+    process.exit(1);
+  }
   const curl = `curl -N ${app.dataUrl}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${MODELS[0]}","stream":true,"messages":[{"role":"user","content":"hi"}]}'`;
   process.stdout.write(
     [

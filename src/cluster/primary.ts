@@ -108,7 +108,7 @@ export async function startClusterPrimary(
   for (let i = 0; i < options.workers; i++) fork();
   dataUrl = await firstListening;
   await new Promise<void>((resolve) => startWaiters.push({ n: options.workers, resolve }));
-  const management = await startManagement(config, metrics, flushAll);
+  const management = await startManagement(config, metrics, dataUrl, flushAll);
   metrics.start();
   management.setReady(true);
   log.info('infermeter started', { ...startedFields(config, dataUrl, management), workers: options.workers });

@@ -1,6 +1,6 @@
 // A worker of INFERMETER_WORKERS > 1: the data plane on the shared port, its measurement sent
 // to the primary in batches. Reads the same environment as the primary.
-import { buildDataPlane, dataPolicy } from '../app.ts';
+import { buildDataPlane, dataPolicy, drainAndSay } from '../app.ts';
 import { loadConfig } from '../config/config.ts';
 import { createLogger } from '../log.ts';
 import { listen, urlOf } from '../management/listen.ts';
@@ -25,7 +25,7 @@ process.on('message', (m: PrimaryMessage) => {
     bus.flush();
     send({ t: 'flushed', seq: m.seq });
   } else if (m.t === 'drain') {
-    void dataPlane.drain(m.timeoutMs).then(async () => {
+    void drainAndSay(dataPlane, m.timeoutMs, log).then(async () => {
       bus.flush();
       await accessLog?.close();
       process.disconnect();

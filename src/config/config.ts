@@ -6,8 +6,9 @@ import { availableParallelism, hostname } from 'node:os';
 import { bucketVariable, HISTOGRAM_FAMILIES, parseBuckets, type BucketOverrides, type HistogramFamily } from '../metrics/buckets.ts';
 import { dirname } from 'node:path';
 import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
-import { isAllAddresses, parseSecurity, readBuffer, SECURITY_VARIABLES, type Security } from './security.ts';
-import { OTEL_VARIABLES, parseOtel, type OtelConfig } from './otel-config.ts';
+import { isAllAddresses, parseSecurity, readBuffer, type Security } from './security.ts';
+import { parseOtel, type OtelConfig } from './otel-config.ts';
+import { unknownVariables, VARIABLE_NAMES } from './variables.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -64,6 +65,17 @@ export interface Config {
   readonly security: Security;
   /** The otel dialect's provider name and the OTLP export (on when an OTLP endpoint is set). */
   readonly otel: OtelConfig;
+  /** What set each listen address and port, for messages (a bind that fails names it). */
+  readonly sources: ListenSources;
+}
+
+/** The variable (or config.json key) each listen setting came from; undefined: its default. */
+export interface ListenSources {
+  readonly host: string | undefined;
+  readonly port: string | undefined;
+  readonly managementHost: string | undefined;
+  readonly managementPort: string | undefined;
+  readonly metricsPort: string | undefined;
 }
 
 export type DialectName = 'mindie' | 'aom' | 'vllm' | 'otel';
@@ -119,41 +131,11 @@ export interface LoadOptions {
   readonly readBinary?: (path: string) => Buffer;
 }
 
-/** Every variable this module reads; a test checks that the README documents each one. */
-export const VARIABLES = [
-  'INFERMETER_UPSTREAM',
-  'INFERMETER_HOST',
-  'INFERMETER_DEFAULT_HOST',
-  'INFERMETER_PORT',
-  'INFERMETER_MANAGEMENT_HOST',
-  'INFERMETER_MANAGEMENT_PORT',
-  'INFERMETER_METRICS_PORT',
-  'INFERMETER_CONFIG',
-  'MIES_SERVICE_MONITOR_MODE',
-  'MIES_CONTAINER_IP',
-  'MIES_CONTAINER_MANAGEMENT_IP',
-  'INFERMETER_MAX_INSPECT_BYTES',
-  'INFERMETER_MAX_RESPONSE_INSPECT_BYTES',
-  'INFERMETER_MAX_EVENT_BYTES',
-  'INFERMETER_THROUGHPUT_WINDOW_SECONDS',
-  'INFERMETER_LOG_LEVEL',
-  'INFERMETER_DIALECTS',
-  'INFERMETER_UPSTREAM_METRICS',
-  'INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS',
-  'INFERMETER_UPSTREAM_METRICS_TIMEOUT_MS',
-  'INFERMETER_UPSTREAM_METRICS_JSON',
-  'INFERMETER_RELAY_UPSTREAM_METRICS',
-  'INFERMETER_RELAY_INTERVAL_SECONDS',
-  'INFERMETER_JSON_WINDOW',
-  'INFERMETER_JSON_JOB',
-  'INFERMETER_INJECT_USAGE',
-  'INFERMETER_ACCESS_LOG',
-  'INFERMETER_WORKERS',
-  ...SECURITY_VARIABLES,
-  'INFERMETER_AOM_PERIOD_SECONDS',
-  ...Object.values(AOM_LABEL_VARIABLES),
-  ...OTEL_VARIABLES,
-] as const;
+/**
+ * Every variable infermeter reads: the names of the configuration table (variables.ts), which
+ * the README, --help and the unknown-variable check share.
+ */
+export const VARIABLES: readonly string[] = VARIABLE_NAMES;
 
 const MiB = 1024 * 1024;
 
@@ -169,6 +151,11 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     const read = readMindieServerConfig(configPath, options.readFile);
     if (read.ok) file = read.value;
     else problem('INFERMETER_CONFIG', read.expected, configPath);
+  }
+
+  // A mistyped name would otherwise be ignored in silence, its setting left at the default.
+  for (const { variable, closest } of unknownVariables(env)) {
+    problem(variable, `a variable infermeter reads${closest === undefined ? '' : `: did you mean ${closest}?`} (infermeter --help lists them all)`, undefined);
   }
 
   const upstream = parseUpstream(env.INFERMETER_UPSTREAM, options.requireUpstream ?? false, problem);
@@ -187,27 +174,25 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     ['INFERMETER_CONFIG ServerConfig.managementIpAddress', file.managementIpAddress],
   );
   const managementHost = parseHost(managementHostSource, host, problem);
-  const port = parsePort(
-    firstDefined(['INFERMETER_PORT', env.INFERMETER_PORT], ['INFERMETER_CONFIG ServerConfig.port', file.port]),
-    1025,
-    problem,
+  const portSource = firstDefined(['INFERMETER_PORT', env.INFERMETER_PORT], ['INFERMETER_CONFIG ServerConfig.port', file.port]);
+  const port = parsePort(portSource, 1025, problem);
+  const managementPortSource = firstDefined(
+    ['INFERMETER_MANAGEMENT_PORT', env.INFERMETER_MANAGEMENT_PORT],
+    ['INFERMETER_CONFIG ServerConfig.managementPort', file.managementPort],
   );
-  const managementPort = parsePort(
-    firstDefined(
-      ['INFERMETER_MANAGEMENT_PORT', env.INFERMETER_MANAGEMENT_PORT],
-      ['INFERMETER_CONFIG ServerConfig.managementPort', file.managementPort],
-    ),
-    1026,
-    problem,
+  const managementPort = parsePort(managementPortSource, 1026, problem);
+  const metricsPortSource = firstDefined(
+    ['INFERMETER_METRICS_PORT', env.INFERMETER_METRICS_PORT],
+    ['INFERMETER_CONFIG ServerConfig.metricsPort', file.metricsPort],
   );
-  const metricsPort = parsePort(
-    firstDefined(
-      ['INFERMETER_METRICS_PORT', env.INFERMETER_METRICS_PORT],
-      ['INFERMETER_CONFIG ServerConfig.metricsPort', file.metricsPort],
-    ),
-    1027,
-    problem,
-  );
+  const metricsPort = parsePort(metricsPortSource, 1027, problem);
+  const sources: ListenSources = Object.freeze({
+    host: hostSource?.[0],
+    port: portSource?.[0],
+    managementHost: managementHostSource?.[0],
+    managementPort: managementPortSource?.[0],
+    metricsPort: metricsPortSource?.[0],
+  });
 
   // A fixed port shared by the data plane and a management listener on the same address
   // would fail at bind time with EADDRINUSE; say so now, naming the variables.
@@ -267,8 +252,12 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   // packaging's default (the image's 0.0.0.0), not an address the operator asked for.
   if (!security.allowAllZeroIp) {
     const zero = isAllAddresses;
-    if (hostSource !== undefined && zero(host)) problem('INFERMETER_HOST', 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)', host);
-    if ((managementHostSource ?? hostSource) !== undefined && zero(managementHost)) problem('INFERMETER_MANAGEMENT_HOST', 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)', managementHost);
+    const needs = 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)';
+    // Name what the operator set: an unset management host follows the data-plane host. A
+    // defaulted host (INFERMETER_DEFAULT_HOST, the image's) is exempt.
+    const follows = managementHostSource === undefined;
+    if (hostSource !== undefined && zero(host)) problem(sources.host ?? 'INFERMETER_HOST', follows ? `${needs}; the management and metrics ports follow it, INFERMETER_MANAGEMENT_HOST being unset` : needs, host);
+    if (!follows && zero(managementHost)) problem(sources.managementHost ?? 'INFERMETER_MANAGEMENT_HOST', needs, managementHost);
   }
   const workersRaw = nonEmpty(env.INFERMETER_WORKERS)?.toLowerCase();
   const workers = workersRaw === 'auto' ? availableParallelism() : parseInteger(env, 'INFERMETER_WORKERS', 1, 1, 256, problem, 'an integer from 1 to 256, or auto (one per CPU)');
@@ -306,6 +295,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     workers,
     security,
     otel,
+    sources,
   });
 }
 
@@ -346,6 +336,14 @@ function parseUpstream(raw: string | undefined, required: boolean, problem: Prob
   }
   if (url.username !== '' || url.password !== '' || url.hash !== '' || url.search !== '') {
     problem('INFERMETER_UPSTREAM', `${expected} without credentials, query or fragment`, redactUrl(url));
+    return undefined;
+  }
+  // The base URL OpenAI clients are given ends in /v1; the model server's does not: clients'
+  // paths already start with /v1, and every request would go to /v1/v1/... and get a 404.
+  if (/\/v1\/?$/.test(url.pathname)) {
+    const fixed = new URL(url.href);
+    fixed.pathname = url.pathname.replace(/\/v1\/?$/, '');
+    problem('INFERMETER_UPSTREAM', `the model server's URL without the trailing /v1 (clients' paths start with /v1 already; with it, requests would go to /v1/v1/...): set ${fixed.href.replace(/\/$/, '')}`, raw);
     return undefined;
   }
   return url;

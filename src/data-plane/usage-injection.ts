@@ -2,11 +2,13 @@
 // for usage gets `"stream_options":{"include_usage":true}` inserted on its way to the upstream
 // (every other byte of the body as it was), so the engine reports token counts in a final
 // usage-only chunk, which is then removed from what the client receives. An explicit
-// include_usage (true or false), or a stream_options that is not an object, is left alone.
+// include_usage (true or false), or a stream_options that is not an object, is left alone;
+// `"stream_options":null` (some clients write null for unset fields) counts as absent.
 import type { ScanResult } from '../stream-tap/request-body-scanner.ts';
 
 const FIELD = Buffer.from('"stream_options":{"include_usage":true}');
 const INNER = Buffer.from('"include_usage":true');
+const OPTIONS = Buffer.from('{"include_usage":true}');
 const COMMA = Buffer.from(',');
 const ONLY_INCLUDE_USAGE = /^\{\s*"include_usage"\s*:\s*(?:true|false)\s*\}$/;
 
@@ -22,7 +24,10 @@ export function injectUsage(body: Buffer, scan: ScanResult): Buffer | undefined 
     // The object has its "stream" member at least: the one inserted first takes a comma.
     return Buffer.concat([body.subarray(0, at), FIELD, COMMA, body.subarray(at)]);
   }
-  if (!options.isObject) return undefined;
+  if (!options.isObject) {
+    if (body.toString('latin1', options.start, options.end).trim() !== 'null') return undefined;
+    return Buffer.concat([body.subarray(0, options.start), OPTIONS, body.subarray(options.end)]);
+  }
   // The form clients send: include_usage alone, with no escape. Anything else is parsed.
   if (ONLY_INCLUDE_USAGE.test(body.toString('latin1', options.start, options.end))) return undefined;
   let parsed: unknown;

@@ -3,10 +3,14 @@
 // first token, gaps between tokens and usage as a vLLM-like server produces them (usage in a
 // final chunk only when the request asks for it with stream_options.include_usage), and a
 // vLLM-style /metrics reporting its own queues and a KV-cache usage that follows the load.
+// Each API answers in OpenAI's shapes (responses-api.ts, embeddings.ts), so that the official
+// SDKs and the Vercel AI SDK accept what it sends.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serveMessages } from './anthropic.ts';
 import type { Plan } from './plan.ts';
+import { embeddingsResponse } from './embeddings.ts';
+import { createResponseEvents, responseObject, type ResponseRequest } from './responses-api.ts';
 
 export interface SimOptions {
   /** Models /v1/models lists; requests for other models get a 404 as vLLM answers. */
@@ -90,15 +94,10 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
         ttftMs: value(options.ttftMs, 120),
         gapMs: () => value(options.interTokenMs, 25),
         tokensPerEvent,
+        body,
       };
       if (path.endsWith('/v1/embeddings')) {
-        const inputs = Array.isArray(body.input) ? body.input : [body.input];
-        json(res, 200, {
-          object: 'list',
-          data: inputs.map((_, index) => ({ object: 'embedding', index, embedding: [0.1, -0.2, 0.3] })),
-          model,
-          usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
-        });
+        json(res, 200, embeddingsResponse(body, model, promptTokens));
         return;
       }
       if (path.endsWith('/v1/messages')) {
@@ -142,6 +141,8 @@ export async function startSimServer(options: SimOptions = {}, host = '127.0.0.1
       }),
   };
 }
+
+const responseRequest = (plan: Plan): ResponseRequest => ({ id: plan.id, model: plan.model, promptTokens: plan.promptTokens, body: plan.body });
 
 type Api = 'chat' | 'completions' | 'responses';
 
@@ -198,8 +199,9 @@ async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: b
       ? { id: plan.id, object: 'chat.completion.chunk', created, model: plan.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }
       : { id: plan.id, object: 'text_completion', created, model: plan.model, choices: [{ index: 0, text: delta.content ?? '', logprobs: null, finish_reason: finish }] };
 
+  const events = api === 'responses' ? createResponseEvents(responseRequest(plan)) : undefined;
   if (api === 'chat') send(chunk({ role: 'assistant', content: '' }));
-  if (api === 'responses') send({ type: 'response.created', response: { id: plan.id, status: 'in_progress', model: plan.model } }, 'response.created');
+  for (const e of events?.start() ?? []) send(e, e.type);
   await sleep(plan.ttftMs);
   engine.firstToken();
   let sent = 0;
@@ -211,25 +213,13 @@ async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: b
     for (let i = 0; i < n; i++) piece += WORDS[(sent + i) % WORDS.length];
     sent += n;
     text += piece;
-    if (api === 'responses') send({ type: 'response.output_text.delta', delta: piece, output_index: 0, content_index: 0 }, 'response.output_text.delta');
+    if (events !== undefined) send(events.delta(piece), 'response.output_text.delta');
     else send(chunk({ content: piece }));
   }
   if (closed) return;
   const usage = { prompt_tokens: plan.promptTokens, completion_tokens: sent, total_tokens: plan.promptTokens + sent };
-  if (api === 'responses') {
-    send(
-      {
-        type: 'response.completed',
-        response: {
-          id: plan.id,
-          status: 'completed',
-          model: plan.model,
-          output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] }],
-          usage: { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.total_tokens },
-        },
-      },
-      'response.completed',
-    );
+  if (events !== undefined) {
+    for (const e of events.finish(text, { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens })) send(e, e.type);
     res.end();
     return;
   }
@@ -248,7 +238,7 @@ function answer(res: ServerResponse, api: Api, plan: Plan): void {
   } else if (api === 'completions') {
     json(res, 200, { id: plan.id, object: 'text_completion', created, model: plan.model, choices: [{ index: 0, text, logprobs: null, finish_reason: 'length' }], usage });
   } else {
-    json(res, 200, { id: plan.id, object: 'response', status: 'completed', model: plan.model, output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text }] }], usage: { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.total_tokens } });
+    json(res, 200, responseObject(responseRequest(plan), { text, usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens } }));
   }
 }
 

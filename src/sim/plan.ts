@@ -8,4 +8,6 @@ export interface Plan {
   /** Milliseconds between two tokens, drawn per gap. */
   readonly gapMs: () => number;
   readonly tokensPerEvent: number;
+  /** The request body, for the fields an answer echoes. */
+  readonly body: Readonly<Record<string, unknown>>;
 }

@@ -137,6 +137,8 @@ describe('graceful drain', () => {
     upstreamRes.end(event('b') + 'data: [DONE]\n\n');
     const rest = await restOf(reader);
     assert.equal(rest, event('b') + 'data: [DONE]\n\n', 'the stream finished whole');
+    const drained = await app.logged(/^drained/);
+    assert.deepEqual([drained.level, drained.msg, drained.timeout_ms], ['info', 'drained: every request in flight finished', 30000]);
     assert.deepEqual(await app.exited, [0, null]);
   });
 
@@ -148,6 +150,9 @@ describe('graceful drain', () => {
     app.child.kill('SIGTERM');
     const got = await readToEnd(res);
     assert.deepEqual([got.text, got.clean], [event('a'), false]);
+    const timedOut = await app.logged(/^drain timed out/);
+    assert.deepEqual([timedOut.level, timedOut.requests_cut, timedOut.timeout_ms], ['warn', 1, 300]);
+    assert.ok((timedOut.duration_ms as number) >= 300 - 1, `drained after ${String(timedOut.duration_ms)} ms, no sooner than the timeout`);
     assert.deepEqual(await app.exited, [0, null]);
   });
 
@@ -163,6 +168,7 @@ describe('graceful drain', () => {
     upstreamRes.end(event('b') + 'data: [DONE]\n\n');
     const rest = await restOf(reader);
     assert.equal(rest, event('b') + 'data: [DONE]\n\n', 'the stream finished whole');
+    await app.logged(/^drained: every request in flight finished$/); // a worker's line
     assert.deepEqual(await app.exited, [0, null]);
   });
 
@@ -171,7 +177,7 @@ describe('graceful drain', () => {
     const upstream = await startHeldUpstream(t);
     const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '30000' }, true, NPM_START);
     const node = childOf(app.child.pid!);
-    assert.match(readFileSync(`/proc/${node}/cmdline`, 'utf8'), /node\0--max-semi-space-size=8\0--initial-heap-size=64\0src\/cli\.ts/, 'npm\'s child is node itself (its script execs node)');
+    assert.match(readFileSync(`/proc/${node}/cmdline`, 'utf8'), /node\0--max-semi-space-size=8\0--initial-heap-size=64\0bin\/infermeter\.js/, 'npm\'s child is node itself (its script execs node)');
     const { response, upstreamRes } = await streamInFlight(app, upstream);
     const reader = (await response).body!.getReader();
     assert.equal(Buffer.from((await reader.read()).value!).toString(), event('a'));

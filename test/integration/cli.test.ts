@@ -2,17 +2,22 @@
 // with one message naming each variable; a good one starts on the chosen ports, logs them,
 // answers /health, /ready and /metrics, and stops cleanly on SIGTERM.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, it, type TestContext } from 'node:test';
+import { CONFIGURATION_TABLE } from '../../src/config/variables.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
+import { VERSION } from '../../src/version.ts';
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 const DEMO = fileURLToPath(new URL('../../src/demo.ts', import.meta.url));
+const LAUNCHER = fileURLToPath(new URL('../../bin/infermeter.js', import.meta.url));
 
-function run(t: TestContext, script: string, env: Record<string, string>, args: string[] = []): ChildProcessWithoutNullStreams {
-  const child = spawn(process.execPath, [script, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
+function run(t: TestContext, script: string, env: Record<string, string>, args: string[] = [], node = process.execPath): ChildProcessWithoutNullStreams {
+  const child = spawn(node, [script, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
@@ -68,7 +73,12 @@ describe('infermeter CLI', () => {
     assert.notEqual(started.data, started.management);
     assert.equal((await fetch(`${started.management}/health`)).status, 200);
     assert.deepEqual(await (await fetch(`${started.management}/ready`)).json(), { status: 'ready' });
-    assert.equal((await fetch(`${started.management}/metrics`)).status, 404, '/metrics only on the metrics port');
+    const wrongPort = await fetch(`${started.management}/metrics`);
+    assert.equal(wrongPort.status, 404, '/metrics only on the metrics port');
+    assert.equal(((await wrongPort.json()) as { error: string }).error, `/metrics is served on the metrics port: ${started.metrics}`);
+    const index = (await (await fetch(`${started.management}/`)).json()) as { data: { url: string }; management: { url: string; serves: Record<string, string> }; metrics: string };
+    assert.deepEqual([index.data.url, index.management.url, index.metrics], [started.data, started.management, started.metrics]);
+    assert.deepEqual(Object.keys(index.management.serves), ['/health', '/ready', '/metrics-json', '/dashboard']);
     const completion = await fetch(`${started.data}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -120,5 +130,126 @@ describe('npm run demo', () => {
     const m = /^received (\d+): (\d+) ok/.exec(last);
     assert.ok(m, last);
     assert.ok(Number(m[1]) >= 4 && Number(m[2]) >= 1, last);
+  });
+});
+
+/** A port some other process holds for the test's duration. */
+async function busyPort(t: TestContext): Promise<number> {
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  t.after(() => holder.close());
+  return (holder.address() as AddressInfo).port;
+}
+
+async function exitOf(child: ChildProcessWithoutNullStreams): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const [stdout, stderr, [code]] = await Promise.all([collect(child.stdout), collect(child.stderr), once(child, 'exit')]);
+  return { code: code as number | null, stdout, stderr };
+}
+
+describe('infermeter on the command line, as a newcomer meets it', () => {
+  it('--help and -h list the commands and every variable of the configuration table with its default', async (t) => {
+    for (const flag of ['--help', '-h']) {
+      const { code, stdout, stderr } = await exitOf(run(t, LAUNCHER, {}, [flag]));
+      assert.equal(code, 0, stderr);
+      for (const command of ['infermeter sim [--port N] [--host H]', 'infermeter demo', 'infermeter --version']) assert.ok(stdout.includes(command), `${command} in:\n${stdout}`);
+      for (const v of CONFIGURATION_TABLE) {
+        assert.ok(stdout.includes(`\n  ${v.name}\n      default: `), `${v.name} in --help`);
+      }
+      assert.match(stdout, /INFERMETER_PORT\n {6}default: config port, else 1025\n {6}data-plane port; 0 picks a free port/);
+    }
+  });
+
+  it('--version prints the package version', async (t) => {
+    const { code, stdout } = await exitOf(run(t, LAUNCHER, {}, ['--version']));
+    assert.equal(code, 0);
+    assert.equal(stdout, `${VERSION}\n`);
+  });
+
+  it('an unknown command stops with a pointer to --help', async (t) => {
+    const { code, stderr } = await exitOf(run(t, LAUNCHER, {}, ['strat']));
+    assert.equal(code, 2);
+    assert.match(stderr, /unknown command "strat"; infermeter --help/);
+  });
+
+  it('sim starts the simulated model server alone and prints its URL; the proxy works in front of it', async (t) => {
+    const child = run(t, LAUNCHER, {}, ['sim', '--port', '0', '--host', '127.0.0.1']);
+    const line = await lineMatching(child.stdout, /^ {2}url /);
+    const url = /http:\/\/127\.0\.0\.1:\d+/.exec(line)?.[0];
+    assert.ok(url, line);
+    const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> };
+    assert.deepEqual(models.data.map((m) => m.id), ['sim-llama-8b', 'sim-qwen-7b']);
+    const proxy = run(t, CLI, { INFERMETER_UPSTREAM: url, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' });
+    const started = JSON.parse(await lineMatching(proxy.stderr, /"infermeter started"/)) as Record<string, string>;
+    const res = await fetch(`${started.data}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-qwen-7b', prompt: 'hi', max_tokens: 2 }) });
+    assert.equal(res.status, 200);
+    assert.equal(((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens, 2);
+    proxy.kill('SIGTERM');
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 0);
+  });
+
+  it('sim refuses a bad --port and names --port when the port is taken', async (t) => {
+    const bad = await exitOf(run(t, LAUNCHER, {}, ['sim', '--port', 'eighty']));
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--port expects an integer port from 0 to 65535/);
+    const port = await busyPort(t);
+    const busy = await exitOf(run(t, LAUNCHER, {}, ['sim', `--port=${port}`]));
+    assert.equal(busy.code, 1);
+    assert.match(busy.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: port ${port} is in use; choose another with --port N`));
+  });
+
+  it('an unknown INFERMETER_* variable stops the start, naming the closest known one', async (t) => {
+    const { code, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_UPSTREM: 'http://127.0.0.1:8000', INFERMETER_PROT: '2025' }));
+    assert.equal(code, 2);
+    assert.match(stderr, /INFERMETER_UPSTREM: expected a variable infermeter reads: did you mean INFERMETER_UPSTREAM\?/);
+    assert.match(stderr, /INFERMETER_PROT: expected a variable infermeter reads: did you mean INFERMETER_PORT\?/);
+  });
+
+  it('an upstream ending in /v1 stops the start, naming the URL to set', async (t) => {
+    const { code, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_UPSTREAM: 'http://127.0.0.1:8000/v1' }));
+    assert.equal(code, 2);
+    assert.match(stderr, /INFERMETER_UPSTREAM: expected the model server's URL without the trailing \/v1 .*: set http:\/\/127\.0\.0\.1:8000, got "http:\/\/127\.0\.0\.1:8000\/v1"/);
+  });
+
+  it('a port in use: the message names the variable that set it and its value', async (t) => {
+    const sim = await startSimServer();
+    t.after(() => sim.close());
+    const port = await busyPort(t);
+    const { code, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_UPSTREAM: sim.url, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: String(port) }));
+    assert.equal(code, 1);
+    assert.match(stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} \\(metrics port\\): the port is in use by another process; the port is set by INFERMETER_METRICS_PORT=${port}: set INFERMETER_METRICS_PORT to a free port \\(0 picks one\\)`));
+  });
+
+  it('a port in use by the demo: the same message, naming INFERMETER_PORT', async (t) => {
+    const port = await busyPort(t);
+    const { code, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_PORT: String(port), INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' }, ['demo', '--duration', '1']));
+    assert.equal(code, 1);
+    assert.match(stderr, new RegExp(`infermeter demo: cannot listen on 127\\.0\\.0\\.1:${port} \\(data plane\\): .*set by INFERMETER_PORT=${port}`));
+  });
+});
+
+/** A Node older than infermeter needs: the system's (Node 20 on Debian 13), when it is one. */
+function oldNode(): string | undefined {
+  for (const candidate of ['/usr/bin/node', '/usr/local/bin/node']) {
+    if (!existsSync(candidate)) continue;
+    const version = spawnSync(candidate, ['-p', 'process.versions.node'], { encoding: 'utf8' }).stdout.trim();
+    const [major = 0, minor = 0] = version.split('.').map(Number);
+    if (major < 22 || (major === 22 && minor < 18)) return candidate;
+  }
+  return undefined;
+}
+
+describe('the Node version check', () => {
+  const old = oldNode();
+  it('under an older Node, says in one line which Node it found, which it needs and how to get it', { skip: old === undefined ? 'no Node older than 22.18 on this machine' : false }, async (t) => {
+    const version = spawnSync(old!, ['-p', 'process.versions.node'], { encoding: 'utf8' }).stdout.trim();
+    for (const args of [['--version'], [], ['sim'], ['demo']]) {
+      const { code, stdout, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_UPSTREAM: 'http://127.0.0.1:8000' }, args, old!));
+      assert.equal(code, 1, stderr);
+      assert.equal(stdout, '');
+      assert.equal(stderr.trimEnd().split('\n').length, 1, stderr);
+      assert.match(stderr, new RegExp(`^infermeter: needs Node\\.js >= 22\\.18 \\(24 LTS recommended\\), found ${version.replaceAll('.', '\\.')} at ${old}; install Node 24 \\(https://nodejs\\.org`));
+    }
   });
 });

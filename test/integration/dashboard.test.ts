@@ -295,6 +295,36 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     assert.deepEqual(errors, [], 'no console error');
   });
 
+  it('opens on the busiest model unless #model=<name> names one; legends carry their units; a fresh page spans a minute', async (t) => {
+    const upstream = await startSim(t);
+    const app = await startProxy(t, upstream, { INFERMETER_UPSTREAM_METRICS: `${upstream}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '1' });
+    const post = async (model: string): Promise<void> => {
+      await (await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model, max_tokens: 2, stream: true }) })).arrayBuffer();
+    };
+    // First in name order, but one 404 only; the busiest is the last in name order.
+    await post('a-mistyped-model');
+    for (let i = 0; i < 3; i++) await post(MODELS[1]!);
+    await post(MODELS[0]!);
+    const { page, errors } = await open(t, app);
+    await page.waitForFunction((n) => document.querySelectorAll('#models tbody tr').length === n, 3, { timeout: 10_000 });
+    assert.equal(await page.locator('#model').inputValue(), MODELS[1]);
+    await page.waitForFunction((model) => [...document.querySelectorAll('.chart')].every((c) => (c as Dom).dataset.model === model), MODELS[1]);
+    // The legends' newest values: TTFT in ms, the KV cache in % (the simulated engine's /metrics is read).
+    await page.waitForFunction(() => /\d ms$/.test(document.querySelector('[data-chart="ttft"] .u-series:nth-child(2) .u-value')?.textContent ?? ''), undefined, { timeout: 10_000 });
+    await page.waitForFunction(() => /\d %$/.test(document.querySelector('[data-chart="kv"] .u-series:nth-child(2) .u-value')?.textContent ?? ''), undefined, { timeout: 10_000 });
+    // The time axis spans at least a minute on a fresh page (seconds of data).
+    const spans = await page.locator('.chart').evaluateAll((els) => els.map((e) => Number((e as Dom).dataset.xspan)));
+    assert.ok(spans.every((s) => s >= 60), `x spans ${spans.join(', ')} s`);
+
+    const named = await browser.newContext({ viewport: { width: 1440, height: 1050 } });
+    t.after(() => named.close());
+    const other = await named.newPage();
+    await other.goto(`${app.managementUrl}/dashboard#model=a-mistyped-model`);
+    await other.waitForFunction(() => [...document.querySelectorAll('.chart')].every((c) => (c as Dom).dataset.model === 'a-mistyped-model'), undefined, { timeout: 10_000 });
+    assert.equal(await other.locator('#model').inputValue(), 'a-mistyped-model');
+    assert.deepEqual(errors, []);
+  });
+
   it('with a metrics token: asks for it, refuses a wrong one, works with the right one, and keeps it out of URLs', async (t) => {
     const upstream = await startSim(t);
     const app = await startProxy(t, upstream, { INFERMETER_METRICS_TOKEN: TOKEN });

@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { ConfigError, loadConfig, VARIABLES } from '../../src/config/config.ts';
+import { readdirSync } from 'node:fs';
+import { ConfigError, loadConfig, AOM_LABEL_VARIABLES, VARIABLES } from '../../src/config/config.ts';
+import { OTEL_VARIABLES } from '../../src/config/otel-config.ts';
+import { SECURITY_VARIABLES } from '../../src/config/security.ts';
+import { CONFIGURATION_TABLE, closestVariable, unknownVariables } from '../../src/config/variables.ts';
 import { HISTOGRAM_FAMILIES } from '../../src/metrics/buckets.ts';
 
 const noFile = (path: string): string => {
@@ -157,5 +161,111 @@ describe('loadConfig', () => {
     for (const variable of VARIABLES) assert.match(readme, new RegExp(`\\| \`${variable}\` \\|`), `${variable} in README`);
     assert.match(readme, /\| `INFERMETER_BUCKETS_<FAMILY>` \|/);
     for (const family of HISTOGRAM_FAMILIES) assert.match(readme, new RegExp(`\`${family}\``), `histogram family ${family} named in README`);
+  });
+
+  it('has one table: the README configuration table is variables.ts row by row', () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const rows = readme.split('\n').filter((l) => /^\| `[A-Z][A-Z0-9_<>]*` \|/.test(l));
+    const documented = rows.map((l) => {
+      const cells = l.slice(2, -2).split(' | ');
+      return { name: cells[0]!.replaceAll('`', ''), default: cells[1], meaning: cells[2] };
+    });
+    assert.deepEqual(documented, CONFIGURATION_TABLE.map((v) => ({ ...v })));
+  });
+
+  it('reads no INFERMETER_* variable the table lacks: every name written in src/config is in it', () => {
+    const dir = new URL('../../src/config/', import.meta.url);
+    const known = new Set(VARIABLES);
+    for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
+      const text = readFileSync(new URL(file, dir), 'utf8');
+      for (const [name] of text.matchAll(/\b(?:INFERMETER|MIES|OTEL)_[A-Z0-9_]*[A-Z0-9]\b/g)) {
+        if (name === 'OTEL_VARIABLES' || name === 'INFERMETER_CONFIG_INVALID' || /^INFERMETER_(?:MANAGEMENT|METRICS|BUCKETS)$|^INFERMETER_BUCKETS_/.test(name)) continue;
+        assert.ok(known.has(name), `${name} (in src/config/${file}) is in the configuration table`);
+      }
+    }
+    for (const v of [...SECURITY_VARIABLES, ...OTEL_VARIABLES, ...Object.values(AOM_LABEL_VARIABLES)]) assert.ok(known.has(v), v);
+  });
+
+  it('stops the start on an unknown INFERMETER_* variable, naming the closest known one, never its value', () => {
+    const cases: Array<[string, string]> = [
+      ['INFERMETER_UPSTREM', 'INFERMETER_UPSTREAM'],
+      ['INFERMETER_PROT', 'INFERMETER_PORT'],
+      ['INFERMETER_INJECT_USGE', 'INFERMETER_INJECT_USAGE'],
+      ['INFERMETER_METRICS_TOKN', 'INFERMETER_METRICS_TOKEN'],
+      ['INFERMETER_DIALECT', 'INFERMETER_DIALECTS'],
+    ];
+    for (const [typed, meant] of cases) {
+      assert.equal(closestVariable(typed), meant, typed);
+      assert.throws(
+        () => loadConfig({ [typed]: 'secret-value' }),
+        (e: unknown) => e instanceof ConfigError && e.message.includes(`${typed}: expected a variable infermeter reads: did you mean ${meant}?`) && !e.message.includes('secret-value'),
+        typed,
+      );
+    }
+    assert.equal(closestVariable('INFERMETER_FOO'), undefined, 'no far-fetched guess');
+    assert.throws(() => loadConfig({ INFERMETER_FOO: '1' }), /INFERMETER_FOO: expected a variable infermeter reads \(infermeter --help lists them all\)/);
+  });
+
+  it('lets through what is not a typing mistake: Kubernetes service links, bucket variables, other prefixes', () => {
+    const env = {
+      INFERMETER_SERVICE_HOST: '10.0.0.1',
+      INFERMETER_SERVICE_PORT: '1025',
+      INFERMETER_SERVICE_PORT_HTTP: '1025',
+      INFERMETER_PORT_1025_TCP: 'tcp://10.0.0.1:1025',
+      INFERMETER_PORT_1025_TCP_PROTO: 'tcp',
+      INFERMETER_PORT_1025_TCP_PORT: '1025',
+      INFERMETER_PORT_1025_TCP_ADDR: '10.0.0.1',
+      INFERMETER_METRICS_SERVICE_HOST: '10.0.0.2',
+      INFERMETER_BUCKETS_TIME_TO_FIRST_TOKEN_SECONDS: '1,2',
+      OTEL_EXPORTER_OTLP_INSECURE: 'true',
+      PATH: '/usr/bin',
+    };
+    assert.deepEqual(unknownVariables(env), []);
+    assert.equal(loadConfig(env).port, 1025);
+  });
+
+  it('refuses an upstream ending in /v1, naming the URL to set instead', () => {
+    for (const [given, fix] of [
+      ['http://127.0.0.1:8000/v1', 'http://127.0.0.1:8000'],
+      ['http://127.0.0.1:8000/v1/', 'http://127.0.0.1:8000'],
+      ['https://models.example/serving/llama/v1', 'https://models.example/serving/llama'],
+    ] as const) {
+      assert.throws(
+        () => loadConfig({ INFERMETER_UPSTREAM: given }),
+        (e: unknown) => e instanceof ConfigError && e.message.includes('without the trailing /v1') && e.message.includes(`set ${fix}, got`) && e.message.includes(`got "${given}"`),
+        given,
+      );
+    }
+    assert.equal(loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000/v1beta' }).upstream?.pathname, '/v1beta');
+  });
+
+  it('names what the operator set when refusing 0.0.0.0: the management host follows it when unset', () => {
+    assert.throws(
+      () => loadConfig({ INFERMETER_HOST: '0.0.0.0' }),
+      (e: unknown) => {
+        assert.ok(e instanceof ConfigError);
+        assert.deepEqual(e.problems.map((p) => p.variable), ['INFERMETER_HOST']);
+        assert.match(e.message, /the management and metrics ports follow it, INFERMETER_MANAGEMENT_HOST being unset/);
+        return true;
+      },
+    );
+    assert.throws(
+      () => loadConfig({ INFERMETER_HOST: '127.0.0.1', INFERMETER_MANAGEMENT_HOST: '::' }),
+      (e: unknown) => e instanceof ConfigError && e.problems.map((p) => p.variable).join() === 'INFERMETER_MANAGEMENT_HOST',
+    );
+    assert.throws(
+      () => loadConfig({ MIES_CONTAINER_IP: '0.0.0.0', MIES_CONTAINER_MANAGEMENT_IP: '0.0.0.0' }),
+      (e: unknown) => e instanceof ConfigError && e.problems.map((p) => p.variable).join() === 'MIES_CONTAINER_IP,MIES_CONTAINER_MANAGEMENT_IP',
+    );
+  });
+
+  it('records what set each listen setting', () => {
+    assert.deepEqual({ ...loadConfig({ INFERMETER_METRICS_PORT: '2027', MIES_CONTAINER_IP: '127.0.0.3' }).sources }, {
+      host: 'MIES_CONTAINER_IP',
+      port: undefined,
+      managementHost: undefined,
+      managementPort: undefined,
+      metricsPort: 'INFERMETER_METRICS_PORT',
+    });
   });
 });

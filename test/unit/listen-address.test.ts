@@ -96,9 +96,10 @@ describe('the all-addresses guard', () => {
       return 'accepted';
     };
     assert.match(refused({ INFERMETER_MANAGEMENT_HOST: '0x0' }), /INFERMETER_MANAGEMENT_HOST: expected a specific address/);
-    assert.match(refused({ MIES_CONTAINER_IP: '::ffff:0.0.0.0' }), /INFERMETER_HOST: expected a specific address/);
-    assert.match(refused({ MIES_CONTAINER_MANAGEMENT_IP: '[::0]', INFERMETER_HOST: '127.0.0.1' }), /INFERMETER_MANAGEMENT_HOST: expected a specific address/);
-    assert.match(refused({ INFERMETER_CONFIG: 'c.json' }, () => '{"ServerConfig":{"ipAddress":"000.000.000.000"}}'), /INFERMETER_HOST: expected a specific address/);
+    // The refusal names what the operator set (issue 21): here MindIE's variable.
+    assert.match(refused({ MIES_CONTAINER_IP: '::ffff:0.0.0.0' }), /MIES_CONTAINER_IP: expected a specific address/);
+    assert.match(refused({ MIES_CONTAINER_MANAGEMENT_IP: '[::0]', INFERMETER_HOST: '127.0.0.1' }), /MIES_CONTAINER_MANAGEMENT_IP: expected a specific address/);
+    assert.match(refused({ INFERMETER_CONFIG: 'c.json' }, () => '{"ServerConfig":{"ipAddress":"000.000.000.000"}}'), /INFERMETER_CONFIG ServerConfig\.ipAddress: expected a specific address/);
     assert.equal(refused({ INFERMETER_CONFIG: 'c.json' }, () => '{"ServerConfig":{"ipAddress":"0","allowAllZeroIpListening":true}}'), 'accepted');
   });
 

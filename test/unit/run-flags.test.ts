@@ -1,6 +1,6 @@
-// infermeter's node flags are written in five places that no code shares: the bin's shebang,
-// `npm start`, the image's entrypoint, the benchmark's targets and the commands of
-// docs/deploy.md. They must be one set, and one this Node accepts (a misspelt V8 flag stops
+// infermeter's node flags are written in six places that no code shares: the shebangs of
+// bin/infermeter.js and src/cli.ts, `npm start`, the image's entrypoint, the benchmark's
+// targets and the commands of docs/deploy.md. They must be one set, and one this Node accepts (a misspelt V8 flag stops
 // node at start).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -12,12 +12,14 @@ const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta
 
 describe('node flags', () => {
   it('are the same in the shebang, npm start, the image, the bench and the deployment guide', () => {
-    const shebang = /^#!\/usr\/bin\/env -S node (.*) *$/.exec(read('src/cli.ts').split('\n')[0]!)?.[1];
-    assert.equal(shebang, INFERMETER_FLAGS);
+    for (const file of ['src/cli.ts', 'bin/infermeter.js']) {
+      const shebang = /^#!\/usr\/bin\/env -S node (.*) *$/.exec(read(file).split('\n')[0]!)?.[1];
+      assert.equal(shebang, INFERMETER_FLAGS, file);
+    }
 
     const start = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts.start;
     // exec: npm's shell is replaced by node, so the SIGTERM npm forwards reaches node (see the drain test).
-    assert.equal(start, `exec node ${INFERMETER_FLAGS} src/cli.ts`);
+    assert.equal(start, `exec node ${INFERMETER_FLAGS} bin/infermeter.js`);
 
     const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(read('Dockerfile'))?.[1];
     assert.ok(entrypoint !== undefined, 'the Dockerfile has an exec-form ENTRYPOINT');

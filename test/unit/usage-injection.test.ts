@@ -21,12 +21,20 @@ describe('usage injection', () => {
     assert.equal(inject('{"stream":true,"stream_options":{ }}'), '{"stream":true,"stream_options":{"include_usage":true }}');
   });
 
+  it('takes stream_options: null (a client\'s unset field) as absent: the null becomes the object', () => {
+    assert.equal(inject('{"stream":true,"stream_options":null}'), '{"stream":true,"stream_options":{"include_usage":true}}');
+    assert.equal(inject('{"stream_options": null ,"stream":true}'), '{"stream_options": {"include_usage":true} ,"stream":true}');
+    const out = inject('{"model":"m","stream_options":null,"stream":true,"n":1}')!;
+    assert.deepEqual(JSON.parse(out), { model: 'm', stream_options: { include_usage: true }, stream: true, n: 1 });
+  });
+
   it('leaves alone what it must not change', () => {
     assert.equal(inject('{"model":"m"}'), undefined, 'not streaming');
     assert.equal(inject('{"stream":false}'), undefined);
     assert.equal(inject('{"stream":true,"stream_options":{"include_usage":true}}'), undefined, 'asked already');
     assert.equal(inject('{"stream":true,"stream_options":{"include_usage":false}}'), undefined, 'an explicit choice is respected');
-    assert.equal(inject('{"stream":true,"stream_options":null}'), undefined, 'not an object');
+    assert.equal(inject('{"stream":true,"stream_options":1}'), undefined, 'not an object');
+    assert.equal(inject('{"stream":true,"stream_options":[]}'), undefined, 'not an object');
     assert.equal(inject('{"stream":true,'), undefined, 'not JSON');
   });
 

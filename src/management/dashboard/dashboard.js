@@ -12,11 +12,11 @@
   const QUANTILE_COLORS = ['#2f6fd6', '#e08a1e', '#c8372d'];
   const CHARTS = [
     { id: 'requests', title: 'Requests', unit: 'per second', series: [['requests', 'received', '#5f6b7a'], ['success', 'success', '#3a9a4a'], ['failed', 'failed', '#c8372d'], ['cancelled', 'cancelled', '#9b59b6']] },
-    { id: 'ttft', title: 'Time to first token', unit: 'ms', scale: 1000, series: [['ttftP50', 'p50'], ['ttftP90', 'p90'], ['ttftP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
-    { id: 'tpot', title: 'Time per output token', unit: 'ms', scale: 1000, series: [['tpotP50', 'p50'], ['tpotP90', 'p90'], ['tpotP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
+    { id: 'ttft', title: 'Time to first token', unit: 'ms', suffix: ' ms', scale: 1000, series: [['ttftP50', 'p50'], ['ttftP90', 'p90'], ['ttftP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
+    { id: 'tpot', title: 'Time per output token', unit: 'ms', suffix: ' ms', scale: 1000, series: [['tpotP50', 'p50'], ['tpotP90', 'p90'], ['tpotP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
     { id: 'tokens', title: 'Tokens', unit: 'per second', series: [['promptTokens', 'prompt', '#8c6d31'], ['generationTokens', 'generation', '#2f6fd6']] },
     { id: 'inflight', title: 'In flight', unit: 'requests', series: [['waiting', 'waiting', '#e08a1e'], ['running', 'running', '#3a9a4a']] },
-    { id: 'kv', title: 'KV-cache usage', unit: '% (engine)', scale: 100, series: [['kvCache', 'KV cache', '#9b59b6']] },
+    { id: 'kv', title: 'KV-cache usage', unit: '% (engine)', suffix: ' %', scale: 100, series: [['kvCache', 'KV cache', '#9b59b6']] },
   ];
   // Table columns: [series or derived field, decimals/scale].
   const COLUMNS = [
@@ -164,12 +164,20 @@
     $('live').hidden = false;
     const models = [...store.models.keys()];
     $('empty').hidden = models.length > 0;
-    if (!store.models.has(selected)) selected = models[0] || '';
+    // Unless the URL names one (#model=<name>), open on the busiest model: the first one in
+    // name order may well be a mistyped name that only ever got 404s.
+    if (!store.models.has(selected)) selected = busiest(models);
     renderTable(models);
     renderSelect(models);
     const meta = store.meta;
     $('notes').textContent = `rates over the last ${meta.rateWindowSeconds} s; quantiles over the last ${meta.quantileWindowSeconds} s (within ±${(meta.quantileRelativeError * 100).toFixed(1)} %); ${Math.round(meta.retentionSeconds / 60)} minutes kept`;
     renderCharts();
+  }
+
+  function busiest(models) {
+    let best = models[0] || '';
+    for (const model of models) if (store.models.get(model).totals.received > store.models.get(best).totals.received) best = model;
+    return best;
   }
 
   function renderTable(models) {
@@ -250,9 +258,12 @@
           width: Math.max(300, plotBox.clientWidth),
           height: 190,
           cursor: { drag: { x: false, y: false } },
-          scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 1] } },
-          axes: [{ stroke: '#5f6b7a', grid: { stroke: '#eef0f3' } }, { stroke: '#5f6b7a', size: 58, grid: { stroke: '#eef0f3' } }],
-          series: [{}, ...def.series.map(([, label, color]) => ({ label, stroke: color, width: 1.6, spanGaps: false, value: (u, v) => (v == null ? '–' : fmt(v, Math.abs(v) < 10 ? 2 : 1)) }))],
+          // A fresh page has seconds of data: at least a minute is shown, so that the time axis
+          // does not tick every few hundred milliseconds; ticks at least 90 px apart leave room
+          // for an h:mm:ss label each.
+          scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 60), max] }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 1] } },
+          axes: [{ stroke: '#5f6b7a', space: 90, grid: { stroke: '#eef0f3' } }, { stroke: '#5f6b7a', size: 58, space: 30, grid: { stroke: '#eef0f3' } }],
+          series: [{}, ...def.series.map(([, label, color]) => ({ label, stroke: color, width: 1.6, spanGaps: false, value: (u, v) => (v == null ? '–' : `${fmt(v, Math.abs(v) < 10 ? 2 : 1)}${def.suffix || ''}`) }))],
         };
         const plot = new uPlot(options, chartData(def, entry), plotBox);
         charts.push({ def, plot, box, plotBox });
@@ -270,6 +281,7 @@
     for (const c of charts) {
       c.box.dataset.model = chartsModel;
       c.box.dataset.points = String(store.t.length);
+      c.box.dataset.xspan = String(c.plot.scales.x.max - c.plot.scales.x.min); // seconds shown
     }
   }
 
