@@ -8,6 +8,7 @@ import { dirname } from 'node:path';
 import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
 import { isAllAddresses, parseSecurity, readBuffer, SECURITY_VARIABLES, type Security } from './security.ts';
 import { OTEL_VARIABLES, parseOtel, type OtelConfig } from './otel-config.ts';
+import { parseTenant, TENANT_VARIABLES, type TenantConfig } from './tenant-config.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -58,6 +59,8 @@ export interface Config {
   readonly security: Security;
   /** The otel dialect's provider name and the OTLP export (on when an OTLP endpoint is set). */
   readonly otel: OtelConfig;
+  /** Per-tenant metering: the tenant's source, its aliases, the cap. */
+  readonly tenant: TenantConfig;
 }
 
 export type DialectName = 'mindie' | 'aom' | 'vllm' | 'otel';
@@ -146,6 +149,7 @@ export const VARIABLES = [
   'INFERMETER_AOM_PERIOD_SECONDS',
   ...Object.values(AOM_LABEL_VARIABLES),
   ...OTEL_VARIABLES,
+  ...TENANT_VARIABLES,
 ] as const;
 
 const MiB = 1024 * 1024;
@@ -269,6 +273,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const workersRaw = nonEmpty(env.INFERMETER_WORKERS)?.toLowerCase();
   const workers = workersRaw === 'auto' ? availableParallelism() : parseInteger(env, 'INFERMETER_WORKERS', 1, 1, 256, problem, 'an integer from 1 to 256, or auto (one per CPU)');
   const otel = parseOtel(env, options.hostname ?? hostname(), problem);
+  const tenant = parseTenant(env, problem, options.readFile);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
@@ -300,6 +305,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     workers,
     security,
     otel,
+    tenant,
   });
 }
 
