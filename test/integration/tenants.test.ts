@@ -191,6 +191,12 @@ describe('per-tenant metering', () => {
       answer: own.text,
       goneMetrics: (await scrape(gone)).text,
     };
+    // The dashboard's tenant table: the requests finished in its window, by tenant.
+    const table = (JSON.parse(outputs.dashboard!) as { tenants: Array<{ tenant: string; requests: number; failed: number }> }).tenants;
+    assert.deepEqual(
+      table.map((r) => [r.tenant, r.requests, r.failed]).sort(),
+      [[tenants[0]!, 4, 1], ['azure-team', 1, 0], [tenants[2]!, 1, 0], ['none', 1, 0]].sort(),
+    );
     await app.close(); // the last OTLP export, the access log flushed
     const exported = await receiver.waitFor((e) => e.metrics.some((x) => x.points.some((p) => p.attributes['infermeter.tenant'] === 'azure-team')));
     outputs.otlp = JSON.stringify(receiver.exports);
