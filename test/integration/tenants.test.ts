@@ -14,6 +14,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { startClusterPrimary } from '../../src/cluster/primary.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { createLogger } from '../../src/log.ts';
+import { keyTenant } from '../../src/tenant/tenant-of.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
 import { startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
@@ -305,5 +306,28 @@ describe('per-tenant metering', () => {
     }
     assert.equal(m.value('infermeter_tenant_label_overflow_total'), 7);
     assert.equal(m.sum('infermeter_tenant_requests_total'), 21);
+
+    // A worker that dies with a request in flight: the lost request is still its tenant's.
+    const held = keyTenant('k-one');
+    const label = kept.includes(held) ? held : 'other';
+    let firstToken!: () => void;
+    const sawFirstToken = new Promise<void>((resolve) => (firstToken = resolve));
+    const gone = new Promise<void>((resolve) => {
+      const req = request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json', authorization: 'Bearer k-one' } }, (res) => {
+        res.once('data', firstToken);
+        res.on('error', () => undefined);
+        res.on('close', resolve);
+      });
+      req.on('error', () => resolve());
+      req.end('{"model":"m","stream":true,"hold":1}');
+    });
+    await sawFirstToken;
+    await (await fetch(app.metricsUrl!)).text(); // the primary has heard of it (a scrape flushes the workers)
+    for (const pid of app.workerPids()) process.kill(pid, 'SIGKILL');
+    await gone;
+    await app.workersStarted(4);
+    const after = parseExposition(await (await fetch(app.metricsUrl!)).text());
+    assert.equal(after.value('infermeter_worker_lost_requests_total'), 1);
+    assert.deepEqual(tenantFigures(after, label), { success: 6, failed: 2, cancelled: 0, prompt: 36, generation: 15, ttft: 4, e2e: 6 }, label);
   });
 });
