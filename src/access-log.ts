@@ -2,7 +2,8 @@
 // up the data plane: lines are batched and written every 100 ms (or once 64 KiB wait), to a
 // file through an asynchronous stream (or to stdout); when the writer falls behind by more than
 // a bound, further lines are dropped and counted rather than buffered without limit. Never a
-// header value, never prompt or completion text.
+// header value (the tenant aside, with INFERMETER_TENANT=header:<name>), never an API key (its
+// hash at most), never prompt or completion text.
 import { createWriteStream } from 'node:fs';
 import type { Writable } from 'node:stream';
 
@@ -13,6 +14,8 @@ export interface AccessRecord {
   readonly path: string;
   readonly status: number;
   readonly model: string;
+  /** INFERMETER_TENANT's tenant (aliased, not folded by the label cap); absent when off. */
+  readonly tenant?: string | undefined;
   readonly stream: boolean;
   readonly outcome: string;
   readonly failure: string | undefined;

@@ -23,6 +23,8 @@ import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import type { OtelOptions } from './metrics/dialects/otel.ts';
 import { startOtlpExport, type OtlpExport } from './metrics/otlp-export.ts';
 import type { ProxyEvents } from './metrics/proxy-families.ts';
+import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases.ts';
+import { createTenantOf } from './tenant/tenant-of.ts';
 import { VERSION } from './version.ts';
 
 /** Access log bytes that may wait for the writer before lines are dropped. */
@@ -40,6 +42,8 @@ export interface Infermeter {
   readonly metrics: Metrics;
   /** The data plane's listener, in this process (tests watch its requests); none in workers mode. */
   readonly dataServer?: DataPlane['server'];
+  /** Reads INFERMETER_TENANT_ALIASES again (SIGHUP); a bad file keeps the mapping in use, with a warning. */
+  reloadTenantAliases(): void;
   /** Stops accepting and closes the listeners. */
   close(): Promise<void>;
   /**
@@ -64,8 +68,18 @@ function requireUpstream(config: Config): URL {
   return config.upstream;
 }
 
+/**
+ * The live alias table of per-tenant metering (watching its file), when INFERMETER_TENANT is on;
+ * every process that reads tenants or keeps their labels has its own.
+ */
+export function tenantAliases(config: Config, log: Logger): TenantAliases | undefined {
+  const { tenant } = config;
+  if (tenant.source.kind === 'off') return undefined;
+  return createTenantAliases({ file: tenant.aliasesFile, initial: tenant.aliases, log });
+}
+
 /** The metrics of one infermeter (the primary's, with workers). */
-export function buildMetrics(config: Config, options: StartOptions, openConnections: () => number): Metrics {
+export function buildMetrics(config: Config, options: StartOptions, openConnections: () => number, aliases?: TenantAliases): Metrics {
   const upstream = requireUpstream(config);
   const clock = options.clock ?? monotonicClock;
   return createMetrics({
@@ -95,6 +109,7 @@ export function buildMetrics(config: Config, options: StartOptions, openConnecti
         }),
     ...(options.container === undefined ? {} : { container: options.container }),
     otel: otelOptions(config),
+    tenants: aliases === undefined ? undefined : { max: config.tenant.max, aliases },
   });
 }
 
@@ -119,6 +134,7 @@ export function buildDataPlane(
   sink: MeasurementSink,
   events: ProxyEvents,
   lifecycleViolation?: (error: LifecycleViolation) => void,
+  aliases?: TenantAliases,
 ): { dataPlane: DataPlane; accessLog: AccessLog | undefined } {
   const accessLog =
     config.accessLog === undefined
@@ -149,6 +165,7 @@ export function buildDataPlane(
     rejected: events.rejected,
     clientError: events.clientError,
     lifecycleViolation,
+    tenantOf: aliases === undefined ? undefined : createTenantOf(config.tenant.source, aliases.current),
   });
   return { dataPlane, accessLog };
 }
@@ -255,8 +272,9 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   logStartWarnings(config, log);
   const clock = options.clock ?? monotonicClock;
   let dataPlane: DataPlane | undefined;
-  const metrics = buildMetrics(config, options, () => dataPlane?.connections() ?? 0);
-  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation);
+  const aliases = tenantAliases(config, log);
+  const metrics = buildMetrics(config, options, () => dataPlane?.connections() ?? 0, aliases);
+  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation, aliases);
   dataPlane = built.dataPlane;
   const plane = dataPlane;
   let management: Management | undefined;
@@ -274,6 +292,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     const exporting = otlp;
     const close = async (): Promise<void> => {
       m.setReady(false);
+      aliases?.close();
       metrics.close();
       await Promise.all([plane.close(), m.close()]);
       await built.accessLog?.close();
@@ -286,6 +305,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       metricsUrl: m.metricsUrl,
       metrics,
       dataServer: plane.server,
+      reloadTenantAliases: () => void aliases?.reload(),
       close,
       async drain() {
         m.setReady(false);
@@ -294,6 +314,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       },
     };
   } catch (error) {
+    aliases?.close();
     metrics.close();
     await Promise.all([plane.close(), management?.close(), otlp?.close()]);
     throw error;

@@ -64,6 +64,8 @@ async function main(args: readonly string[]): Promise<void> {
       () => process.exit(1),
     );
   };
+  // SIGHUP: per-tenant metering's alias file read again (a bad one keeps the mapping in use).
+  if (config.tenant.aliasesFile !== undefined) process.on('SIGHUP', () => app.reloadTenantAliases());
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
 }

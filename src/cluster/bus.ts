@@ -14,9 +14,9 @@ import type { TapProblem } from '../stream-tap/response-tap.ts';
 
 /** One event, as compact as structured clone makes cheap. */
 export type BusEvent =
-  | readonly [kind: 0, api: InferenceApi, model: string, stream: boolean] // started
-  | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null] // first output
-  | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number] // inter-token
+  | readonly [kind: 0, api: InferenceApi, model: string, stream: boolean, tenant: string | undefined] // started
+  | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null, tenant: string | undefined] // first output
+  | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number, tenant: string | undefined] // inter-token
   | readonly [kind: 3, sample: RequestSample] // finished
   | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null]; // a proxy event
 
@@ -29,7 +29,11 @@ export type WorkerMessage =
   | { readonly t: 'listening'; readonly url: string };
 
 /** Primary -> worker. */
-export type PrimaryMessage = { readonly t: 'flush'; readonly seq: number } | { readonly t: 'drain'; readonly timeoutMs: number };
+export type PrimaryMessage =
+  | { readonly t: 'flush'; readonly seq: number }
+  | { readonly t: 'drain'; readonly timeoutMs: number }
+  // SIGHUP reached the primary: read INFERMETER_TENANT_ALIASES again.
+  | { readonly t: 'reloadTenants' };
 
 export interface WorkerBus {
   readonly sink: MeasurementSink;
@@ -64,9 +68,9 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
   return {
     flush,
     sink: {
-      started: (i) => push([0, i.api, i.model, i.stream]),
-      firstOutput: (i, ttft) => push([1, i.api, i.model, i.stream, ttft ?? null]),
-      interToken: (i, seconds, tokens) => push([2, i.api, i.model, i.stream, seconds, tokens]),
+      started: (i) => push([0, i.api, i.model, i.stream, i.tenant]),
+      firstOutput: (i, ttft) => push([1, i.api, i.model, i.stream, ttft ?? null, i.tenant]),
+      interToken: (i, seconds, tokens) => push([2, i.api, i.model, i.stream, seconds, tokens, i.tenant]),
       finished: (s) => push([3, s]),
     },
     events: {
@@ -97,16 +101,24 @@ export interface WorkerReceiver {
  * that worker's in-flight requests per model, so that a worker that dies leaves no request
  * waiting or running forever: they are finished as failed (`worker_exit`). The table is keyed
  * by the model's label (`label`: the label guard, uncounted), not the raw name a client sent,
- * so it holds at most as many models as /metrics does, however many names clients invent.
+ * so it holds at most as many models as /metrics does, however many names clients invent; with
+ * per-tenant metering, by the tenant's label too (`tenantLabel`), so a lost request is still
+ * its tenant's.
  */
-export function createWorkerReceiver(sink: MeasurementSink, events: ProxyEvents, label: (model: string) => string): WorkerReceiver {
+export function createWorkerReceiver(
+  sink: MeasurementSink,
+  events: ProxyEvents,
+  label: (model: string) => string,
+  tenantLabel: (tenant: string) => string = (t) => t,
+): WorkerReceiver {
   const inFlight = new Map<string, { info: RequestInfo; waiting: number; running: number }>();
-  const key = (api: string, model: string, stream: boolean) => `${api}\u0000${model}\u0000${stream}`;
-  const entry = (api: InferenceApi, raw: string, stream: boolean) => {
+  const key = (api: string, model: string, stream: boolean, tenant: string | undefined) => `${api}\u0000${model}\u0000${stream}\u0000${tenant ?? ''}`;
+  const entry = (api: InferenceApi, raw: string, stream: boolean, rawTenant: string | undefined) => {
     const model = label(raw);
-    const k = key(api, model, stream);
+    const tenant = rawTenant === undefined ? undefined : tenantLabel(rawTenant);
+    const k = key(api, model, stream, tenant);
     let e = inFlight.get(k);
-    if (e === undefined) inFlight.set(k, (e = { info: { api, model, stream }, waiting: 0, running: 0 }));
+    if (e === undefined) inFlight.set(k, (e = { info: infoOf(api, model, stream, tenant), waiting: 0, running: 0 }));
     return e;
   };
   return {
@@ -117,22 +129,22 @@ export function createWorkerReceiver(sink: MeasurementSink, events: ProxyEvents,
       for (const e of batch) {
         switch (e[0]) {
           case 0:
-            entry(e[1], e[2], e[3]).waiting++;
-            sink.started({ api: e[1], model: e[2], stream: e[3] });
+            entry(e[1], e[2], e[3], e[4]).waiting++;
+            sink.started(infoOf(e[1], e[2], e[3], e[4]));
             break;
           case 1: {
-            const f = entry(e[1], e[2], e[3]);
+            const f = entry(e[1], e[2], e[3], e[5]);
             f.waiting--;
             f.running++;
-            sink.firstOutput({ api: e[1], model: e[2], stream: e[3] }, e[4] ?? undefined);
+            sink.firstOutput(infoOf(e[1], e[2], e[3], e[5]), e[4] ?? undefined);
             break;
           }
           case 2:
-            sink.interToken?.({ api: e[1], model: e[2], stream: e[3] }, e[4], e[5]);
+            sink.interToken?.(infoOf(e[1], e[2], e[3], e[6]), e[4], e[5]);
             break;
           case 3: {
             const s = e[1];
-            const f = entry(s.api, s.model, s.stream);
+            const f = entry(s.api, s.model, s.stream, s.tenant);
             if (s.outputSeen) f.running--;
             else f.waiting--;
             sink.finished(s);
@@ -158,6 +170,10 @@ export function createWorkerReceiver(sink: MeasurementSink, events: ProxyEvents,
       return n;
     },
   };
+}
+
+function infoOf(api: InferenceApi, model: string, stream: boolean, tenant: string | undefined): RequestInfo {
+  return tenant === undefined ? { api, model, stream } : { api, model, stream, tenant };
 }
 
 function lostSample(info: RequestInfo, outputSeen: boolean): RequestSample {

@@ -6,7 +6,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import type { Config, Env } from '../config/config.ts';
 import { resolveListenAddress } from '../config/security.ts';
-import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, type Infermeter, type StartOptions } from '../app.ts';
+import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, tenantAliases, type Infermeter, type StartOptions } from '../app.ts';
 import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage, type WorkerReceiver } from './bus.ts';
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.ts', import.meta.url)).replace(/\.ts$/, import.meta.url.endsWith('.ts') ? '.ts' : '.js');
@@ -33,11 +33,18 @@ export async function startClusterPrimary(
   await resolveListenAddress(config.host, config.security.allowAllZeroIp || config.hostDefaulted, 'INFERMETER_HOST');
   const connections = new Map<number, number>();
   const receivers = new Map<number, WorkerReceiver>();
-  const metrics = buildMetrics(config, options, () => {
-    let n = 0;
-    for (const c of connections.values()) n += c;
-    return n;
-  });
+  // The primary keeps the tenant labels: the aliased names are always admitted.
+  const aliases = tenantAliases(config, log);
+  const metrics = buildMetrics(
+    config,
+    options,
+    () => {
+      let n = 0;
+      for (const c of connections.values()) n += c;
+      return n;
+    },
+    aliases,
+  );
   // The primary holds the measurements, so it exports them; before the first worker starts.
   const otlp = await startExport(config, metrics, log);
   cluster.setupPrimary({ exec: WORKER_MAIN, serialization: 'advanced', silent: false });
@@ -53,7 +60,7 @@ export async function startClusterPrimary(
 
   const fork = (): Worker => {
     const worker = cluster.fork({ ...env });
-    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel);
+    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel, metrics.tenantLabel);
     receivers.set(worker.id, receiver);
     worker.on('message', (m: WorkerMessage) => {
       if (m.t === 'events') {
@@ -121,6 +128,11 @@ export async function startClusterPrimary(
     workerPids: () => workers().map((w) => w.process.pid!),
     trackedModels: () => [...receivers.values()].reduce((n, r) => n + r.tracked, 0),
     workersStarted: (n) => (started >= n ? Promise.resolve() : new Promise((resolve) => startWaiters.push({ n, resolve }))),
+    reloadTenantAliases() {
+      if (aliases === undefined) return;
+      aliases.reload();
+      for (const w of workers()) w.send({ t: 'reloadTenants' } satisfies PrimaryMessage);
+    },
     drain: () => close(),
     close: () => close(),
   };
@@ -140,6 +152,7 @@ export async function startClusterPrimary(
           }),
       ),
     );
+    aliases?.close();
     metrics.close();
     await management.close();
     await otlp?.close();

@@ -1,6 +1,6 @@
 // A worker of INFERMETER_WORKERS > 1: the data plane on the shared port, its measurement sent
 // to the primary in batches. Reads the same environment as the primary.
-import { buildDataPlane, dataPolicy, drainAndSay } from '../app.ts';
+import { buildDataPlane, dataPolicy, drainAndSay, tenantAliases } from '../app.ts';
 import { loadConfig } from '../config/config.ts';
 import { createLogger } from '../log.ts';
 import { listen, urlOf } from '../management/listen.ts';
@@ -14,7 +14,8 @@ const send = (m: WorkerMessage): void => {
 };
 let connections = () => 0;
 const bus = createWorkerBus(send, () => connections());
-const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus.sink, bus.events);
+const aliases = tenantAliases(config, log);
+const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus.sink, bus.events, undefined, aliases);
 connections = () => dataPlane.connections();
 
 const address = await listen(dataPlane.server, config.host, config.port, dataPolicy(config));
@@ -24,10 +25,13 @@ process.on('message', (m: PrimaryMessage) => {
   if (m.t === 'flush') {
     bus.flush();
     send({ t: 'flushed', seq: m.seq });
+  } else if (m.t === 'reloadTenants') {
+    aliases?.reload();
   } else if (m.t === 'drain') {
     void drainAndSay(dataPlane, m.timeoutMs, log).then(async () => {
       bus.flush();
       await accessLog?.close();
+      aliases?.close();
       process.disconnect();
     });
   }
@@ -38,3 +42,5 @@ process.on('disconnect', () => process.exit(0));
 // workers too: the primary drives the drain, so a worker waits for its message, not the signal.
 process.on('SIGTERM', () => {});
 process.on('SIGINT', () => {});
+// Likewise SIGHUP, which reloads the tenant aliases: the primary tells each worker.
+if (config.tenant.aliasesFile !== undefined) process.on('SIGHUP', () => {});

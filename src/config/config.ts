@@ -9,6 +9,7 @@ import { readMindieServerConfig, type MindieServerConfig } from './mindie-config
 import { isAllAddresses, parseSecurity, readBuffer, type Security } from './security.ts';
 import { parseOtel, type OtelConfig } from './otel-config.ts';
 import { unknownVariables, VARIABLE_NAMES } from './variables.ts';
+import { parseTenant, type TenantConfig } from './tenant-config.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -65,6 +66,8 @@ export interface Config {
   readonly security: Security;
   /** The otel dialect's provider name and the OTLP export (on when an OTLP endpoint is set). */
   readonly otel: OtelConfig;
+  /** Per-tenant metering: the tenant's source, its aliases, the cap. */
+  readonly tenant: TenantConfig;
   /** What set each listen address and port, for messages (a bind that fails names it). */
   readonly sources: ListenSources;
 }
@@ -262,6 +265,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const workersRaw = nonEmpty(env.INFERMETER_WORKERS)?.toLowerCase();
   const workers = workersRaw === 'auto' ? availableParallelism() : parseInteger(env, 'INFERMETER_WORKERS', 1, 1, 256, problem, 'an integer from 1 to 256, or auto (one per CPU)');
   const otel = parseOtel(env, options.hostname ?? hostname(), problem);
+  const tenant = parseTenant(env, problem, options.readFile);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
@@ -296,6 +300,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     security,
     otel,
     sources,
+    tenant,
   });
 }
 

@@ -15,6 +15,7 @@ export function accessRecord(req: IncomingMessage, exchange: Exchange, s: Reques
     path: pathOf(req),
     status: s.status,
     model: s.model,
+    tenant: s.tenant,
     stream: s.stream,
     outcome: s.outcome,
     failure: s.failure,

@@ -24,6 +24,7 @@ import type { ProxyErrorKind } from './openai-error.ts';
 import { createPassThroughRoute } from './pass-through-route.ts';
 import { BAD_TARGET_BODY, originForm } from './request-target.ts';
 import { createUpstreamRequest } from './upstream-request.ts';
+import type { TenantOf } from '../tenant/tenant-of.ts';
 
 export type { UsageInjection } from './measured-route.ts';
 
@@ -47,6 +48,8 @@ export interface DataPlaneOptions {
   readonly usageInjection?: UsageInjection | undefined;
   /** The per-request log; undefined: off. */
   readonly accessLog?: AccessLog | undefined;
+  /** Who sent an inference request (per-tenant metering); undefined: off. */
+  readonly tenantOf?: TenantOf | undefined;
   /** TLS of the data plane's listener; undefined: plain HTTP. */
   readonly tls?: TlsFiles | undefined;
   /** CA certificates trusted for an https:// upstream, besides the system's. */

@@ -44,12 +44,12 @@ export class Exchange {
   private response: IncomingMessage | undefined = undefined;
   private readonly options: ExchangeOptions;
 
-  constructor(api: InferenceApi, requestId: string | undefined, options: ExchangeOptions) {
+  constructor(api: InferenceApi, requestId: string | undefined, options: ExchangeOptions, tenant?: string) {
     this.api = api;
     this.requestId = requestId;
     this.options = options;
     // Arrival: t0 of every figure of this request.
-    this.timer = createRequestTimer(api, options.clock, options.sink);
+    this.timer = createRequestTimer(api, options.clock, options.sink, tenant);
   }
 
   get phase(): Phase {

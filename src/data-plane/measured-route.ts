@@ -18,6 +18,7 @@ import type { InferenceApi } from '../measure/sample.ts';
 import { tapRequestBody } from '../stream-tap/request-tap.ts';
 import { isEventStream, listenTap, tapResponse, type ResponseTap, type TapOptions } from '../stream-tap/response-tap.ts';
 import { createUsageStrip } from '../stream-tap/usage-strip.ts';
+import type { TenantOf } from '../tenant/tenant-of.ts';
 import { accessRecord } from './access-record.ts';
 import type { ConcurrencyLimit } from './concurrency-limit.ts';
 import type { Deadlines } from './deadlines.ts';
@@ -59,6 +60,8 @@ export interface MeasuredRouteOptions extends ExchangeOptions {
   readonly retried?: ((reason: ResendReason) => void) | undefined;
   readonly usageInjection?: UsageInjection | undefined;
   readonly accessLog?: AccessLog | undefined;
+  /** Who sent a request, read from its headers (per-tenant metering); undefined: off. */
+  readonly tenantOf?: TenantOf | undefined;
 }
 
 export type MeasuredRoute = (req: IncomingMessage, res: ServerResponse, api: InferenceApi) => void;
@@ -101,7 +104,7 @@ class InferenceCall {
       const given = req.headers['x-request-id'];
       requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID(); // passed upstream, so both logs share it
     }
-    this.exchange = new Exchange(api, requestId, options);
+    this.exchange = new Exchange(api, requestId, options, options.tenantOf?.(req.headers));
   }
 
   /** received: waits for a place under the limit, or is refused at once. */

@@ -11,6 +11,7 @@
 // INFERMETER_MAX_MODELS plus `unknown` and `other`.
 import type { EngineView } from '../engine/engine-scraper.ts';
 import type { MeasurementState, ModelState, SampleObserver } from '../metrics/recorder.ts';
+import { createDashboardTenants, type TenantRow } from './dashboard-tenants.ts';
 import { createQuantileWindow, MAX_RELATIVE_ERROR, type QuantileWindow } from './dashboard-window.ts';
 
 /** What the feed reads of the metrics (a Pick of Metrics). */
@@ -84,6 +85,8 @@ export interface DashboardData {
   /** Unix time in seconds of each snapshot returned. */
   readonly t: number[];
   readonly models: ModelData[];
+  /** Per-tenant metering's table over the quantile window (now, not per snapshot); empty when off. */
+  readonly tenants: TenantRow[];
 }
 
 export interface DashboardFeed {
@@ -149,6 +152,7 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
   const rateTicks = Math.max(1, Math.round(rateWindowSeconds / intervalSeconds));
   const quantileWindowSeconds = options.quantileWindowSeconds ?? 60;
   const windowOptions = { windowSeconds: quantileWindowSeconds, slotSeconds: options.quantileSlotSeconds ?? 5 };
+  const tenants = createDashboardTenants(metrics, state.clock, windowOptions);
 
   const wallTimes = new Float64Array(size);
   const monoTimes = new Float64Array(size);
@@ -290,6 +294,7 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
       quantileRelativeError: Number(MAX_RELATIVE_ERROR.toPrecision(3)),
       t,
       models,
+      tenants: tenants.rows(state.clock()),
     };
   }
 

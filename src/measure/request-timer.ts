@@ -55,8 +55,9 @@ export interface RequestTimer {
   readonly closed: boolean;
 }
 
-export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink): RequestTimer {
-  return new Timer(api, clock, sink);
+/** `tenant`: who sent the request (per-tenant metering), carried on every event's info. */
+export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant?: string): RequestTimer {
+  return new Timer(api, clock, sink, tenant);
 }
 
 // A class, not a closure per method: one object per request on the hot path.
@@ -64,6 +65,7 @@ class Timer implements RequestTimer {
   private readonly api: InferenceApi;
   private readonly clock: Clock;
   private readonly sink: MeasurementSink;
+  private readonly tenant: string | undefined;
   private readonly t0: number;
   private info: RequestInfo | undefined = undefined;
   private status = 0;
@@ -86,10 +88,11 @@ class Timer implements RequestTimer {
   private timings: EngineTimings | undefined = undefined;
   closed = false;
 
-  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink) {
+  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant: string | undefined) {
     this.api = api;
     this.clock = clock;
     this.sink = sink;
+    this.tenant = tenant;
     this.t0 = clock();
   }
 
@@ -103,9 +106,14 @@ class Timer implements RequestTimer {
     if (this.info !== undefined) this.sink.firstOutput(this.info, this.ttft());
   }
 
+  private infoOf(model: string, stream: boolean): RequestInfo {
+    const { api, tenant } = this;
+    return tenant === undefined ? { api, model, stream } : { api, model, stream, tenant };
+  }
+
   identify(model: string, stream: boolean, params?: RequestParams): void {
     if (this.info !== undefined || this.closed) return;
-    this.info = { api: this.api, model, stream };
+    this.info = this.infoOf(model, stream);
     this.requestParams = params;
     this.sink.started(this.info);
     if (this.outputAt !== undefined) this.sink.firstOutput(this.info, this.ttft());
@@ -185,7 +193,7 @@ class Timer implements RequestTimer {
     this.closed = true;
     let info = this.info;
     if (info === undefined) {
-      info = this.info = { api: this.api, model: 'unknown', stream: false };
+      info = this.info = this.infoOf('unknown', false);
       this.sink.started(info);
       if (this.outputAt !== undefined) this.sink.firstOutput(info, this.ttft());
     }

@@ -32,6 +32,8 @@ export interface RequestInfo {
   readonly model: string;
   /** The `stream` flag of the request body. */
   readonly stream: boolean;
+  /** Who sent it (INFERMETER_TENANT: a header's value or a hashed key, aliased); absent when off. */
+  readonly tenant?: string | undefined;
 }
 
 export interface RequestSample extends RequestInfo {

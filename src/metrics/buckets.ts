@@ -44,6 +44,10 @@ export const DEFAULT_BUCKETS = {
   gen_ai_server_time_per_output_token_seconds: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
   gen_ai_server_request_duration_seconds: [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92],
   gen_ai_client_token_usage: [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864],
+  // Per-tenant metering (seconds): few buckets, as each tenant and model has its own series set;
+  // enough for an SLO's threshold (TTFT under 0.5 s, say) and a coarse latency picture.
+  infermeter_tenant_time_to_first_token_seconds: [0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  infermeter_tenant_e2e_request_latency_seconds: [0.5, 1, 2.5, 5, 10, 30, 60, 120],
 } as const satisfies Record<string, readonly number[]>;
 
 export type HistogramFamily = keyof typeof DEFAULT_BUCKETS;

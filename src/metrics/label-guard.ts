@@ -30,8 +30,9 @@ export function sanitizeLabel(value: string): string {
   return v;
 }
 
-export function createLabelGuard(max: number, overflow: () => void): LabelGuard {
-  const kept = new Set<string>(['unknown', OTHER]);
+/** `reserved`: values always kept besides `other` (`unknown` for models, `none` for tenants). */
+export function createLabelGuard(max: number, overflow: () => void, reserved: readonly string[] = ['unknown']): LabelGuard {
+  const kept = new Set<string>([...reserved, OTHER]);
   const listed = new Set<string>();
   let counted = 0; // values kept against the cap (listed ones and the reserved ones do not count)
   return {

@@ -15,9 +15,11 @@ import { createEngineScraper, fetchText, type EngineScraper, type EngineScraperO
 import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
 import { registerDerived, type Family } from './families.ts';
 import { createLabelGuard } from './label-guard.ts';
+import { NO_TENANT } from '../config/tenant-config.ts';
 import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
+import { createTenantFamilies } from './tenant-families.ts';
 
 /** Every dialect by its INFERMETER_DIALECTS name, given its own options. */
 function dialectFactory(name: DialectName, options: MetricsOptions): DialectFactory {
@@ -41,6 +43,8 @@ export interface Metrics {
   readonly dialects: readonly Dialect[];
   /** The model_name label a raw model name is counted under (bounded like the labels; counts nothing). */
   modelLabel(model: string): string;
+  /** The tenant label a tenant is counted under (bounded; counts nothing); itself when metering by tenant is off. */
+  tenantLabel(tenant: string): string;
   /** Hears every request's events after the dialects (tests await finished requests with it). */
   addObserver(observer: SampleObserver): void;
   /** Call when a scrape starts; returns what to call with the size of the body served. */
@@ -83,6 +87,15 @@ export interface MetricsOptions {
   readonly maxModels?: number;
   /** The upstream's /v1/models: its models are always kept, looked up when the cap is reached. */
   readonly modelsUrl?: URL;
+  /** Per-tenant metering (INFERMETER_TENANT on); undefined: off, no tenant families. */
+  readonly tenants?: TenantMetering | undefined;
+}
+
+export interface TenantMetering {
+  /** Distinct tenant values kept besides the aliased ones, `none` and `other` (INFERMETER_MAX_TENANTS). */
+  readonly max: number;
+  /** The alias file's mapping: its names are always kept, also after a reload. */
+  readonly aliases: { current(): ReadonlyMap<string, string>; onChange(listener: (aliases: ReadonlyMap<string, string>) => void): void };
 }
 
 export function createMetrics(options: MetricsOptions): Metrics {
@@ -110,7 +123,18 @@ export function createMetrics(options: MetricsOptions): Metrics {
       })
       .catch(() => undefined);
   });
-  const recorder = createRecorder(options.clock, options.throughputWindowSeconds, guard);
+  const tenantOverflowed = new Counter({
+    name: 'infermeter_tenant_label_overflow_total',
+    help: 'Inference requests counted under tenant="other" because INFERMETER_MAX_TENANTS distinct tenants were already kept.',
+    registers: [],
+  });
+  const tenants = options.tenants;
+  const tenantGuard = tenants === undefined ? undefined : createLabelGuard(tenants.max, () => tenantOverflowed.inc(), [NO_TENANT]);
+  if (tenants !== undefined && tenantGuard !== undefined) {
+    tenantGuard.admitListed(tenants.aliases.current().values());
+    tenants.aliases.onChange((aliases) => tenantGuard.admitListed(aliases.values()));
+  }
+  const recorder = createRecorder(options.clock, options.throughputWindowSeconds, guard, tenantGuard);
   let scraper: EngineScraper | undefined;
   const context: DialectContext = {
     buckets: options.buckets,
@@ -121,6 +145,10 @@ export function createMetrics(options: MetricsOptions): Metrics {
   for (const dialect of dialects) recorder.addObserver(dialect);
   const proxy = createProxyFamilies(registry, options.version);
   registry.registerMetric(overflowed);
+  if (tenantGuard !== undefined) {
+    recorder.addObserver(createTenantFamilies(registry, options.buckets));
+    registry.registerMetric(tenantOverflowed);
+  }
   registerDerived(registry, {
     name: 'infermeter_model_labels',
     help: 'Distinct model_name values kept (unknown and other included).',
@@ -174,6 +202,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     dialects,
     addObserver: recorder.addObserver,
     modelLabel: (model) => guard.model(model),
+    tenantLabel: (tenant) => tenantGuard?.model(tenant) ?? tenant,
     modelsListed: () => listing,
     scrapeStarted() {
       const done = dialects.map((d) => d.scrapeStarted?.()).filter((f) => f !== undefined);

@@ -50,14 +50,22 @@ export interface Recorder {
   addObserver(observer: SampleObserver): void;
 }
 
-export function createRecorder(clock: Clock, windowSeconds: number, guard?: LabelGuard): Recorder {
+/** `tenants`: the guard of the tenant label (per-tenant metering), like `guard`'s of model_name. */
+export function createRecorder(clock: Clock, windowSeconds: number, guard?: LabelGuard, tenants?: LabelGuard): Recorder {
   const models = new Map<string, ModelState>();
-  // Every event's model goes through the guard: a bounded set of label values, the same for
-  // every event of one request.
+  // Every event's model (and tenant) goes through its guard: a bounded set of label values, the
+  // same for every event of one request.
   const infoOf = <T extends RequestInfo>(i: T, count = false): T => {
-    if (guard === undefined) return i;
-    const m = guard.model(i.model, count);
-    return m === i.model ? i : { ...i, model: m };
+    let info = i;
+    if (guard !== undefined) {
+      const m = guard.model(i.model, count);
+      if (m !== i.model) info = { ...info, model: m };
+    }
+    if (tenants !== undefined && i.tenant !== undefined) {
+      const t = tenants.model(i.tenant, count);
+      if (t !== i.tenant) info = { ...info, tenant: t };
+    }
+    return info;
   };
   const observers: SampleObserver[] = [];
   const startedAt = clock();

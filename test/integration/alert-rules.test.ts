@@ -93,6 +93,7 @@ describe('alerts.yml against infermeter', () => {
     t.after(() => sim.close());
     const app = await startProxy(t, sim.url, {
       INFERMETER_DIALECTS: 'mindie,aom',
+      INFERMETER_TENANT: 'header:x-tenant-id',
       INFERMETER_UPSTREAM_METRICS: `${sim.url}/metrics`,
       INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
     });

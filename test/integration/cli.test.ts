@@ -4,8 +4,11 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it, type TestContext } from 'node:test';
 import { CONFIGURATION_TABLE } from '../../src/config/variables.ts';
@@ -115,6 +118,76 @@ describe('infermeter CLI', () => {
     assert.match(await res.text(), /MIES_SERVICE_MONITOR_MODE/);
     child.kill('SIGTERM');
     await once(child, 'exit');
+  });
+});
+
+describe('infermeter CLI with per-tenant metering', () => {
+  it('reloads the tenant aliases on SIGHUP, in the primary and every worker, none of which it stops', async (t) => {
+    const sim = await startSimServer({ ttftMs: 1, interTokenMs: 1, defaultTokens: 2 });
+    t.after(() => sim.close());
+    const dir = mkdtempSync(join(tmpdir(), 'infermeter-cli-tenant-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const aliases = join(dir, 'aliases.json');
+    writeFileSync(aliases, JSON.stringify({ t1: 'Team One' }));
+    const child = run(t, CLI, {
+      INFERMETER_UPSTREAM: sim.url,
+      INFERMETER_PORT: '0',
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_UPSTREAM_METRICS: 'off',
+      INFERMETER_WORKERS: '2',
+      INFERMETER_TENANT: 'header:x-tenant-id',
+      INFERMETER_TENANT_ALIASES: aliases,
+    });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const started = JSON.parse(await lineMatching(child.stderr, /"infermeter started"/)) as Record<string, string>;
+    // Each request on a connection of its own, so that both workers get some.
+    const send = (n: number) =>
+      Promise.all(
+        Array.from({ length: n }, () =>
+          new Promise<void>((resolve, reject) => {
+            const req = request(`${started.data}/v1/chat/completions`, { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json', 'x-tenant-id': 't1' } }, (res) => {
+              res.resume();
+              res.on('end', resolve);
+            });
+            req.on('error', reject);
+            req.end(JSON.stringify({ model: 'sim-llama-8b', messages: [{ role: 'user', content: 'hi' }] }));
+          }),
+        ),
+      );
+    const count = async (tenant: string) => {
+      const text = await (await fetch(started.metrics!)).text();
+      return Number(new RegExp(`infermeter_tenant_requests_total\\{tenant="${tenant}",model_name="sim-llama-8b",outcome="success"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+    };
+    await send(6);
+    assert.equal(await count('Team One'), 6);
+    // Same size, same inode, same modification time: only the signal can make it read again.
+    const before = statSync(aliases);
+    writeFileSync(aliases, JSON.stringify({ t1: 'Team Uno' }));
+    utimesSync(aliases, before.atime, before.mtime);
+    const reloaded = () => stderr.split('\n').filter((l) => l.includes('INFERMETER_TENANT_ALIASES reloaded')).length;
+    // The primary's line and each worker's, on the stderr they share.
+    const allReloaded = new Promise<void>((resolve, reject) => {
+      const check = (): void => {
+        if (reloaded() < 3) return;
+        child.stderr.off('data', check);
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => reject(new Error(`3 reloads (primary and 2 workers) expected: ${stderr}`)), 10_000);
+      child.stderr.on('data', check);
+    });
+    child.kill('SIGHUP');
+    await allReloaded;
+    await send(6);
+    assert.equal(await count('Team Uno'), 6, 'every worker maps with the new file');
+    assert.equal(await count('Team One'), 6);
+    assert.doesNotMatch(stderr, /worker exited/, 'no worker died of the signal');
+    assert.equal(child.exitCode, null);
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 0);
   });
 });
 

@@ -20,7 +20,7 @@ import { silentLogger } from '../../src/log.ts';
 import type { DashboardData } from '../../src/management/dashboard-feed.ts';
 import { createSimHandler } from '../../src/sim/model-server.ts';
 import { figures, recordMeasured, span } from '../helpers/measured.ts';
-import { startProxy } from '../helpers/proxy-harness.ts';
+import { nextFinished, startProxy } from '../helpers/proxy-harness.ts';
 
 // The callbacks given to page.evaluate and page.waitForFunction run in the page; the project's
 // TypeScript has no DOM library, so the page's globals are declared loosely here.
@@ -322,6 +322,42 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     await other.goto(`${app.managementUrl}/dashboard#model=a-mistyped-model`);
     await other.waitForFunction(() => [...document.querySelectorAll('.chart')].every((c) => (c as Dom).dataset.model === 'a-mistyped-model'), undefined, { timeout: 10_000 });
     assert.equal(await other.locator('#model').inputValue(), 'a-mistyped-model');
+    assert.deepEqual(errors, []);
+  });
+
+  it('shows the tenant table with per-tenant metering, a tenant\'s name as text only', async (t) => {
+    const upstream = await startSim(t);
+    const app = await startProxy(t, upstream, { INFERMETER_TENANT: 'header:x-tenant-id' });
+    const HOSTILE = '<img src=x onerror="window.pwned=1">team';
+    const finished = nextFinished(app, 5);
+    const send = async (tenant: string, fail = false): Promise<void> => {
+      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-tenant-id': tenant, ...(fail ? { 'x-fail': '1' } : {}) },
+        body: JSON.stringify({ model: MODELS[0], stream: true, max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      await res.arrayBuffer();
+    };
+    await send('search-team');
+    await send('search-team');
+    await send('search-team', true);
+    await send(HOSTILE);
+    await send(HOSTILE);
+    const samples = await finished;
+    const { page, errors } = await open(t, app);
+    await page.locator('#tenants').waitFor({ state: 'visible', timeout: 10_000 });
+    const rows = await page.locator('#tenant-table tbody tr').evaluateAll((trs) => trs.map((tr) => [...(tr as Dom).querySelectorAll('td')].map((td) => (td as Dom).textContent)));
+    const tokens = (tenant: string) => samples.filter((s) => s.tenant === tenant).reduce((n, s) => n + (s.completionTokens ?? 0), 0);
+    assert.deepEqual(
+      rows.map((r) => [r[0], r[1], r[2], r[4]]),
+      [
+        ['search-team', '3', '33.3 %', String(tokens('search-team'))],
+        [HOSTILE, '2', '0.0 %', String(tokens(HOSTILE))],
+      ],
+    );
+    assert.match(rows[0]![5]!, /^\d/, `TTFT p50 ${rows[0]![5]}`);
+    assert.equal(await page.evaluate(() => (globalThis as { pwned?: number }).pwned), undefined, 'the name was never markup');
+    assert.equal(await page.locator('#tenant-table img').count(), 0);
     assert.deepEqual(errors, []);
   });
 

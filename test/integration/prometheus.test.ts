@@ -209,7 +209,7 @@ describe('Grafana dashboard deploy/grafana/infermeter.json', () => {
         assert.ok(a.x + a.w <= b.x || b.x + b.w <= a.x || a.y + a.h <= b.y || b.y + b.h <= a.y, `panels ${a.title} and ${b.title} overlap`);
 
     const titles = panels.map((p) => p.title ?? '').join('\n');
-    for (const want of [/request rate/i, /failure/i, /first token/i, /per output token/i, /end-to-end/i, /tokens per second/i, /in-flight/i, /kv-cache/i, /upstream errors/i])
+    for (const want of [/request rate/i, /failure/i, /first token/i, /per output token/i, /end-to-end/i, /tokens per second/i, /in-flight/i, /kv-cache/i, /upstream errors/i, /by tenant/i])
       assert.match(titles, want);
 
     const queries = dashboardQueries(d);
@@ -242,6 +242,8 @@ describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }
       INFERMETER_DIALECTS: 'mindie,aom',
       INFERMETER_AOM_SERVICE_ID: 'svc-test',
       INFERMETER_AOM_PERIOD_SECONDS: '2',
+      // The dashboard's "By tenant" row (requests without the header are tenant none).
+      INFERMETER_TENANT: 'header:x-tenant-id',
       INFERMETER_UPSTREAM_METRICS: `${sim.url}/metrics`,
       INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '1',
       INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS: String(IDLE_TIMEOUT_MS),

@@ -172,6 +172,35 @@
     const meta = store.meta;
     $('notes').textContent = `rates over the last ${meta.rateWindowSeconds} s; quantiles over the last ${meta.quantileWindowSeconds} s (within ±${(meta.quantileRelativeError * 100).toFixed(1)} %); ${Math.round(meta.retentionSeconds / 60)} minutes kept`;
     renderCharts();
+    renderTenants(meta);
+  }
+
+  // Per-tenant metering's table (INFERMETER_TENANT): over the quantile window, newest answer.
+  // Tenant names come from clients: only ever set as text.
+  function renderTenants(meta) {
+    const rows = meta.tenants || [];
+    $('tenants').hidden = rows.length === 0;
+    $('tenants-window').textContent = `finished in the last ${meta.quantileWindowSeconds} s`;
+    $('tenant-table').tBodies[0].replaceChildren(...rows.map((r) => {
+      const row = document.createElement('tr');
+      row.dataset.tenant = r.tenant;
+      const failed = r.requests > 0 ? r.failed / r.requests : null;
+      const cells = [
+        [r.tenant],
+        [fmt(r.requests, 0)],
+        [failed == null ? '–' : `${fmt(failed * 100, 1)} %`, failed != null && failed > 0.05],
+        [fmt(r.promptTokens, 0)],
+        [fmt(r.generationTokens, 0)],
+        [ms(r.ttftP50)],
+        [ms(r.ttftP99)],
+      ];
+      for (const [text, bad] of cells) {
+        const cell = row.insertCell();
+        cell.textContent = text;
+        if (bad) cell.classList.add('bad');
+      }
+      return row;
+    }));
   }
 
   function busiest(models) {

@@ -75,6 +75,9 @@ export const OTEL_ATTRIBUTES = [
   'gen_ai.token.type',
   'server.address',
   'server.port',
+  // Not a semantic convention (none names a caller's tenant): infermeter's own, with
+  // INFERMETER_TENANT on; its label on /metrics is infermeter_tenant.
+  'infermeter.tenant',
 ] as const;
 
 export type OtelAttributes = Partial<Record<(typeof OTEL_ATTRIBUTES)[number], string | number>>;
@@ -126,6 +129,7 @@ export function otelMeasurements(
     'gen_ai.request.model': sample.model,
   };
   if (sample.responseModel !== undefined) base['gen_ai.response.model'] = sample.responseModel;
+  if (sample.tenant !== undefined) base['infermeter.tenant'] = sample.tenant;
   if (options.serverAddress !== undefined) {
     base['server.address'] = options.serverAddress;
     if (options.serverPort !== undefined) base['server.port'] = options.serverPort;
