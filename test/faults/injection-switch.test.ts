@@ -1,0 +1,74 @@
+// No client can switch usage injection off for everyone (issue 18): an engine's error that only
+// echoes what the client sent (vLLM's 404 naming the model, pydantic's 400 echoing a field's
+// value) reaches that client as it is, is sent upstream once, and leaves injection on for the
+// next request; a stream with an event over INFERMETER_MAX_EVENT_BYTES still loses the usage chunk
+// infermeter asked for, and only that.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describe, it, type TestContext } from 'node:test';
+import { scrape, startProxy } from '../helpers/proxy-harness.ts';
+
+const BIG = `data: {"choices":[{"index":0,"delta":{"content":"${'y'.repeat(4000)}"}}]}\n\n`;
+const SMALL = 'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n';
+const USAGE = 'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n';
+
+/** A vLLM-like upstream: echoes the model in its 404, pydantic's input in its 400, else streams. */
+async function startUpstream(t: TestContext): Promise<{ url: string; bodies: string[] }> {
+  const bodies: string[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString();
+      bodies.push(body);
+      const parsed = JSON.parse(body) as { model: string; foo?: string; stream_options?: { include_usage?: boolean } };
+      if (parsed.model !== 'm') {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'error', message: `The model \`${parsed.model}\` does not exist.`, type: 'NotFoundError', param: null, code: 404 }));
+        return;
+      }
+      if (parsed.foo !== undefined) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'error', message: `[{'type': 'extra_forbidden', 'loc': ('body', 'foo'), 'msg': 'Extra inputs are not permitted', 'input': '${parsed.foo}'}]`, type: 'BadRequestError', param: null, code: 400 }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`${SMALL}${BIG}${SMALL}${parsed.stream_options?.include_usage === true ? USAGE : ''}data: [DONE]\n\n`);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, bodies };
+}
+
+const post = async (dataUrl: string, body: object): Promise<{ status: number; text: string }> => {
+  const res = await fetch(`${dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, text: await res.text() };
+};
+
+describe('the usage injection switch', () => {
+  it('stays on whatever errors a client provokes, and strips the usage chunk after an oversized event', async (t) => {
+    const upstream = await startUpstream(t);
+    const app = await startProxy(t, upstream.url, { INFERMETER_MAX_EVENT_BYTES: '1024' });
+
+    const echoedModel = await post(app.dataUrl, { model: 'stream_options', stream: true, messages: [] });
+    assert.equal(echoedModel.status, 404);
+    assert.match(echoedModel.text, /The model `stream_options` does not exist/, 'the client gets its own answer');
+    const echoedField = await post(app.dataUrl, { model: 'm', stream: true, foo: 'stream_options: unrecognized, extra inputs are not permitted', messages: [] });
+    assert.equal(echoedField.status, 400);
+    assert.equal(upstream.bodies.length, 2, 'each sent upstream once');
+
+    const normal = await post(app.dataUrl, { model: 'm', stream: true, messages: [] });
+    assert.equal(normal.status, 200);
+    assert.ok(upstream.bodies[2]!.includes('"stream_options":{"include_usage":true}'), 'still injected');
+    assert.equal(normal.text, `${SMALL}${BIG}${SMALL}data: [DONE]\n\n`, 'the usage chunk infermeter asked for is removed, after an event over the cap too');
+
+    const m = await scrape(app);
+    assert.equal(m.value('infermeter_usage_injection_active'), 1);
+    assert.equal(m.value('infermeter_upstream_retries_total', { reason: 'refused_injection' }), 0);
+    assert.equal(m.value('infermeter_usage_chunks_stripped_total'), 1);
+  });
+});
