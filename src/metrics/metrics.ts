@@ -119,7 +119,16 @@ export function createMetrics(options: MetricsOptions): Metrics {
   };
   const dialects = options.dialects.map((name) => dialectFactory(name, options)(registry, recorder.state, context));
   for (const dialect of dialects) recorder.addObserver(dialect);
-  const proxy = createProxyFamilies(registry, options.version);
+  const httpObservers = dialects.filter((d) => d.httpRequest !== undefined);
+  const proxy: ProxyFamilies = {
+    ...createProxyFamilies(registry, options.version),
+    httpRequest:
+      httpObservers.length === 0
+        ? undefined
+        : (handler, method, status, seconds) => {
+            for (const d of httpObservers) d.httpRequest!(handler, method, status, seconds);
+          },
+  };
   registry.registerMetric(overflowed);
   registerDerived(registry, {
     name: 'infermeter_model_labels',

@@ -87,6 +87,8 @@ async function round(app: Infermeter, traffic: Traffic): Promise<void> {
       ];
     }),
   );
+  // Routes forwarded unmeasured: vLLM counts /v1/models, leaves /health out, names an unknown path "none".
+  for (const path of ['/v1/models', '/health', '/no/such/route?x=1']) await (await fetch(`${app.dataUrl}${path}`)).arrayBuffer();
 }
 
 interface Setup {
@@ -179,6 +181,14 @@ describe('vLLM\'s Grafana dashboards against the vllm dialect', { skip: promethe
       assert.equal(single(await s.prom.query('sum(http_requests_total{handler="/v1/chat/completions",method="POST"})')), total, 'every request, by the route it took');
       assert.equal(single(await s.prom.query('sum(http_requests_total{status="5xx"})')), failed);
       assert.equal(single(await s.prom.query('sum(http_request_duration_seconds_count{handler="/v1/chat/completions"})')), total);
+      // The pass-through route, through the data plane's httpRequest hook.
+      const passThrough = await s.prom.vector('http_requests_total{handler!="/v1/chat/completions"}');
+      assert.deepEqual(
+        passThrough.map((x) => `${x.metric.handler} ${x.metric.method} ${x.metric.status} ${x.value}`).sort(),
+        [`/v1/models GET 2xx ${ROUNDS}`, `none GET 4xx ${ROUNDS}`],
+        'forwarded routes by template; /health left out as vLLM leaves it out',
+      );
+      assert.equal(single(await s.prom.query('sum(http_request_duration_seconds_count{handler="/v1/models",method="GET"})')), ROUNDS);
     }
 
     for (const [s, expected, what] of [

@@ -104,11 +104,12 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     );
   }
   // vLLM's HTTP layer (prometheus-fastapi-instrumentator, as vLLM configures it): requests by
-  // route template, method and status class ("2xx"), and their duration, for the inference
-  // routes infermeter measures. Other routes it forwards are not counted (docs/metrics.md).
-  const http = new Map<string, { handler: string; status: string; count: number }>();
+  // route template, method and status class ("2xx"), and their duration: the inference routes
+  // from their samples, the other routes infermeter forwards from the data plane's
+  // httpRequest (labels bounded by vllm-http.ts).
+  const http = new Map<string, { handler: string; method: string; status: string; count: number }>();
   family('http_requests_total', 'Total number of requests by method, status and handler.', 'counter', () =>
-    [...http.values()].map((h) => ({ value: h.count, labels: { handler: h.handler, method: 'POST', status: h.status } })),
+    [...http.values()].map((h) => ({ value: h.count, labels: { handler: h.handler, method: h.method, status: h.status } })),
   );
   const httpDuration = registerLabelledHistogram(registry, {
     name: 'http_request_duration_seconds',
@@ -118,6 +119,14 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     formatBound: formatPythonFloat,
   });
   names.push('http_request_duration_seconds');
+  const httpRequest = (handler: string, method: string, statusCode: number, seconds: number | undefined): void => {
+    const status = `${Math.floor(statusCode / 100)}xx`;
+    const key = `${handler} ${method} ${status}`;
+    const h = http.get(key);
+    if (h === undefined) http.set(key, { handler, method, status, count: 1 });
+    else h.count++;
+    if (seconds !== undefined) httpDuration.observe([handler, method], seconds);
+  };
 
   const histogram = (name: HistogramFamily, help: string) => {
     const h = registerHistogram(registry, {
@@ -167,6 +176,7 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     metricNames: names,
     // In front of vLLM with its metrics relayed, its own phase times are the true ones.
     engineFirst: ['vllm:request_queue_time_seconds', 'vllm:request_prefill_time_seconds', 'vllm:request_inference_time_seconds'],
+    httpRequest,
     firstOutput(info, ttftSeconds) {
       if (ttftSeconds !== undefined) ttft.observe(info.model, ttftSeconds);
     },
@@ -176,13 +186,7 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     },
     finished(sample) {
       const { model } = sample;
-      const handler = HANDLERS[sample.api];
-      const status = `${Math.floor(sample.status / 100)}xx`;
-      const key = `${handler} ${status}`;
-      const h = http.get(key);
-      if (h === undefined) http.set(key, { handler, status, count: 1 });
-      else h.count++;
-      if (sample.duration !== undefined) httpDuration.observe([handler, 'POST'], sample.duration);
+      httpRequest(HANDLERS[sample.api], 'POST', sample.status, sample.duration);
       const reason = vllmFinishedReason(sample);
       if (reason !== undefined) {
         let counts = finished.get(model);
