@@ -175,6 +175,7 @@ describe('vLLM\'s Grafana dashboards against the vllm dialect', { skip: promethe
         const one = async (promql: string): Promise<number> => single(await s.prom.query(promql));
         assert.equal(await one(`sum(vllm:request_success_total{model_name="${model}",finished_reason="error"})`), sent.failed, 'the 500s are vLLM\'s "error"');
         assert.equal(await one(`sum(vllm:request_success_total{model_name="${model}",finished_reason="abort"})`), sent.cancelled);
+        assert.equal(await one(`infermeter_prompt_tokens_unknown_total{model_name="${model}",outcome="cancelled"}`), sent.cancelled, 'the cancels\' prompt tokens are not known: counted');
       }
       const total = [...s.traffic.sent.values()].reduce((n, c) => n + c.ok + c.failed + c.cancelled, 0);
       const failed = [...s.traffic.sent.values()].reduce((n, c) => n + c.failed, 0);
