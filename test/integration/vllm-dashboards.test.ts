@@ -157,8 +157,8 @@ function assertExactly(empty: Map<string, string>, expected: readonly string[], 
   );
 }
 
-describe('vLLM\'s Grafana dashboards against the vllm dialect', { skip: prometheusSkip || vllmDashboardsSkip }, () => {
-  it('every panel query of the four dashboards returns data, but the documented engine-only ones', async (t) => {
+describe('vLLM\'s Grafana dashboards against the vllm dialect', () => {
+  it('every panel query of the four dashboards returns data, but the documented engine-only ones', { skip: prometheusSkip || vllmDashboardsSkip }, async (t) => {
     assert.ok(prometheusAvailable, 'prometheus must be installed (Debian package prometheus)');
     const dashboards = vllmDashboards();
     assert.deepEqual(dashboards.map((d) => d.file), ['performance_statistics.json', 'prometheus_grafana.json', 'query_statistics.json', 'vllm_overview.json']);
