@@ -1,8 +1,11 @@
 // A simulated OpenAI-compatible model server for the demo, the benchmark and tests: chat
 // completions, completions, the Responses API and embeddings, streamed or not, with a time to
 // first token, gaps between tokens and usage as a vLLM-like server produces them (usage in a
-// final chunk only when the request asks for it with stream_options.include_usage), and a
-// vLLM-style /metrics reporting its own queues and a KV-cache usage that follows the load.
+// final chunk only when the request asks for it with stream_options.include_usage), a
+// vLLM-style /metrics reporting its own queues, a KV-cache usage that follows the load and the
+// engine-only families of vLLM's newer dashboards (waiting by reason, tokens per engine step,
+// prompt tokens by source), and a scripted failure: a request with `x-sim-status: 500` (any 4xx
+// or 5xx) is answered that status with vLLM's error body.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serveMessages } from './anthropic.ts';
