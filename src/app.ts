@@ -7,7 +7,7 @@ import type { Server } from 'node:http';
 import { Hono } from 'hono';
 import type { Config } from './config/config.ts';
 import { createAccessLog, type AccessLog } from './access-log.ts';
-import { createDataPlane, type DataPlane } from './data-plane/data-plane.ts';
+import { createDataPlane, type DataPlane, type DataPlaneOptions } from './data-plane/data-plane.ts';
 import type { LifecycleViolation } from './data-plane/lifecycle.ts';
 import { createInjectionSwitch } from './data-plane/usage-injection.ts';
 import type { Logger } from './log.ts';
@@ -21,6 +21,7 @@ import type { MeasurementSink } from './measure/request-timer.ts';
 import type { ContainerSamplerOptions } from './metrics/container/container-sampler.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import type { OtelOptions } from './metrics/dialects/otel.ts';
+import { vllmHandler, vllmMethod } from './metrics/dialects/vllm-http.ts';
 import { startOtlpExport, type OtlpExport } from './metrics/otlp-export.ts';
 import type { ProxyEvents } from './metrics/proxy-families.ts';
 import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases.ts';
@@ -126,6 +127,16 @@ export async function startExport(config: Config, metrics: Metrics, log: Logger)
   return startOtlpExport({ config: config.otel.export, otel: otelOptions(config), buckets: config.buckets, metrics, log });
 }
 
+/** vLLM's HTTP families for the pass-through route: its bounded labels, then the event. */
+function passThroughHttp(events: ProxyEvents): DataPlaneOptions['httpRequest'] {
+  const report = events.httpRequest;
+  if (report === undefined) return undefined;
+  return (target, method, status, seconds) => {
+    const handler = vllmHandler(target);
+    if (handler !== undefined) report(handler, vllmMethod(method), status, seconds);
+  };
+}
+
 /** The data plane of one process, reporting to `sink` and `events`. */
 export function buildDataPlane(
   config: Config,
@@ -164,6 +175,7 @@ export function buildDataPlane(
     limits: config.security,
     rejected: events.rejected,
     clientError: events.clientError,
+    httpRequest: config.dialects.includes('vllm') ? passThroughHttp(events) : undefined,
     lifecycleViolation,
     tenantOf: aliases === undefined ? undefined : createTenantOf(config.tenant.source, aliases.current),
   });

@@ -18,7 +18,8 @@ export type BusEvent =
   | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null, tenant: string | undefined] // first output
   | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number, tenant: string | undefined] // inter-token
   | readonly [kind: 3, sample: RequestSample] // finished
-  | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null]; // a proxy event
+  | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null] // a proxy event
+  | readonly [kind: 5, handler: string, method: string, status: number, seconds: number]; // a pass-through request (httpRequest)
 
 type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'retried' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected' | 'clientError';
 
@@ -84,6 +85,7 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
       accessLogDropped: proxy('accessLogDropped'),
       rejected: proxy('rejected'),
       clientError: proxy('clientError') as (k: ClientErrorKind) => void,
+      httpRequest: (handler, method, status, seconds) => push([5, handler, method, status, seconds]),
     },
   };
 }
@@ -155,6 +157,9 @@ export function createWorkerReceiver(
             (events[name] as (a?: unknown) => void)(arg ?? undefined);
             break;
           }
+          case 5:
+            events.httpRequest?.(e[1], e[2], e[3], e[4]);
+            break;
         }
       }
     },

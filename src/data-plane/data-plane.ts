@@ -60,6 +60,12 @@ export interface DataPlaneOptions {
   /** A connection dropped before its request could be read (slow client, not HTTP). */
   readonly clientError?: (kind: ClientErrorKind) => void;
   /**
+   * A request the pass-through route answered (not an inference request: those are measured),
+   * when its response closes: its path (with the query), method, status and seconds since it
+   * arrived. Undefined: nobody listens (no dialect serves HTTP families), and nothing is added.
+   */
+  readonly httpRequest?: ((target: string, method: string | undefined, status: number, seconds: number) => void) | undefined;
+  /**
    * An impossible move of a request's lifecycle (a bug of the data plane). Default: logged as
    * an error; the tests make it fail the test.
    */
@@ -143,6 +149,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     },
   });
   let draining = false;
+  const httpRequest = options.httpRequest;
 
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     // While draining, each connection closes after its current response.
@@ -154,8 +161,13 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     }
     req.url = target;
     const api = inferenceApi(req.method, target);
-    if (api === undefined) passThrough.web(req, res);
-    else measured(req, res, api);
+    if (api === undefined) {
+      if (httpRequest !== undefined) {
+        const at = options.clock();
+        res.once('close', () => httpRequest(target, req.method, res.statusCode, (options.clock() - at) / 1000));
+      }
+      passThrough.web(req, res);
+    } else measured(req, res, api);
   };
 
   // Node checks the headers and request timeouts every connectionsCheckingInterval (30 s by

@@ -4,6 +4,7 @@
 // (vLLM's data-parallel engines) are summed for counts and averaged for ratios.
 import { detectEngine, ENGINE_MAP, type Engine, type EngineFamily, type Source } from './engine-map.ts';
 import type { Family, Sample } from './exposition-parser.ts';
+import { relabelEngineOnly } from './vllm-families.ts';
 
 export interface EngineSnapshot {
   readonly engine: Engine;
@@ -13,6 +14,8 @@ export interface EngineSnapshot {
   readonly remainBlocks: number | undefined;
   /** Raw counter values behind ratio sources, for the next scrape's increase. */
   readonly counters: ReadonlyMap<string, number>;
+  /** vLLM: its engine-only families (vllm-families.ts), relabelled, by family name. */
+  readonly engineOnly?: ReadonlyMap<string, readonly Sample[]> | undefined;
 }
 
 export function readEngineState(
@@ -86,7 +89,8 @@ export function readEngineState(
     }
   }
 
-  return { engine, values, remainBlocks: remainBlocks(engine, bySample, values), counters };
+  const engineOnly = engine === 'vllm' ? relabelEngineOnly(families) : undefined;
+  return { engine, values, remainBlocks: remainBlocks(engine, bySample, values), counters, engineOnly };
 }
 
 /** vLLM: blocks from cache_config_info's num_gpu_blocks label, times the free share of the KV cache. */

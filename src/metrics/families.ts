@@ -48,14 +48,15 @@ function checkName(name: string, labelNames: readonly string[]): void {
 export interface DerivedOptions {
   readonly name: string;
   readonly help: string;
-  readonly type: 'counter' | 'gauge';
+  /** 'histogram' for samples computed whole (`_bucket`, `_sum`, `_count` as each value's metricName). */
+  readonly type: MetricType;
   /** How prom-client's cluster aggregation combines workers' values. */
   readonly aggregator?: Collected['aggregator'];
   /** Called at every scrape; returns the samples of the family. */
   readonly collect: () => MetricValue[];
 }
 
-/** A counter or gauge whose samples are computed at scrape time. */
+/** A counter or gauge (or a histogram's samples) computed at scrape time. */
 export function registerDerived(registry: Registry, options: DerivedOptions): Family {
   checkName(options.name, []);
   const head = header(options.name, options.help, options.type);
@@ -88,6 +89,8 @@ export interface HistogramOptions {
   readonly help: string;
   /** Upper bounds, strictly increasing; +Inf is implied. */
   readonly buckets: readonly number[];
+  /** How a bound is written in `le` (default: as JavaScript writes the number, "1"). */
+  readonly formatBound?: (bound: number) => string;
   /** One label, the usual case here (model_name); its value is passed to observe(). */
   readonly labelName: string;
   /** Labels with the same value on every series of the family (a service's identity). */
@@ -167,7 +170,7 @@ export function registerHistogram(registry: Registry, options: HistogramOptions)
 
   const head = header(name, help, 'histogram');
   const constText = formatLabels(constLabels);
-  const bucketLabels = Array.from(bounds, (b) => `le="${formatValue(b)}"`);
+  const bucketLabels = Array.from(bounds, (b) => `le="${(options.formatBound ?? formatValue)(b)}"`);
   const prefixesFor = (labelValue: string): string[] => {
     const labels = `${constText === '' ? '' : `${constText},`}${labelName}="${escapeLabelValue(labelValue)}"`;
     const prefixes = bucketLabels.map((le) => `${bucketName}{${labels},${le}} `);
@@ -208,6 +211,8 @@ export interface LabelledHistogramOptions {
   readonly help: string;
   /** Upper bounds, strictly increasing; +Inf is implied. */
   readonly buckets: readonly number[];
+  /** How a bound is written in `le` (default: as JavaScript writes the number, "1"). */
+  readonly formatBound?: (bound: number) => string;
   /** The label names, in the order of the values observe() takes. */
   readonly labelNames: readonly string[];
 }
@@ -230,7 +235,7 @@ export function registerLabelledHistogram(registry: Registry, options: LabelledH
   const bounds = checkedBounds(name, options.buckets);
   const series = new Map<string, Series & { readonly labels: Readonly<Record<string, string>> }>();
   const head = header(name, help, 'histogram');
-  const bucketLabels = Array.from(bounds, (b) => `le="${formatValue(b)}"`);
+  const bucketLabels = Array.from(bounds, (b) => `le="${(options.formatBound ?? formatValue)(b)}"`);
   const prefixesFor = (labels: Readonly<Record<string, string>>): string[] => {
     const text = formatLabels(labels);
     const sep = text === '' ? '' : ',';

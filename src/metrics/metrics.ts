@@ -143,7 +143,16 @@ export function createMetrics(options: MetricsOptions): Metrics {
   };
   const dialects = options.dialects.map((name) => dialectFactory(name, options)(registry, recorder.state, context));
   for (const dialect of dialects) recorder.addObserver(dialect);
-  const proxy = createProxyFamilies(registry, options.version);
+  const httpObservers = dialects.filter((d) => d.httpRequest !== undefined);
+  const proxy: ProxyFamilies = {
+    ...createProxyFamilies(registry, options.version),
+    httpRequest:
+      httpObservers.length === 0
+        ? undefined
+        : (handler, method, status, seconds) => {
+            for (const d of httpObservers) d.httpRequest!(handler, method, status, seconds);
+          },
+  };
   registry.registerMetric(overflowed);
   if (tenantGuard !== undefined) {
     recorder.addObserver(createTenantFamilies(registry, options.buckets));
@@ -168,6 +177,28 @@ export function createMetrics(options: MetricsOptions): Metrics {
     help: "Finished inference requests whose answer carried the engine's own timings (llama.cpp's timings); the vllm dialect's phase histograms take these requests' phases from them, the others' are the proxy's estimate.",
     type: 'counter',
     collect: () => [...recorder.state.models.values()].map((m) => ({ value: engineTimed.get(m.model) ?? 0, labels: { model_name: m.model } })),
+  });
+  // Requests the engine read a prompt for, whose prompt tokens no count has: a stream the client
+  // left (or that broke off) before its usage chunk. Their generation tokens are counted from the
+  // events; their prompt tokens are missing from every prompt-token figure (docs/metrics.md).
+  const promptUnknown = new Map<string, { cancelled: number; failed: number }>();
+  recorder.addObserver({
+    finished: (s) => {
+      if (s.promptTokens !== undefined || s.outcome === 'success' || !s.outputSeen || s.api === 'embeddings') return;
+      let c = promptUnknown.get(s.model);
+      if (c === undefined) promptUnknown.set(s.model, (c = { cancelled: 0, failed: 0 }));
+      c[s.outcome]++;
+    },
+  });
+  registerDerived(registry, {
+    name: 'infermeter_prompt_tokens_unknown_total',
+    help: 'Inference requests cancelled or cut after their output began and before the upstream told their usage: the engine read their prompt, but their prompt tokens are in no prompt-token count.',
+    type: 'counter',
+    collect: () =>
+      [...recorder.state.models.values()].flatMap((m) => {
+        const c = promptUnknown.get(m.model);
+        return (['cancelled', 'failed'] as const).map((outcome) => ({ value: c?.[outcome] ?? 0, labels: { model_name: m.model, outcome } }));
+      }),
   });
   const recent = createRecentRequests(options.jsonWindow ?? 1000);
   recorder.addObserver({

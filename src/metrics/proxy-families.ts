@@ -24,6 +24,11 @@ export interface ProxyEvents {
   rejected(): void;
   /** A client connection dropped before a request could be read: too slow, or not HTTP. */
   clientError(kind: ClientErrorKind): void;
+  /**
+   * A request of a route infermeter forwards without measuring, with its bounded labels
+   * (vllm-http.ts); undefined when no dialect serves HTTP families.
+   */
+  readonly httpRequest?: ((handler: string, method: string, status: number, seconds: number) => void) | undefined;
 }
 
 

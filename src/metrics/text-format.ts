@@ -19,6 +19,32 @@ export function formatValue(value: number): string {
   return String(value);
 }
 
+/**
+ * A number as Python's prometheus_client writes it (floatToGoString over repr()): integers with
+ * ".0" ("1.0"), exponents from 1e16 and below 1e-4 ("1e+16", "1e-05"), and from 1e6 upwards
+ * its own exponent form ("1e+06", "2.5e+06"). What vLLM writes in `le`, which dashboards match
+ * as text (le="1.0").
+ */
+export function formatPythonFloat(value: number): string {
+  if (!Number.isFinite(value)) return formatValue(value);
+  const [mantissa, exp] = value.toExponential().split('e') as [string, string];
+  const e = Number(exp);
+  let s: string;
+  if (e >= -4 && e < 16) {
+    s = String(value);
+    if (!s.includes('.') && !s.includes('e')) s += '.0';
+    // JavaScript writes 1e-7 and smaller with an exponent; that range is below Python's -4.
+  } else {
+    s = `${mantissa}e${e < 0 ? '-' : '+'}${String(Math.abs(e)).padStart(2, '0')}`;
+  }
+  const dot = s.indexOf('.');
+  if (value > 0 && dot > 6) {
+    const m = `${s[0]}.${s.slice(1, dot)}${s.slice(dot + 1)}`.replace(/[0.]+$/, '');
+    return `${m}e+0${dot - 1}`;
+  }
+  return s;
+}
+
 /** `a="x",b="y"` for a label set, in insertion order. */
 export function formatLabels(labels: Readonly<Record<string, string | number>>): string {
   let out = '';

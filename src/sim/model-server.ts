@@ -1,8 +1,11 @@
 // A simulated OpenAI-compatible model server for the demo, the benchmark and tests: chat
 // completions, completions, the Responses API and embeddings, streamed or not, with a time to
 // first token, gaps between tokens and usage as a vLLM-like server produces them (usage in a
-// final chunk only when the request asks for it with stream_options.include_usage), and a
-// vLLM-style /metrics reporting its own queues and a KV-cache usage that follows the load.
+// final chunk only when the request asks for it with stream_options.include_usage), a
+// vLLM-style /metrics reporting its own queues, a KV-cache usage that follows the load and the
+// engine-only families of vLLM's newer dashboards (waiting by reason, tokens per engine step,
+// prompt tokens by source), and a scripted failure: a request with `x-sim-status: 500` (any 4xx
+// or 5xx) is answered that status with vLLM's error body.
 // Each API answers in OpenAI's shapes (responses-api.ts, embeddings.ts), so that the official
 // SDKs and the Vercel AI SDK accept what it sends.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
@@ -43,7 +46,12 @@ interface EngineStats {
   tokensInFlight: number;
   prefixQueries: number;
   prefixHits: number;
+  /** vllm:iteration_tokens_total: tokens per engine step (a prefill step, then one token per decode step). */
+  readonly steps: { readonly counts: number[]; sum: number; count: number };
 }
+
+/** vLLM's buckets of vllm:iteration_tokens_total (its cudagraph capture sizes' default). */
+const STEP_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384];
 
 const BLOCKS = 4096;
 const BLOCK_SIZE = 16;
@@ -52,7 +60,9 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
   const models = options.models ?? ['sim-llama-8b'];
   const tokensPerEvent = Math.max(1, options.tokensPerEvent ?? 1);
   let counter = 0;
-  const stats = new Map<string, EngineStats>(models.map((m) => [m, { waiting: 0, running: 0, tokensInFlight: 0, prefixQueries: 0, prefixHits: 0 }]));
+  const stats = new Map<string, EngineStats>(
+    models.map((m) => [m, { waiting: 0, running: 0, tokensInFlight: 0, prefixQueries: 0, prefixHits: 0, steps: { counts: STEP_BUCKETS.map(() => 0), sum: 0, count: 0 } }]),
+  );
 
   return (req, res) => {
     const path = (req.url ?? '/').split('?')[0]!;
@@ -83,6 +93,12 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
         json(res, 404, { object: 'error', message: `The model \`${model}\` does not exist.`, type: 'NotFoundError', param: null, code: 404 });
         return;
       }
+      // A scripted failure: `x-sim-status: 500` (any 4xx or 5xx) answers that status, as vLLM's error body.
+      const failWith = Number(req.headers['x-sim-status']);
+      if (failWith >= 400 && failWith <= 599) {
+        json(res, failWith, { object: 'error', message: `scripted failure ${failWith}`, type: failWith >= 500 ? 'InternalServerError' : 'BadRequestError', param: null, code: failWith });
+        return;
+      }
       const id = `sim-${++counter}`;
       const promptTokens = Math.max(1, Math.round(JSON.stringify(body.messages ?? body.prompt ?? body.input ?? '').length / 4));
       const maxTokens = numberOr(body.max_tokens ?? body.max_completion_tokens ?? body.max_output_tokens, options.defaultTokens ?? 64);
@@ -101,7 +117,7 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
         return;
       }
       if (path.endsWith('/v1/messages')) {
-        serveMessages(res, body, plan, track(stats.get(model)!, plan.tokens, res));
+        serveMessages(res, body, plan, track(stats.get(model)!, plan, res));
         return;
       }
       const api = path.endsWith('/v1/chat/completions') ? 'chat' : path.endsWith('/v1/completions') ? 'completions' : path.endsWith('/v1/responses') ? 'responses' : undefined;
@@ -113,7 +129,7 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
       const s = stats.get(model)!;
       s.prefixQueries += promptTokens;
       s.prefixHits += Math.floor(promptTokens / 2);
-      const engine = track(s, plan.tokens, res);
+      const engine = track(s, plan, res);
       if (body.stream === true) void stream(res, api, plan, includeUsage, engine);
       else {
         setTimeout(engine.firstToken, plan.ttftMs).unref();
@@ -147,7 +163,8 @@ const responseRequest = (plan: Plan): ResponseRequest => ({ id: plan.id, model: 
 type Api = 'chat' | 'completions' | 'responses';
 
 /** Moves one request through the engine's queues: waiting, running, done (or gone). */
-function track(s: EngineStats, tokens: number, res: ServerResponse): { firstToken: () => void } {
+function track(s: EngineStats, plan: Plan, res: ServerResponse): { firstToken: () => void } {
+  const tokens = plan.tokens;
   s.waiting++;
   let state: 'waiting' | 'running' | 'done' = 'waiting';
   res.on('close', () => {
@@ -155,6 +172,8 @@ function track(s: EngineStats, tokens: number, res: ServerResponse): { firstToke
     else if (state === 'running') {
       s.running--;
       s.tokensInFlight -= tokens;
+      // One decode step per token after the first (a request left early counts its planned tokens).
+      if (tokens > 1) step(s, 1, tokens - 1);
     }
     state = 'done';
   });
@@ -165,9 +184,20 @@ function track(s: EngineStats, tokens: number, res: ServerResponse): { firstToke
       s.waiting--;
       s.running++;
       s.tokensInFlight += tokens;
+      step(s, plan.promptTokens, 1);
     },
   };
 }
+
+function step(s: EngineStats, tokens: number, times: number): void {
+  const i = STEP_BUCKETS.findIndex((b) => tokens <= b);
+  if (i >= 0) s.steps.counts[i]! += times;
+  s.steps.sum += tokens * times;
+  s.steps.count += times;
+}
+
+/** A float as Python's prometheus_client writes it in the simple cases the sim needs ("1.0"). */
+const pyFloat = (n: number): string => (Number.isInteger(n) ? `${n}.0` : String(n));
 
 function engineMetrics(stats: ReadonlyMap<string, EngineStats>): string {
   const lines: string[] = [];
@@ -181,6 +211,31 @@ function engineMetrics(stats: ReadonlyMap<string, EngineStats>): string {
   family('vllm:num_preemptions_total', 'counter', 'Cumulative number of preemption from the engine.', () => 0);
   family('vllm:prefix_cache_queries_total', 'counter', 'Prefix cache queries, in terms of number of queried tokens.', (s) => s.prefixQueries);
   family('vllm:prefix_cache_hits_total', 'counter', 'Prefix cache hits, in terms of number of cached tokens.', (s) => s.prefixHits);
+  // The engine-only families of vLLM's newer dashboards (vllm/v1/metrics/loggers.py).
+  const labelled = (name: string, type: string, help: string, label: string, values: ReadonlyArray<readonly [string, (s: EngineStats) => number]>): void => {
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const [model, s] of stats) for (const [v, read] of values) lines.push(`${name}{engine="0",model_name="${model}",${label}="${v}"} ${read(s)}`);
+  };
+  labelled('vllm:num_requests_waiting_by_reason', 'gauge', 'Number of requests waiting, by the reason they wait.', 'reason', [
+    ['capacity', (s) => s.waiting],
+    ['deferred', () => 0],
+  ]);
+  labelled('vllm:prompt_tokens_by_source_total', 'counter', 'Number of prompt tokens by source.', 'source', [
+    ['local_compute', (s) => s.prefixQueries - s.prefixHits],
+    ['local_cache_hit', (s) => s.prefixHits],
+    ['external_kv_transfer', () => 0],
+  ]);
+  lines.push('# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.', '# TYPE vllm:iteration_tokens_total histogram');
+  for (const [model, s] of stats) {
+    const labels = `engine="0",model_name="${model}"`;
+    let cumulative = 0;
+    STEP_BUCKETS.forEach((b, i) => {
+      cumulative += s.steps.counts[i]!;
+      lines.push(`vllm:iteration_tokens_total_bucket{${labels},le="${pyFloat(b)}"} ${cumulative}`);
+    });
+    lines.push(`vllm:iteration_tokens_total_bucket{${labels},le="+Inf"} ${s.steps.count}`);
+    lines.push(`vllm:iteration_tokens_total_count{${labels}} ${s.steps.count}`, `vllm:iteration_tokens_total_sum{${labels}} ${s.steps.sum}`);
+  }
   lines.push('# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig', '# TYPE vllm:cache_config_info gauge');
   lines.push(`vllm:cache_config_info{block_size="${BLOCK_SIZE}",engine="0",num_gpu_blocks="${BLOCKS}"} 1.0`);
   return `${lines.join('\n')}\n`;

@@ -55,6 +55,10 @@ export interface Prometheus {
   readonly url: string;
   /** Instant query; throws (naming the query and Prometheus' error) unless status is success. */
   query(promql: string): Promise<QueryData>;
+  /** Range query from `start` to `end` (Unix seconds) at `step` seconds; the matrix's series. */
+  queryRange(promql: string, start: number, end: number, step: number): Promise<ReadonlyArray<{ readonly metric: Labels; readonly values: ReadonlyArray<[number, string]> }>>;
+  /** GET of a path of the HTTP API (e.g. /api/v1/label/job/values?match[]=up); its `data`. */
+  api(path: string): Promise<unknown>;
   /** An instant query whose answer must be a vector; its samples with numeric values. */
   vector(promql: string): Promise<Array<{ metric: Labels; value: number }>>;
   /**
@@ -120,11 +124,11 @@ export async function startPrometheus(t: TestContext, options: PrometheusOptions
   const running = current;
   const url = running.url;
 
-  const query = async (promql: string): Promise<QueryData> => {
-    const res = await fetch(`${url}/api/v1/query`, {
+  const post = async (path: string, promql: string, params: Record<string, string> = {}): Promise<QueryData> => {
+    const res = await fetch(`${url}${path}`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ query: promql }).toString(),
+      body: new URLSearchParams({ query: promql, ...params }).toString(),
     });
     const text = await res.text();
     let body: { status?: string; data?: QueryData; errorType?: string; error?: string };
@@ -136,6 +140,18 @@ export async function startPrometheus(t: TestContext, options: PrometheusOptions
     if (body.status !== 'success' || body.data === undefined) {
       throw new Error(`prometheus query failed (HTTP ${res.status}, ${body.errorType ?? '?'}: ${body.error ?? text.slice(0, 500)}) for: ${promql}`);
     }
+    return body.data;
+  };
+  const query = (promql: string): Promise<QueryData> => post('/api/v1/query', promql);
+  const queryRange = async (promql: string, start: number, end: number, step: number) => {
+    const data = await post('/api/v1/query_range', promql, { start: String(start), end: String(end), step: String(step) });
+    if (data.resultType !== 'matrix') throw new Error(`expected a matrix from ${promql}, got ${data.resultType}`);
+    return data.result;
+  };
+  const api = async (path: string): Promise<unknown> => {
+    const res = await fetch(`${url}${path}`);
+    const body = (await res.json()) as { status?: string; data?: unknown; error?: string };
+    if (body.status !== 'success') throw new Error(`prometheus ${path}: HTTP ${res.status} ${body.error ?? ''}`);
     return body.data;
   };
 
@@ -176,7 +192,7 @@ export async function startPrometheus(t: TestContext, options: PrometheusOptions
     }
   };
 
-  return { url, query, vector, waitFor, waitForTargetsUp, log: running.log, stop };
+  return { url, query, queryRange, api, vector, waitFor, waitForTargetsUp, log: running.log, stop };
 }
 
 /** The value of a vector answer with exactly one sample (e.g. `sum(...)`); NaN when empty. */

@@ -52,6 +52,11 @@ export const OTEL_BUCKETS = {
 
 /** The `le` label values a family with these bounds renders, +Inf last. */
 export const les = (bounds: readonly number[]): string[] => [...bounds.map(String), '+Inf'];
+/**
+ * The `le` values as vLLM writes them (Python's prometheus_client: the repr of a float, "1.0",
+ * "0.001"), for bounds from 1e-4 to below 1e6, the range of every vLLM default.
+ */
+export const pythonLes = (bounds: readonly number[]): string[] => [...bounds.map((b) => (Number.isInteger(b) ? `${b}.0` : String(b))), '+Inf'];
 
 /**
  * infermeter's own choices, where no specification gives buckets, as docs/metrics.md documents

@@ -305,6 +305,13 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     await post('a-mistyped-model');
     for (let i = 0; i < 3; i++) await post(MODELS[1]!);
     await post(MODELS[0]!);
+    // The page decides on its first data: wait for a snapshot taken after every request (the
+    // feed takes one a second), or it may open on a snapshot from between them.
+    for (let tries = 0; tries < 100; tries++) {
+      const busiest = (await dashboardData(app.managementUrl)).models.find((m) => m.model === MODELS[1]);
+      if (busiest?.totals.received === 3) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     const { page, errors } = await open(t, app);
     await page.waitForFunction((n) => document.querySelectorAll('#models tbody tr').length === n, 3, { timeout: 10_000 });
     assert.equal(await page.locator('#model').inputValue(), MODELS[1]);

@@ -45,6 +45,10 @@ const SPEC_MANDATED_LINT = new Set([
     'vllm:request_params_max_tokens',
     'vllm:request_max_num_generation_tokens',
     'vllm:request_params_n',
+    // vLLM 0.10's names, served beside the new ones.
+    'vllm:time_per_output_token_seconds',
+    'vllm:time_per_output_tokens_seconds',
+    'vllm:gpu_cache_usage_perc',
   ].map((name) => `${name} metric names should not contain ':'`),
 ]);
 

@@ -124,6 +124,7 @@ describe('a vLLM Grafana dashboard in front of a non-vLLM server', { skip: prome
         length: (STREAMS.length + 1) * rounds, // the sim stops every answer at max_tokens
         abort: rounds,
         stop: 0,
+        error: 0,
       });
       const one = async (promql: string): Promise<number> => single(await prom.query(promql));
       const successTokens = STREAMS.reduce((n, p) => n + (p.max_tokens ?? TOKENS), 6);

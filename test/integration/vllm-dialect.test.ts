@@ -13,7 +13,7 @@ import { startSimServer } from '../../src/sim/model-server.ts';
 import type { Exposition } from '../helpers/exposition.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
-import { les as specLes, VLLM_BUCKETS } from '../helpers/spec-buckets.ts';
+import { pythonLes as specLes, VLLM_BUCKETS } from '../helpers/spec-buckets.ts';
 
 const MODEL = 'sim-llama-8b';
 const l = (labels: Record<string, string> = {}) => ({ model_name: MODEL, engine: '0', ...labels });
@@ -170,7 +170,7 @@ describe('vLLM dialect', () => {
     const app = await startProxy(t, upstream.url, { INFERMETER_DIALECTS: 'vllm', INFERMETER_BUCKETS_VLLM_E2E_REQUEST_LATENCY_SECONDS: '0.5,5' });
     await (await fetch(`${app.dataUrl}/v1/completions`, { method: 'POST', body: '{"model":"m"}' })).arrayBuffer();
     const x = await scrape(app);
-    assert.deepEqual(x.series('vllm:e2e_request_latency_seconds_bucket').map((s) => s.labels.le), ['0.5', '5', '+Inf']);
+    assert.deepEqual(x.series('vllm:e2e_request_latency_seconds_bucket').map((s) => s.labels.le), ['0.5', '5.0', '+Inf'], 'as vLLM writes them');
     assert.equal(x.value('vllm:request_success_total', { model_name: 'm', engine: '0', finished_reason: 'stop' }), 1, 'no finish_reason in the body: stop');
   });
 });
@@ -209,7 +209,11 @@ describe('vLLM dialect with a vLLM upstream relayed', () => {
     assert.equal(x.value('vllm:prompt_tokens_total', e), 3, 'not the engine\'s 1200');
     assert.deepEqual(x.series('vllm:prompt_tokens_total').map((s) => s.labels.engine), ['0'], 'the engine\'s per-engine series are gone');
     assert.equal(x.value('vllm:e2e_request_latency_seconds_count', e), 1);
-    assert.equal(x.value('vllm:e2e_request_latency_seconds_bucket', { ...e, le: '1.0' }), undefined, 'the engine\'s le="1.0" bucket is not relayed');
+    assert.deepEqual(
+      x.series('vllm:e2e_request_latency_seconds_bucket').filter((s) => s.labels.le === '+Inf').map((s) => s.value),
+      [1],
+      'infermeter\'s one request; the engine\'s buckets (5 requests) are not relayed',
+    );
     assert.deepEqual(x.series('vllm:time_to_first_token_seconds_count'), [], 'a non-streamed answer has no TTFT; the engine\'s 5 are not relayed');
     // The queue and KV-cache figures are the engine's, through the engine mapping: summed and
     // averaged over its two data-parallel engines, under engine="0".
@@ -227,11 +231,16 @@ describe('vLLM dialect with a vLLM upstream relayed', () => {
     assert.equal(x.text.match(/^# TYPE vllm:request_queue_time_seconds /gm)?.length, 1);
     assert.equal(x.value('vllm:request_prefill_time_seconds_count', e), undefined, 'a non-streamed answer has no prefill time');
     assert.equal(x.text.match(/^# TYPE vllm:request_prefill_time_seconds /gm)?.length, 1);
-    // What infermeter does not measure is relayed as the engine wrote it.
-    assert.equal(x.value('vllm:prefix_cache_queries_total', { engine: '1', model_name: ENGINE_MODEL }), 1000);
+    // The engine-only families the dialect serves: relabelled as its own, the two data-parallel
+    // engines summed under engine="0", once (the relay's copy dropped).
+    assert.equal(x.value('vllm:prefix_cache_queries_total', e), 2000);
+    assert.equal(x.value('vllm:prefix_cache_hits_total', e), 800);
+    assert.deepEqual(x.series('vllm:prefix_cache_queries_total').map((s) => s.labels.engine), ['0']);
+    assert.equal(x.text.match(/^# TYPE vllm:prefix_cache_hits_total /gm)?.length, 1);
+    // What infermeter does not serve is relayed as the engine wrote it.
     assert.equal(x.value('vllm:cache_config_info', { block_size: '16', cache_dtype: 'auto', enable_prefix_caching: 'True', engine: '0', gpu_memory_utilization: '0.9', num_cpu_blocks: 'None', num_gpu_blocks: '1000' }), 1);
-    assert.equal(x.value('infermeter_relay_families', { state: 'relayed' }), 4);
-    assert.equal(x.value('infermeter_relay_families', { state: 'dropped' }), 12);
+    assert.equal(x.value('infermeter_relay_families', { state: 'relayed' }), 2);
+    assert.equal(x.value('infermeter_relay_families', { state: 'dropped' }), 14);
 
     if (spawnSync('promtool', ['--version']).status === 0 || process.env.CI) {
       const check = spawnSync('promtool', ['check', 'metrics'], { input: x.text, encoding: 'utf8' });

@@ -9,7 +9,7 @@ import type { RequestSample } from '../../src/measure/sample.ts';
 import { vllmFinishedReason } from '../../src/metrics/dialects/vllm.ts';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
-import { les as specLes, VLLM_BUCKETS } from '../helpers/spec-buckets.ts';
+import { pythonLes as specLes, VLLM_BUCKETS } from '../helpers/spec-buckets.ts';
 
 const AOM = { periodSeconds: 30, labels: {} };
 
@@ -149,9 +149,9 @@ describe('vLLM dialect', () => {
     assert.equal(x.value('vllm:request_prompt_tokens_sum', l()), 63);
     assert.equal(x.value('vllm:request_generation_tokens_count', l()), 5);
     assert.equal(x.value('vllm:request_generation_tokens_sum', l()), 21);
-    assert.equal(x.value('vllm:request_generation_tokens_bucket', l({ le: '1' })), 1);
-    assert.equal(x.value('vllm:request_generation_tokens_bucket', l({ le: '5' })), 4);
-    assert.equal(x.value('vllm:request_generation_tokens_bucket', l({ le: '10' })), 5);
+    assert.equal(x.value('vllm:request_generation_tokens_bucket', l({ le: '1.0' })), 1);
+    assert.equal(x.value('vllm:request_generation_tokens_bucket', l({ le: '5.0' })), 4);
+    assert.equal(x.value('vllm:request_generation_tokens_bucket', l({ le: '10.0' })), 5);
 
     // vLLM's buckets, with +Inf.
     assert.deepEqual(
@@ -198,7 +198,7 @@ describe('vLLM dialect', () => {
     const { metrics, clock, scrape } = setup(['vllm'], { 'vllm:e2e_request_latency_seconds': [1, 10] });
     stream(metrics, clock, 'm', { tokensAt: [10], endAt: 20 });
     const x = await scrape();
-    assert.deepEqual(x.series('vllm:e2e_request_latency_seconds_bucket').map((s) => s.labels.le), ['1', '10', '+Inf']);
+    assert.deepEqual(x.series('vllm:e2e_request_latency_seconds_bucket').map((s) => s.labels.le), ['1.0', '10.0', '+Inf'], 'written as vLLM writes them');
     metrics.close();
   });
 
@@ -212,7 +212,13 @@ describe('vLLM dialect', () => {
     }
     assert.equal(vllmFinishedReason(sample('cancelled', 'length')), 'abort');
     assert.equal(vllmFinishedReason(sample('cancelled')), 'abort');
-    assert.equal(vllmFinishedReason(sample('failed', 'stop')), undefined);
+    const failed = (status: number, failure: RequestSample['failure']) => ({ outcome: 'failed', status, failure }) as RequestSample;
+    assert.equal(vllmFinishedReason(failed(500, 'upstream_status')), 'error', 'the engine took it and failed');
+    assert.equal(vllmFinishedReason(failed(200, 'stream_error')), 'error');
+    assert.equal(vllmFinishedReason(failed(502, 'upstream_unreachable')), 'error');
+    assert.equal(vllmFinishedReason(failed(200, 'upstream_reset')), 'error');
+    assert.equal(vllmFinishedReason(failed(404, 'upstream_status')), undefined, 'refused before the engine: not counted, as vLLM');
+    assert.equal(vllmFinishedReason(failed(400, 'upstream_status')), undefined);
   });
 
   it('gives the phases as a proxy sees them, and the request parameters as the request set them', async () => {
@@ -258,12 +264,12 @@ describe('vLLM dialect', () => {
     close(x.value('vllm:request_inference_time_seconds_sum', l), 2.5 + 0.4, 'inference: last token minus the queue');
     assert.equal(x.value('vllm:request_params_n_count', l), 2);
     assert.equal(x.value('vllm:request_params_n_sum', l), 3, 'n 2, and the default 1');
-    assert.equal(x.value('vllm:request_params_n_bucket', { ...l, le: '1' }), 1);
+    assert.equal(x.value('vllm:request_params_n_bucket', { ...l, le: '1.0' }), 1);
     assert.equal(x.value('vllm:request_params_max_tokens_count', l), 1);
     assert.equal(x.value('vllm:request_params_max_tokens_sum', l), 64);
     assert.equal(x.value('vllm:request_max_num_generation_tokens_count', l), 1);
-    assert.equal(x.value('vllm:request_max_num_generation_tokens_bucket', { ...l, le: '50' }), 0);
-    assert.equal(x.value('vllm:request_max_num_generation_tokens_bucket', { ...l, le: '100' }), 1);
+    assert.equal(x.value('vllm:request_max_num_generation_tokens_bucket', { ...l, le: '50.0' }), 0);
+    assert.equal(x.value('vllm:request_max_num_generation_tokens_bucket', { ...l, le: '100.0' }), 1);
   });
 
   it('takes the phases from the engine\'s own timings where the answer carries them, and counts those requests', async () => {
@@ -314,17 +320,30 @@ describe('vLLM dialect', () => {
     metrics.close();
   });
 
-  it('lists its families in vLLM\'s order, every one prefixed vllm:', () => {
+  it('lists its families in vLLM\'s order, every one prefixed vllm: but vLLM\'s HTTP layer\'s', () => {
     const { metrics } = setup();
     const vllm = metrics.dialects.find((d) => d.name === 'vllm')!;
     assert.deepEqual(vllm.metricNames, [
       'vllm:num_requests_running',
       'vllm:num_requests_waiting',
       'vllm:kv_cache_usage_perc',
+      'vllm:gpu_cache_usage_perc',
       'vllm:num_preemptions_total',
       'vllm:prompt_tokens_total',
       'vllm:generation_tokens_total',
       'vllm:request_success_total',
+      'vllm:num_requests_waiting_by_reason',
+      'vllm:prefix_cache_queries_total',
+      'vllm:prefix_cache_hits_total',
+      'vllm:external_prefix_cache_queries_total',
+      'vllm:external_prefix_cache_hits_total',
+      'vllm:mm_cache_queries_total',
+      'vllm:mm_cache_hits_total',
+      'vllm:prompt_tokens_by_source_total',
+      'vllm:iteration_tokens_total',
+      'vllm:request_prefill_kv_computed_tokens',
+      'http_requests_total',
+      'http_request_duration_seconds',
       'vllm:request_prompt_tokens',
       'vllm:request_generation_tokens',
       'vllm:request_max_num_generation_tokens',
@@ -338,6 +357,8 @@ describe('vLLM dialect', () => {
       'vllm:request_inference_time_seconds',
       'vllm:request_prefill_time_seconds',
       'vllm:request_decode_time_seconds',
+      'vllm:time_per_output_token_seconds',
+      'vllm:time_per_output_tokens_seconds',
     ]);
     metrics.close();
   });

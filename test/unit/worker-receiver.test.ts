@@ -57,4 +57,26 @@ describe('worker receiver', () => {
     assert.equal(receiver.lost(), 0, 'counted once');
     metrics.close();
   });
+
+  it('carries a pass-through request (httpRequest) to the vllm dialect\'s HTTP families', async () => {
+    const metrics = createMetrics({ clock: () => 0, throughputWindowSeconds: 10, version: 'test', dialects: ['mindie', 'vllm'], buckets: {}, aom: { periodSeconds: 30, labels: {} } });
+    assert.notEqual(metrics.proxy.httpRequest, undefined, 'the vllm dialect listens');
+    const messages: WorkerMessage[] = [];
+    const bus = createWorkerBus((m) => messages.push(m), () => 0);
+    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel);
+    bus.events.httpRequest!('/v1/models', 'GET', 200, 0.05);
+    bus.events.httpRequest!('/v1/models', 'GET', 200, 0.7);
+    bus.events.httpRequest!('none', 'GET', 404, 0.01);
+    bus.flush();
+    for (const m of messages) if (m.t === 'events') receiver.receive(m.events);
+    const x = parseExposition(await metrics.render());
+    assert.equal(x.value('http_requests_total', { handler: '/v1/models', method: 'GET', status: '2xx' }), 2);
+    assert.equal(x.value('http_requests_total', { handler: 'none', method: 'GET', status: '4xx' }), 1);
+    assert.equal(x.value('http_request_duration_seconds_bucket', { handler: '/v1/models', method: 'GET', le: '0.1' }), 1);
+    assert.equal(x.value('http_request_duration_seconds_bucket', { handler: '/v1/models', method: 'GET', le: '1.0' }), 2);
+    metrics.close();
+    const mindieOnly = createMetrics({ clock: () => 0, throughputWindowSeconds: 10, version: 'test', dialects: ['mindie'], buckets: {}, aom: { periodSeconds: 30, labels: {} } });
+    assert.equal(mindieOnly.proxy.httpRequest, undefined, 'no dialect serves HTTP families: no hook');
+    mindieOnly.close();
+  });
 });

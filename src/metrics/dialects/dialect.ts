@@ -18,6 +18,8 @@ export interface Dialect extends SampleObserver {
    * the relay carries the engine's own family of that name, the engine's is served, not this.
    */
   readonly engineFirst?: readonly string[];
+  /** A request of a route infermeter forwards without measuring (ProxyEvents.httpRequest). */
+  httpRequest?(handler: string, method: string, status: number, seconds: number): void;
   /** Called when a scrape starts; returns what to call with the bytes served. */
   scrapeStarted?(): (bytes: number) => void;
   /** Stops background work (samplers); called when infermeter closes. */

@@ -8,11 +8,13 @@
 // timings where its answers carry them (llama.cpp), else from the proxy's estimate.
 import type { Registry } from 'prom-client';
 import type { EngineFamily } from '../../engine/engine-map.ts';
+import { VLLM_ENGINE_ONLY } from '../../engine/vllm-families.ts';
 import { inFlightNow } from '../in-flight.ts';
 import type { RequestSample } from '../../measure/sample.ts';
 import { bucketsFor, type HistogramFamily } from '../buckets.ts';
 import { phaseSplit } from '../phase-split.ts';
-import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
+import { registerDerived, registerHistogram, registerLabelledHistogram, type Family, type MetricValue } from '../families.ts';
+import { formatPythonFloat } from '../text-format.ts';
 import type { MeasurementState, ModelState } from '../recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 
@@ -22,22 +24,40 @@ const ENGINE = 'engine';
 const ENGINE_INDEX = '0';
 
 /** vLLM's `finished_reason` values (FinishReason of vllm/v1/engine), each with a series from the start. */
-export const VLLM_FINISHED_REASONS = ['stop', 'length', 'abort'] as const;
+export const VLLM_FINISHED_REASONS = ['stop', 'length', 'abort', 'error'] as const;
 export type VllmFinishedReason = (typeof VLLM_FINISHED_REASONS)[number];
 
 /**
  * The `finished_reason` vLLM would count a request under, or undefined for one it would not
- * count as finished (a failure). Cancelled by the client: abort. Successful: "length" when the
- * upstream's finish_reason says so (or the Messages API's stop_reason `max_tokens`, what vLLM
- * itself sends for a length stop there), "abort" likewise, else "stop" (stop sequences, EOS,
- * tool calls, content filters, or no finish_reason at all: generation ended on its own).
+ * count. Cancelled by the client: abort. Failed: "error" (vLLM's FinishReason.ERROR, a request
+ * the engine took and could not finish) for every failure but a 4xx answer of the upstream: a
+ * 5xx, an upstream unreachable, silent past a timeout or cut, an error event inside a stream, a
+ * worker lost. A 4xx is a request vLLM refuses before its engine (bad parameters, unknown
+ * model) and never counts here; http_requests_total{status="4xx"} shows those. Successful:
+ * "length" when the upstream's finish_reason says so (or the Messages API's stop_reason
+ * `max_tokens`, what vLLM itself sends for a length stop there), "abort" likewise, else "stop"
+ * (stop sequences, EOS, tool calls, content filters, or no finish_reason at all: generation
+ * ended on its own).
  */
 export function vllmFinishedReason(sample: RequestSample): VllmFinishedReason | undefined {
   if (sample.outcome === 'cancelled') return 'abort';
+  if (sample.outcome === 'failed') return sample.failure === 'upstream_status' && sample.status >= 400 && sample.status < 500 ? undefined : 'error';
   if (sample.outcome !== 'success') return undefined;
   if (sample.finishReason === 'max_tokens') return 'length';
   return sample.finishReason === 'length' || sample.finishReason === 'abort' ? sample.finishReason : 'stop';
 }
+
+/** vLLM's route templates, the `handler` of its HTTP metrics. */
+const HANDLERS: Readonly<Record<RequestSample['api'], string>> = {
+  chat: '/v1/chat/completions',
+  completions: '/v1/completions',
+  responses: '/v1/responses',
+  embeddings: '/v1/embeddings',
+  messages: '/v1/messages',
+};
+
+/** A bucket bound of get() (a number, or "+Inf") in Python's spelling. */
+const formatLe = (le: string | number): string => (typeof le === 'number' ? formatPythonFloat(le) : le);
 
 export function createVllmDialect(registry: Registry, state: MeasurementState, context: DialectContext): Dialect {
   const names: string[] = [];
@@ -56,7 +76,7 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
   const engineOnly = (family: EngineFamily) => (): MetricValue[] =>
     [...(context.engine()?.values.get(family) ?? [])].map(([model, value]) => ({ value, labels: labels(model) }));
 
-  const family = (name: string, help: string, type: 'counter' | 'gauge', collect: () => MetricValue[], aggregator: 'sum' | 'average' = 'sum'): void => {
+  const family = (name: string, help: string, type: Family['type'], collect: () => MetricValue[], aggregator: 'sum' | 'average' = 'sum'): void => {
     registerDerived(registry, { name, help, type, aggregator, collect });
     names.push(name);
   };
@@ -64,6 +84,8 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
   family('vllm:num_requests_running', 'Number of requests in model execution batches.', 'gauge', inFlight('running'));
   family('vllm:num_requests_waiting', 'Number of requests waiting to be processed.', 'gauge', inFlight('waiting'));
   family('vllm:kv_cache_usage_perc', 'KV-cache usage. 1 means 100 percent usage.', 'gauge', engineOnly('npu_cache_usage_perc'), 'average');
+  // The name of vLLM 0.10 and earlier, beside the new one (see the older names below).
+  family('vllm:gpu_cache_usage_perc', 'GPU KV-cache usage. 1 means 100 percent usage.', 'gauge', engineOnly('npu_cache_usage_perc'), 'average');
   family('vllm:num_preemptions_total', 'Cumulative number of preemption from the engine.', 'counter', engineOnly('num_preemptions_total'));
   family('vllm:prompt_tokens_total', 'Number of prefill tokens processed.', 'counter', perModel((m) => m.promptTokens));
   family('vllm:generation_tokens_total', 'Number of generation tokens processed.', 'counter', perModel((m) => m.generationTokens));
@@ -75,11 +97,60 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     }
     return values;
   });
+  // The engine-only families (vllm-families.ts), as the engine reported them in its last read.
+  for (const f of VLLM_ENGINE_ONLY) {
+    family(f.name, f.help, f.type, () =>
+      (context.engine()?.engineOnly?.get(f.name) ?? []).map((s) => ({ value: s.value, labels: s.labels, metricName: s.name })),
+    );
+  }
+  // vLLM's HTTP layer (prometheus-fastapi-instrumentator, as vLLM configures it): requests by
+  // route template, method and status class ("2xx"), and their duration: the inference routes
+  // from their samples, the other routes infermeter forwards from the data plane's
+  // httpRequest (labels bounded by vllm-http.ts).
+  const http = new Map<string, { handler: string; method: string; status: string; count: number }>();
+  family('http_requests_total', 'Total number of requests by method, status and handler.', 'counter', () =>
+    [...http.values()].map((h) => ({ value: h.count, labels: { handler: h.handler, method: h.method, status: h.status } })),
+  );
+  const httpDuration = registerLabelledHistogram(registry, {
+    name: 'http_request_duration_seconds',
+    help: 'Latency with only few buckets by handler. Made to be only used if aggregation by handler is important.',
+    buckets: [0.1, 0.5, 1],
+    labelNames: ['handler', 'method'],
+    formatBound: formatPythonFloat,
+  });
+  names.push('http_request_duration_seconds');
+  const httpRequest = (handler: string, method: string, statusCode: number, seconds: number | undefined): void => {
+    const status = `${Math.floor(statusCode / 100)}xx`;
+    const key = `${handler} ${method} ${status}`;
+    const h = http.get(key);
+    if (h === undefined) http.set(key, { handler, method, status, count: 1 });
+    else h.count++;
+    if (seconds !== undefined) httpDuration.observe([handler, method], seconds);
+  };
 
   const histogram = (name: HistogramFamily, help: string) => {
-    const h = registerHistogram(registry, { name, help, buckets: bucketsFor(name, context.buckets), labelName: MODEL, constLabels: { [ENGINE]: ENGINE_INDEX } });
+    const h = registerHistogram(registry, {
+      name,
+      help,
+      buckets: bucketsFor(name, context.buckets),
+      labelName: MODEL,
+      constLabels: { [ENGINE]: ENGINE_INDEX },
+      // `le` as vLLM (Python's prometheus_client) writes it, "1.0": dashboards match it as text.
+      formatBound: formatPythonFloat,
+    });
     names.push(name);
     return h;
+  };
+  /**
+   * Another name for a histogram's series (vLLM 0.10's names of the same measure), served always
+   * beside the new one: an older dashboard keeps working with no setting to find, as it did on
+   * vLLM itself while it served both names.
+   */
+  const alias = (of: Family, name: string, help: string): void => {
+    const source = `${of.name}_`;
+    family(name, help, 'histogram', () =>
+      of.get().values.map((v) => ({ ...v, labels: 'le' in v.labels ? { ...v.labels, le: formatLe(v.labels.le!) } : v.labels, metricName: `${name}_${v.metricName!.slice(source.length)}` })),
+    );
   };
   // In the order of vLLM's loggers.py.
   const promptTokens = histogram('vllm:request_prompt_tokens', 'Number of prefill tokens processed.');
@@ -95,12 +166,17 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
   const inference = histogram('vllm:request_inference_time_seconds', 'Histogram of time spent in RUNNING phase for request.');
   const prefill = histogram('vllm:request_prefill_time_seconds', 'Histogram of time spent in PREFILL phase for request.');
   const decode = histogram('vllm:request_decode_time_seconds', 'Histogram of time spent in DECODE phase for request.');
+  // vLLM 0.10 and earlier: the per-token TPOT (what inter_token_latency_seconds now holds), and
+  // one revision of its example dashboard's spelling of it.
+  alias(itl, 'vllm:time_per_output_token_seconds', 'Histogram of time per output token in seconds.');
+  alias(itl, 'vllm:time_per_output_tokens_seconds', 'Histogram of time per output token in seconds.');
 
   return {
     name: 'vllm',
     metricNames: names,
     // In front of vLLM with its metrics relayed, its own phase times are the true ones.
     engineFirst: ['vllm:request_queue_time_seconds', 'vllm:request_prefill_time_seconds', 'vllm:request_inference_time_seconds'],
+    httpRequest,
     firstOutput(info, ttftSeconds) {
       if (ttftSeconds !== undefined) ttft.observe(info.model, ttftSeconds);
     },
@@ -110,10 +186,11 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     },
     finished(sample) {
       const { model } = sample;
+      httpRequest(HANDLERS[sample.api], 'POST', sample.status, sample.duration);
       const reason = vllmFinishedReason(sample);
       if (reason !== undefined) {
         let counts = finished.get(model);
-        if (counts === undefined) finished.set(model, (counts = { stop: 0, length: 0, abort: 0 }));
+        if (counts === undefined) finished.set(model, (counts = { stop: 0, length: 0, abort: 0, error: 0 }));
         counts[reason]++;
       }
       if (sample.promptTokens !== undefined) promptTokens.observe(model, sample.promptTokens);
@@ -127,7 +204,7 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
         requestTpot.observe(model, sample.tpot?.seconds ?? 0);
       }
       if (phases.decode !== undefined) decode.observe(model, phases.decode);
-      if (reason === undefined) return;
+      if (reason === undefined || reason === 'error') return;
       // vLLM's phases: the engine's own where it reported them, else the proxy's estimate (phase-split.ts).
       queue.observe(model, phases.queue);
       if (phases.prefill !== undefined) prefill.observe(model, phases.prefill);
