@@ -80,6 +80,8 @@ class InferenceCall {
   private readonly exchange: Exchange;
   private begun = false;
   private release: () => void = ignore;
+  /** Just before the last bytes are written to the client: the end of e2e. */
+  private readonly lastWrite = (): void => this.exchange.timer.responseFinished();
   private unwatch: (() => void) | undefined = undefined;
 
   constructor(options: MeasuredRouteOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
@@ -114,7 +116,9 @@ class InferenceCall {
     const { exchange, req, res, options } = this;
     this.begun = true;
     if (options.limit !== undefined) exchange.timer.admitted();
-    res.on('finish', () => exchange.timer.responseFinished());
+    // The end of e2e is stamped at the last write where the route makes it; 'finish' (later,
+    // once the socket took the bytes) for the answers written otherwise.
+    res.on('finish', this.lastWrite);
     this.unwatch = options.deadlines.watch(
       exchange,
       () => exchange.upstreamRequest?.destroy(timeoutError('the model server was silent too long')),
@@ -200,7 +204,7 @@ class InferenceCall {
   private answerRelayed(response: IncomingMessage): void {
     if (!this.answerWithHead(response, 'relayed', false)) return;
     setImmediate(flushIdleHeaders, this.res, response);
-    relay(response, this.res, this.startTap(response), this.bytesSent());
+    relay(response, this.res, this.startTap(response), this.bytesSent(), this.lastWrite);
   }
 
   /** answered: an event stream with the usage-only chunk infermeter asked for taken out. */
@@ -217,6 +221,7 @@ class InferenceCall {
         if (counting) exchange.bytesOut -= bytes;
       },
     });
+    strip.once('end', this.lastWrite); // before the pipe's own 'end': the stamp precedes the last write
     response.pipe(strip).pipe(this.res);
     const tap = this.startTap(response);
     if (tap !== undefined) listenTap(response, tap); // after the pipe: forward first, then read

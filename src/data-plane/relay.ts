@@ -8,8 +8,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ResponseTap } from '../stream-tap/response-tap.ts';
 
-/** `sent` counts the bytes handed to the client (the access log); undefined: not counted. */
-export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, sent?: (bytes: number) => void): void {
+/**
+ * `sent` counts the bytes handed to the client (the access log); undefined: not counted.
+ * `lastWrite` is told just before the last bytes are written (the end of e2e).
+ */
+export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, sent?: (bytes: number) => void, lastWrite?: () => void): void {
   const batch: Buffer[] = [];
   let batchLength = 0;
   let waiting = false;
@@ -49,7 +52,10 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   proxyRes.on('end', () => {
     const out = batch.length === 0 ? undefined : take();
     // The last bytes and the end go out in one write.
-    if (!res.destroyed && !res.writableEnded) res.end(out);
+    if (!res.destroyed && !res.writableEnded) {
+      lastWrite?.();
+      res.end(out);
+    }
     if (out !== undefined) handOn(out);
     tap?.end();
   });

@@ -45,15 +45,19 @@ export interface RequestTimer {
   streamError(): void;
   /** The request failed on the upstream side; the first reason wins. */
   fail(reason: FailureReason, status?: number): void;
-  /** The last byte of the response was handed to the client's socket. */
+  /**
+   * The last byte of the response is being handed to the client's socket (called just before
+   * its last write, so e2e never ends after the last byte left; the first call wins).
+   */
   responseFinished(): void;
   /** The client side is closed: `delivered` when the whole response was sent. */
   close(delivered: boolean): RequestSample | undefined;
   readonly closed: boolean;
 }
 
-export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink): RequestTimer {
-  return new Timer(api, clock, sink);
+/** `arrivedAt`: the request's t0 when known before the timer is made (arrival-clock.ts); else now. */
+export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink, arrivedAt?: number): RequestTimer {
+  return new Timer(api, clock, sink, arrivedAt);
 }
 
 // A class, not a closure per method: one object per request on the hot path.
@@ -82,11 +86,11 @@ class Timer implements RequestTimer {
   private requestParams: RequestParams | undefined = undefined;
   closed = false;
 
-  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink) {
+  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink, arrivedAt: number | undefined) {
     this.api = api;
     this.clock = clock;
     this.sink = sink;
-    this.t0 = clock();
+    this.t0 = arrivedAt ?? clock();
   }
 
   private ttft(): number | undefined {
