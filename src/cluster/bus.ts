@@ -7,6 +7,7 @@ import type { ClientErrorKind } from '../data-plane/data-plane.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
 import type { InferenceApi, RequestInfo, RequestSample } from '../measure/sample.ts';
+import type { LoopDelayReading } from '../metrics/loop-delay.ts';
 import type { ProxyEvents } from '../metrics/proxy-families.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';
 import type { TapProblem } from '../stream-tap/response-tap.ts';
@@ -24,7 +25,7 @@ type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'injectionAc
 /** Worker -> primary. */
 export type WorkerMessage =
   | { readonly t: 'events'; readonly events: BusEvent[]; readonly connections: number }
-  | { readonly t: 'flushed'; readonly seq: number }
+  | { readonly t: 'flushed'; readonly seq: number; readonly loopDelay?: LoopDelayReading }
   | { readonly t: 'listening'; readonly url: string };
 
 /** Primary -> worker. */

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { Config, Env } from '../config/config.ts';
 import { resolveListenAddress } from '../config/security.ts';
 import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, type Infermeter, type StartOptions } from '../app.ts';
+import { addReadings, type LoopDelayReading } from '../metrics/loop-delay.ts';
 import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage, type WorkerReceiver } from './bus.ts';
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.ts', import.meta.url)).replace(/\.ts$/, import.meta.url.endsWith('.ts') ? '.ts' : '.js');
@@ -33,11 +34,20 @@ export async function startClusterPrimary(
   await resolveListenAddress(config.host, config.security.allowAllZeroIp, 'INFERMETER_HOST');
   const connections = new Map<number, number>();
   const receivers = new Map<number, WorkerReceiver>();
-  const metrics = buildMetrics(config, options, () => {
-    let n = 0;
-    for (const c of connections.values()) n += c;
-    return n;
-  });
+  // Each live worker's event-loop delay from its last flush; the last of workers gone, kept so
+  // that the cumulative family never goes back when one is restarted.
+  const loopDelays = new Map<number, LoopDelayReading>();
+  let retiredLoopDelay = addReadings([]);
+  const metrics = buildMetrics(
+    config,
+    options,
+    () => {
+      let n = 0;
+      for (const c of connections.values()) n += c;
+      return n;
+    },
+    () => addReadings([retiredLoopDelay, ...loopDelays.values()]),
+  );
   // The primary holds the measurements, so it exports them; before the first worker starts.
   const otlp = await startExport(config, metrics, log);
   cluster.setupPrimary({ exec: WORKER_MAIN, serialization: 'advanced', silent: false });
@@ -59,7 +69,10 @@ export async function startClusterPrimary(
       if (m.t === 'events') {
         receiver.receive(m.events);
         connections.set(worker.id, m.connections);
-      } else if (m.t === 'flushed') flushWaiters.get(m.seq)?.();
+      } else if (m.t === 'flushed') {
+        if (m.loopDelay !== undefined) loopDelays.set(worker.id, m.loopDelay);
+        flushWaiters.get(m.seq)?.();
+      }
       else if (m.t === 'listening') {
         started++;
         for (const w of startWaiters.splice(0)) (started >= w.n ? w.resolve() : startWaiters.push(w));
@@ -69,6 +82,9 @@ export async function startClusterPrimary(
     worker.on('exit', (code, signal) => {
       connections.delete(worker.id);
       receivers.delete(worker.id);
+      const lastDelay = loopDelays.get(worker.id);
+      if (lastDelay !== undefined) retiredLoopDelay = addReadings([retiredLoopDelay, lastDelay]);
+      loopDelays.delete(worker.id);
       const lost = receiver.lost();
       if (stopping) return;
       metrics.proxy.workerRestarted(lost);

@@ -15,9 +15,21 @@ import { createEngineScraper, fetchText, type EngineScraper, type EngineScraperO
 import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
 import { registerDerived, type Family } from './families.ts';
 import { createLabelGuard } from './label-guard.ts';
+import { createLoopDelayMonitor, registerLoopDelay, type LoopDelayReading } from './loop-delay.ts';
 import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
+
+/**
+ * How long one piece of a /metrics render may hold the event loop (ms): a family started
+ * within it is finished (the largest, a histogram over every model, takes about 1 ms warm).
+ */
+export const RENDER_SLICE_MS = 4;
+/** And how large a piece may grow (its encoding, by the caller, is work of the same slice). */
+const RENDER_PIECE_CHARS = 256 * 1024;
+
+/** Resolves in the check phase of this turn of the event loop, after its I/O. */
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** Every dialect by its INFERMETER_DIALECTS name, given its own options. */
 function dialectFactory(name: DialectName, options: MetricsOptions): DialectFactory {
@@ -47,6 +59,12 @@ export interface Metrics {
   scrapeStarted(): (bytes: number) => void;
   /** The exposition text of every family. */
   render(): Promise<string>;
+  /**
+   * The same text in pieces, each rendered within about RENDER_SLICE_MS of the event loop,
+   * which it is given back between pieces: a scrape of thousands of series never holds the
+   * data plane's streams for long. Each family is rendered whole, in one piece.
+   */
+  renderPieces(): AsyncGenerator<string>;
   readonly contentType: string;
   /** Mean TTFT and TBT (ms) over the last INFERMETER_JSON_WINDOW finished requests. */
   recentAverages(): { ttftMs: number | undefined; tbtMs: number | undefined };
@@ -83,6 +101,8 @@ export interface MetricsOptions {
   readonly maxModels?: number;
   /** The upstream's /v1/models: its models are always kept, looked up when the cap is reached. */
   readonly modelsUrl?: URL;
+  /** With INFERMETER_WORKERS > 1: the workers' event-loop delay, added up (from their last flush). */
+  readonly workersLoopDelay?: () => LoopDelayReading;
 }
 
 export function createMetrics(options: MetricsOptions): Metrics {
@@ -120,12 +140,23 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const dialects = options.dialects.map((name) => dialectFactory(name, options)(registry, recorder.state, context));
   for (const dialect of dialects) recorder.addObserver(dialect);
   const proxy = createProxyFamilies(registry, options.version);
+  const loopDelay = createLoopDelayMonitor();
+  registerLoopDelay(registry, () => {
+    const workers = options.workersLoopDelay?.();
+    return workers === undefined ? [['main', loopDelay.read()]] : [['main', loopDelay.read()], ['workers', workers]];
+  });
   registry.registerMetric(overflowed);
   registerDerived(registry, {
     name: 'infermeter_model_labels',
     help: 'Distinct model_name values kept (unknown and other included).',
     type: 'gauge',
     collect: () => [{ value: guard.distinct, labels: {} }],
+  });
+  registerDerived(registry, {
+    name: 'infermeter_streams_without_usage_total',
+    help: 'Streamed inference requests that succeeded without a usage report (injection off or refused, or an upstream that sends none): their tokens are counted as 0, so token figures are missing for them, not zero.',
+    type: 'counter',
+    collect: () => Array.from(recorder.state.models.values(), (m) => ({ value: m.withoutUsage, labels: { model_name: m.model } })),
   });
   const recent = createRecentRequests(options.jsonWindow ?? 1000);
   recorder.addObserver({
@@ -168,16 +199,29 @@ export function createMetrics(options: MetricsOptions): Metrics {
       };
     },
     async render() {
+      let out = '';
+      for await (const piece of this.renderPieces()) out += piece;
+      return out;
+    },
+    async *renderPieces() {
       // Our families write their own text (label strings built once per series); prom-client
       // formats its own metric types.
-      let out = '';
+      let piece = '';
+      let sliceStart = performance.now();
       const relayed = scraper?.relayedFamilies();
       for (const metric of registry.getMetricsAsArray()) {
         if (relayed !== undefined && engineFirst.has(metric.name) && relayed.has(metric.name)) continue;
         const family = metric as unknown as Partial<Family>;
-        out += family.renderText !== undefined ? family.renderText() : `${await registry.getSingleMetricAsString(metric.name)}\n`;
+        piece += family.renderText !== undefined ? family.renderText() : `${await registry.getSingleMetricAsString(metric.name)}\n`;
+        if (piece.length >= RENDER_PIECE_CHARS || performance.now() - sliceStart >= RENDER_SLICE_MS) {
+          yield piece;
+          piece = '';
+          // The loop's other work (the streams' reads and writes) runs before the next slice.
+          await nextTurn();
+          sliceStart = performance.now();
+        }
       }
-      return out + (scraper?.relayText() ?? '');
+      yield piece + (scraper?.relayText() ?? '');
     },
     contentType: registry.contentType,
     recentAverages: () => recent.averages(),
@@ -187,6 +231,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
       scraper?.start();
     },
     close() {
+      loopDelay.close();
       scraper?.stop();
       for (const d of dialects) d.close?.();
     },

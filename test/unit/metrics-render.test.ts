@@ -1,0 +1,57 @@
+// /metrics at full cardinality is rendered in pieces that give the event loop back between
+// them: the same text as one render, in more than one piece, with other work of the loop run
+// before the last piece.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createRequestTimer } from '../../src/measure/request-timer.ts';
+import { createMetrics } from '../../src/metrics/metrics.ts';
+
+function fullCardinality(models: number) {
+  let now = 0;
+  const metrics = createMetrics({
+    clock: () => now,
+    throughputWindowSeconds: 10,
+    version: 'test',
+    dialects: ['mindie', 'aom', 'vllm', 'otel'],
+    buckets: {},
+    aom: { periodSeconds: 30, labels: { service_id: 'test' } },
+    container: { paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' }, hostCpus: 2, hostMemoryBytes: 1, gpu: false, npu: false, run: async () => undefined, now: () => now },
+    maxModels: models,
+  });
+  for (let m = 0; m < models; m++) {
+    for (const api of ['chat', 'completions'] as const) {
+      const timer = createRequestTimer(api, () => now, metrics.sink);
+      timer.identify(`model-${m}`, true);
+      timer.responseHeaders(200, true);
+      for (let t = 0; t < 4; t++) {
+        now += 5;
+        timer.tokenEvent();
+      }
+      timer.usage({ promptTokens: 10, completionTokens: 4 });
+      timer.finishReason('stop');
+      timer.responseFinished();
+      timer.close(true);
+    }
+  }
+  return metrics;
+}
+
+describe('/metrics render in pieces', () => {
+  it('gives the loop back between pieces, and the pieces make the whole text', async (t) => {
+    const metrics = fullCardinality(100);
+    t.after(() => metrics.close());
+    const whole = await metrics.render();
+    let immediateRan = false;
+    setImmediate(() => (immediateRan = true));
+    const pieces: string[] = [];
+    let ranBeforeLast = false;
+    for await (const piece of metrics.renderPieces()) {
+      ranBeforeLast = immediateRan;
+      pieces.push(piece);
+    }
+    assert.ok(pieces.length > 1, `${pieces.length} piece(s) for ${whole.length} characters`);
+    assert.ok(ranBeforeLast, 'an immediate queued before the render ran before its last piece');
+    assert.equal(pieces.join(''), whole);
+    assert.ok(whole.includes('model_name="model-99"'), 'every model rendered');
+  });
+});
