@@ -82,6 +82,8 @@ class InferenceCall {
   private release: () => void = ignore;
   /** Just before the last bytes are written to the client: the end of e2e. */
   private readonly lastWrite = (): void => this.exchange.timer.responseFinished();
+  /** Just before the response's head is written to the client: TTFB. */
+  private readonly headSent = (): void => this.exchange.timer.headSent();
   private unwatch: (() => void) | undefined = undefined;
 
   constructor(options: MeasuredRouteOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
@@ -203,8 +205,8 @@ class InferenceCall {
   /** answered: the upstream's response as it came. */
   private answerRelayed(response: IncomingMessage): void {
     if (!this.answerWithHead(response, 'relayed', false)) return;
-    setImmediate(flushIdleHeaders, this.res, response);
-    relay(response, this.res, this.startTap(response), this.bytesSent(), this.lastWrite);
+    setImmediate(flushIdleHeaders, this.res, response, this.headSent);
+    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite });
   }
 
   /** answered: an event stream with the usage-only chunk infermeter asked for taken out. */
@@ -212,7 +214,7 @@ class InferenceCall {
     const { exchange, options } = this;
     // Its length changes: no content-length.
     if (!this.answerWithHead(response, 'stripped', true)) return;
-    setImmediate(flushIdleHeaders, this.res, response);
+    setImmediate(flushIdleHeaders, this.res, response, this.headSent);
     const counting = options.accessLog !== undefined;
     const strip = createUsageStrip({
       maxEventBytes: options.maxEventBytes,
@@ -221,7 +223,9 @@ class InferenceCall {
         if (counting) exchange.bytesOut -= bytes;
       },
     });
-    strip.once('end', this.lastWrite); // before the pipe's own 'end': the stamp precedes the last write
+    // Before the pipe's own listeners: the stamps precede the first and the last write.
+    strip.once('data', this.headSent);
+    strip.once('end', this.lastWrite);
     response.pipe(strip).pipe(this.res);
     const tap = this.startTap(response);
     if (tap !== undefined) listenTap(response, tap); // after the pipe: forward first, then read

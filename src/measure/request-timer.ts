@@ -29,6 +29,11 @@ export interface RequestTimer {
   /** Upstream status line arrived; `streamed` when the body is text/event-stream. */
   responseHeaders(status: number, streamed: boolean): void;
   /**
+   * The response's head is being written to the client (just before): TTFB's end, where the
+   * route can tell; else the upstream head's arrival. The first call wins.
+   */
+  headSent(): void;
+  /**
    * A chunk of the response body arrived from the upstream (at `at`, for a chunk read after it
    * arrived); the events in it share its arrival time, which is returned.
    */
@@ -74,6 +79,7 @@ class Timer implements RequestTimer {
   private lastTokenAt = 0;
   private tokenEvents = 0;
   private headersAt: number | undefined = undefined;
+  private headSentAt: number | undefined = undefined;
   private lastCumulative: number | undefined = undefined;
   // When the current chunk arrived: every event in one chunk arrived then (one clock read a chunk).
   private chunkAt: number | undefined = undefined;
@@ -121,6 +127,10 @@ class Timer implements RequestTimer {
     this.status = code;
     this.streamed = isStream;
     if (code < 200 || code > 299) this.failure ??= 'upstream_status';
+  }
+
+  headSent(): void {
+    if (!this.closed) this.headSentAt ??= this.clock();
   }
 
   responseBody(at?: number): number {
@@ -213,13 +223,14 @@ class Timer implements RequestTimer {
       if (n > 1) tpot = { seconds: (lastTokenAt - firstTokenAt) / 1000 / (n - 1), tokens: n - 1 };
     }
     const end = this.finishedAt ?? this.clock();
+    const headersAt = this.headSentAt ?? this.headersAt;
     const sample: RequestSample = {
       ...info,
       status: this.status,
       outcome,
       failure,
       cancelPhase: outcome === 'cancelled' ? ((outputAt === undefined ? 'before_first_token' : 'decoding') satisfies CancelPhase) : undefined,
-      ttfb: this.headersAt === undefined ? undefined : (this.headersAt - t0) / 1000,
+      ttfb: headersAt === undefined ? undefined : (headersAt - t0) / 1000,
       streamed,
       outputSeen: outputAt !== undefined,
       ttft: this.ttft(),

@@ -38,9 +38,7 @@ async function stage(t: { after(fn: () => unknown): void }): Promise<Stage> {
     let tapEnd!: () => void;
     const tapEnded = new Promise<void>((resolve) => (tapEnd = resolve));
     const lastWrite: { writes: number; ended: boolean }[] = [];
-    relay(upstream as unknown as IncomingMessage, res, { chunk: (b) => tapped.push(b.toString()), end: tapEnd, close: () => undefined }, undefined, () =>
-      lastWrite.push({ writes, ended: res.writableEnded }),
-    );
+    relay(upstream as unknown as IncomingMessage, res, { chunk: (b) => tapped.push(b.toString()), end: tapEnd, close: () => undefined }, { lastWrite: () => lastWrite.push({ writes, ended: res.writableEnded }) });
     ready({ upstream, res, socketWrites: () => writes, tapped, tapEnded, received, lastWrite });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
