@@ -36,11 +36,16 @@ agent.destroy();
 console.log(JSON.stringify(out));
 `;
 
+/** A log file in a directory of its own, removed after the test. */
+function logFile(t: { after(fn: () => unknown): void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'infermeter-log-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return join(dir, 'access.log');
+}
+
 describe('access log', () => {
   it('writes one JSON line per finished inference request, without secrets or text', async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'infermeter-log-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
-    const file = join(dir, 'access.log');
+    const file = logFile(t);
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
     upstream.respond((req) =>
@@ -88,9 +93,7 @@ describe('access log', () => {
     // first (an observer that busy-waits), the last one read right after the last write: an end
     // stamped once the write is done (the response's 'finish') would come after the client had
     // its last byte, and read long.
-    const dir = mkdtempSync(join(tmpdir(), 'infermeter-log-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
-    const file = join(dir, 'access.log');
+    const file = logFile(t);
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
     upstream.respond((req) =>
