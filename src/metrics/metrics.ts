@@ -183,6 +183,27 @@ export function createMetrics(options: MetricsOptions): Metrics {
       registry,
     );
   }
+  async function* renderPieces(): AsyncGenerator<string> {
+    // Our families write their own text (label strings built once per series); prom-client
+    // formats its own metric types.
+    let piece = '';
+    let sliceStart = performance.now();
+    const relayed = scraper?.relayedFamilies();
+    for (const metric of registry.getMetricsAsArray()) {
+      if (relayed !== undefined && engineFirst.has(metric.name) && relayed.has(metric.name)) continue;
+      const family = metric as unknown as Partial<Family>;
+      piece += family.renderText !== undefined ? family.renderText() : `${await registry.getSingleMetricAsString(metric.name)}\n`;
+      if (piece.length >= RENDER_PIECE_CHARS || performance.now() - sliceStart >= RENDER_SLICE_MS) {
+        yield piece;
+        piece = '';
+        // The loop's other work (the streams' reads and writes) runs before the next slice.
+        await nextTurn();
+        sliceStart = performance.now();
+      }
+    }
+    yield piece + (scraper?.relayText() ?? '');
+  }
+
   return {
     registry,
     sink: recorder.sink,
@@ -200,29 +221,10 @@ export function createMetrics(options: MetricsOptions): Metrics {
     },
     async render() {
       let out = '';
-      for await (const piece of this.renderPieces()) out += piece;
+      for await (const piece of renderPieces()) out += piece;
       return out;
     },
-    async *renderPieces() {
-      // Our families write their own text (label strings built once per series); prom-client
-      // formats its own metric types.
-      let piece = '';
-      let sliceStart = performance.now();
-      const relayed = scraper?.relayedFamilies();
-      for (const metric of registry.getMetricsAsArray()) {
-        if (relayed !== undefined && engineFirst.has(metric.name) && relayed.has(metric.name)) continue;
-        const family = metric as unknown as Partial<Family>;
-        piece += family.renderText !== undefined ? family.renderText() : `${await registry.getSingleMetricAsString(metric.name)}\n`;
-        if (piece.length >= RENDER_PIECE_CHARS || performance.now() - sliceStart >= RENDER_SLICE_MS) {
-          yield piece;
-          piece = '';
-          // The loop's other work (the streams' reads and writes) runs before the next slice.
-          await nextTurn();
-          sliceStart = performance.now();
-        }
-      }
-      yield piece + (scraper?.relayText() ?? '');
-    },
+    renderPieces,
     contentType: registry.contentType,
     recentAverages: () => recent.averages(),
     engineView: () => scraper?.view(),

@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
-import { createMetrics } from '../../src/metrics/metrics.ts';
+import { createMetricsApp } from '../../src/management/metrics-app.ts';
+import { createMetrics, type Metrics } from '../../src/metrics/metrics.ts';
 
 function fullCardinality(models: number) {
   let now = 0;
@@ -56,5 +57,26 @@ describe('/metrics render in pieces', () => {
     const joined = steady(pieces.join(''));
     assert.ok(joined === steady(whole), `the pieces (${joined.length} characters) differ from one render (${steady(whole).length})`);
     assert.ok(whole.includes('model_name="model-99"'), 'every model rendered');
+  });
+
+  it('serves scrapes that come during a render from that render, and a later scrape anew', async (t) => {
+    const metrics = fullCardinality(10);
+    t.after(() => metrics.close());
+    let renders = 0;
+    const counting: Metrics = {
+      ...metrics,
+      renderPieces() {
+        renders++;
+        return metrics.renderPieces();
+      },
+    };
+    const app = createMetricsApp(counting, true);
+    const [a, b, c] = await Promise.all([app.request('/metrics'), app.request('/metrics'), app.request('/metrics')]);
+    const texts = await Promise.all([a!.text(), b!.text(), c!.text()]);
+    assert.equal(renders, 1, 'three scrapes at once, one render');
+    assert.ok(texts[0]!.includes('model_name="model-9"') && texts.every((x) => x === texts[0]), 'the same exposition for each');
+    assert.equal(a!.headers.get('content-length'), String(Buffer.byteLength(texts[0]!)));
+    await (await app.request('/metrics')).text();
+    assert.equal(renders, 2, 'a scrape after the render ended renders again');
   });
 });
