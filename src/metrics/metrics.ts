@@ -183,6 +183,8 @@ export function createMetrics(options: MetricsOptions): Metrics {
       registry,
     );
   }
+
+  /** The exposition in pieces, giving the event loop back between them (Metrics.renderPieces). */
   async function* renderPieces(): AsyncGenerator<string> {
     // Our families write their own text (label strings built once per series); prom-client
     // formats its own metric types.
