@@ -421,6 +421,112 @@ two earliest also ran the same code with the old flags as an eighth target):
   old-generation headroom: 200 MB in the soak (docs/soak.md), 172 MB without it.
 - **/metrics render** stays far under 5 ms: our families render their own text with label
   strings built once per series.
+## Fidelity: infermeter's own figures against the wire (\`npm run bench:fidelity\`)
+
+How true each request's figures are, not how fast the hop is. Streams of the latency scenario
+(128 tokens, the first after 50 ms, then one every 10 ms) at concurrency 1, 8 and 32 go through
+each target while Debian's \`tcpdump\` (\`--immediate-mode\`, nanosecond stamps; a capture that
+lost packets is refused) records its client-facing port on loopback. Each request's TTFB, TTFT
+and e2e from the target's access log, matched by \`X-Request-Id\`, is compared with the times its
+bytes crossed that port (bench/wire-times.ts reads the pcap): the request's first byte, the
+response's first byte, its first body byte (the first token) and its last byte. The blind spot
+is wire − logged: positive, the figure reads low; negative, high. The floor is the bare Node
+pass-through stamping where plain Node can (bench/fidelity-floor.ts: t0 at the \`request\` event,
+TTFB at the head's flush, TTFT after the first chunk was written, e2e just before the last
+write). The last column is the logged e2e minus the load client's own (never above 0 when the
+log is true). Then 20 back-to-back scrapes of \`/metrics\` at full cardinality (101 models over the
+cap of 100, all four dialects: 6.1 MiB), from another process, while 8 bystander streams run:
+the largest gap between chunks those streams saw, without and with the scrapes. It needs Debian's
+\`tcpdump\` (\`apt-get install -y tcpdump\`) and the right to capture (root, or \`CAP_NET_RAW\`), and
+runs in about three minutes.
+
+Run of 2026-12-01, every target in one run, interleaved per concurrency; "before" is main at
+1343f7c (\`BENCH_COMPARE\`). Machine: 2 × AMD EPYC, Node 24.21.0, shared with other work (load
+average 1.7 at the start and 1.6 at the end; the client, the upstream and the targets share the
+two cores).
+
+| target | concurrency | requests | TTFT p50 | p99 | max | min | TTFB p50 | p99 | max | min | e2e p50 | p99 | max | min | logged e2e − client e2e, max |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+| node pass-through (floor) | 1 | 16 | 0.200 | 1.882 | 1.882 | 0.142 | 0.132 | 1.814 | 1.814 | 0.072 | 0.226 | 1.906 | 1.906 | 0.164 | -0.513 |
+| infermeter | 1 | 16 | 0.252 | 1.123 | 1.123 | 0.162 | 0.234 | 1.092 | 1.092 | 0.148 | 0.229 | 1.116 | 1.116 | 0.148 | -0.573 |
+| infermeter, 2 workers | 1 | 16 | 0.247 | 3.217 | 3.217 | 0.141 | 0.251 | 3.108 | 3.108 | 0.137 | 0.228 | 3.090 | 3.090 | 0.126 | -0.497 |
+| infermeter before (main, 1343f7c) | 1 | 16 | 0.353 | 1.920 | 1.920 | 0.153 | 0.421 | 1.897 | 1.897 | 0.158 | -0.072 | 0.947 | 0.947 | -0.631 | 0.255 |
+| node pass-through (floor) | 8 | 64 | 0.678 | 6.267 | 6.267 | 0.034 | 0.580 | 6.228 | 6.228 | 0.018 | 0.675 | 6.274 | 6.274 | 0.040 | -0.109 |
+| infermeter | 8 | 64 | 0.323 | 3.037 | 3.037 | 0.039 | 0.333 | 3.030 | 3.030 | 0.034 | 0.326 | 3.041 | 3.041 | 0.039 | -0.221 |
+| infermeter, 2 workers | 8 | 64 | 0.293 | 8.322 | 8.322 | 0.062 | 0.291 | 8.333 | 8.333 | 0.056 | 0.294 | 8.325 | 8.325 | 0.052 | -0.248 |
+| infermeter before (main, 1343f7c) | 8 | 64 | 0.219 | 1.416 | 1.416 | 0.058 | 0.437 | 1.488 | 1.488 | 0.081 | 0.115 | 1.368 | 1.368 | -0.122 | -0.020 |
+| node pass-through (floor) | 32 | 320 | 0.541 | 6.745 | 7.909 | 0.025 | 0.513 | 6.692 | 7.822 | -0.533 | 0.560 | 6.738 | 7.897 | 0.027 | -0.103 |
+| infermeter | 32 | 320 | 0.344 | 2.957 | 3.025 | 0.037 | 0.343 | 2.954 | 3.022 | 0.037 | 0.345 | 2.962 | 3.030 | 0.060 | -0.118 |
+| infermeter, 2 workers | 32 | 320 | 0.375 | 13.256 | 14.270 | 0.030 | 0.378 | 13.258 | 14.268 | 0.028 | 0.377 | 13.260 | 14.277 | 0.031 | -0.157 |
+| infermeter before (main, 1343f7c) | 32 | 320 | 1.122 | 5.180 | 5.313 | 0.058 | 1.607 | 5.960 | 7.912 | 0.050 | 1.031 | 5.057 | 5.247 | -0.381 | 0.149 |
+
+| target | largest gap, no scrapes, ms | largest gap, scraped, ms | added, ms | scrape p50 / max, ms | MiB |
+|---|---|---|---|---|---|
+| infermeter | 16.086 | 23.842 | 7.756 | 31.542 / 146.934 | 6.1 |
+| infermeter, 2 workers | 22.899 | 48.243 | 25.343 | 41.302 / 257.633 | 6.1 |
+| infermeter before (main, 1343f7c) | 18.194 | 150.742 | 132.548 | 53.684 / 324.402 | 6.1 |
+
+The goals, in this run:
+
+| goal | met | measured |
+|---|---|---|
+| TTFT blind spot p50 <= 1 ms at 32 concurrent streams | yes | 0.344 ms (before: 1.122; the floor: 0.541) |
+| TTFT blind spot p99 <= 5 ms at 32 concurrent streams | yes | 2.957 ms (before: 5.180; the floor: 6.745) |
+| e2e never later than the last byte on the socket (blind spot min >= 0) | yes | min 0.060 ms at 32, 0.039 at 8, 0.148 at 1 (before: −0.381, −0.122, −0.631) |
+| 20 back-to-back scrapes add at most 25 ms to a bystander's largest gap | yes | 7.8 ms (before: 132.5 ms) |
+
+A second run right after it, with the machine busier (load average 3.7 at the start and 3.2 at
+the end: other work competing for the two cores), at 32 streams (TTFT blind spot p50 | p99, ms;
+e2e blind spot min; logged − client e2e max; scrapes' added gap):
+
+| target | TTFT p50 | TTFT p99 | e2e min | logged − client e2e, max | scrapes add |
+|---|---|---|---|---|---|
+| node pass-through (floor) | 0.663 | 65.345 | 0.050 | −0.106 | |
+| infermeter | 1.196 | 7.254 | 0.047 | −0.100 | 12.7 ms |
+| infermeter, 2 workers | 0.566 | 14.304 | 0.051 | −0.104 | 12.5 ms |
+| infermeter before (main, 1343f7c) | 0.778 | 37.378 | −0.927 | 0.801 | 56.0 ms |
+
+Under that load the TTFT goals are missed by every target, and by the Node floor itself far
+more (p99 65 ms): a process that waits for a core is late by that long before any of its code
+runs, which no stamp in it can see. What holds whatever the load: e2e never ended after the
+last byte and never read longer than the client's (it did before, by up to 0.93 and 0.80 ms),
+and the scrapes stayed within 25 ms.
+
+What changed, and what each did (side by side with main in the same run; \`--quick\` runs while
+the work went on gave the same ordering):
+
+- **t0 from the turn's first arrival** (\`measure/arrival-clock.ts\`). Node hands the requests one
+  poll of its event loop found readable to JavaScript one after another; each used to be stamped
+  when its turn came, after the others before it had been forwarded. Every request handled before
+  the loop next waits for I/O (or reaches its check phase) now gets the first one's stamp: all of
+  them were readable by then, so the stamp is never before a request's bytes arrived. At 32
+  streams this took the TTFT blind spot from 1.1 to 0.3 ms at p50 and from 5.2 to 3.0 ms at p99,
+  below the plain-Node floor's (0.5 and 6.7 ms).
+- **The end of e2e just before the last write** (the relay's \`res.end\`, the usage strip's end)
+  instead of the response's \`finish\`, which comes once the socket took the bytes, after other
+  work: before, the logged end was up to 0.6 ms after the last byte had left, and the logged e2e
+  up to 0.26 ms longer than the client's own. Now never after the last byte, never longer than
+  the client's (a test holds it: test/integration/access-log.test.ts).
+- **TTFB just before the head is written** to the client (its flush, or the first write it goes
+  with) instead of when the upstream's head arrived.
+- **/metrics in pieces.** The render gives the event loop back every 4 ms (or 256 KiB of text),
+  its pieces are sent as they are, and scrapes that come during a render share it: the bystander
+  streams' largest gap grew by 7.8 ms under 20 back-to-back scrapes instead of 132.5 ms.
+
+With \`INFERMETER_WORKERS=2\` the p50 is as good, but the p99 at 32 streams is 13 ms, and the
+scrapes added 25 ms: on two cores shared with the load client and the upstream, three
+infermeter processes wait for a core (the kernel's run queue, where no stamp can see), so
+workers help where they have cores of their own. \`infermeter_event_loop_delay_seconds\` shows a
+process's own lateness, not time spent waiting for a core.
+
+The per-request cost of the arrival clock (one more clock read and one read of the loop's idle
+time per request, one \`setImmediate\` per turn that has requests) measured side by side with main
+(\`BENCH_COMPARE\`): in the round-trip scenario (1500 one-token requests, concurrency 1: a turn per request, the
+worst case), added TTFT p50 0.176 and 0.151 ms against main's 0.148 and 0.165 ms in two runs,
+CPU per request 41.6 and 42.9 µs against 37.8 and 43.5 µs (the two pass-through processes 5.7
+and 4.8 % apart): no difference the runs resolve; in isolation, 0.2 µs of CPU per turn. The
+throughput scenario: 1.84 µs of CPU per event against main's 1.93 (3.4 % between the
+pass-through's two processes).
 `;
 
 main().catch((error: unknown) => {

@@ -15,6 +15,7 @@ import { createManagementApp } from './management/management-app.ts';
 import { loadDashboardAssets } from './management/dashboard-app.ts';
 import { createDashboardFeed } from './management/dashboard-feed.ts';
 import { createMetricsApp } from './management/metrics-app.ts';
+import type { LoopDelayReading } from './metrics/loop-delay.ts';
 import { closeServer, createAppServer, hostPort, listen, urlOf, type ListenPolicy } from './management/listen.ts';
 import { monotonicClock, type Clock } from './measure/clock.ts';
 import type { MeasurementSink } from './measure/request-timer.ts';
@@ -80,7 +81,7 @@ export function tenantAliases(config: Config, log: Logger): TenantAliases | unde
 }
 
 /** The metrics of one infermeter (the primary's, with workers). */
-export function buildMetrics(config: Config, options: StartOptions, openConnections: () => number, aliases?: TenantAliases): Metrics {
+export function buildMetrics(config: Config, options: StartOptions, openConnections: () => number, aliases?: TenantAliases, workersLoopDelay?: () => LoopDelayReading): Metrics {
   const upstream = requireUpstream(config);
   const clock = options.clock ?? monotonicClock;
   return createMetrics({
@@ -111,6 +112,7 @@ export function buildMetrics(config: Config, options: StartOptions, openConnecti
     ...(options.container === undefined ? {} : { container: options.container }),
     otel: otelOptions(config),
     tenants: aliases === undefined ? undefined : { max: config.tenant.max, aliases },
+    ...(workersLoopDelay === undefined ? {} : { workersLoopDelay }),
   });
 }
 

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { Config, Env } from '../config/config.ts';
 import { resolveListenAddress } from '../config/security.ts';
 import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, tenantAliases, type Infermeter, type StartOptions } from '../app.ts';
+import { addReadings, type LoopDelayReading } from '../metrics/loop-delay.ts';
 import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage, type WorkerReceiver } from './bus.ts';
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.ts', import.meta.url)).replace(/\.ts$/, import.meta.url.endsWith('.ts') ? '.ts' : '.js');
@@ -35,6 +36,10 @@ export async function startClusterPrimary(
   const receivers = new Map<number, WorkerReceiver>();
   // The primary keeps the tenant labels: the aliased names are always admitted.
   const aliases = tenantAliases(config, log);
+  // Each live worker's event-loop delay from its last flush; the last of workers gone, kept so
+  // that the cumulative family never goes back when one is restarted.
+  const loopDelays = new Map<number, LoopDelayReading>();
+  let retiredLoopDelay = addReadings([]);
   const metrics = buildMetrics(
     config,
     options,
@@ -44,6 +49,7 @@ export async function startClusterPrimary(
       return n;
     },
     aliases,
+    () => addReadings([retiredLoopDelay, ...loopDelays.values()]),
   );
   // The primary holds the measurements, so it exports them; before the first worker starts.
   const otlp = await startExport(config, metrics, log);
@@ -66,7 +72,10 @@ export async function startClusterPrimary(
       if (m.t === 'events') {
         receiver.receive(m.events);
         connections.set(worker.id, m.connections);
-      } else if (m.t === 'flushed') flushWaiters.get(m.seq)?.();
+      } else if (m.t === 'flushed') {
+        if (m.loopDelay !== undefined) loopDelays.set(worker.id, m.loopDelay);
+        flushWaiters.get(m.seq)?.();
+      }
       else if (m.t === 'listening') {
         started++;
         for (const w of startWaiters.splice(0)) (started >= w.n ? w.resolve() : startWaiters.push(w));
@@ -76,6 +85,9 @@ export async function startClusterPrimary(
     worker.on('exit', (code, signal) => {
       connections.delete(worker.id);
       receivers.delete(worker.id);
+      const lastDelay = loopDelays.get(worker.id);
+      if (lastDelay !== undefined) retiredLoopDelay = addReadings([retiredLoopDelay, lastDelay]);
+      loopDelays.delete(worker.id);
       const lost = receiver.lost();
       if (stopping) return;
       metrics.proxy.workerRestarted(lost);

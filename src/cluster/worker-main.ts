@@ -5,6 +5,7 @@ import { loadConfig } from '../config/config.ts';
 import { createLogger } from '../log.ts';
 import { listen, urlOf } from '../management/listen.ts';
 import { monotonicClock } from '../measure/clock.ts';
+import { createLoopDelayMonitor } from '../metrics/loop-delay.ts';
 import { createWorkerBus, type PrimaryMessage, type WorkerMessage } from './bus.ts';
 
 const config = loadConfig(process.env, { requireUpstream: true });
@@ -14,6 +15,8 @@ const send = (m: WorkerMessage): void => {
 };
 let connections = () => 0;
 const bus = createWorkerBus(send, () => connections());
+// This worker's event-loop delay, sent with every flush (a scrape asks for one).
+const loopDelay = createLoopDelayMonitor();
 const aliases = tenantAliases(config, log);
 const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus.sink, bus.events, undefined, aliases);
 connections = () => dataPlane.connections();
@@ -24,7 +27,7 @@ send({ t: 'listening', url: urlOf(address, config.security.dataTls === undefined
 process.on('message', (m: PrimaryMessage) => {
   if (m.t === 'flush') {
     bus.flush();
-    send({ t: 'flushed', seq: m.seq });
+    send({ t: 'flushed', seq: m.seq, loopDelay: loopDelay.read() });
   } else if (m.t === 'reloadTenants') {
     aliases?.reload();
   } else if (m.t === 'drain') {

@@ -10,6 +10,7 @@ import { rootCertificates as tlsRootCertificates } from 'node:tls';
 import type { TlsFiles } from '../config/security.ts';
 import type { AccessLog } from '../access-log.ts';
 import type { Clock } from '../measure/clock.ts';
+import { createArrivalClock } from '../measure/arrival-clock.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
 import type { Logger } from '../log.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';
@@ -136,6 +137,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const measured = createMeasuredRoute({
     ...options,
     violation: options.lifecycleViolation ?? ((error) => log.error(error.message, { code: error.code })),
+    arrival: createArrivalClock(options.clock),
     sendUpstream: createUpstreamRequest({ upstream, agent, freshAgent, connectTimeoutMs: limits.upstreamConnectTimeoutMs }),
     deadlines,
     limit: limits.maxConcurrency > 0 ? createConcurrencyLimit(limits.maxConcurrency) : undefined,

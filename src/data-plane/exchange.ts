@@ -12,6 +12,8 @@ import { allowed, LifecycleViolation, type AnswerKind, type Phase, type ResendRe
 
 export interface ExchangeOptions {
   readonly clock: Clock;
+  /** The request's t0 (measure/arrival-clock.ts); undefined: the clock's now. */
+  readonly arrival?: Clock | undefined;
   readonly sink: MeasurementSink;
   /** Counts bodies that gave no labels. */
   readonly uninspected: (reason: UninspectedReason) => void;
@@ -49,7 +51,7 @@ export class Exchange {
     this.requestId = requestId;
     this.options = options;
     // Arrival: t0 of every figure of this request.
-    this.timer = createRequestTimer(api, options.clock, options.sink, tenant);
+    this.timer = createRequestTimer(api, options.clock, options.sink, tenant, options.arrival?.());
   }
 
   get phase(): Phase {

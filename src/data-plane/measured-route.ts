@@ -87,6 +87,10 @@ class InferenceCall {
   private readonly exchange: Exchange;
   private begun = false;
   private release: () => void = ignore;
+  /** Just before the last bytes are written to the client: the end of e2e. */
+  private readonly lastWrite = (): void => this.exchange.timer.responseFinished();
+  /** Just before the response's head is written to the client: TTFB. */
+  private readonly headSent = (): void => this.exchange.timer.headSent();
   private unwatch: (() => void) | undefined = undefined;
   /** What was sent upstream last: a held body is sent again as it is. */
   private body: Buffer | Readable | undefined = undefined;
@@ -127,7 +131,9 @@ class InferenceCall {
     const { exchange, req, res, options } = this;
     this.begun = true;
     if (options.limit !== undefined) exchange.timer.admitted();
-    res.on('finish', () => exchange.timer.responseFinished());
+    // The end of e2e is stamped at the last write where the route makes it; 'finish' (later,
+    // once the socket took the bytes) for the answers written otherwise.
+    res.on('finish', this.lastWrite);
     this.unwatch = options.deadlines.watch(
       exchange,
       () => exchange.upstreamRequest?.destroy(timeoutError('the model server was silent too long')),
@@ -253,8 +259,8 @@ class InferenceCall {
   /** answered: the upstream's response as it came. */
   private answerRelayed(response: IncomingMessage): void {
     if (!this.answerWithHead(response, 'relayed', false)) return;
-    setImmediate(flushIdleHeaders, this.res, response);
-    relay(response, this.res, this.startTap(response), this.bytesSent());
+    setImmediate(flushIdleHeaders, this.res, response, this.headSent);
+    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite });
   }
 
   /** answered: an event stream with the usage-only chunk infermeter asked for taken out. */
@@ -262,7 +268,7 @@ class InferenceCall {
     const { exchange, options } = this;
     // Its length changes: no content-length.
     if (!this.answerWithHead(response, 'stripped', true)) return;
-    setImmediate(flushIdleHeaders, this.res, response);
+    setImmediate(flushIdleHeaders, this.res, response, this.headSent);
     const counting = options.accessLog !== undefined;
     const strip = createUsageStrip({
       maxEventBytes: options.maxEventBytes,
@@ -271,6 +277,9 @@ class InferenceCall {
         if (counting) exchange.bytesOut -= bytes;
       },
     });
+    // Before the pipe's own listeners: the stamps precede the first and the last write.
+    strip.once('data', this.headSent);
+    strip.once('end', this.lastWrite);
     response.pipe(strip).pipe(this.res);
     const tap = this.startTap(response);
     if (tap !== undefined) listenTap(response, tap); // after the pipe: forward first, then read

@@ -8,8 +8,18 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ResponseTap } from '../stream-tap/response-tap.ts';
 
-/** `sent` counts the bytes handed to the client (the access log); undefined: not counted. */
-export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, sent?: (bytes: number) => void): void {
+export interface RelayHooks {
+  /** Counts the bytes handed to the client (the access log); undefined: not counted. */
+  readonly sent?: ((bytes: number) => void) | undefined;
+  /** Told just before the first write (the head leaves with it, unless it was flushed before). */
+  readonly firstWrite?: () => void;
+  /** Told just before the last bytes are written (the end of e2e). */
+  readonly lastWrite?: () => void;
+}
+
+export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
+  const { sent, lastWrite } = hooks;
+  let firstWrite = hooks.firstWrite;
   const batch: Buffer[] = [];
   let batchLength = 0;
   let waiting = false;
@@ -29,6 +39,10 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     const out = take();
     // A client that is gone takes its upstream request down with it (the data plane's 'close');
     // an answer ended already (the total timeout's 504) gets nothing more.
+    if (firstWrite !== undefined) {
+      firstWrite();
+      firstWrite = undefined;
+    }
     if (!res.destroyed && !res.writableEnded && !res.write(out) && !waiting) {
       waiting = true;
       proxyRes.pause();
@@ -49,7 +63,11 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   proxyRes.on('end', () => {
     const out = batch.length === 0 ? undefined : take();
     // The last bytes and the end go out in one write.
-    if (!res.destroyed && !res.writableEnded) res.end(out);
+    if (!res.destroyed && !res.writableEnded) {
+      firstWrite?.();
+      lastWrite?.();
+      res.end(out);
+    }
     if (out !== undefined) handOn(out);
     tap?.end();
   });

@@ -29,10 +29,13 @@ export function copyHead(proxyRes: IncomingMessage, res: ServerResponse, rewritt
  * of that turn: a body that came with the head leaves with it in one write, and in a burst of
  * requests each is sent upstream before the heads of the answers go out. No timer.
  */
-export function flushIdleHeaders(res: ServerResponse, proxyRes: IncomingMessage): void {
+export function flushIdleHeaders(res: ServerResponse, proxyRes: IncomingMessage, flushing?: () => void): void {
   // headersSent turns true at writeHead, before anything is written; _headerSent (Node's own
   // field, kept since its first releases; a test fails without it) says whether the head left.
-  if (!(res as unknown as { _headerSent: boolean })._headerSent && proxyRes.readableLength === 0 && !res.destroyed && !res.writableEnded) res.flushHeaders();
+  if (!(res as unknown as { _headerSent: boolean })._headerSent && proxyRes.readableLength === 0 && !res.destroyed && !res.writableEnded) {
+    flushing?.(); // just before the head leaves: TTFB
+    res.flushHeaders();
+  }
 }
 
 /** A response that breaks off upstream breaks off for the client too (`cut` is told first). */

@@ -30,6 +30,11 @@ export interface RequestTimer {
   /** Upstream status line arrived; `streamed` when the body is text/event-stream. */
   responseHeaders(status: number, streamed: boolean): void;
   /**
+   * The response's head is being written to the client (just before): TTFB's end, where the
+   * route can tell; else the upstream head's arrival. The first call wins.
+   */
+  headSent(): void;
+  /**
    * A chunk of the response body arrived from the upstream (at `at`, for a chunk read after it
    * arrived); the events in it share its arrival time, which is returned.
    */
@@ -48,16 +53,22 @@ export interface RequestTimer {
   streamError(): void;
   /** The request failed on the upstream side; the first reason wins. */
   fail(reason: FailureReason, status?: number): void;
-  /** The last byte of the response was handed to the client's socket. */
+  /**
+   * The last byte of the response is being handed to the client's socket (called just before
+   * its last write, so e2e never ends after the last byte left; the first call wins).
+   */
   responseFinished(): void;
   /** The client side is closed: `delivered` when the whole response was sent. */
   close(delivered: boolean): RequestSample | undefined;
   readonly closed: boolean;
 }
 
-/** `tenant`: who sent the request (per-tenant metering), carried on every event's info. */
-export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant?: string): RequestTimer {
-  return new Timer(api, clock, sink, tenant);
+/**
+ * `tenant`: who sent the request (per-tenant metering), carried on every event's info.
+ * `arrivedAt`: the request's t0 when known before the timer is made (arrival-clock.ts); else now.
+ */
+export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant?: string, arrivedAt?: number): RequestTimer {
+  return new Timer(api, clock, sink, tenant, arrivedAt);
 }
 
 // A class, not a closure per method: one object per request on the hot path.
@@ -75,6 +86,7 @@ class Timer implements RequestTimer {
   private lastTokenAt = 0;
   private tokenEvents = 0;
   private headersAt: number | undefined = undefined;
+  private headSentAt: number | undefined = undefined;
   private lastCumulative: number | undefined = undefined;
   // When the current chunk arrived: every event in one chunk arrived then (one clock read a chunk).
   private chunkAt: number | undefined = undefined;
@@ -88,12 +100,12 @@ class Timer implements RequestTimer {
   private timings: EngineTimings | undefined = undefined;
   closed = false;
 
-  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant: string | undefined) {
+  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant: string | undefined, arrivedAt: number | undefined) {
     this.api = api;
     this.clock = clock;
     this.sink = sink;
     this.tenant = tenant;
-    this.t0 = clock();
+    this.t0 = arrivedAt ?? clock();
   }
 
   private ttft(): number | undefined {
@@ -129,6 +141,10 @@ class Timer implements RequestTimer {
     this.status = code;
     this.streamed = isStream;
     if (code < 200 || code > 299) this.failure ??= 'upstream_status';
+  }
+
+  headSent(): void {
+    if (!this.closed) this.headSentAt ??= this.clock();
   }
 
   responseBody(at?: number): number {
@@ -225,13 +241,14 @@ class Timer implements RequestTimer {
       if (n > 1) tpot = { seconds: (lastTokenAt - firstTokenAt) / 1000 / (n - 1), tokens: n - 1 };
     }
     const end = this.finishedAt ?? this.clock();
+    const headersAt = this.headSentAt ?? this.headersAt;
     const sample: RequestSample = {
       ...info,
       status: this.status,
       outcome,
       failure,
       cancelPhase: outcome === 'cancelled' ? ((outputAt === undefined ? 'before_first_token' : 'decoding') satisfies CancelPhase) : undefined,
-      ttfb: this.headersAt === undefined ? undefined : (this.headersAt - t0) / 1000,
+      ttfb: headersAt === undefined ? undefined : (headersAt - t0) / 1000,
       streamed,
       outputSeen: outputAt !== undefined,
       ttft: this.ttft(),

@@ -16,10 +16,22 @@ import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
 import { registerDerived, type Family } from './families.ts';
 import { createLabelGuard } from './label-guard.ts';
 import { NO_TENANT } from '../config/tenant-config.ts';
+import { createLoopDelayMonitor, registerLoopDelay, type LoopDelayReading } from './loop-delay.ts';
 import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
 import { createTenantFamilies } from './tenant-families.ts';
+
+/**
+ * How long one piece of a /metrics render may hold the event loop (ms): a family started
+ * within it is finished (the largest, a histogram over every model, takes about 1 ms warm).
+ */
+export const RENDER_SLICE_MS = 4;
+/** And how large a piece may grow (its encoding, by the caller, is work of the same slice). */
+const RENDER_PIECE_CHARS = 256 * 1024;
+
+/** Resolves in the check phase of this turn of the event loop, after its I/O. */
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** Every dialect by its INFERMETER_DIALECTS name, given its own options. */
 function dialectFactory(name: DialectName, options: MetricsOptions): DialectFactory {
@@ -51,6 +63,12 @@ export interface Metrics {
   scrapeStarted(): (bytes: number) => void;
   /** The exposition text of every family. */
   render(): Promise<string>;
+  /**
+   * The same text in pieces, each rendered within about RENDER_SLICE_MS of the event loop,
+   * which it is given back between pieces: a scrape of thousands of series never holds the
+   * data plane's streams for long. Each family is rendered whole, in one piece.
+   */
+  renderPieces(): AsyncGenerator<string>;
   readonly contentType: string;
   /** Mean TTFT and TBT (ms) over the last INFERMETER_JSON_WINDOW finished requests. */
   recentAverages(): { ttftMs: number | undefined; tbtMs: number | undefined };
@@ -87,6 +105,8 @@ export interface MetricsOptions {
   readonly maxModels?: number;
   /** The upstream's /v1/models: its models are always kept, looked up when the cap is reached. */
   readonly modelsUrl?: URL;
+  /** With INFERMETER_WORKERS > 1: the workers' event-loop delay, added up (from their last flush). */
+  readonly workersLoopDelay?: () => LoopDelayReading;
   /** Per-tenant metering (INFERMETER_TENANT on); undefined: off, no tenant families. */
   readonly tenants?: TenantMetering | undefined;
 }
@@ -153,6 +173,11 @@ export function createMetrics(options: MetricsOptions): Metrics {
             for (const d of httpObservers) d.httpRequest!(handler, method, status, seconds);
           },
   };
+  const loopDelay = createLoopDelayMonitor();
+  registerLoopDelay(registry, () => {
+    const workers = options.workersLoopDelay?.();
+    return workers === undefined ? [['main', loopDelay.read()]] : [['main', loopDelay.read()], ['workers', workers]];
+  });
   registry.registerMetric(overflowed);
   if (tenantGuard !== undefined) {
     recorder.addObserver(createTenantFamilies(registry, options.buckets));
@@ -200,6 +225,12 @@ export function createMetrics(options: MetricsOptions): Metrics {
         return (['cancelled', 'failed'] as const).map((outcome) => ({ value: c?.[outcome] ?? 0, labels: { model_name: m.model, outcome } }));
       }),
   });
+  registerDerived(registry, {
+    name: 'infermeter_streams_without_usage_total',
+    help: 'Streamed inference requests that succeeded without a usage report (injection off or refused, or an upstream that sends none): their tokens are counted as 0, so token figures are missing for them, not zero.',
+    type: 'counter',
+    collect: () => Array.from(recorder.state.models.values(), (m) => ({ value: m.withoutUsage, labels: { model_name: m.model } })),
+  });
   const recent = createRecentRequests(options.jsonWindow ?? 1000);
   recorder.addObserver({
     finished: (s) => recent.add(s.ttft === undefined ? undefined : s.ttft * 1000, s.tpot === undefined ? undefined : s.tpot.seconds * 1000),
@@ -225,6 +256,29 @@ export function createMetrics(options: MetricsOptions): Metrics {
       registry,
     );
   }
+
+  /** The exposition in pieces, giving the event loop back between them (Metrics.renderPieces). */
+  async function* renderPieces(): AsyncGenerator<string> {
+    // Our families write their own text (label strings built once per series); prom-client
+    // formats its own metric types.
+    let piece = '';
+    let sliceStart = performance.now();
+    const relayed = scraper?.relayedFamilies();
+    for (const metric of registry.getMetricsAsArray()) {
+      if (relayed !== undefined && engineFirst.has(metric.name) && relayed.has(metric.name)) continue;
+      const family = metric as unknown as Partial<Family>;
+      piece += family.renderText !== undefined ? family.renderText() : `${await registry.getSingleMetricAsString(metric.name)}\n`;
+      if (piece.length >= RENDER_PIECE_CHARS || performance.now() - sliceStart >= RENDER_SLICE_MS) {
+        yield piece;
+        piece = '';
+        // The loop's other work (the streams' reads and writes) runs before the next slice.
+        await nextTurn();
+        sliceStart = performance.now();
+      }
+    }
+    yield piece + (scraper?.relayText() ?? '');
+  }
+
   return {
     registry,
     sink: recorder.sink,
@@ -242,17 +296,11 @@ export function createMetrics(options: MetricsOptions): Metrics {
       };
     },
     async render() {
-      // Our families write their own text (label strings built once per series); prom-client
-      // formats its own metric types.
       let out = '';
-      const relayed = scraper?.relayedFamilies();
-      for (const metric of registry.getMetricsAsArray()) {
-        if (relayed !== undefined && engineFirst.has(metric.name) && relayed.has(metric.name)) continue;
-        const family = metric as unknown as Partial<Family>;
-        out += family.renderText !== undefined ? family.renderText() : `${await registry.getSingleMetricAsString(metric.name)}\n`;
-      }
-      return out + (scraper?.relayText() ?? '');
+      for await (const piece of renderPieces()) out += piece;
+      return out;
     },
+    renderPieces,
     contentType: registry.contentType,
     recentAverages: () => recent.averages(),
     engineView: () => scraper?.view(),
@@ -261,6 +309,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
       scraper?.start();
     },
     close() {
+      loopDelay.close();
       scraper?.stop();
       for (const d of dialects) d.close?.();
     },

@@ -18,6 +18,8 @@ export interface ModelState {
   cancelledDecoding: number;
   /** Streamed requests that ended without a token, by why. */
   noFirstToken: { no_token: number; error: number; cancelled: number };
+  /** Streams that succeeded without a usage report: their tokens count as 0 (the spec's fallback). */
+  withoutUsage: number;
   promptTokens: number;
   generationTokens: number;
   /** In flight, no output seen yet. */
@@ -81,6 +83,7 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
         cancelledBeforeFirstToken: 0,
         cancelledDecoding: 0,
         noFirstToken: { no_token: 0, error: 0, cancelled: 0 },
+        withoutUsage: 0,
         promptTokens: 0,
         generationTokens: 0,
         waiting: 0,
@@ -128,6 +131,7 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
       if ((sample.stream || sample.streamed) && sample.ttft === undefined) {
         m.noFirstToken[sample.outcome === 'success' ? 'no_token' : sample.outcome === 'failed' ? 'error' : 'cancelled']++;
       }
+      if (sample.usageSource === 'fallback') m.withoutUsage++;
       const now = clock();
       if (sample.promptTokens !== undefined) {
         m.promptTokens += sample.promptTokens;

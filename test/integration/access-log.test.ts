@@ -4,17 +4,48 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { createAccessLog } from '../../src/access-log.ts';
 import { nextFinished, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
 
+/**
+ * A client in its own process: 12 requests at once (relayed, stripped, JSON), each timed from
+ * just before it is sent to its response's end; prints { request id: e2e ms }.
+ */
+const CLIENT = `
+import http from 'node:http';
+const url = process.argv[1];
+const bodies = ['{"model":"m","stream":true,"stream_options":{"include_usage":true}}', '{"model":"m","stream":true}', '{"model":"m"}'];
+const agent = new http.Agent({ keepAlive: true });
+const out = {};
+await Promise.all(Array.from({ length: 12 }, (_, i) => new Promise((resolve, reject) => {
+  const id = 'e2e-' + i;
+  const start = performance.now();
+  const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-request-id': id } }, (res) => {
+    res.resume();
+    res.on('end', () => { out[id] = performance.now() - start; resolve(); });
+  });
+  req.on('error', reject);
+  req.end(bodies[i % 3]);
+})));
+agent.destroy();
+console.log(JSON.stringify(out));
+`;
+
+/** A log file in a directory of its own, removed after the test. */
+function logFile(t: { after(fn: () => unknown): void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'infermeter-log-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return join(dir, 'access.log');
+}
+
 describe('access log', () => {
   it('writes one JSON line per finished inference request, without secrets or text', async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'infermeter-log-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
-    const file = join(dir, 'access.log');
+    const file = logFile(t);
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
     upstream.respond((req) =>
@@ -50,6 +81,52 @@ describe('access log', () => {
     // What the client received: the upstream's bytes minus the usage chunk it did not ask for.
     assert.equal(first.bytes_out, Buffer.byteLength('data: {"choices":[{"delta":{"content":"SECRET-OUTPUT"}}]}\n\ndata: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n'));
     assert.deepEqual([third.status, third.outcome, third.failure, third.stream], [500, 'failed', 'upstream_status', false]);
+  });
+
+  it('never logs an e2e longer than the client\'s own for the same request', async (t) => {
+    // Between the client's two stamps lie, in order: the request leaving the client, infermeter's
+    // t0 (never before its bytes were readable), infermeter's end (just before its last write)
+    // and the last byte reaching the client. So the logged e2e is at most the client's, on every
+    // path: relayed, stripped of the injected usage chunk, and a JSON answer; 12 at once, so that
+    // several arrive in one turn of infermeter's event loop and share its arrival stamp. The
+    // client is another process, and infermeter's loop is held 20 ms by each token after the
+    // first (an observer that busy-waits), the last one read right after the last write: an end
+    // stamped once the write is done (the response's 'finish') would come after the client had
+    // its last byte, and read long.
+    const file = logFile(t);
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond((req) =>
+      req.body.toString().includes('"stream":true')
+        ? { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ afterMs: 5, data: 'data: {"choices":[{"delta":{"content":"a"}}]}\n\n' }, { afterMs: 5, data: 'data: {"choices":[{"delta":{"content":"b"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n' }] }
+        : { status: 200, headers: { 'content-type': 'application/json' }, body: [{ afterMs: 5, data: '{"choices":[{"message":{"content":"ab"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}' }] },
+    );
+    const app = await startProxy(t, upstream.url, { INFERMETER_ACCESS_LOG: file });
+    app.metrics.addObserver({
+      interToken() {
+        const until = performance.now() + 20;
+        while (performance.now() < until);
+      },
+    });
+    const finished = nextFinished(app, 12);
+    const client = spawn(process.execPath, ['--input-type=module', '-e', CLIENT, `${app.dataUrl}/v1/chat/completions`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    t.after(() => client.kill());
+    let printed = '';
+    client.stdout.on('data', (c: Buffer) => (printed += c.toString()));
+    const [code] = (await once(client, 'exit')) as [number];
+    assert.equal(code, 0, printed);
+    const clientE2e = new Map(Object.entries(JSON.parse(printed) as Record<string, number>));
+    await finished;
+    await app.close(); // flushes the log
+    const logged = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { request_id: string; e2e_ms: number; outcome: string; stream: boolean });
+    assert.equal(logged.length, 12);
+    assert.equal(logged.filter((l) => l.stream).length, 8);
+    for (const line of logged) {
+      const own = clientE2e.get(line.request_id)!;
+      assert.equal(line.outcome, 'success', line.request_id);
+      // The log rounds to the microsecond: up to 0.0005 ms above the figure it rounds.
+      assert.ok(line.e2e_ms <= own + 0.0005, `${line.request_id}: logged e2e ${line.e2e_ms} ms > the client's ${own} ms`);
+    }
   });
 
   it('drops and counts lines when the writer falls behind, instead of buffering without bound', async () => {

@@ -149,7 +149,7 @@ function expand(expr: string, model: string): string {
     .replaceAll('$model', model);
 }
 
-const PROMQL_WORDS = new Set(['sum', 'avg', 'max', 'min', 'count', 'by', 'without', 'on', 'ignoring', 'or', 'and', 'unless', 'rate', 'increase', 'irate', 'histogram_quantile', 'label_replace', 'vector', 'le', 'model_name', 'kind', 'reason', 'counter', 'inf', 'nan']);
+const PROMQL_WORDS = new Set(['sum', 'avg', 'max', 'min', 'count', 'by', 'without', 'on', 'ignoring', 'or', 'and', 'unless', 'rate', 'increase', 'irate', 'histogram_quantile', 'label_replace', 'vector', 'le', 'model_name', 'kind', 'reason', 'counter', 'instance', 'process', 'inf', 'nan']);
 
 /** Metric names an expression reads (strings, durations and PromQL words left out). */
 function metricNames(expr: string): string[] {

@@ -34,6 +34,7 @@ describe('usage injection', () => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
     let current = chatStreams[0]!;
+    const fallbacks: boolean[] = [];
     upstream.respond((req) => engineLike(current.bytes)(req.body));
     const app = await startProxy(t, upstream.url);
     for (const [i, stream] of chatStreams.entries()) {
@@ -44,6 +45,7 @@ describe('usage injection', () => {
       const res = await fetch(`${app.dataUrl}${path}`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
       const received = Buffer.from(await res.arrayBuffer());
       const [sample] = await finished;
+      fallbacks.push(sample!.usageSource === 'fallback');
       const sent = upstream.requests.at(-1)!.body.toString();
       assert.equal(sent, `{"stream_options":{"include_usage":true},${body.slice(1)}`, `${stream.name}: injected, the rest byte-identical`);
       assert.ok(received.equals(withoutUsageChunk(stream.bytes)), `${stream.name}: the client sees the stream without the usage chunk`);
@@ -58,6 +60,12 @@ describe('usage injection', () => {
     const strippable = chatStreams.filter((s) => !withoutUsageChunk(s.bytes).equals(s.bytes)).length;
     assert.ok(strippable >= 5);
     assert.equal(m.value('infermeter_usage_chunks_stripped_total'), strippable);
+    // A stream that succeeded without usage even when asked (the zero fallback) is counted as
+    // missing its tokens; every other one is not.
+    assert.ok(fallbacks.includes(true) && fallbacks.includes(false), `streams with the fallback: ${fallbacks.join(', ')}`);
+    for (const [i, stream] of chatStreams.entries()) {
+      assert.equal(m.value('infermeter_streams_without_usage_total', { model_name: `m${i}` }), fallbacks[i] ? 1 : 0, stream.name);
+    }
   });
 
   it('leaves a client that asked for usage, or a non-streaming request, untouched', async (t) => {
@@ -102,6 +110,7 @@ describe('usage injection', () => {
     const m = await scrape(app);
     assert.equal(m.value('infermeter_usage_injection_active'), 0);
     assert.equal(m.value('request_failed_total', { model_name: 'llama3.2' }), 0);
+    assert.equal(m.value('infermeter_streams_without_usage_total', { model_name: 'llama3.2' }), 2, 'both streams ended without usage: their tokens are missing, not zero');
     assert.equal(logs.filter((l) => l.includes('refuses stream_options')).length, 1, 'logged once');
   });
 

@@ -97,6 +97,11 @@ describe('several workers', () => {
     await sawFirstToken;
     const before = parseExposition(await (await fetch(app.metricsUrl!)).text());
     assert.equal(before.value('num_requests_running', { model_name: 'hold' }), 1);
+    // The event-loop delay of the primary and of the workers (sent with their flush), each its
+    // own series.
+    const delaysBefore = before.value('infermeter_event_loop_delay_seconds_count', { process: 'workers' });
+    assert.ok(delaysBefore !== undefined && delaysBefore > 0, `workers' loop-delay samples: ${delaysBefore}`);
+    assert.ok((before.value('infermeter_event_loop_delay_seconds_count', { process: 'main' }) ?? 0) > 0, 'the primary\'s own');
     for (const pid of app.workerPids()) process.kill(pid, 'SIGKILL');
     await held;
     await app.workersStarted(4);
@@ -106,6 +111,8 @@ describe('several workers', () => {
     assert.equal(m.value('request_failed_total', { model_name: 'hold' }), 1, 'the lost request counts as failed');
     assert.equal(m.value('num_requests_running', { model_name: 'hold' }), 0, 'nothing left in flight');
     assert.equal(logs.filter((l) => l.includes('worker exited')).length, 2);
+    const delaysAfter = m.value('infermeter_event_loop_delay_seconds_count', { process: 'workers' })!;
+    assert.ok(delaysAfter >= delaysBefore, `the workers' samples never go back when workers are replaced: ${delaysBefore} then ${delaysAfter}`);
     const after = await send(app.dataUrl, '{"model":"m"}');
     assert.equal(after.status, 200, 'the new workers serve');
     assert.equal(parseExposition(await (await fetch(app.metricsUrl!)).text()).value('request_received_total', { model_name: 'm' }), 19);

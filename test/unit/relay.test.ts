@@ -17,6 +17,8 @@ interface Stage {
   readonly tapEnded: Promise<void>;
   /** Everything the client received, once the response ended. */
   readonly received: Promise<string>;
+  /** When the relay said its last write was coming: socket writes then, and whether the response had ended. */
+  readonly lastWrite: { writes: number; ended: boolean }[];
 }
 
 async function stage(t: { after(fn: () => unknown): void }): Promise<Stage> {
@@ -35,8 +37,9 @@ async function stage(t: { after(fn: () => unknown): void }): Promise<Stage> {
     const tapped: string[] = [];
     let tapEnd!: () => void;
     const tapEnded = new Promise<void>((resolve) => (tapEnd = resolve));
-    relay(upstream as unknown as IncomingMessage, res, { chunk: (b) => tapped.push(b.toString()), end: tapEnd, close: () => undefined });
-    ready({ upstream, res, socketWrites: () => writes, tapped, tapEnded, received });
+    const lastWrite: { writes: number; ended: boolean }[] = [];
+    relay(upstream as unknown as IncomingMessage, res, { chunk: (b) => tapped.push(b.toString()), end: tapEnd, close: () => undefined }, { lastWrite: () => lastWrite.push({ writes, ended: res.writableEnded }) });
+    ready({ upstream, res, socketWrites: () => writes, tapped, tapEnded, received, lastWrite });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(() => {
@@ -92,5 +95,18 @@ describe('relay', () => {
     s.upstream.end('z');
     assert.equal(await s.received, 'xyz');
     assert.equal(s.res.socket?.writableCorked ?? 0, 0);
+  });
+
+  it('says its last write is coming once, before the last bytes reach the socket (the end of e2e)', async (t) => {
+    const s = await stage(t);
+    await turn();
+    s.upstream.write('a');
+    await turn();
+    const before = s.socketWrites();
+    s.upstream.end('b');
+    assert.equal(await s.received, 'ab');
+    assert.equal(s.lastWrite.length, 1, JSON.stringify(s.lastWrite));
+    assert.deepEqual(s.lastWrite[0], { writes: before, ended: false }, `socket writes after: ${s.socketWrites()}`);
+    assert.ok(s.socketWrites() > before, 'the last bytes were written after it');
   });
 });

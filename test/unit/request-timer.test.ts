@@ -52,6 +52,34 @@ describe('request timer', () => {
     assert.deepEqual([s.promptTokens, s.completionTokens, s.usageSource, s.tokenEvents], [7, 9, 'upstream', 5]);
   });
 
+  it('ends TTFB when the head is written to the client where the route says so, else at the upstream head', () => {
+    const h = harness();
+    h.timer.identify('m', true);
+    h.at(5);
+    h.timer.responseHeaders(200, true);
+    h.at(8);
+    h.timer.headSent();
+    h.at(9);
+    h.timer.headSent(); // the relay's first write, after the head was flushed: the first wins
+    h.at(20);
+    h.timer.tokenEvent();
+    h.timer.close(true);
+    assert.equal(h.sample.ttfb, 0.008);
+    const plain = harness();
+    plain.at(5);
+    plain.timer.responseHeaders(200, false);
+    plain.timer.close(true);
+    assert.equal(plain.sample.ttfb, 0.005);
+  });
+
+  it('takes t0 from the arrival when given, else from its creation', () => {
+    const sink: MeasurementSink = { started: () => undefined, firstOutput: () => undefined, finished: () => undefined };
+    const timer = createRequestTimer('chat', () => 100, sink, undefined, 90);
+    timer.identify('m', false);
+    timer.responseFinished();
+    assert.equal(timer.close(true)!.e2e, 0.01);
+  });
+
   it('has a TPOT only with two token events to measure between and n > 1, whatever the usage says', () => {
     const run = (tokensAt: readonly number[], completionTokens?: number) => {
       const h = harness();

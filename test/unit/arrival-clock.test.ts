@@ -1,0 +1,49 @@
+// The arrival clock: requests handled in one turn of the event loop share the first one's
+// stamp; a new turn (the loop waited, or reached its check phase) stamps anew.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createArrivalClock } from '../../src/measure/arrival-clock.ts';
+
+const checkPhase = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe('arrival clock', () => {
+  it('gives every request of one turn the first one\'s time', () => {
+    let now = 100;
+    const arrival = createArrivalClock(() => now, () => 7);
+    assert.equal(arrival(), 100);
+    now = 103; // the work of forwarding the first
+    assert.equal(arrival(), 100);
+    now = 109;
+    assert.equal(arrival(), 100);
+  });
+
+  it('stamps anew once the loop waited for I/O (its idle time grew)', () => {
+    let now = 100;
+    let idle = 7;
+    const arrival = createArrivalClock(() => now, () => idle);
+    assert.equal(arrival(), 100);
+    now = 150;
+    idle = 8;
+    assert.equal(arrival(), 150);
+    now = 151;
+    assert.equal(arrival(), 150, 'the same turn again');
+  });
+
+  it('stamps anew after the check phase, when the next poll did not wait', async () => {
+    let now = 100;
+    const arrival = createArrivalClock(() => now, () => 7);
+    assert.equal(arrival(), 100);
+    await checkPhase();
+    now = 120;
+    assert.equal(arrival(), 120);
+  });
+
+  it('never stamps before the time the turn began with the real loop: two requests a turn apart', async () => {
+    const arrival = createArrivalClock(() => performance.now());
+    const first = arrival();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const before = performance.now();
+    const second = arrival();
+    assert.ok(second >= before, `second ${second} >= ${before} (first ${first})`);
+  });
+});
