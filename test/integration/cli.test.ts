@@ -2,7 +2,7 @@
 // with one message naming each variable; a good one starts on the chosen ports, logs them,
 // answers /health, /ready and /metrics, and stops cleanly on SIGTERM.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -14,23 +14,14 @@ import { describe, it, type TestContext } from 'node:test';
 import { CONFIGURATION_TABLE } from '../../src/config/variables.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
 import { VERSION } from '../../src/version.ts';
+import { collect, spawnNode } from '../helpers/child-process.ts';
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 const DEMO = fileURLToPath(new URL('../../src/demo.ts', import.meta.url));
 const LAUNCHER = fileURLToPath(new URL('../../bin/infermeter.js', import.meta.url));
 
 function run(t: TestContext, script: string, env: Record<string, string>, args: string[] = [], node = process.execPath): ChildProcessWithoutNullStreams {
-  const child = spawn(node, [script, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return child;
-}
-
-async function collect(stream: NodeJS.ReadableStream): Promise<string> {
-  let text = '';
-  for await (const chunk of stream) text += chunk.toString();
-  return text;
+  return spawnNode(t, [script, ...args], env, node);
 }
 
 /** Resolves with the first line of `stream` that matches. */

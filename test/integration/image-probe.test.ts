@@ -5,7 +5,7 @@
 // "every address" default must yield to MIES_CONTAINER_IP and a config file's ipAddress.
 // scripts/image-test.ts checks the same on a built image.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -17,6 +17,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { ConfigError, loadConfig, type Env } from '../../src/config/config.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
 import { makeCerts } from '../helpers/certs.ts';
+import { collect, spawnNode } from '../helpers/child-process.ts';
 import { execForm, finalStage, imageEnv, sourceOf } from '../helpers/dockerfile.ts';
 
 const STAGE = finalStage();
@@ -30,17 +31,7 @@ function asImage(args: readonly string[]): string[] {
 }
 
 function imageProcess(t: TestContext, args: readonly string[], env: Env): ChildProcessWithoutNullStreams {
-  const child = spawn(process.execPath, asImage(args), { env: { PATH: process.env.PATH ?? '', ...IMAGE_ENV, ...env } });
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return child;
-}
-
-async function collect(stream: NodeJS.ReadableStream): Promise<string> {
-  let text = '';
-  for await (const chunk of stream) text += chunk.toString();
-  return text;
+  return spawnNode(t, asImage(args), { ...IMAGE_ENV, ...env });
 }
 
 /** Runs the HEALTHCHECK command once: its exit code and its line for the health log. */
