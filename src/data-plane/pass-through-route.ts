@@ -109,6 +109,10 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
       // Node's parser let a Transfer-Encoding through only with a chunked body.
       const chunked = req.headers['transfer-encoding'] !== undefined;
       stripHopByHop(req.headers);
+      // Node's server answered the client's `Expect: 100-continue` already, and the body is
+      // forwarded as it comes. Passed on, it would also make http-proxy-3 skip its proxyReq event,
+      // and with it the idle timeout and the guard against an unasked 101 set there.
+      if (req.headers.expect !== undefined) delete req.headers.expect;
       if (!chunked) {
         proxy.web(req, res, onError);
         return;

@@ -99,9 +99,12 @@ describe('hostile peers', () => {
       const res = await fetch(`${app.dataUrl}${route === 'inference' ? CHAT : '/v1/models'}`, route === 'inference' ? { method: 'POST', body: '{"model":"m","stream":true}' } : {});
       assert.equal(res.status, 502);
       assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'upstream_protocol');
+      // The same with `Expect: 100-continue` (http-proxy-3 treats such a request apart).
+      const expecting = await rawExchange(app.dataUrl, rawRequest(route === 'inference' ? 'POST' : 'PUT', route === 'inference' ? CHAT : '/v1/files', 'Expect: 100-continue\r\nConnection: close\r\n'), 5000);
+      assert.match(expecting.text, /HTTP\/1\.1 502 /, `with Expect: ${JSON.stringify(expecting.text.slice(0, 80))}`);
       const m = await scrape(app);
-      assert.equal(m.value('infermeter_upstream_errors_total', { kind: 'upstream_protocol' }), 1);
-      if (route === 'inference') assert.equal(m.value('request_failed_total', { model_name: 'm' }), 1);
+      assert.equal(m.value('infermeter_upstream_errors_total', { kind: 'upstream_protocol' }), 2);
+      if (route === 'inference') assert.equal(m.value('request_failed_total', { model_name: 'm' }), 2);
       await bystanderCompletes(upstream, bystander);
       assertSettled(await scrape(app));
     });
