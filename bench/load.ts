@@ -10,6 +10,14 @@ export interface Scenario {
   readonly tokens: number;
   readonly ttftMs: number;
   readonly gapMs: number;
+  /**
+   * The client asks for usage (`stream_options.include_usage`). Without it (the default, what
+   * most clients send) infermeter's default config injects the field and strips the usage chunk
+   * on the way back: the path users run.
+   */
+  readonly includeUsage?: boolean;
+  /** A new connection per request, closed after it (curl, most scripts), instead of the agent's pool. */
+  readonly freshConnections?: boolean;
 }
 
 export interface LoadResult {
@@ -22,12 +30,13 @@ export interface LoadResult {
   readonly failures: ReadonlyMap<string, number>;
 }
 
-const BODY = JSON.stringify({
-  model: 'bench-model',
-  stream: true,
-  stream_options: { include_usage: true },
-  messages: [{ role: 'user', content: 'Measure the hop, not the model.' }],
-});
+const body = (includeUsage: boolean) =>
+  JSON.stringify({
+    model: 'bench-model',
+    stream: true,
+    ...(includeUsage ? { stream_options: { include_usage: true } } : {}),
+    messages: [{ role: 'user', content: 'Measure the hop, not the model.' }],
+  });
 
 function countEvents(chunk: Buffer): number {
   let n = 0;
@@ -63,6 +72,8 @@ export async function runLoad(baseUrl: string, scenario: Scenario, agent: http.A
     failures.set(kind, (failures.get(kind) ?? 0) + 1);
   };
   let next = 0;
+  const BODY = body(scenario.includeUsage === true);
+  const via = scenario.freshConnections === true ? false : agent;
   const headers = {
     'content-type': 'application/json',
     'content-length': String(Buffer.byteLength(BODY)),
@@ -81,7 +92,7 @@ export async function runLoad(baseUrl: string, scenario: Scenario, agent: http.A
         if (kind !== undefined) fail(kind);
         resolve();
       };
-      const req = http.request(url, { method: 'POST', agent, headers }, (res) => {
+      const req = http.request(url, { method: 'POST', agent: via, headers }, (res) => {
         // The stream's last bytes: a response that ends without [DONE] was cut short.
         let tail: Buffer | undefined;
         res.on('data', (chunk: Buffer) => {

@@ -16,7 +16,7 @@ import type { AccessLog } from '../access-log.ts';
 import type { Logger } from '../log.ts';
 import type { InferenceApi } from '../measure/sample.ts';
 import { tapRequestBody } from '../stream-tap/request-tap.ts';
-import { isEventStream, listenTap, tapResponse, type ResponseTap, type TapOptions } from '../stream-tap/response-tap.ts';
+import { isEventStream, tapResponse, type ResponseTap, type TapOptions } from '../stream-tap/response-tap.ts';
 import { createUsageStrip } from '../stream-tap/usage-strip.ts';
 import type { TenantOf } from '../tenant/tenant-of.ts';
 import { accessRecord } from './access-record.ts';
@@ -265,26 +265,15 @@ class InferenceCall {
 
   /** answered: an event stream with the usage-only chunk infermeter asked for taken out. */
   private answerStripped(response: IncomingMessage): void {
-    const { exchange, options } = this;
+    const { options } = this;
     // Its length changes: no content-length.
     if (!this.answerWithHead(response, 'stripped', true)) return;
     setImmediate(flushIdleHeaders, this.res, response, this.headSent);
-    const counting = options.accessLog !== undefined;
-    const strip = createUsageStrip({
+    const filter = createUsageStrip({
       maxEventBytes: options.maxEventBytes,
-      stripped: (bytes) => {
-        options.usageInjection?.stripped(bytes);
-        if (counting) exchange.bytesOut -= bytes;
-      },
+      stripped: (bytes) => options.usageInjection?.stripped(bytes),
     });
-    // Before the pipe's own listeners: the stamps precede the first and the last write.
-    strip.once('data', this.headSent);
-    strip.once('end', this.lastWrite);
-    response.pipe(strip).pipe(this.res);
-    const tap = this.startTap(response);
-    if (tap !== undefined) listenTap(response, tap); // after the pipe: forward first, then read
-    const sent = this.bytesSent();
-    if (sent !== undefined) response.on('data', (chunk: Buffer) => sent(chunk.length));
+    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, filter });
   }
 
   /** A 4xx to an injected request: a refusal is re-sent without the field, anything else passed on. */

@@ -7,6 +7,7 @@
 // Back-pressure as a pipe has it: a client that reads slowly pauses the upstream.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ResponseTap } from '../stream-tap/response-tap.ts';
+import type { BodyFilter } from '../stream-tap/usage-strip.ts';
 
 export interface RelayHooks {
   /** Counts the bytes handed to the client (the access log); undefined: not counted. */
@@ -15,10 +16,15 @@ export interface RelayHooks {
   readonly firstWrite?: () => void;
   /** Told just before the last bytes are written (the end of e2e). */
   readonly lastWrite?: () => void;
+  /**
+   * What the client gets of each batch (the usage strip): still one write per batch; the tap
+   * reads the upstream's bytes as they came, the count is of what was written.
+   */
+  readonly filter?: BodyFilter | undefined;
 }
 
 export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
-  const { sent, lastWrite } = hooks;
+  const { sent, lastWrite, filter } = hooks;
   let firstWrite = hooks.firstWrite;
   const batch: Buffer[] = [];
   let batchLength = 0;
@@ -36,24 +42,23 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   };
   const flush = (): void => {
     if (batch.length === 0) return; // written already, with the end
-    const out = take();
+    const read = take();
+    const out = filter === undefined ? read : filter.pass(read);
     // A client that is gone takes its upstream request down with it (the data plane's 'close');
     // an answer ended already (the total timeout's 504) gets nothing more.
-    if (firstWrite !== undefined) {
-      firstWrite();
-      firstWrite = undefined;
+    if (out !== undefined) {
+      if (firstWrite !== undefined) {
+        firstWrite();
+        firstWrite = undefined;
+      }
+      if (!res.destroyed && !res.writableEnded && !res.write(out) && !waiting) {
+        waiting = true;
+        proxyRes.pause();
+        res.once('drain', onDrain);
+      }
+      sent?.(out.length);
     }
-    if (!res.destroyed && !res.writableEnded && !res.write(out) && !waiting) {
-      waiting = true;
-      proxyRes.pause();
-      res.once('drain', onDrain);
-    }
-    handOn(out);
-  };
-  /** What was written, counted and handed to the tap. */
-  const handOn = (out: Buffer): void => {
-    sent?.(out.length);
-    tap?.chunk(out);
+    tap?.chunk(read);
   };
   proxyRes.on('data', (chunk: Buffer) => {
     if (batch.length === 0) process.nextTick(flush);
@@ -61,14 +66,21 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     batchLength += chunk.length;
   });
   proxyRes.on('end', () => {
-    const out = batch.length === 0 ? undefined : take();
+    const read = batch.length === 0 ? undefined : take();
+    let out = read;
+    if (filter !== undefined) {
+      const passed = read === undefined ? undefined : filter.pass(read);
+      const rest = filter.end();
+      out = rest === undefined ? passed : passed === undefined ? rest : Buffer.concat([passed, rest]);
+    }
     // The last bytes and the end go out in one write.
     if (!res.destroyed && !res.writableEnded) {
       firstWrite?.();
       lastWrite?.();
       res.end(out);
     }
-    if (out !== undefined) handOn(out);
+    if (out !== undefined) sent?.(out.length);
+    if (read !== undefined) tap?.chunk(read);
     tap?.end();
   });
   if (tap !== undefined) proxyRes.on('close', tap.close);

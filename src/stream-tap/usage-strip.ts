@@ -1,10 +1,11 @@
 // Removes the usage-only chunk that injected usage produced, from the bytes going to the
-// client: every other byte passes unchanged and in order. Events are cut at their blank line;
-// the bytes of an event are held only until that event is complete (a chunk that ends on an
-// event boundary, the usual case, passes through as the same Buffer). An event that grows past
-// the cap is passed on as its bytes come, unheld, and stripping resumes after it: the usage-only
-// chunk infermeter asked for (small, and last) is still removed from such a stream.
-import { Transform, type TransformCallback } from 'node:stream';
+// client: every other byte passes unchanged and in order. It works on what one upstream read
+// brought and gives back what to write for it, once: a read that ends on an event boundary and
+// holds no usage-only chunk (the usual case) is given back as the very Buffer it came in, so the
+// relay writes it as it writes any other read. Events are cut at their blank line; an event's
+// bytes are held only until that event is complete. An event that grows past the cap is passed
+// on as its bytes come, unheld, and stripping resumes after it: the usage-only chunk infermeter
+// asked for (small, and last) is still removed from such a stream.
 
 const LF = 0x0a;
 const CR = 0x0d;
@@ -16,6 +17,14 @@ export interface UsageStripOptions {
   readonly maxEventBytes: number;
   /** Called with each removed event's byte length. */
   readonly stripped: (bytes: number) => void;
+}
+
+/** What the relay runs the bytes of one upstream read through before writing them. */
+export interface BodyFilter {
+  /** The bytes to write for this read (undefined: nothing yet, they are held). */
+  pass(chunk: Buffer): Buffer | undefined;
+  /** What is still held when the body ends (a stream cut mid-event): it still reaches the client. */
+  end(): Buffer | undefined;
 }
 
 /** Is this complete SSE event (bytes) a usage-only chunk: `choices: []` and a usage object? */
@@ -35,8 +44,13 @@ export function isUsageOnlyEvent(event: Buffer): boolean {
   }
 }
 
-export function createUsageStrip(options: UsageStripOptions): Transform {
-  let held: Buffer[] = []; // bytes of the current, incomplete event
+function joined(parts: Buffer[]): Buffer | undefined {
+  if (parts.length === 0) return undefined;
+  return parts.length === 1 ? parts[0] : Buffer.concat(parts);
+}
+
+export function createUsageStrip(options: UsageStripOptions): BodyFilter {
+  let held: Buffer[] = []; // bytes of the current, incomplete event, from earlier reads
   let heldLength = 0;
   let lineLength = 0; // bytes of the current line so far, terminator excluded
   let afterCR = false; // the last byte was a CR (a LF next completes a CRLF)
@@ -44,24 +58,28 @@ export function createUsageStrip(options: UsageStripOptions): Transform {
   let oversized = false; // the current event outgrew the cap: its bytes pass as they come
   let lastStripped = false;
 
-  function emitEvent(self: Transform, event: Buffer): void {
-    lastStripped = isUsageOnlyEvent(event);
-    if (lastStripped) options.stripped(event.length);
-    else self.push(event);
-  }
-
-  return new Transform({
-    transform(this: Transform, chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback) {
-      let start = 0; // first byte of chunk not yet emitted or held
+  return {
+    pass(chunk: Buffer): Buffer | undefined {
+      // What leaves for this read: `out`, then the run of this chunk's bytes from `run` on that
+      // passes unchanged. A removed event ends the run before it and starts the next after it.
+      const out: Buffer[] = [];
+      let run = 0;
+      let start = 0; // first byte of the current event within this chunk
+      const cut = (from: number, to: number): void => {
+        if (to > run) out.push(chunk.subarray(run, to));
+        run = from;
+      };
       for (let i = 0; i < chunk.length; i++) {
         const b = chunk[i]!;
         if (boundaryAtCR) {
           boundaryAtCR = false;
           if (b === LF) {
-            // The LF of the CRLF that ended the previous event belongs to it: passed on its own,
-            // or removed with it.
-            if (lastStripped) options.stripped(1);
-            else this.push(chunk.subarray(start, i + 1));
+            // The LF of the CRLF that ended the previous event belongs to it: passed with the
+            // run, or removed with it.
+            if (lastStripped) {
+              options.stripped(1);
+              cut(i + 1, i);
+            }
             start = i + 1;
             afterCR = false;
             continue;
@@ -84,44 +102,57 @@ export function createUsageStrip(options: UsageStripOptions): Transform {
           continue;
         }
         // A blank line: the event ends after this terminator.
-        const piece = chunk.subarray(start, i + 1);
-        start = i + 1;
         if (oversized) {
-          // The end of an event too large to be the usage-only chunk.
+          // The end of an event too large to be the usage-only chunk: it passed as it came.
           oversized = false;
           lastStripped = false;
-          this.push(piece);
+        } else if (heldLength === 0) {
+          lastStripped = isUsageOnlyEvent(chunk.subarray(start, i + 1));
+          if (lastStripped) {
+            options.stripped(i + 1 - start);
+            cut(i + 1, start);
+          }
         } else {
-          const event = heldLength === 0 ? piece : Buffer.concat([...held, piece], heldLength + piece.length);
+          // An event begun in an earlier read (so `start` and `run` are 0 here).
+          const event = Buffer.concat([...held, chunk.subarray(0, i + 1)], heldLength + i + 1);
+          lastStripped = isUsageOnlyEvent(event);
+          if (lastStripped) {
+            options.stripped(event.length);
+            run = i + 1;
+          } else {
+            out.push(...held);
+          }
           held = [];
           heldLength = 0;
-          emitEvent(this, event);
         }
+        start = i + 1;
         if (b === CR) boundaryAtCR = true;
       }
-      if (start < chunk.length) {
-        if (oversized) {
-          this.push(chunk.subarray(start));
+      if (start < chunk.length && !oversized) {
+        // An incomplete event: held (a copy: a view would keep the whole socket read buffer
+        // alive while the event waits), unless it outgrows the cap.
+        if (heldLength + chunk.length - start > options.maxEventBytes) {
+          oversized = true;
+          out.push(...held);
+          held = [];
+          heldLength = 0;
         } else {
-          // A copy: a view would keep the whole socket read buffer alive while the event waits.
+          cut(chunk.length, start);
           const rest = Buffer.from(chunk.subarray(start));
           held.push(rest);
           heldLength += rest.length;
-          if (heldLength > options.maxEventBytes) {
-            // Past the cap: what is held goes on, and the rest of this event as it comes.
-            oversized = true;
-            for (const h of held) this.push(h);
-            held = [];
-            heldLength = 0;
-          }
+          return joined(out);
         }
       }
-      done();
+      if (run === 0 && out.length === 0) return chunk;
+      cut(chunk.length, chunk.length);
+      return joined(out);
     },
-    flush(done: TransformCallback) {
-      // A stream that ends mid-event: its bytes still reach the client.
-      for (const h of held) this.push(h);
-      done();
+    end(): Buffer | undefined {
+      const rest = joined(held);
+      held = [];
+      heldLength = 0;
+      return rest;
     },
-  });
+  };
 }

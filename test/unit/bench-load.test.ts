@@ -77,4 +77,32 @@ describe('bench load client', () => {
     agent.destroy();
     assert.deepEqual([...r.failures], [['ECONNRESET before the response, reused connection', 1]]);
   });
+
+  // Issue 34: the bench once always asked for usage, so infermeter's default path (inject, then
+  // strip) was never measured; and its clients always kept their connections.
+  it('asks for usage only when the scenario says so, and opens a connection per request when told', async () => {
+    const bodies: string[] = [];
+    const sockets = new Set<unknown>();
+    behaviour = (req, res) => {
+      sockets.add(req.socket);
+      res.writeHead(200).end(DONE);
+    };
+    server.removeAllListeners('request');
+    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+      let b = '';
+      req.on('data', (c: Buffer) => (b += c));
+      req.on('end', () => {
+        bodies.push(b);
+        behaviour(req, res);
+      });
+    });
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    await runLoad(url, { ...one, requests: 3 }, agent);
+    assert.equal(sockets.size, 1, 'a kept-alive client: one connection');
+    sockets.clear();
+    await runLoad(url, { ...one, requests: 3, includeUsage: true, freshConnections: true }, agent);
+    agent.destroy();
+    assert.equal(sockets.size, 3, 'fresh connections: one per request');
+    assert.deepEqual(bodies.map((b) => 'stream_options' in (JSON.parse(b) as object)), [false, false, false, true, true, true]);
+  });
 });

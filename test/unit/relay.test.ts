@@ -6,6 +6,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
 import { relay } from '../../src/data-plane/relay.ts';
+import { createUsageStrip, type BodyFilter } from '../../src/stream-tap/usage-strip.ts';
 
 interface Stage {
   readonly upstream: PassThrough;
@@ -21,7 +22,7 @@ interface Stage {
   readonly lastWrite: { writes: number; ended: boolean }[];
 }
 
-async function stage(t: { after(fn: () => unknown): void }): Promise<Stage> {
+async function stage(t: { after(fn: () => unknown): void }, filter?: BodyFilter): Promise<Stage> {
   let ready!: (s: Stage) => void;
   const staged = new Promise<Stage>((resolve) => (ready = resolve));
   const server = http.createServer((_req, res) => {
@@ -38,7 +39,7 @@ async function stage(t: { after(fn: () => unknown): void }): Promise<Stage> {
     let tapEnd!: () => void;
     const tapEnded = new Promise<void>((resolve) => (tapEnd = resolve));
     const lastWrite: { writes: number; ended: boolean }[] = [];
-    relay(upstream as unknown as IncomingMessage, res, { chunk: (b) => tapped.push(b.toString()), end: tapEnd, close: () => undefined }, { lastWrite: () => lastWrite.push({ writes, ended: res.writableEnded }) });
+    relay(upstream as unknown as IncomingMessage, res, { chunk: (b) => tapped.push(b.toString()), end: tapEnd, close: () => undefined }, { lastWrite: () => lastWrite.push({ writes, ended: res.writableEnded }), filter });
     ready({ upstream, res, socketWrites: () => writes, tapped, tapEnded, received, lastWrite });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -108,5 +109,30 @@ describe('relay', () => {
     assert.equal(s.lastWrite.length, 1, JSON.stringify(s.lastWrite));
     assert.deepEqual(s.lastWrite[0], { writes: before, ended: false }, `socket writes after: ${s.socketWrites()}`);
     assert.ok(s.socketWrites() > before, 'the last bytes were written after it');
+  });
+
+  // Issue 34: the injected-usage path once piped through a Transform that pushed each event on
+  // its own: a read of ten events left as ten writes.
+  it('with the usage strip: one socket write per turn, the tap handed the upstream bytes', async (t) => {
+    let stripped = 0;
+    const s = await stage(t, createUsageStrip({ maxEventBytes: 1024, stripped: (n) => (stripped += n) }));
+    await turn();
+    const before = s.socketWrites();
+    const tokens = Array.from({ length: 10 }, (_, i) => `data: {"choices":[{"delta":{"content":"t${i}"}}]}\n\n`).join('');
+    const usage = 'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":10}}\n\n';
+    s.upstream.write(tokens);
+    await turn();
+    assert.equal(s.socketWrites() - before, 1, 'ten events of one read: one write');
+    s.upstream.write('data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n');
+    s.upstream.write(usage);
+    s.upstream.write('data: [DO');
+    await turn();
+    assert.equal(s.socketWrites() - before, 2, 'one write for the turn, the usage-only event removed');
+    s.upstream.end('NE]\n\n');
+    const received = await s.received;
+    await s.tapEnded;
+    assert.equal(received, `${tokens}data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n`);
+    assert.equal(stripped, usage.length);
+    assert.ok(s.tapped.join('').includes(usage), 'the tap reads the usage it needs');
   });
 });

@@ -1,16 +1,18 @@
 import assert from 'node:assert/strict';
-import { Readable } from 'node:stream';
-import { buffer } from 'node:stream/consumers';
 import { describe, it } from 'node:test';
 import { createUsageStrip, isUsageOnlyEvent } from '../../src/stream-tap/usage-strip.ts';
 import { ownStreams } from '../helpers/fixtures.ts';
 import { rechunk, seededRandom } from '../helpers/random.ts';
 import { sseBlocks } from '../helpers/tap-harness.ts';
 
-async function strip(chunks: Buffer[], maxEventBytes = 1 << 20): Promise<{ out: Buffer; stripped: number[] }> {
+/** The strip over these reads: what it gives back for each read (and at the end), joined. */
+function strip(chunks: Buffer[], maxEventBytes = 1 << 20): { out: Buffer; stripped: number[]; writes: Array<Buffer | undefined> } {
   const stripped: number[] = [];
-  const out = await buffer(Readable.from(chunks).pipe(createUsageStrip({ maxEventBytes, stripped: (n) => stripped.push(n) })));
-  return { out, stripped };
+  const filter = createUsageStrip({ maxEventBytes, stripped: (n) => stripped.push(n) });
+  const writes = chunks.map((c) => filter.pass(c));
+  const rest = filter.end();
+  const out = Buffer.concat([...writes, rest].filter((b): b is Buffer => b !== undefined));
+  return { out, stripped, writes };
 }
 
 /** The stream as it would be without usage: the usage-only event's block removed. */
@@ -24,7 +26,7 @@ describe('usage strip', () => {
       const expected = withoutUsageEvent(fixture.bytes);
       for (let seed = 0; seed <= 20; seed++) {
         const chunks = seed === 0 ? [fixture.bytes] : rechunk(fixture.bytes, seededRandom(seed), seed % 2 === 0 ? 5 : 300);
-        const { out, stripped } = await strip(chunks);
+        const { out, stripped } = strip(chunks);
         assert.ok(out.equals(expected), `${fixture.name} seed ${seed}`);
         assert.equal(stripped.reduce((a, b) => a + b, 0), fixture.bytes.length - expected.length);
       }
@@ -38,16 +40,31 @@ describe('usage strip', () => {
       const done = `data: [DONE]${nl}${nl}`;
       const input = Buffer.from(a + usage + done);
       for (let seed = 1; seed <= 30; seed++) {
-        const { out } = await strip(rechunk(input, seededRandom(seed), 4));
+        const { out } = strip(rechunk(input, seededRandom(seed), 4));
         assert.equal(out.toString(), a + done, `${JSON.stringify(nl)} seed ${seed}`);
       }
     }
   });
 
-  it('passes a chunk that ends on an event boundary as the same bytes, with nothing held', async () => {
+  it('passes a chunk that ends on an event boundary as the same bytes, with nothing held', () => {
     const event = Buffer.from('data: {"choices":[{"delta":{"content":"x"}}]}\n\n');
-    const { out } = await strip([event, event]);
-    assert.ok(out.equals(Buffer.concat([event, event])));
+    const twice = Buffer.concat([event, event]);
+    const { out, writes } = strip([event, twice]);
+    assert.ok(out.equals(Buffer.concat([event, twice])));
+    assert.equal(writes[0], event, 'the very Buffer');
+    assert.equal(writes[1], twice, 'the very Buffer');
+  });
+
+  // Issue 34: the strip once pushed each event on its own, so a read of ten events became ten
+  // writes to the client where the relay writes one.
+  it('gives back one buffer per read, whatever it removes from it', () => {
+    const token = (i: number) => `data: {"choices":[{"delta":{"content":"t${i}"}}]}\n\n`;
+    const usage = 'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":10}}\n\n';
+    const read = Buffer.from(Array.from({ length: 10 }, (_, i) => token(i)).join('') + usage + 'data: [DONE]\n\n');
+    const { writes, stripped } = strip([read]);
+    assert.equal(writes.length, 1);
+    assert.equal(writes[0]!.toString(), Array.from({ length: 10 }, (_, i) => token(i)).join('') + 'data: [DONE]\n\n');
+    assert.deepEqual(stripped, [usage.length]);
   });
 
   it('leaves usage on a chunk with content or finish_reason, and events with other fields', () => {
@@ -66,7 +83,7 @@ describe('usage strip', () => {
     const usage = Buffer.from('data: {"choices":[],"usage":{"prompt_tokens":1}}\n\n');
     const done = Buffer.from('data: [DONE]\n\n');
     for (const seed of [3, 4, 5]) {
-      const { out, stripped } = await strip(rechunk(Buffer.concat([small, big, small, big, usage, done]), seededRandom(seed), 100), 1024);
+      const { out, stripped } = strip(rechunk(Buffer.concat([small, big, small, big, usage, done]), seededRandom(seed), 100), 1024);
       assert.ok(out.equals(Buffer.concat([small, big, small, big, done])), `seed ${seed}: every other byte forwarded, in order`);
       assert.deepEqual(stripped, [usage.length]);
     }
@@ -75,25 +92,25 @@ describe('usage strip', () => {
   it('holds no more than the cap of an oversized event', async () => {
     const big = Buffer.from(`data: {"choices":[{"delta":{"content":"${'y'.repeat(50_000)}"}}]}\n\n`);
     const chunks = rechunk(big, seededRandom(9), 700);
-    const transform = createUsageStrip({ maxEventBytes: 1024, stripped: () => {} });
+    const filter = createUsageStrip({ maxEventBytes: 1024, stripped: () => {} });
     let largestHeld = 0;
     const pushed: Buffer[] = [];
-    transform.on('data', (c: Buffer) => pushed.push(c));
     let written = 0;
     for (const chunk of chunks) {
-      transform.write(chunk);
+      const out = filter.pass(chunk);
+      if (out !== undefined) pushed.push(out);
       written += chunk.length;
       largestHeld = Math.max(largestHeld, written - Buffer.concat(pushed).length);
     }
-    transform.end();
-    await new Promise((resolve) => transform.on('end', resolve));
+    const rest = filter.end();
+    if (rest !== undefined) pushed.push(rest);
     assert.ok(largestHeld <= 1024 + 700, `held at most the cap and a chunk (held ${largestHeld})`);
     assert.ok(Buffer.concat(pushed).equals(big));
   });
 
   it('forwards a stream that ends mid-event', async () => {
     const input = Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choi');
-    const { out } = await strip([input]);
+    const { out } = strip([input]);
     assert.ok(out.equals(input));
   });
 });
