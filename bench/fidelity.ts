@@ -9,8 +9,13 @@
 // can (fidelity-floor.ts: the floor), and BENCH_COMPARE=<checkout> as one more infermeter.
 // Then the scrape scenario: bystander streams' largest gap between chunks, with and without 20
 // back-to-back /metrics scrapes at full cardinality (INFERMETER_MAX_MODELS models, all four
-// dialects). Loopback only; every loop bounded in count. Needs tcpdump and the right to capture
-// (root or CAP_NET_RAW). `--quick`: fewer requests.
+// dialects). Then the wave scenario (issue 34), the pattern of vLLM's benchmark client at a
+// fixed concurrency: 32 lanes, each sending its next stream the moment its last one ends, every
+// stream of one wave the same length, so that 32 streams end together and 32 requests arrive at
+// once; per target, the arrival blind spot (the request's first byte on the wire to the logged
+// t0) and the client's TTFT over direct's, waves after the first. Loopback only; every loop
+// bounded in count. Needs tcpdump and the right to capture (root or CAP_NET_RAW). `--quick`:
+// fewer requests.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { cpus, loadavg } from 'node:os';
@@ -23,6 +28,8 @@ import { INFERMETER_FLAGS, infermeterEnv, startNode, startUpstream } from './tar
 import { wireExchanges } from './wire-times.ts';
 
 const quick = process.argv.includes('--quick');
+/** `--wave`: the wave scenario alone. */
+const waveOnly = process.argv.includes('--wave');
 const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
 
 /** The latency scenario's stream (bench/run.ts): 128 tokens, first after 50 ms, then every 10 ms. */
@@ -44,6 +51,8 @@ interface Target {
 
 interface Sent {
   readonly id: string;
+  /** The client's own time to the first body byte. */
+  readonly clientTtftMs: number;
   readonly clientE2eMs: number;
   readonly gapsMs: number[];
   readonly ok: boolean;
@@ -58,6 +67,7 @@ function stream(url: string, id: string, agent: http.Agent, shape = STREAM, mode
     const payload = body(model);
     const t0 = performance.now();
     let last: number | undefined;
+    let first: number | undefined;
     const gapsMs: number[] = [];
     const req = http.request(
       new URL('/v1/chat/completions', url),
@@ -76,14 +86,15 @@ function stream(url: string, id: string, agent: http.Agent, shape = STREAM, mode
       (res) => {
         res.on('data', () => {
           const now = performance.now();
+          first ??= now - t0;
           if (last !== undefined) gapsMs.push(now - last);
           last = now;
         });
-        res.on('end', () => resolve({ id, clientE2eMs: performance.now() - t0, gapsMs, ok: res.statusCode === 200 }));
-        res.on('error', () => resolve({ id, clientE2eMs: Number.NaN, gapsMs, ok: false }));
+        res.on('end', () => resolve({ id, clientTtftMs: first ?? Number.NaN, clientE2eMs: performance.now() - t0, gapsMs, ok: res.statusCode === 200 }));
+        res.on('error', () => resolve({ id, clientTtftMs: Number.NaN, clientE2eMs: Number.NaN, gapsMs, ok: false }));
       },
     );
-    req.on('error', () => resolve({ id, clientE2eMs: Number.NaN, gapsMs, ok: false }));
+    req.on('error', () => resolve({ id, clientTtftMs: Number.NaN, clientE2eMs: Number.NaN, gapsMs, ok: false }));
     req.end(payload);
   });
 }
@@ -160,14 +171,14 @@ interface Spots {
   overClient: number[];
 }
 
-async function measure(target: Target, concurrency: number, requests: number, tmp: string): Promise<Spots> {
+async function measure(target: Target, concurrency: number, requests: number, tmp: string, shape = STREAM): Promise<Spots & { sent: Sent[] }> {
   const port = Number(new URL(target.url).port);
   const file = join(tmp, `${target.name.replace(/\W+/g, '-')}-${concurrency}.pcap`);
   // A warm-up round, unmeasured: the target's paths warm, its connections open.
   await load(target.url, `warm-${target.name}-${concurrency}`, concurrency, concurrency, { tokens: 4, ttftMs: 0, gapMs: 1 });
   const tcpdump = await capture(port, file);
   const prefix = `${target.name.replace(/\W+/g, '-')}-c${concurrency}`;
-  const sent = await load(target.url, prefix, requests, concurrency);
+  const sent = await load(target.url, prefix, requests, concurrency, shape);
   await new Promise((r) => setTimeout(r, 100)); // the last segments reach the capture (--immediate-mode: at once)
   await stopCapture(tcpdump);
   const wire = new Map(wireExchanges(readFileSync(file), port).map((w) => [w.requestId, w]));
@@ -184,7 +195,30 @@ async function measure(target: Target, concurrency: number, requests: number, tm
     if (l.e2e_ms !== undefined) spots.overClient.push(l.e2e_ms - s.clientE2eMs);
   }
   if (process.env.FIDELITY_DEBUG === undefined) rmSync(file);
-  return spots;
+  return { ...spots, sent };
+}
+
+/** vLLM's benchmark client's pattern at a fixed concurrency (see the header). */
+const WAVE = { concurrency: 32, waves: quick ? 3 : 6, shape: { tokens: 256, ttftMs: 200, gapMs: 5 } };
+
+/** The client's TTFT per request of the waves after the first (lanes start together, so request i is in wave floor(i / 32)). */
+const laterWaves = (sent: readonly Sent[]) => sent.filter((s) => Number(s.id.slice(s.id.lastIndexOf('-') + 1)) >= WAVE.concurrency).map((s) => s.clientTtftMs);
+
+async function waveScenario(targets: readonly Target[], direct: string, tmp: string): Promise<string[]> {
+  const requests = WAVE.concurrency * WAVE.waves;
+  const rows: string[] = [];
+  // Direct first, then each target: interleaved by target, the same pattern for each.
+  await load(direct, 'warm-direct-wave', WAVE.concurrency, WAVE.concurrency, { tokens: 4, ttftMs: 0, gapMs: 1 });
+  const directTtft = laterWaves(await load(direct, 'direct-wave', requests, WAVE.concurrency, WAVE.shape));
+  const dp50 = percentile(directTtft, 50);
+  const dp99 = percentile(directTtft, 99);
+  rows.push(`| direct | – | – | ${f(dp50)} | ${f(dp99)} | – | – |`);
+  for (const target of targets) {
+    const s = await measure(target, WAVE.concurrency, requests, tmp, WAVE.shape);
+    const ttft = laterWaves(s.sent);
+    rows.push(`| ${target.name} | ${f(percentile(s.ttfb, 50))} | ${f(percentile(s.ttfb, 99))} | ${f(percentile(ttft, 50))} | ${f(percentile(ttft, 99))} | ${f(percentile(ttft, 50) - dp50)} | ${f(percentile(ttft, 99) - dp99)} |`);
+  }
+  return rows;
 }
 
 const f = (n: number) => (Number.isFinite(n) ? n.toFixed(3) : 'n/a');
@@ -251,17 +285,21 @@ async function main(): Promise<void> {
     console.log(`Streams: ${STREAM.tokens} tokens, first after ${STREAM.ttftMs} ms, then every ${STREAM.gapMs} ms. Blind spot = wire − logged, ms: p50 | p99 | max | min (min < 0: the figure read high).\n`);
     console.log('| target | concurrency | requests | TTFT p50 | p99 | max | min | TTFB p50 | p99 | max | min | e2e p50 | p99 | max | min | logged e2e − client e2e, max |');
     console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
-    for (const level of LEVELS) {
+    for (const level of waveOnly ? [] : LEVELS) {
       // Interleaved: every target at one level before the next level.
       for (const target of targets) {
         const s = await measure(target, level.concurrency, level.requests, tmp);
         console.log(`| ${target.name} | ${level.concurrency} | ${s.ttft.length} | ${stats(s.ttft)} | ${stats(s.ttfb)} | ${stats(s.e2e)} | ${f(Math.max(...s.overClient))} |`);
       }
     }
+    console.log(`\nWaves: ${WAVE.concurrency} lanes × ${WAVE.waves} waves, streams of ${WAVE.shape.tokens} tokens, first after ${WAVE.shape.ttftMs} ms, then every ${WAVE.shape.gapMs} ms; each lane sends its next the moment its last ends. Blind spot = the request's first byte on the wire to the logged t0 (the TTFB blind spot), ms; the client's TTFT over waves 2 on, ms.\n`);
+    console.log('| target | blind spot p50 | blind spot p99 | client TTFT p50 | client TTFT p99 | added over direct, p50 | added over direct, p99 |');
+    console.log('|---|---|---|---|---|---|---|');
+    for (const row of await waveScenario(targets, up.url, tmp)) console.log(row);
     console.log(`\nScrapes: ${SCRAPES} back to back from another process while 8 bystander streams run (300 tokens, every 10 ms), after a request for each of ${MAX_MODELS + 1} models; INFERMETER_DIALECTS=mindie,aom,vllm,otel.\n`);
     console.log('| target | largest gap, no scrapes, ms | largest gap, scraped, ms | added, ms | scrape p50 / max, ms | MiB |');
     console.log('|---|---|---|---|---|---|');
-    for (const target of targets) if (target.metricsUrl !== undefined) console.log(await scrapeScenario(target));
+    if (!waveOnly) for (const target of targets) if (target.metricsUrl !== undefined) console.log(await scrapeScenario(target));
     console.log(`\nLoad average at the end: ${loadavg()[0]!.toFixed(2)}.`);
   } finally {
     for (const c of children) c.kill('SIGKILL');

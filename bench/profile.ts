@@ -1,11 +1,13 @@
 // npm run bench:profile: infermeter under the throughput scenario with --cpu-prof, and where its
 // CPU time goes, inclusive, by function (Node's internals and infermeter's own modules).
+// `--scenario=latency`: the latency scenario's shape instead (one event per read); `--top=N`
+// rows. Both without include_usage, as most clients send: infermeter's default path.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runLoad } from './load.ts';
+import { runLoad, type Scenario } from './load.ts';
 import { INFERMETER_FLAGS, infermeterEnv, startNode, startUpstream } from './targets.ts';
 
 interface ProfileNode {
@@ -16,14 +18,21 @@ interface ProfileNode {
 
 const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
 
-/** Profiles infermeter under the throughput scenario; returns a markdown summary. */
-export async function profileThroughput(): Promise<string> {
+const SHAPES: Record<string, Scenario> = {
+  throughput: { name: 'throughput', requests: 1500, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0 },
+  latency: { name: 'latency', requests: 640, concurrency: 32, tokens: 128, ttftMs: 50, gapMs: 10 },
+};
+
+/** Profiles infermeter under the throughput scenario (or another); returns a markdown summary. */
+export async function profileThroughput(shape = 'throughput', top = 20): Promise<string> {
+const scenario = SHAPES[shape];
+if (scenario === undefined) throw new Error(`--scenario=${shape}: expected one of ${Object.keys(SHAPES).join(', ')}`);
 const dir = mkdtempSync(join(tmpdir(), 'infermeter-profile-'));
 const up = await startUpstream();
 const { child: inf, line } = await startNode(here('../src/cli.ts'), [], infermeterEnv(up.url), /"infermeter started"/, 'stderr', [...INFERMETER_FLAGS.split(' '), '--cpu-prof', `--cpu-prof-dir=${dir}`]);
 const url = (JSON.parse(line) as { data: string }).data;
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-const r = await runLoad(url, { name: 'throughput', requests: 1500, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0 }, agent);
+const r = await runLoad(url, scenario, agent);
 agent.destroy();
 inf.kill('SIGTERM');
 await new Promise((resolve) => inf.once('exit', resolve));
@@ -51,10 +60,13 @@ prof.samples.forEach((id, i) => {
 });
 let out = `${r.events} events in ${r.wallSeconds.toFixed(2)} s; share of infermeter's CPU samples, inclusive (a function's own time and its callees'):\n\n| share | function |\n|---|---|\n`;
 const wanted = /\.ts:|socketOnData|_writev|garbage collector|\(idle\)|\(program\)/;
-for (const [name, t] of [...inclusive].filter(([n]) => wanted.test(n)).sort((a, b) => b[1] - a[1]).slice(0, 20)) {
+for (const [name, t] of [...inclusive].filter(([n]) => wanted.test(n)).sort((a, b) => b[1] - a[1]).slice(0, top)) {
   out += `| ${((100 * t) / total).toFixed(1)} % | \`${name}\` |\n`;
 }
 return out;
 }
 
-if (import.meta.main) process.stdout.write(await profileThroughput());
+if (import.meta.main) {
+  const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  process.stdout.write(await profileThroughput(arg('scenario'), Number(arg('top') ?? 20)));
+}
