@@ -1,6 +1,7 @@
 // npm run bench:profile: infermeter under the throughput scenario with --cpu-prof, and where its
 // CPU time goes, inclusive, by function (Node's internals and infermeter's own modules).
-// `--scenario=latency`: the latency scenario's shape instead (one event per read); `--top=N`
+// `--scenario=latency`: the latency scenario's shape instead (one event per read), `--scenario=wave`
+// bench:fidelity's wave pattern; `--top=N`
 // rows. Both without include_usage, as most clients send: infermeter's default path.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -21,6 +22,8 @@ const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
 const SHAPES: Record<string, Scenario> = {
   throughput: { name: 'throughput', requests: 1500, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0 },
   latency: { name: 'latency', requests: 640, concurrency: 32, tokens: 128, ttftMs: 50, gapMs: 10 },
+  // bench:fidelity's wave scenario: 32 streams ending together, the next 32 arriving at once.
+  wave: { name: 'wave', requests: 320, concurrency: 32, tokens: 256, ttftMs: 200, gapMs: 5 },
 };
 
 /** Profiles infermeter under the throughput scenario (or another); returns a markdown summary. */
