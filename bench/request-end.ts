@@ -1,0 +1,53 @@
+// npm run bench:request-end: what one request costs the recording, driven straight through a
+// request timer into the metrics (no sockets): its start, each token, and its end (the finished
+// sample through the recorder and every dialect's observer), per dialect set. A request's end in
+// a wave (32 streams ending together) costs 32 times the end figure of the loop's time.
+import { createRequestTimer } from '../src/measure/request-timer.ts';
+import { createMetrics } from '../src/metrics/metrics.ts';
+
+let now = 0;
+const clock = () => now;
+const us = (ns: bigint, n: number) => (Number(ns) / n / 1000).toFixed(3);
+
+console.log('| dialects | start µs | per token µs | end µs |\n|---|---|---|---|');
+for (const dialects of [['mindie'], ['mindie', 'aom'], ['mindie', 'aom', 'vllm', 'otel']]) {
+  const metrics = createMetrics({
+    clock,
+    throughputWindowSeconds: 10,
+    version: 'bench',
+    dialects,
+    buckets: {},
+    aom: { periodSeconds: 30, labels: { service_id: 'bench' } },
+    container: { paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' }, hostCpus: 2, hostMemoryBytes: 1, gpu: false, npu: false, run: async () => undefined, now: clock },
+    maxModels: 100,
+  } as Parameters<typeof createMetrics>[0]);
+  const run = (n: number, tokens: number) => {
+    let start = 0n;
+    let token = 0n;
+    let end = 0n;
+    for (let i = 0; i < n; i++) {
+      const t0 = process.hrtime.bigint();
+      const timer = createRequestTimer('chat', clock, metrics.sink);
+      timer.identify(`model-${i % 4}`, true);
+      timer.responseHeaders(200, true);
+      const t1 = process.hrtime.bigint();
+      for (let t = 0; t < tokens; t++) {
+        now += 5;
+        timer.responseBody();
+        timer.tokenEvent();
+      }
+      const t2 = process.hrtime.bigint();
+      timer.usage({ promptTokens: 10, completionTokens: tokens });
+      timer.finishReason('stop');
+      timer.responseFinished();
+      timer.close(true);
+      const t3 = process.hrtime.bigint();
+      start += t1 - t0;
+      token += t2 - t1;
+      end += t3 - t2;
+    }
+    return `| ${dialects.join(',')} | ${us(start, n)} | ${us(token, n * tokens)} | ${us(end, n)} |`;
+  };
+  run(20_000, 16); // warm
+  console.log(run(20_000, 128));
+}
