@@ -263,6 +263,8 @@ export function startedFields(config: Config, dataUrl: string, management: Manag
     management: management.managementUrl,
     metrics: management.metricsUrl ?? 'disabled',
     upstream_metrics: config.upstreamMetrics?.href ?? 'off',
+    // INFERMETER_WORKERS=auto: how many, and whether from a CPU quota or the host's cores.
+    ...(config.workersFrom === undefined ? {} : { workers: config.workers, workers_from: config.workersFrom }),
   };
 }
 
