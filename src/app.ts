@@ -152,7 +152,17 @@ export function buildDataPlane(
   const accessLog =
     config.accessLog === undefined
       ? undefined
-      : createAccessLog({ target: config.accessLog, maxPendingBytes: ACCESS_LOG_MAX_PENDING_BYTES, dropped: events.accessLogDropped });
+      : createAccessLog({
+          target: config.accessLog,
+          maxPendingBytes: ACCESS_LOG_MAX_PENDING_BYTES,
+          dropped: events.accessLogDropped,
+          failed: (error) =>
+            log.warnThrottled('access-log', 'access log write failed: its lines are dropped, counted in infermeter_access_log_dropped_total', {
+              variable: 'INFERMETER_ACCESS_LOG',
+              path: config.accessLog,
+              error: `${error.code ?? ''} ${error.message}`.trim(),
+            }),
+        });
   const usageInjection = createInjectionSwitch(
     config.injectUsage,
     { active: events.injectionActive, injected: events.usageInjected, stripped: events.usageStripped },

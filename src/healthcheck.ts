@@ -9,7 +9,7 @@ const TIMEOUT_MS = 10_000;
 
 let url: URL;
 try {
-  url = healthUrl(loadConfig(process.env));
+  url = healthUrl(loadConfig(process.env, { probeAccessLog: false })); // the server opened it already
 } catch (error) {
   const message = error instanceof ConfigError ? error.message : String(error);
   process.stdout.write(`unhealthy: ${message}\n`);

@@ -1,6 +1,7 @@
 // Configuration is read once, from the environment first and an optional MindIE-style
 // config.json second, and validated as a whole: every problem is collected into one
 // ConfigError so that an operator fixes them all in one go. Nothing else reads process.env.
+import { closeSync, openSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { availableParallelism, hostname } from 'node:os';
 import { bucketVariable, HISTOGRAM_FAMILIES, parseBuckets, type BucketOverrides, type HistogramFamily } from '../metrics/buckets.ts';
@@ -139,6 +140,8 @@ export interface LoadOptions {
   /** Injected for tests: the cgroup's CPU quota (default: read from /sys/fs/cgroup) and the host's CPUs. */
   readonly cpuQuota?: () => CpuQuota | undefined;
   readonly hostCpus?: number;
+  /** Open INFERMETER_ACCESS_LOG's file to check it can be appended to (default true; the healthcheck does not). */
+  readonly probeAccessLog?: boolean;
 }
 
 /**
@@ -251,6 +254,16 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const injectUsage = parseSwitch(env, 'INFERMETER_INJECT_USAGE', true, problem);
   const accessLogValue = nonEmpty(env.INFERMETER_ACCESS_LOG);
   const accessLog = accessLogValue === undefined || accessLogValue.toLowerCase() === 'off' ? undefined : accessLogValue === 'stdout' ? 'stdout' : accessLogValue;
+  // Opened (and created) once here: a path that cannot be appended to stops the start, instead
+  // of a proxy that drops every line with only a counter to say so.
+  if (accessLog !== undefined && accessLog !== 'stdout' && options.probeAccessLog !== false) {
+    try {
+      closeSync(openSync(accessLog, 'a'));
+    } catch (error) {
+      const e = error as NodeJS.ErrnoException;
+      problem('INFERMETER_ACCESS_LOG', `stdout, off, or a file infermeter can append to (opening it failed: ${e.message})`, accessLogValue);
+    }
+  }
 
   const security = parseSecurity({
     env,
