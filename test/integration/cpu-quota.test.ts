@@ -10,6 +10,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it, type TestContext } from 'node:test';
+import { readCpuQuota } from '../../src/metrics/container/cgroup.ts';
 
 const CLI = fileURLToPath(new URL('../../bin/infermeter.js', import.meta.url));
 const ROOT = '/sys/fs/cgroup';
@@ -21,7 +22,7 @@ interface TestCgroup {
 }
 
 /** A fresh cgroup with the cpu controller, removed after the test; or why none can be made. */
-function makeCgroup(cleanups: Array<() => void>, name: string): TestCgroup | string {
+function makeCgroup(cleanups: Array<() => void | Promise<void>>, name: string): TestCgroup | string {
   if (process.getuid?.() !== 0) return 'not running as root';
   const v2 = existsSync(join(ROOT, 'cgroup.controllers'));
   const parent = v2 ? ROOT : ['cpu', 'cpu,cpuacct', 'cpuacct,cpu'].map((m) => join(ROOT, m)).find((d) => existsSync(join(d, 'cpu.cfs_quota_us')));
@@ -34,12 +35,18 @@ function makeCgroup(cleanups: Array<() => void>, name: string): TestCgroup | str
     return `cannot make a cgroup at ${dir}: ${(error as Error).message}`;
   }
   // Removed after what the test started inside (hooks run in the order they were added).
-  cleanups.push(() => {
-    // Whatever is still inside (a worker the test's teardown killed late) is ours: killed by PID.
-    for (const pid of readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
+  cleanups.push(async () => {
+    // Whatever is still inside (workers that outlive their primary's exit by a moment) is ours:
+    // killed by PID, and waited for (polled, with a deadline) until the cgroup is empty.
+    const inside = (): string[] => readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
+    for (const pid of inside()) {
       try {
         process.kill(Number(pid), 'SIGKILL');
       } catch {}
+    }
+    for (const deadline = Date.now() + 10_000; inside().length > 0; ) {
+      if (Date.now() > deadline) throw new Error(`processes ${inside().join(', ')} still in ${dir}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
     }
     rmdirSync(dir);
   });
@@ -72,7 +79,7 @@ async function startInside(t: TestContext, cgroup: TestCgroup): Promise<Record<s
   const exited = once(child, 'exit');
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM'); // drains, and with workers waits for them to exit
+      child.kill('SIGTERM'); // drains; workers may outlive it a moment (the cgroup's cleanup waits)
       await exited;
     }
   });
@@ -93,12 +100,36 @@ async function startInside(t: TestContext, cgroup: TestCgroup): Promise<Record<s
 }
 
 describe('INFERMETER_WORKERS=auto in a cgroup with a CPU quota', () => {
+  it(`no quota: one worker per core of the host (${availableParallelism()} here)`, async (t) => {
+    const cleanups: Array<() => void | Promise<void>> = [];
+    const cgroup = makeCgroup(cleanups, 'infermeter-test-noquota');
+    if (typeof cgroup === 'string') {
+      assert.ok(process.env.CI === undefined, `under CI the cgroup test must run: ${cgroup}`);
+      t.skip(`skipped: ${cgroup}`);
+      return;
+    }
+    // The test's own cgroup may have a quota (a CI container): then there is no quota-free place to try.
+    const inherited = readCpuQuota({ cgroupRoot: ROOT, procRoot: '/proc' });
+    if (inherited !== undefined) {
+      for (const c of cleanups) await c();
+      t.skip(`skipped: this process runs under a CPU quota already (${inherited.source})`);
+      return;
+    }
+    const starting = startInside(t, cgroup);
+    t.after(async () => {
+      for (const c of cleanups) await c();
+    });
+    const started = await starting;
+    assert.equal(started.workers, availableParallelism());
+    assert.equal(started.workers_from, `${availableParallelism()} CPU${availableParallelism() === 1 ? '' : 's'} of the host (no cgroup CPU quota)`);
+  });
+
   for (const { quota, period, workers } of [
     { quota: 50_000, period: 100_000, workers: 1 },
     { quota: 150_000, period: 100_000, workers: Math.min(2, availableParallelism()) },
   ]) {
     it(`${quota / period} CPU: ${workers} worker${workers === 1 ? '' : 's'}, and the start line says the quota was read`, async (t) => {
-      const cleanups: Array<() => void> = [];
+      const cleanups: Array<() => void | Promise<void>> = [];
       const cgroup = makeCgroup(cleanups, 'infermeter-test');
       if (typeof cgroup === 'string') {
         assert.ok(process.env.CI === undefined, `under CI the cgroup test must run: ${cgroup}`);
@@ -107,7 +138,9 @@ describe('INFERMETER_WORKERS=auto in a cgroup with a CPU quota', () => {
       }
       cgroup.setQuota(quota, period);
       const starting = startInside(t, cgroup); // adds the child's stop to the hooks first
-      t.after(() => cleanups.forEach((c) => c()));
+      t.after(async () => {
+        for (const c of cleanups) await c();
+      });
       const started = await starting;
       assert.equal(started.workers, workers);
       const file = cgroup.version === 2 ? `cpu.max ${quota} ${period}` : `cpu.cfs_quota_us ${quota} / cpu.cfs_period_us ${period}`;
