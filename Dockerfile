@@ -24,8 +24,11 @@ COPY src ./src
 # The demo (a simulator, a proxy and traffic in one process) and the source maps (nothing runs
 # with --enable-source-maps) are left out; the simulator (dist/sim) stays, a few kilobytes that
 # let the image be tried without a model server.
+# npm prune leaves the scope folders (and .bin) of the dev dependencies it removed behind, empty:
+# they go too (test/unit/dockerfile-build.test.ts runs these commands on a small project).
 RUN npm run build && rm dist/demo.js && find dist -name '*.map' -delete \
-  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
+  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund \
+  && find node_modules -depth -type d -empty \( -name '@*' -o -name .bin \) -delete
 
 FROM ${NODE_IMAGE}
 # In a container the address is the container's own and what reaches it is decided by `-p` or a

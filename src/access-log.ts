@@ -47,6 +47,8 @@ export interface AccessLogOptions {
   /** Bytes that may wait to be written before lines are dropped. */
   readonly maxPendingBytes: number;
   readonly dropped: () => void;
+  /** A write failed (the lines of that write and every later one are dropped and counted). */
+  readonly failed?: (error: NodeJS.ErrnoException) => void;
   /** Injected for tests. */
   readonly stream?: Writable;
 }
@@ -54,7 +56,9 @@ export interface AccessLogOptions {
 export function createAccessLog(options: AccessLogOptions): AccessLog {
   const stream: Writable = options.stream ?? (options.target === 'stdout' ? process.stdout : createWriteStream(options.target, { flags: 'a' }));
   const ownsStream = options.stream === undefined && options.target !== 'stdout';
-  stream.on('error', () => {}); // a failing disk must not take the proxy down; lines are dropped below
+  // A failing disk must not take the proxy down: the lines are dropped (counted) and the caller
+  // told, which logs it (throttled).
+  stream.on('error', (error: NodeJS.ErrnoException) => options.failed?.(error));
   let batch = '';
   let batchLines = 0;
   let scheduled = false;
@@ -70,7 +74,9 @@ export function createAccessLog(options: AccessLogOptions): AccessLog {
       for (let i = 0; i < lines; i++) options.dropped();
       return;
     }
-    stream.write(text);
+    stream.write(text, (error) => {
+      if (error) for (let i = 0; i < lines; i++) options.dropped(); // lost with the failed write
+    });
   };
 
   return {

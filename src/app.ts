@@ -6,6 +6,8 @@
 import type { Server } from 'node:http';
 import { Hono } from 'hono';
 import type { Config } from './config/config.ts';
+import { exposureWarnings } from './config/exposure-warnings.ts';
+import { containerEvidence } from './metrics/container/in-container.ts';
 import { createAccessLog, type AccessLog } from './access-log.ts';
 import { createDataPlane, type DataPlane, type DataPlaneOptions } from './data-plane/data-plane.ts';
 import type { LifecycleViolation } from './data-plane/lifecycle.ts';
@@ -152,7 +154,17 @@ export function buildDataPlane(
   const accessLog =
     config.accessLog === undefined
       ? undefined
-      : createAccessLog({ target: config.accessLog, maxPendingBytes: ACCESS_LOG_MAX_PENDING_BYTES, dropped: events.accessLogDropped });
+      : createAccessLog({
+          target: config.accessLog,
+          maxPendingBytes: ACCESS_LOG_MAX_PENDING_BYTES,
+          dropped: events.accessLogDropped,
+          failed: (error) =>
+            log.warnThrottled('access-log', 'access log write failed: its lines are dropped, counted in infermeter_access_log_dropped_total', {
+              variable: 'INFERMETER_ACCESS_LOG',
+              path: config.accessLog,
+              error: `${error.code ?? ''} ${error.message}`.trim(),
+            }),
+        });
   const usageInjection = createInjectionSwitch(
     config.injectUsage,
     { active: events.injectionActive, injected: events.usageInjected, stripped: events.usageStripped },
@@ -244,9 +256,14 @@ export async function startManagement(config: Config, metrics: Metrics, dataUrl:
   }
 }
 
-/** What the configuration says at start without refusing it (certificates outside their validity). */
-export function logStartWarnings(config: Config, log: Logger): void {
+/**
+ * What the configuration says at start without refusing it: certificates outside their
+ * validity, an exposure the operator may not mean (exposure-warnings.ts). `container`: the
+ * evidence of running in one (tests pass theirs).
+ */
+export function logStartWarnings(config: Config, log: Logger, container = containerEvidence({ root: '/', procRoot: '/proc', env: process.env })): void {
   for (const w of config.security.warnings) log.warn(w.msg, w.fields);
+  for (const w of exposureWarnings(config, container)) log.warn(w.msg, w.fields);
 }
 
 /** How the data port's host may be bound (INFERMETER_ALLOW_ALL_ZERO_IP). */
@@ -263,6 +280,8 @@ export function startedFields(config: Config, dataUrl: string, management: Manag
     management: management.managementUrl,
     metrics: management.metricsUrl ?? 'disabled',
     upstream_metrics: config.upstreamMetrics?.href ?? 'off',
+    // INFERMETER_WORKERS=auto: how many, and whether from a CPU quota or the host's cores.
+    ...(config.workersFrom === undefined ? {} : { workers: config.workers, workers_from: config.workersFrom }),
   };
 }
 

@@ -1,9 +1,10 @@
 // npm run demo (infermeter demo): a simulated model server, infermeter in front of it and a
 // little traffic, so that /metrics fills within seconds. Ports come from the usual INFERMETER_*
-// variables (defaults 1025/1026/1027); `--duration <seconds>` stops it by itself (the test uses
-// that). Runs on import: src/cli.ts imports it for `infermeter demo`.
+// variables (defaults 1025/1026/1027); `--duration <seconds>` stops it by itself, SIGINT/SIGTERM
+// otherwise. Runs on import: src/cli.ts imports it for `infermeter demo`.
 import { startInfermeter } from './app.ts';
 import { describeBindError } from './cli/bind-error.ts';
+import { parseDemoArguments } from './cli/demo-arguments.ts';
 import { ConfigError, loadConfig } from './config/config.ts';
 import { createLogger } from './log.ts';
 import { startSimServer } from './sim/model-server.ts';
@@ -11,13 +12,20 @@ import { SIM_MODELS, simTimings } from './sim/sim-defaults.ts';
 
 const MODELS = SIM_MODELS;
 
-function argument(name: string): string | undefined {
-  const i = process.argv.indexOf(name);
-  return i === -1 ? undefined : process.argv[i + 1];
-}
+/** Traffic the demo sends that fails or is cancelled on purpose, so that every count moves. */
+const MISSING_MODEL_EVERY = 12; // the 6th of every 12 asks for a model the server does not have: 404
+const GIVE_UP_EVERY = 12; // the 10th of every 12 is abandoned by its client after GIVE_UP_MS
+const GIVE_UP_MS = 150;
 
 async function main(): Promise<void> {
-  const duration = Number(argument('--duration') ?? 'NaN');
+  // `node src/demo.ts ...` or `infermeter demo ...`: the flags follow either.
+  const argv = process.argv.slice(2);
+  const parsed = parseDemoArguments(argv[0] === 'demo' ? argv.slice(1) : argv);
+  if ('error' in parsed) {
+    process.stderr.write(`infermeter demo: ${parsed.error}\n`);
+    process.exit(2);
+  }
+  const duration = parsed.durationSeconds ?? Number.NaN;
   const sim = await startSimServer({ models: MODELS, ...simTimings() });
   let config;
   try {
@@ -43,15 +51,18 @@ async function main(): Promise<void> {
   process.stdout.write(
     [
       'infermeter demo',
-      `  simulated model server  ${sim.url}  (models: ${MODELS.join(', ')})`,
-      `  proxy, for clients      ${app.dataUrl}/v1`,
+      `  simulated model server  ${sim.url}/v1/models  (models: ${MODELS.join(', ')})`,
+      `  proxy, for clients      ${app.dataUrl}/v1/models  (OpenAI clients take the base URL ${app.dataUrl}/v1)`,
       `  metrics (Prometheus)    ${app.metricsUrl ?? 'disabled by MIES_SERVICE_MONITOR_MODE'}`,
       `  live dashboard          ${app.managementUrl}/dashboard`,
       `  health                  ${app.managementUrl}/health`,
       'Try:',
       `  curl -s ${app.metricsUrl} | grep -v '^#'`,
       `  ${curl}`,
-      `Sending a little traffic, 4 requests at a time${Number.isFinite(duration) ? ` for ${duration} s` : '; Ctrl+C to stop'}.`,
+      `Sending a little traffic${Number.isFinite(duration) ? ` for ${duration} s` : '; Ctrl+C to stop'}: 4 clients, one request at a time each, streamed and`,
+      `  non-streamed, to ${MODELS.join(' and ')}, through chat completions and Anthropic's messages API. On purpose,`,
+      `  1 in ${MISSING_MODEL_EVERY} asks for no-such-model (the server answers 404: a failure, the client's) and 1 in ${GIVE_UP_EVERY} is given up`,
+      `  by its client after ${GIVE_UP_MS} ms (cancelled), so the failed and cancelled counts, and the dashboard's red, grow too.`,
       '',
     ].join('\n'),
   );
@@ -80,7 +91,7 @@ async function main(): Promise<void> {
  */
 async function traffic(base: string, worker: number, stopped: () => boolean): Promise<void> {
   for (let n = worker; !stopped(); n++) {
-    const model = n % 12 === 5 ? 'no-such-model' : MODELS[n % MODELS.length]!; // the upstream answers 404
+    const model = n % MISSING_MODEL_EVERY === 5 ? 'no-such-model' : MODELS[n % MODELS.length]!; // the upstream answers 404
     const stream = n % 5 !== 2;
     const body = {
       model,
@@ -91,7 +102,7 @@ async function traffic(base: string, worker: number, stopped: () => boolean): Pr
     };
     const anthropic = n % 4 === 3;
     const controller = new AbortController();
-    if (n % 12 === 9) setTimeout(() => controller.abort(), 150).unref(); // a client that gives up
+    if (n % GIVE_UP_EVERY === 9) setTimeout(() => controller.abort(), GIVE_UP_MS).unref(); // a client that gives up
     try {
       const res = await fetch(`${base}${anthropic ? '/v1/messages' : '/v1/chat/completions'}`, {
         method: 'POST',

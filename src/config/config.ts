@@ -1,6 +1,7 @@
 // Configuration is read once, from the environment first and an optional MindIE-style
 // config.json second, and validated as a whole: every problem is collected into one
 // ConfigError so that an operator fixes them all in one go. Nothing else reads process.env.
+import { closeSync, openSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { availableParallelism, hostname } from 'node:os';
 import { bucketVariable, HISTOGRAM_FAMILIES, parseBuckets, type BucketOverrides, type HistogramFamily } from '../metrics/buckets.ts';
@@ -9,6 +10,8 @@ import { readMindieServerConfig, type MindieServerConfig } from './mindie-config
 import { isAllAddresses, parseSecurity, readBuffer, type Security } from './security.ts';
 import { parseOtel, type OtelConfig } from './otel-config.ts';
 import { unknownVariables, VARIABLE_NAMES } from './variables.ts';
+import { autoWorkers } from './auto-workers.ts';
+import { readCpuQuota, type CpuQuota } from '../metrics/container/cgroup.ts';
 import { parseTenant, type TenantConfig } from './tenant-config.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -62,6 +65,8 @@ export interface Config {
   readonly accessLog: string | undefined;
   /** Data-plane processes: 1 runs everything in one process; more run a primary and workers. */
   readonly workers: number;
+  /** With INFERMETER_WORKERS=auto: what the count was read from (the cgroup's CPU quota or the host's cores). */
+  readonly workersFrom: string | undefined;
   /** TLS, the metrics token, label and concurrency bounds, timeouts, the drain. */
   readonly security: Security;
   /** The otel dialect's provider name and the OTLP export (on when an OTLP endpoint is set). */
@@ -132,6 +137,11 @@ export interface LoadOptions {
   readonly hostname?: string;
   /** Injected for tests; reads TLS files and token files. */
   readonly readBinary?: (path: string) => Buffer;
+  /** Injected for tests: the cgroup's CPU quota (default: read from /sys/fs/cgroup) and the host's CPUs. */
+  readonly cpuQuota?: () => CpuQuota | undefined;
+  readonly hostCpus?: number;
+  /** Open INFERMETER_ACCESS_LOG's file to check it can be appended to (default true; the healthcheck does not). */
+  readonly probeAccessLog?: boolean;
 }
 
 /**
@@ -139,6 +149,8 @@ export interface LoadOptions {
  * the README, --help and the unknown-variable check share.
  */
 export const VARIABLES: readonly string[] = VARIABLE_NAMES;
+
+const hostCpuQuota = (): CpuQuota | undefined => readCpuQuota({ cgroupRoot: '/sys/fs/cgroup', procRoot: '/proc' });
 
 const MiB = 1024 * 1024;
 
@@ -242,6 +254,16 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const injectUsage = parseSwitch(env, 'INFERMETER_INJECT_USAGE', true, problem);
   const accessLogValue = nonEmpty(env.INFERMETER_ACCESS_LOG);
   const accessLog = accessLogValue === undefined || accessLogValue.toLowerCase() === 'off' ? undefined : accessLogValue === 'stdout' ? 'stdout' : accessLogValue;
+  // Opened (and created) once here: a path that cannot be appended to stops the start, instead
+  // of a proxy that drops every line with only a counter to say so.
+  if (accessLog !== undefined && accessLog !== 'stdout' && options.probeAccessLog !== false) {
+    try {
+      closeSync(openSync(accessLog, 'a'));
+    } catch (error) {
+      const e = error as NodeJS.ErrnoException;
+      problem('INFERMETER_ACCESS_LOG', `stdout, off, or a file infermeter can append to (opening it failed: ${e.message})`, accessLogValue);
+    }
+  }
 
   const security = parseSecurity({
     env,
@@ -263,7 +285,8 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     if (!follows && zero(managementHost)) problem(sources.managementHost ?? 'INFERMETER_MANAGEMENT_HOST', needs, managementHost);
   }
   const workersRaw = nonEmpty(env.INFERMETER_WORKERS)?.toLowerCase();
-  const workers = workersRaw === 'auto' ? availableParallelism() : parseInteger(env, 'INFERMETER_WORKERS', 1, 1, 256, problem, 'an integer from 1 to 256, or auto (one per CPU)');
+  const auto = workersRaw === 'auto' ? autoWorkers(options.hostCpus ?? availableParallelism(), (options.cpuQuota ?? hostCpuQuota)(), 256) : undefined;
+  const workers = auto?.workers ?? parseInteger(env, 'INFERMETER_WORKERS', 1, 1, 256, problem, 'an integer from 1 to 256, or auto (one per CPU the cgroup\'s quota allows)');
   const otel = parseOtel(env, options.hostname ?? hostname(), problem);
   const tenant = parseTenant(env, problem, options.readFile);
 
@@ -297,6 +320,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     injectUsage,
     accessLog,
     workers,
+    workersFrom: auto?.from,
     security,
     otel,
     sources,

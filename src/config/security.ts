@@ -111,41 +111,51 @@ function tls(
   const certVar = `${prefix}_TLS_CERT`;
   const keyVar = `${prefix}_TLS_KEY`;
   const pwdVar = `${prefix}_TLS_KEY_PASSPHRASE_FILE`;
-  const certPath = trimmed(r.env[certVar]) ?? (httpsEnabled ? fromFile(fileKeys[0]) : undefined);
-  const keyPath = trimmed(r.env[keyVar]) ?? (httpsEnabled ? fromFile(fileKeys[1]) : undefined);
-  const pwdPath = trimmed(r.env[pwdVar]) ?? (httpsEnabled ? fromFile(fileKeys[2]) : undefined);
-  if (certPath === undefined && keyPath === undefined) {
-    if (pwdPath !== undefined) r.problem(pwdVar, `to go with a key: set ${certVar} and ${keyVar} too (a passphrase alone would leave the port in plain HTTP)`, pwdPath);
+  // Each path with where it came from: a problem names the variable, or the config file's key
+  // (a variable the operator never set would send them looking in the wrong place).
+  const pick = (variable: string, fileKey: keyof MindieServerConfig): { path: string; name: string } | undefined => {
+    const set = trimmed(r.env[variable]);
+    if (set !== undefined) return { path: set, name: variable };
+    const path = httpsEnabled ? fromFile(fileKey) : undefined;
+    return path === undefined ? undefined : { path, name: `INFERMETER_CONFIG ServerConfig.${fileKey}` };
+  };
+  const certAt = pick(certVar, fileKeys[0]);
+  const keyAt = pick(keyVar, fileKeys[1]);
+  const pwdAt = pick(pwdVar, fileKeys[2]);
+  if (certAt === undefined && keyAt === undefined) {
+    if (pwdAt !== undefined) r.problem(pwdAt.name, `to go with a key: set ${certVar} and ${keyVar} too (a passphrase alone would leave the port in plain HTTP)`, pwdAt.path);
     else if (httpsEnabled) r.problem(certVar, `a certificate for HTTPS (ServerConfig.httpsEnabled is true; set ${certVar} and ${keyVar}, or ServerConfig.${fileKeys[0]} and ${fileKeys[1]})`, undefined);
     return undefined;
   }
-  if (certPath === undefined || keyPath === undefined) {
-    r.problem(certPath === undefined ? certVar : keyVar, `a PEM file: the certificate and the key go together (${certPath === undefined ? keyVar : certVar} is set)`, undefined);
+  if (certAt === undefined || keyAt === undefined) {
+    const given = (certAt ?? keyAt)!;
+    const missing = certAt === undefined ? (given.name.startsWith('INFERMETER_CONFIG') ? `INFERMETER_CONFIG ServerConfig.${fileKeys[0]}` : certVar) : given.name.startsWith('INFERMETER_CONFIG') ? `INFERMETER_CONFIG ServerConfig.${fileKeys[1]}` : keyVar;
+    r.problem(missing, `a PEM file: the certificate and the key go together (${given.name} is set)`, undefined);
     return undefined;
   }
-  const read = (variable: string, path: string): Buffer | undefined => {
+  const read = (at: { path: string; name: string }, what: string): Buffer | undefined => {
     try {
-      return r.readFile(path);
+      return r.readFile(at.path);
     } catch (error) {
-      r.problem(variable, `a readable PEM file (${(error as NodeJS.ErrnoException).code ?? 'read error'})`, path);
+      r.problem(at.name, `${what} (${(error as NodeJS.ErrnoException).code ?? 'read error'})`, at.path);
       return undefined;
     }
   };
-  const cert = read(certVar, certPath);
-  const key = read(keyVar, keyPath);
+  const cert = read(certAt, 'a readable PEM file');
+  const key = read(keyAt, 'a readable PEM file');
   let passphrase: string | undefined;
-  if (pwdPath !== undefined) {
-    const p = read(pwdVar, pwdPath);
+  if (pwdAt !== undefined) {
+    const p = read(pwdAt, 'a readable passphrase file (the key\'s passphrase on its first line)');
     passphrase = p?.toString('utf8').replace(/\r?\n$/, '');
   }
   if (cert === undefined || key === undefined) return undefined;
   try {
     createSecureContext({ cert, key, passphrase });
   } catch (error) {
-    r.problem(certVar, `a PEM certificate that goes with ${keyVar} (and its passphrase): ${(error as Error).message}`, certPath);
+    r.problem(certAt.name, `a PEM certificate that goes with ${keyAt.name}${pwdAt === undefined ? '' : ` (and its passphrase, ${pwdAt.name})`}: ${(error as Error).message}`, certAt.path);
     return undefined;
   }
-  warnOutOfValidity(r, certVar, certPath, cert);
+  warnOutOfValidity(r, certAt.name, certAt.path, cert);
   return { cert, key, passphrase };
 }
 

@@ -46,9 +46,11 @@ export interface DashboardFeedOptions {
 /** The series of one model, aligned with DashboardData.t; null where there is no value. */
 export const SERIES = [
   'requests', // received per second
+  'finished', // per second: success + failed + cancelled, so each of those is at most this
   'success', // per second
   'failed',
   'cancelled',
+  'failedShare', // failed / finished over the rate window, 0..1; null when none finished in it
   'promptTokens', // per second
   'generationTokens',
   'waiting', // in flight, no output yet
@@ -254,6 +256,12 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
         const seconds = (monoTimes[k % size]! - monoTimes[j % size]!) / 1000;
         const rate = (column: number): number | null => (j === k || !(seconds > 0) ? null : round((value(k, column) - value(j, column)) / seconds));
         out.requests.push(rate(RECEIVED));
+        // Finished and its parts come from the same counts over the same window, so they cannot
+        // disagree (a received rate can: requests arrive before the window and finish in it).
+        const done = (x: number): number => value(x, SUCCESS) + value(x, FAILED) + value(x, CANCELLED);
+        const finishedInWindow = done(k) - done(j);
+        out.finished.push(j === k || !(seconds > 0) ? null : round(finishedInWindow / seconds));
+        out.failedShare.push(j === k || !(finishedInWindow > 0) ? null : round((value(k, FAILED) - value(j, FAILED)) / finishedInWindow));
         out.success.push(rate(SUCCESS));
         out.failed.push(rate(FAILED));
         out.cancelled.push(rate(CANCELLED));

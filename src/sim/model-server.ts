@@ -14,6 +14,7 @@ import { serveMessages } from './anthropic.ts';
 import type { Plan } from './plan.ts';
 import { embeddingsResponse } from './embeddings.ts';
 import { createResponseEvents, responseObject, type ResponseRequest } from './responses-api.ts';
+import { fragments, streamToolCall, toolCallChoice, toolCallOf, type ToolCall } from './tool-call.ts';
 
 export interface SimOptions {
   /** Models /v1/models lists; requests for other models get a 404 as vLLM answers. */
@@ -130,6 +131,16 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
       s.prefixQueries += promptTokens;
       s.prefixHits += Math.floor(promptTokens / 2);
       const engine = track(s, plan, res);
+      // Tools offered: a function call, as OpenAI answers it (tool-call.ts).
+      const call = api === 'chat' ? toolCallOf(body, id) : undefined;
+      if (call !== undefined) {
+        if (body.stream === true) void streamToolCall(res, plan, call, includeUsage, engine);
+        else {
+          setTimeout(engine.firstToken, plan.ttftMs).unref();
+          setTimeout(() => answerToolCall(res, plan, call), plan.ttftMs + plan.gapMs() * fragments(call, plan.tokens).pieces.length).unref();
+        }
+        return;
+      }
       if (body.stream === true) void stream(res, api, plan, includeUsage, engine);
       else {
         setTimeout(engine.firstToken, plan.ttftMs).unref();
@@ -295,6 +306,12 @@ function answer(res: ServerResponse, api: Api, plan: Plan): void {
   } else {
     json(res, 200, responseObject(responseRequest(plan), { text, usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens } }));
   }
+}
+
+function answerToolCall(res: ServerResponse, plan: Plan, call: ToolCall): void {
+  const tokens = fragments(call, plan.tokens).pieces.length + 1;
+  const usage = { prompt_tokens: plan.promptTokens, completion_tokens: tokens, total_tokens: plan.promptTokens + tokens };
+  json(res, 200, { id: plan.id, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: plan.model, choices: [toolCallChoice(call, plan.tokens)], usage });
 }
 
 function json(res: ServerResponse, status: number, body: unknown): void {

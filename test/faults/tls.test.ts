@@ -98,10 +98,30 @@ describe('TLS', () => {
     }
     // MindIE's config file: a metrics key without its certificate, likewise.
     const file = JSON.stringify({ ServerConfig: { httpsEnabled: true, tlsCert: 'server.pem', tlsPk: 'server.key', managementTlsCert: 'server.pem', managementTlsPk: 'server.key', metricsTlsPk: 'server.key' } });
-    assert.throws(() => loadConfig({ INFERMETER_CONFIG: `${certs.dir}/config.json` }, { readFile: () => file }), /INFERMETER_METRICS_TLS_CERT: expected a PEM file: the certificate and the key go together/);
+    // The problem names the file's keys, not a variable the operator never set.
+    assert.throws(
+      () => loadConfig({ INFERMETER_CONFIG: `${certs.dir}/config.json` }, { readFile: () => file }),
+      /INFERMETER_CONFIG ServerConfig\.metricsTlsCert: expected a PEM file: the certificate and the key go together \(INFERMETER_CONFIG ServerConfig\.metricsTlsPk is set\)/,
+    );
     // Both given: the metrics port serves its own certificate.
     const own = loadConfig({ ...base, ...management, INFERMETER_METRICS_TLS_CERT: certs.certFile, INFERMETER_METRICS_TLS_KEY: certs.encryptedKeyFile, INFERMETER_METRICS_TLS_KEY_PASSPHRASE_FILE: certs.passphraseFile });
     assert.equal(own.security.metricsTls?.passphrase, 'correct horse battery staple');
+  });
+
+  it('names the config file\'s key for a path that came from it, and calls a passphrase file a passphrase file', () => {
+    const missing = `${certs.dir}/no-such-file`;
+    const inFile = (server: Record<string, unknown>) => {
+      const text = JSON.stringify({ ServerConfig: { httpsEnabled: true, tlsCert: certs.certFile, tlsPk: certs.keyFile, managementTlsCert: certs.certFile, managementTlsPk: certs.keyFile, ...server } });
+      return () => loadConfig({ INFERMETER_CONFIG: `${certs.dir}/config.json` }, { readFile: (path) => (path.endsWith('config.json') ? text : readFileSync(path, 'utf8')) });
+    };
+    assert.throws(inFile({ tlsCert: missing }), (e: unknown) => e instanceof ConfigError && /INFERMETER_CONFIG ServerConfig\.tlsCert: expected a readable PEM file \(ENOENT\)/.test(e.message) && !/INFERMETER_TLS_CERT/.test(e.message));
+    assert.throws(inFile({ managementTlsPk: certs.encryptedKeyFile, managementTlsPkPwd: missing }), /INFERMETER_CONFIG ServerConfig\.managementTlsPkPwd: expected a readable passphrase file \(the key's passphrase on its first line\) \(ENOENT\)/);
+    assert.throws(inFile({ managementTlsPk: certs.encryptedKeyFile }), /INFERMETER_CONFIG ServerConfig\.managementTlsCert: expected a PEM certificate that goes with INFERMETER_CONFIG ServerConfig\.managementTlsPk: /);
+    // From the variables, the variables are named, the passphrase file as such.
+    assert.throws(
+      () => loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:1', INFERMETER_TLS_CERT: certs.certFile, INFERMETER_TLS_KEY: certs.encryptedKeyFile, INFERMETER_TLS_KEY_PASSPHRASE_FILE: missing }),
+      /INFERMETER_TLS_KEY_PASSPHRASE_FILE: expected a readable passphrase file/,
+    );
   });
 
   it('warns at start of a certificate expired or not yet valid, naming the variable, the file and the date, and still serves', async (t) => {

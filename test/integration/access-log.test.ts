@@ -8,8 +8,12 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { createAccessLog } from '../../src/access-log.ts';
-import { nextFinished, startProxy } from '../helpers/proxy-harness.ts';
+import { ConfigError, loadConfig } from '../../src/config/config.ts';
+import { createLogger } from '../../src/log.ts';
+import { collect, spawnNode } from '../helpers/child-process.ts';
+import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
 
 /**
@@ -145,5 +149,52 @@ describe('access log', () => {
     for (let i = 10; i < 100; i++) log.write(record);
     assert.ok(dropped > 50, `dropped ${dropped}`);
     assert.ok(written.join('').length <= 2000 + JSON.stringify(record).length * 10, 'what was accepted stayed within the bound');
+  });
+
+  it('that cannot be opened stops the start, naming INFERMETER_ACCESS_LOG and the OS error', async (t) => {
+    const missing = join(logFile(t), '..', 'no-such-dir', 'access.log');
+    assert.throws(
+      () => loadConfig({ INFERMETER_ACCESS_LOG: missing }),
+      (e: unknown) => e instanceof ConfigError && /INFERMETER_ACCESS_LOG: expected stdout, off, or a file infermeter can append to \(opening it failed: ENOENT: no such file or directory/.test(e.message),
+    );
+    const dir = join(logFile(t), '..');
+    assert.throws(() => loadConfig({ INFERMETER_ACCESS_LOG: dir }), /INFERMETER_ACCESS_LOG: .*EISDIR/);
+    // The command: exit 2 and the message, before anything listens.
+    const cli = spawnNode(t, [fileURLToPath(new URL('../../bin/infermeter.js', import.meta.url))], { INFERMETER_UPSTREAM: 'http://127.0.0.1:9', INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_ACCESS_LOG: missing });
+    const [stderr, [code]] = await Promise.all([collect(cli.stderr), once(cli, 'exit')]);
+    assert.equal(code, 2);
+    assert.match(stderr, /INFERMETER_ACCESS_LOG: .*ENOENT/);
+    assert.doesNotMatch(stderr, /infermeter started/);
+  });
+
+  it('whose writes fail later says so once in the log and counts every line lost', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond(() => ({ status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"usage":{"prompt_tokens":1,"completion_tokens":1}}' }] }));
+    const warnings: Array<Record<string, unknown>> = [];
+    let warned!: () => void;
+    const firstWarning = new Promise<void>((resolve) => (warned = resolve));
+    const log = createLogger('warn', (line) => {
+      const parsed = JSON.parse(line) as Record<string, unknown>;
+      if (/access log/.test(String(parsed.msg))) {
+        warnings.push(parsed);
+        warned();
+      }
+    });
+    // /dev/full opens, and every write to it fails with ENOSPC: a disk that filled up.
+    const app = await startProxy(t, upstream.url, { INFERMETER_ACCESS_LOG: '/dev/full' }, { log });
+    const send = async (n: number): Promise<void> => {
+      const finished = nextFinished(app, n);
+      for (let i = 0; i < n; i++) await (await fetch(`${app.dataUrl}/v1/completions`, { method: 'POST', body: '{"model":"m","prompt":"x"}' })).arrayBuffer();
+      await finished;
+    };
+    await send(3);
+    await firstWarning; // the batch was written and failed
+    await send(4); // dropped as they come: the file is gone for good
+    assert.equal((await scrape(app)).value('infermeter_access_log_dropped_total', {}), 7);
+    assert.equal(warnings.length, 1);
+    assert.equal(warnings[0]!.variable, 'INFERMETER_ACCESS_LOG');
+    assert.equal(warnings[0]!.path, '/dev/full');
+    assert.match(String(warnings[0]!.error), /^ENOSPC /);
   });
 });

@@ -127,7 +127,19 @@ describe('alerts.yml against infermeter', () => {
         assert.ok(exposed.has(name), `${rule.alert ?? rule.record} queries ${name}, which infermeter does not expose`);
       }
     }
-    assert.ok(used.has('request_failed_total') && used.has('time_to_first_token_seconds_bucket'), `names read from the rules: ${[...used].join(', ')}`);
+    assert.ok(used.has('infermeter_request_failures_total') && used.has('time_to_first_token_seconds_bucket'), `names read from the rules: ${[...used].join(', ')}`);
+  });
+
+  it('the clients\' own errors page no one: the 404 case expects every critical alert silent', () => {
+    const doc = readYaml(ALERT_TESTS) as { tests: Array<{ name: string; alert_rule_test?: AlertTest[] }> };
+    const only404s = doc.tests.find((c) => c.name.startsWith('only 404s for a model plus healthy traffic'));
+    assert.ok(only404s !== undefined, `${ALERT_TESTS} has the 404 case`);
+    const silent = new Set((only404s.alert_rule_test ?? []).filter((a) => (a.exp_alerts ?? []).length === 0).map((a) => a.alertname));
+    const critical = rules().filter((r) => r.alert !== undefined && r.labels?.severity === 'critical');
+    assert.ok(critical.length > 0);
+    for (const rule of critical) assert.ok(silent.has(rule.alert!), `${rule.alert} (critical) is not checked silent in the 404 case of ${ALERT_TESTS}`);
+    const fivexx = doc.tests.find((c) => c.name === '5xx: fires');
+    assert.ok((fivexx?.alert_rule_test ?? []).some((a) => (a.exp_alerts ?? []).some((e) => e.exp_labels?.severity === 'critical')), 'the 5xx case expects a critical alert');
   });
 
   it('every alert has a test case where it fires and one where it does not', () => {

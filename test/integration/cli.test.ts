@@ -183,17 +183,60 @@ describe('infermeter CLI with per-tenant metering', () => {
 });
 
 describe('npm run demo', () => {
-  it('runs the simulated server, the proxy and traffic, and shows metrics filling', async (t) => {
-    const child = run(t, DEMO, { INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' }, ['--duration', '3']);
-    const [stdout, [code]] = await Promise.all([collect(child.stdout), once(child, 'exit')]);
-    assert.equal(code, 0, stdout);
-    assert.match(stdout, /proxy, for clients {6}http:\/\/127\.0\.0\.1:\d+\/v1/);
+  it('runs the simulated server, the proxy and traffic, prints URLs that answer, and shows metrics filling', async (t) => {
+    const child = run(t, DEMO, { INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' });
+    let stdout = '';
+    const header = new Promise<void>((resolve) =>
+      child.stdout.on('data', (c: Buffer) => {
+        stdout += c.toString();
+        if (/grow too\.\n/.test(stdout)) resolve();
+      }),
+    );
+    const exited = once(child, 'exit');
+    await Promise.race([header, exited.then(() => assert.fail(`the demo exited:\n${stdout}`))]);
+    assert.match(stdout, /proxy, for clients {6}http:\/\/127\.0\.0\.1:\d+\/v1\/models/);
     assert.match(stdout, /metrics \(Prometheus\) {4}http:\/\/127\.0\.0\.1:\d+\/metrics/);
     assert.match(stdout, /live dashboard {10}http:\/\/127\.0\.0\.1:\d+\/dashboard\n/);
+    // It says what it sends, the deliberate failures and cancels included.
+    assert.match(stdout, /1 in 12 asks for no-such-model \(the server answers 404/);
+    assert.match(stdout, /1 in 12 is given up\s+by its client after 150 ms \(cancelled\)/);
+    // Every URL of the list answers 200.
+    const urls = [...stdout.matchAll(/^ {2}(?:simulated model server|proxy, for clients|metrics \(Prometheus\)|live dashboard|health) +(http:\/\/\S+)/gm)].map((m) => m[1]!);
+    assert.equal(urls.length, 5, stdout);
+    for (const url of urls) {
+      const res = await fetch(url);
+      await res.arrayBuffer();
+      assert.equal(res.status, 200, url);
+    }
+    const models = (await (await fetch(urls[1]!)).json()) as { data: Array<{ id: string }> };
+    assert.deepEqual(models.data.map((m) => m.id).sort(), ['sim-llama-8b', 'sim-qwen-7b']);
+    // Traffic flows: wait (polling /metrics, with a deadline) for a success, then stop it.
+    const metrics = urls[2]!;
+    for (const deadline = Date.now() + 30_000; !/^request_success_total\{[^}]*\} [1-9]/m.test(await (await fetch(metrics)).text()); ) {
+      assert.ok(Date.now() < deadline, 'no request succeeded within 30 s');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    child.kill('SIGTERM');
+    const [code] = await exited;
+    assert.equal(code, 0, stdout);
     const last = stdout.trim().split('\n').at(-1)!;
     const m = /^received (\d+): (\d+) ok/.exec(last);
     assert.ok(m, last);
-    assert.ok(Number(m[1]) >= 4 && Number(m[2]) >= 1, last);
+    assert.ok(Number(m[1]) >= 1 && Number(m[2]) >= 1, last);
+  });
+
+  it('checks its flags as sim does: a typo or a bad duration stops it at once, saying so', async (t) => {
+    for (const [args, message] of [
+      [['--durration', '3'], /unknown argument "--durration": infermeter demo takes --duration S \(seconds\) only; did you mean --duration\?/],
+      [['--duration', 'x'], /--duration expects seconds, more than 0 and at most 86400, got "x"/],
+      [['--duration=0'], /--duration expects seconds, more than 0/],
+      [['--duration'], /--duration needs a value/],
+    ] as const) {
+      const { code, stdout, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' }, ['demo', ...args]));
+      assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);
+      assert.match(stderr, new RegExp(`^infermeter demo: ${message.source}`), args.join(' '));
+      assert.equal(stdout, '', 'nothing started');
+    }
   });
 });
 

@@ -251,7 +251,7 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     await page.waitForFunction(
       (model) => {
         const text = (f: string) => document.querySelector(`#models tr[data-model="${model}"] td[data-field="${f}"]`)?.textContent ?? '–';
-        return ['ttftP50', 'ttftP99', 'tpotP90', 'generationTokens', 'requests', 'kvCache'].every((f) => /\d/.test(text(f))) && Number(text('failed')) > 0;
+        return ['ttftP50', 'ttftP99', 'tpotP90', 'generationTokens', 'finished', 'kvCache'].every((f) => /\d/.test(text(f))) && Number(text('failed')) > 0;
       },
       MODELS[1],
       { timeout: 15_000 },

@@ -27,12 +27,14 @@ import { AOM_BUCKETS, INFERMETER_BUCKETS, MINDIE_BUCKETS } from '../helpers/spec
 const TTFT_MS = 140;
 const GAP_MS = 35;
 const TOKENS = 16;
-// A non-streamed answer of SLOW_TOKENS arrives after 140 + 79 × 35 = 2905 ms, past the idle
+// A non-streamed answer of SLOW_TOKENS arrives after 140 + 149 × 35 = 5355 ms, past the idle
 // timeout and the sweep that may make it fire up to 500 ms late: always 504 upstream_timeout.
-// The others' one silence (665 ms, before a non-streamed answer) has 1.3 s to spare for a
-// loaded machine.
-const IDLE_TIMEOUT_MS = 2000;
-const SLOW_TOKENS = 80;
+// The others' one silence (665 ms, before a non-streamed answer) has 3.3 s to spare for a
+// loaded machine: with 1.3 s (a 2 s timeout), the second of two runs of the suite beside two
+// CPU hogs on two shared cores timed a normal answer out (the simulator shares this process's
+// event loop with both replicas).
+const IDLE_TIMEOUT_MS = 4000;
+const SLOW_TOKENS = 150;
 const LLAMA = 'sim-llama-8b';
 const QWEN = 'sim-qwen-7b';
 const MISSING = 'no-such-model'; // the sim answers 404
@@ -140,20 +142,37 @@ function dashboardQueries(d: Dashboard): Array<{ panel: string; refId: string; e
 }
 
 /** Grafana's variables as Grafana would expand them for a 5-minute dashboard range. */
-function expand(expr: string, model: string): string {
+function expand(expr: string, model: string, job: string, instance = '.*'): string {
   return expr
     .replaceAll('$__rate_interval', '1m')
     .replaceAll('$__range', '5m')
     .replaceAll('$__interval', '15s')
     .replaceAll('${model}', model)
-    .replaceAll('$model', model);
+    .replaceAll('$model', model)
+    .replaceAll('${job}', job)
+    .replaceAll('$job', job)
+    .replaceAll('${instance}', instance)
+    .replaceAll('$instance', instance);
+}
+
+/**
+ * Each selector of a metric in an expression, with its matchers ('' where it has none): a
+ * query that selects no job would count a MindIE engine's same-named series with infermeter's.
+ */
+function selectors(expr: string): Array<{ name: string; matchers: string }> {
+  const out: Array<{ name: string; matchers: string }> = [];
+  for (const name of metricNames(expr)) {
+    const escaped = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    for (const m of expr.matchAll(new RegExp(`(?<![\\w:"])${escaped}(?![\\w:])(\\{[^}]*\\})?`, 'g'))) out.push({ name, matchers: m[1] ?? '' });
+  }
+  return out;
 }
 
 const PROMQL_WORDS = new Set(['sum', 'avg', 'max', 'min', 'count', 'by', 'without', 'on', 'ignoring', 'or', 'and', 'unless', 'rate', 'increase', 'irate', 'histogram_quantile', 'label_replace', 'vector', 'le', 'model_name', 'kind', 'reason', 'counter', 'instance', 'process', 'inf', 'nan']);
 
 /** Metric names an expression reads (strings, durations and PromQL words left out). */
 function metricNames(expr: string): string[] {
-  const bare = expr.replace(/"(?:[^"\\]|\\.)*"/g, '""').replace(/\[[^\]]*\]/g, '').replace(/\$\{?\w+\}?/g, '');
+  const bare = expr.replace(/"(?:[^"\\]|\\.)*"/g, '""').replace(/\{[^}]*\}/g, '').replace(/\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, '').replace(/\[[^\]]*\]/g, '').replace(/\$\{?\w+\}?/g, '');
   const names = new Set<string>();
   for (const m of bare.matchAll(/[A-Za-z_:][A-Za-z0-9_:]*/g)) if (!PROMQL_WORDS.has(m[0].toLowerCase())) names.add(m[0]);
   return [...names];
@@ -178,10 +197,27 @@ describe('Grafana dashboard deploy/grafana/infermeter.json', () => {
     assert.ok(model, 'a model variable');
     assert.equal(model.type, 'query');
     assert.deepEqual(model.datasource, { type: 'prometheus', uid: '${datasource}' });
-    const modelQuery = typeof model.query === 'string' ? model.query : (model.query as { query: string }).query;
-    assert.equal(modelQuery.replace(/\s+/g, ''), 'label_values(request_received_total,model_name)');
+    const queryOf = (v: Record<string, unknown>): string => (typeof v.query === 'string' ? v.query : (v.query as { query: string }).query).replace(/\s+/g, '');
+    assert.equal(queryOf(model), 'label_values(request_received_total{job=~"$job",instance=~"$instance"},model_name)');
     assert.equal(model.multi, true);
     assert.equal(model.includeAll, true);
+    // $job: the jobs of infermeter_build_info, a family only infermeter exposes, so "All" (every
+    // such job, no allValue) never takes in an engine's job; $instance: within them.
+    const job = vars.get('job');
+    const instance = vars.get('instance');
+    assert.ok(job && instance, 'job and instance variables');
+    assert.equal(queryOf(job), 'label_values(infermeter_build_info,job)');
+    assert.equal(job.allValue, undefined, 'All is the list of infermeter\'s jobs, not a regex that could match an engine\'s');
+    assert.equal(queryOf(instance), 'label_values(infermeter_build_info{job=~"$job"},instance)');
+    for (const v of [job, instance]) {
+      assert.equal(v.type, 'query');
+      assert.deepEqual(v.datasource, { type: 'prometheus', uid: '${datasource}' });
+      assert.equal(v.multi, true);
+      assert.equal(v.includeAll, true);
+      assert.deepEqual((v.current as { value: unknown }).value, ['$__all'], `${String(v.name)} defaults to All`);
+    }
+    const order = d.templating.list.map((v) => v.name);
+    assert.ok(order.indexOf('job') < order.indexOf('instance') && order.indexOf('instance') < order.indexOf('model'), 'each variable after those it uses');
 
     const panels = allPanels(d.panels);
     const ids = panels.map((p) => p.id);
@@ -220,6 +256,13 @@ describe('Grafana dashboard deploy/grafana/infermeter.json', () => {
       assert.match(q.expr, /\b(sum|avg|max|count)\b/, `${q.panel} ${q.refId} aggregates`);
       const perModel = metricNames(q.expr).some((n) => !n.startsWith('infermeter_'));
       if (perModel) assert.match(q.expr, /model_name=~"\$model"/, `${q.panel} ${q.refId} filters model_name=~"$model"`);
+      // Every selector selects infermeter's job and the instance (docs/deploy.md).
+      const selected = selectors(q.expr);
+      assert.ok(selected.length > 0, `${q.panel} ${q.refId}: no selector found`);
+      for (const { name, matchers } of selected) {
+        assert.match(matchers, /\bjob=~"\$job"/, `${q.panel} ${q.refId}: ${name}${matchers} selects no job`);
+        assert.match(matchers, /\binstance=~"\$instance"/, `${q.panel} ${q.refId}: ${name}${matchers} selects no instance`);
+      }
     }
   });
 });
@@ -377,23 +420,31 @@ describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }
     await t.test('every dashboard query answers with data', async () => {
       const queries = dashboardQueries(dashboard());
       assert.ok(queries.length >= 15, `${queries.length} queries`);
-      // "All" (the variable's allValue) and a multi-value selection as Grafana writes it.
-      for (const model of ['.*', `${LLAMA}|${QWEN}`]) {
+      // $job's "All", as Grafana fills it: every value of label_values(infermeter_build_info, job).
+      const labelValues = async (label: string, match: string): Promise<string[]> =>
+        ((await (await fetch(`${prom.url}/api/v1/label/${label}/values?${new URLSearchParams({ 'match[]': match })}`)).json()) as { data: string[] }).data;
+      const jobs = await labelValues('job', 'infermeter_build_info');
+      assert.deepEqual(jobs, ['infermeter']);
+      const job = jobs.join('|');
+      const instances = await labelValues('instance', `infermeter_build_info{job=~"${job}"}`);
+      assert.equal(instances.length, REPLICAS);
+      // "All" (the variable's allValue) and a multi-value selection as Grafana writes it; one
+      // instance on its own.
+      for (const [model, instance] of [['.*', '.*'], [`${LLAMA}|${QWEN}`, '.*'], ['.*', instances[0]!]] as const) {
         for (const q of queries) {
-          const expr = expand(q.expr, model);
+          const expr = expand(q.expr, model, job, instance);
           assert.doesNotMatch(expr, /\$/, `${q.panel} ${q.refId}: a variable left unexpanded in ${expr}`);
           const data = await prom.query(expr);
           assert.equal(data.resultType, 'vector', `${q.panel} ${q.refId}`);
-          assert.ok(data.result.length > 0, `${q.panel} ${q.refId} has no data for model=~"${model}": ${expr}`);
+          assert.ok(data.result.length > 0, `${q.panel} ${q.refId} has no data for model=~"${model}", instance=~"${instance}": ${expr}`);
           const values = data.result.map((s) => Number(s.value[1]));
-          assert.ok(values.some(Number.isFinite), `${q.panel} ${q.refId} has only NaN for model=~"${model}": ${JSON.stringify(data.result)}`);
-          if (model === '.*') dashboardValues.push(`[${q.panel} ${q.refId}] ${data.result.map((r) => `${JSON.stringify(r.metric)}=${Number(r.value[1]).toPrecision(4)}`).join(' ')}`);
+          assert.ok(values.some(Number.isFinite), `${q.panel} ${q.refId} has only NaN for model=~"${model}", instance=~"${instance}": ${JSON.stringify(data.result)}`);
+          if (model === '.*' && instance === '.*') dashboardValues.push(`[${q.panel} ${q.refId}] ${data.result.map((r) => `${JSON.stringify(r.metric)}=${Number(r.value[1]).toPrecision(4)}`).join(' ')}`);
         }
       }
-      // The model variable's label_values(request_received_total, model_name), through the API Grafana uses.
-      const res = await fetch(`${prom.url}/api/v1/label/model_name/values?${new URLSearchParams({ 'match[]': 'request_received_total' })}`);
-      const labels = (await res.json()) as { data: string[] };
-      assert.deepEqual([...labels.data].sort(), [MISSING, QWEN, LLAMA, 'unknown'].sort());
+      // The model variable's label_values(request_received_total{job=~"$job", instance=~"$instance"}, model_name), through the API Grafana uses.
+      const models = await labelValues('model_name', `request_received_total{job=~"${job}", instance=~".*"}`);
+      assert.deepEqual([...models].sort(), [MISSING, QWEN, LLAMA, 'unknown'].sort());
     });
 
     for (const [q, v] of Object.entries(observed)) t.diagnostic(`${v}\t${q}`);

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
+import { startSimServer } from '../../src/sim/model-server.ts';
 import { scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
 import { readFileSync } from 'node:fs';
@@ -49,7 +50,15 @@ const SPEC_MANDATED_LINT = new Set([
     'vllm:time_per_output_token_seconds',
     'vllm:time_per_output_tokens_seconds',
     'vllm:gpu_cache_usage_perc',
+    // The engine-only families, relabelled from the engine's own /metrics (INFERMETER_UPSTREAM_METRICS).
+    'vllm:iteration_tokens_total',
+    'vllm:num_requests_waiting_by_reason',
+    'vllm:prefix_cache_hits_total',
+    'vllm:prefix_cache_queries_total',
+    'vllm:prompt_tokens_by_source_total',
   ].map((name) => `${name} metric names should not contain ':'`),
+  // vLLM names this histogram (tokens per engine step) with _total; its dashboards query it so.
+  'vllm:iteration_tokens_total non-counter metrics should not have "_total" suffix',
 ]);
 
 describe('promtool check metrics', { skip }, () => {
@@ -90,5 +99,21 @@ describe('promtool check metrics', { skip }, () => {
     assert.deepEqual(unexpected, [], 'promtool findings beyond the spec-mandated names');
     // 0: clean; 3: lint findings only (all of them the allowed ones above). 1 would be a parse error.
     assert.ok(result.status === 0 || result.status === 3, `promtool exit ${result.status}`);
+  });
+
+  it('accepts a live /metrics with the engine\'s vLLM families relabelled (INFERMETER_DIALECTS=mindie,vllm, the engine read)', async (t) => {
+    assert.ok(available, 'promtool must be installed');
+    const sim = await startSimServer({ ttftMs: 1, interTokenMs: 1, defaultTokens: 3, models: ['m'] });
+    t.after(() => sim.close());
+    const app = await startProxy(t, sim.url, { INFERMETER_DIALECTS: 'mindie,vllm', INFERMETER_UPSTREAM_METRICS: `${sim.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600' });
+    await (await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' })).arrayBuffer();
+    await app.metrics.engineScraper!.scrapeOnce();
+    const text = (await scrape(app)).text;
+    assert.match(text, /^vllm:iteration_tokens_total_bucket\{/m, 'the engine-only families are served');
+    const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    const findings = `${result.stdout}\n${result.stderr}`.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+    assert.deepEqual(findings.filter((l) => !SPEC_MANDATED_LINT.has(l)), [], 'promtool findings beyond the documented ones');
+    assert.ok(findings.includes('vllm:iteration_tokens_total non-counter metrics should not have "_total" suffix'), findings.join('\n'));
+    assert.ok(result.status === 3, `promtool exit ${result.status}`);
   });
 });

@@ -1,6 +1,8 @@
 // The arrival clock: requests handled in one turn of the event loop share the first one's
 // stamp; a new turn (the loop waited, or reached its check phase) stamps anew.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect, createServer, type AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { createArrivalClock } from '../../src/measure/arrival-clock.ts';
 
@@ -38,12 +40,23 @@ describe('arrival clock', () => {
     assert.equal(arrival(), 120);
   });
 
-  it('never stamps before the time the turn began with the real loop: two requests a turn apart', async () => {
+  it('never stamps before the time the turn began with the real loop: a request read from a socket after the first', async (t) => {
+    // As in the data plane: the second request is an I/O callback (a socket's data), its bytes
+    // written after \`before\`. However slow the machine, the loop polled (and passed its check
+    // phase) between the first stamp and that read, so the second cannot share the first's.
     const arrival = createArrivalClock(() => performance.now());
     const first = arrival();
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    const server = createServer();
+    t.after(() => server.close());
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const read = new Promise<number>((resolve) => server.once('connection', (socket) => socket.once('data', () => (resolve(arrival()), socket.destroy()))));
+    const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    t.after(() => client.destroy());
+    await once(client, 'connect');
     const before = performance.now();
-    const second = arrival();
+    client.write('POST /v1/chat/completions HTTP/1.1\r\n');
+    const second = await read;
     assert.ok(second >= before, `second ${second} >= ${before} (first ${first})`);
+    assert.ok(second > first);
   });
 });

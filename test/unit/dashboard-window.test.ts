@@ -172,9 +172,11 @@ describe('dashboard snapshot ring', () => {
     const p50 = Number((0.25 * MID).toPrecision(6));
     assert.deepEqual(m.series, {
       requests: [null, 3],
+      finished: [null, 2],
       success: [null, 2],
       failed: [null, 0],
       cancelled: [null, 0],
+      failedShare: [null, 0],
       promptTokens: [null, 20],
       generationTokens: [null, 8],
       waiting: [null, 1],
@@ -200,6 +202,7 @@ describe('dashboard snapshot ring', () => {
     const m3 = model(d, 'm');
     // Over the rate window (2 snapshots back: #1, where m's counts were zero): 3 received, 2 success, 1 failed in 2 s.
     assert.deepEqual([m3.series.requests, m3.series.success, m3.series.failed], [[1.5], [1], [0.5]]);
+    assert.deepEqual([m3.series.finished, m3.series.failedShare], [[1.5], [0.333333]], '3 finished, 1 of them failed');
     assert.deepEqual([m3.series.waiting, m3.series.running, m3.series.kvCache], [[7], [0], [0.25]], "the engine's waiting count and KV cache");
     assert.equal(m3.inFlightSource, 'engine');
     const n = model(d, 'n');
@@ -209,6 +212,31 @@ describe('dashboard snapshot ring', () => {
     assert.equal(h.feed.data(3).t.length, 0, 'nothing newer than #3');
     assert.equal(h.feed.data(0).full, false, 'since 0: everything kept, incrementally');
     assert.equal(h.feed.data(99).full, true, 'a seq from another run: everything');
+  });
+
+  it('gives rates that cannot disagree (success never above finished) and no failed share where nothing finished', () => {
+    const h = harness({ rateWindowSeconds: 2 });
+    h.feed.snapshot(); // #1 at 0 s
+    h.at(100);
+    for (let i = 0; i < 6; i++) h.sink.started(info('m')); // all received in the first second
+    for (let k = 1; k <= 8; k++) {
+      h.at(k * 1000);
+      // Two finish a second from 3 s on: long after they were received.
+      if (k >= 3 && k <= 5) for (let i = 0; i < 2; i++) h.sink.finished(sample('m', {}));
+      h.feed.snapshot();
+    }
+    const m = model(h.feed.data(), 'm');
+    for (const [i, success] of m.series.success.entries()) {
+      const finished = m.series.finished[i];
+      if (success === null) continue;
+      assert.ok(finished != null && success <= finished, `snapshot ${i}: success ${success}/s <= finished ${finished}/s`);
+    }
+    // Received/s, the arrival rate, reads 0 while requests finish: the reason the page plots finished.
+    assert.deepEqual(m.series.requests.slice(4, 7), [0, 0, 0]);
+    assert.deepEqual(m.series.success.slice(4, 7), [2, 2, 1]);
+    assert.deepEqual(m.series.finished.slice(4, 7), [2, 2, 1]);
+    // Nothing finished in the window (before 3 s, and after 7 s): no share, not 0 %.
+    assert.deepEqual(m.series.failedShare, [null, null, null, 0, 0, 0, 0, null, null]);
   });
 
   it('keeps the retention only, and releases a model idle for the whole of it', () => {

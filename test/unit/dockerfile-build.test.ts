@@ -3,7 +3,10 @@
 // of what the Dockerfile copies only, with what .gitignore lists and the metrics-token file
 // docs/deploy.md has one create kept out wherever they are.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { DOCKERFILE } from '../helpers/dockerfile.ts';
 
@@ -56,5 +59,51 @@ describe('the Dockerfile build', () => {
     const ignore = new Set(patterns(read('.dockerignore')));
     const wanted = [...patterns(read('.gitignore')), 'metrics-token'].map((p) => `**/${p.replace(/^\/|\/$/g, '')}`);
     for (const p of wanted) assert.ok(ignore.has(p), `.dockerignore has ${p}`);
+  });
+
+  it('prunes the dev dependencies without leaving their empty scope folders behind (its commands run on a small project)', (t) => {
+    // The build stage's RUN from `npm prune` on, as written: run by sh in a project with one
+    // production dependency and one scoped dev dependency with a bin, installed by hand.
+    const run = INSTRUCTIONS.find((l) => /^RUN .*\bnpm prune\b/.test(l));
+    assert.ok(run, 'a RUN with npm prune');
+    const steps = run.slice(4).split(/\s*&&\s*/);
+    const commands = steps.slice(steps.findIndex((c) => /^npm prune\b/.test(c))).join(' && ');
+    const dir = mkdtempSync(join(tmpdir(), 'infermeter-prune-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const json = (path: string, value: unknown) => {
+      mkdirSync(join(dir, path, '..'), { recursive: true });
+      writeFileSync(join(dir, path), JSON.stringify(value));
+    };
+    json('package.json', { name: 'p', version: '1.0.0', dependencies: { a: '1.0.0' }, devDependencies: { '@dev/b': '1.0.0' } });
+    json('package-lock.json', {
+      name: 'p',
+      version: '1.0.0',
+      lockfileVersion: 3,
+      requires: true,
+      packages: {
+        '': { name: 'p', version: '1.0.0', dependencies: { a: '1.0.0' }, devDependencies: { '@dev/b': '1.0.0' } },
+        'node_modules/a': { version: '1.0.0' },
+        'node_modules/@dev/b': { version: '1.0.0', dev: true, bin: { b: 'b.js' } },
+      },
+    });
+    json('node_modules/a/package.json', { name: 'a', version: '1.0.0' });
+    json('node_modules/@dev/b/package.json', { name: '@dev/b', version: '1.0.0', bin: { b: 'b.js' } });
+    writeFileSync(join(dir, 'node_modules/@dev/b/b.js'), '');
+    mkdirSync(join(dir, 'node_modules/.bin'));
+    symlinkSync('../@dev/b/b.js', join(dir, 'node_modules/.bin/b'));
+    const result = spawnSync('sh', ['-c', commands], { cwd: dir, encoding: 'utf8', env: { ...process.env, npm_config_offline: 'true', npm_config_update_notifier: 'false' } });
+    assert.equal(result.status, 0, `${commands}:\n${result.stdout}${result.stderr}`);
+    const left: string[] = [];
+    const walk = (rel: string): void => {
+      const entries = readdirSync(join(dir, rel));
+      if (entries.length === 0) left.push(`${rel}/ (empty)`);
+      for (const e of entries) {
+        const path = `${rel}/${e}`;
+        if (statSync(join(dir, path), { throwIfNoEntry: false })?.isDirectory()) walk(path);
+        else left.push(path);
+      }
+    };
+    walk('node_modules');
+    assert.deepEqual(left.sort(), ['node_modules/.package-lock.json', 'node_modules/a/package.json'], 'the production dependency, nothing of the dev one, no empty folder');
   });
 });

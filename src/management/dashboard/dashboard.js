@@ -8,10 +8,10 @@
   const needsToken = document.body.dataset.auth === 'bearer';
   const $ = (id) => document.getElementById(id);
 
-  const SERIES = ['requests', 'success', 'failed', 'cancelled', 'promptTokens', 'generationTokens', 'waiting', 'running', 'kvCache', 'ttftP50', 'ttftP90', 'ttftP99', 'tpotP50', 'tpotP90', 'tpotP99'];
+  const SERIES = ['requests', 'finished', 'success', 'failed', 'cancelled', 'failedShare', 'promptTokens', 'generationTokens', 'waiting', 'running', 'kvCache', 'ttftP50', 'ttftP90', 'ttftP99', 'tpotP50', 'tpotP90', 'tpotP99'];
   const QUANTILE_COLORS = ['#2f6fd6', '#e08a1e', '#c8372d'];
   const CHARTS = [
-    { id: 'requests', title: 'Requests', unit: 'per second', series: [['requests', 'received', '#5f6b7a'], ['success', 'success', '#3a9a4a'], ['failed', 'failed', '#c8372d'], ['cancelled', 'cancelled', '#9b59b6']] },
+    { id: 'requests', title: 'Requests', unit: 'per second', series: [['finished', 'finished', '#5f6b7a'], ['success', 'success', '#3a9a4a'], ['failed', 'failed', '#c8372d'], ['cancelled', 'cancelled', '#9b59b6']] },
     { id: 'ttft', title: 'Time to first token', unit: 'ms', suffix: ' ms', scale: 1000, series: [['ttftP50', 'p50'], ['ttftP90', 'p90'], ['ttftP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
     { id: 'tpot', title: 'Time per output token', unit: 'ms', suffix: ' ms', scale: 1000, series: [['tpotP50', 'p50'], ['tpotP90', 'p90'], ['tpotP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
     { id: 'tokens', title: 'Tokens', unit: 'per second', series: [['promptTokens', 'prompt', '#8c6d31'], ['generationTokens', 'generation', '#2f6fd6']] },
@@ -20,7 +20,7 @@
   ];
   // Table columns: [series or derived field, decimals/scale].
   const COLUMNS = [
-    ['requests', (v) => fmt(v, 2)],
+    ['finished', (v) => fmt(v, 2)],
     ['success', (v) => fmt(v, 2)],
     ['failed', (v) => fmt(v, 2)],
     ['cancelled', (v) => fmt(v, 2)],
@@ -227,11 +227,8 @@
       body.appendChild(row); // keeps the order of `models`
       row.classList.toggle('selected', model === selected);
       const s = entry.series;
-      const ok = last(s.success);
-      const failed = last(s.failed);
-      const cancelled = last(s.cancelled);
-      const finished = (ok || 0) + (failed || 0) + (cancelled || 0);
-      const values = { failedShare: failed == null ? null : finished > 0 ? failed / finished : 0, received: entry.totals.received };
+      // failedShare is null (shown "–") when nothing finished in the window: not "0.0 %".
+      const values = { received: entry.totals.received };
       for (const [i, [field, format]] of COLUMNS.entries()) {
         const cell = row.cells[i + 1];
         const v = field in values ? values[field] : last(s[field]);

@@ -2,8 +2,9 @@
 // with the cgroup's limits as the 100 % mark (or undefined where the cgroup sets none).
 // The process's own cgroup path is taken from /proc/self/cgroup; inside a container that path
 // often does not exist in its mount namespace, so the controller's root is tried next.
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 export interface CgroupReading {
   readonly version: 1 | 2;
@@ -122,4 +123,68 @@ export async function readNetDev(procRoot: string): Promise<{ rx: number; tx: nu
     tx += fields[8] ?? 0;
   }
   return { rx, tx };
+}
+
+/** The CPU quota a process may use, in cores, and where it was read (for the start line). */
+export interface CpuQuota {
+  readonly cores: number;
+  /** e.g. `cgroup v2 cpu.max 50000 100000 (/sys/fs/cgroup/x)`. */
+  readonly source: string;
+}
+
+function textSync(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** The process's cgroup directory and every ancestor up to the controller's root (most nested first). */
+function ancestry(root: string, own: string | undefined): string[] {
+  const dirs: string[] = [];
+  let path = own ?? '/';
+  for (;;) {
+    dirs.push(join(root, path));
+    if (path === '/' || path === '') break;
+    path = dirname(path);
+  }
+  return dirs;
+}
+
+/**
+ * The tightest CPU quota on the process's cgroup and its ancestors (the kernel enforces each),
+ * read synchronously: the configuration is read once at start, before anything else runs.
+ * cgroup v2's `cpu.max`, else v1's `cpu.cfs_quota_us` / `cpu.cfs_period_us`; undefined when no
+ * level sets one. Inside a container the process's own path is often absent from its mount
+ * namespace (the container's cgroup is the mount's root): absent levels are skipped.
+ */
+export function readCpuQuota({ cgroupRoot, procRoot }: CgroupPaths): CpuQuota | undefined {
+  const own = new Map<string, string>();
+  for (const line of textSync(join(procRoot, 'self/cgroup'))?.split('\n') ?? []) {
+    const m = /^\d+:([^:]*):(.*)$/.exec(line);
+    if (m !== null) for (const controller of m[1]!.split(',')) own.set(controller, m[2]!);
+  }
+  let best: CpuQuota | undefined;
+  const consider = (cores: number, source: string): void => {
+    if (cores > 0 && Number.isFinite(cores) && (best === undefined || cores < best.cores)) best = { cores, source };
+  };
+  if (textSync(join(cgroupRoot, 'cgroup.controllers')) !== undefined) {
+    for (const dir of ancestry(cgroupRoot, own.get(''))) {
+      const max = textSync(join(dir, 'cpu.max'));
+      const m = max === undefined ? null : /^(\d+)\s+(\d+)$/.exec(max);
+      if (m !== null) consider(Number(m[1]) / Number(m[2]), `cgroup v2 cpu.max ${m[1]} ${m[2]} (${join(dir, 'cpu.max')})`);
+    }
+    return best;
+  }
+  for (const mount of ['cpu', 'cpu,cpuacct', 'cpuacct,cpu']) {
+    for (const dir of ancestry(join(cgroupRoot, mount), own.get('cpu'))) {
+      const quota = num(textSync(join(dir, 'cpu.cfs_quota_us')));
+      const period = num(textSync(join(dir, 'cpu.cfs_period_us')));
+      if (quota !== undefined && quota > 0 && period !== undefined && period > 0) {
+        consider(quota / period, `cgroup v1 cpu.cfs_quota_us ${quota} / cpu.cfs_period_us ${period} (${dir})`);
+      }
+    }
+  }
+  return best;
 }
