@@ -21,6 +21,8 @@ import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
 import { createTenantFamilies } from './tenant-families.ts';
+import { createGoodputFamilies, type Goodput } from './goodput-families.ts';
+import type { SloPolicy } from '../slo/slo-policy.ts';
 
 /**
  * How long one piece of a /metrics render may hold the event loop (ms): a family started
@@ -53,6 +55,8 @@ export interface Metrics {
   readonly state: MeasurementState;
   readonly proxy: ProxyFamilies;
   readonly dialects: readonly Dialect[];
+  /** Goodput (INFERMETER_SLO, INFERMETER_SLO_FILE); undefined when no SLO is configured. */
+  readonly goodput: Goodput | undefined;
   /** The model_name label a raw model name is counted under (bounded like the labels; counts nothing). */
   modelLabel(model: string): string;
   /** The tenant label a tenant is counted under (bounded; counts nothing); itself when metering by tenant is off. */
@@ -109,6 +113,8 @@ export interface MetricsOptions {
   readonly workersLoopDelay?: () => LoopDelayReading;
   /** Per-tenant metering (INFERMETER_TENANT on); undefined: off, no tenant families. */
   readonly tenants?: TenantMetering | undefined;
+  /** Goodput's SLO classes (closed with the metrics); undefined: no goodput families. */
+  readonly slo?: SloPolicy | undefined;
 }
 
 export interface TenantMetering {
@@ -182,6 +188,13 @@ export function createMetrics(options: MetricsOptions): Metrics {
   if (tenantGuard !== undefined) {
     recorder.addObserver(createTenantFamilies(registry, options.buckets));
     registry.registerMetric(tenantOverflowed);
+  }
+  // After the tenant families: a verdict's model and tenant are the bounded labels.
+  let goodput: Goodput | undefined;
+  if (options.slo !== undefined) {
+    const families = createGoodputFamilies(registry, options.slo, tenantGuard !== undefined);
+    recorder.addObserver(families);
+    goodput = families;
   }
   registerDerived(registry, {
     name: 'infermeter_model_labels',
@@ -285,6 +298,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     state: recorder.state,
     proxy,
     dialects,
+    goodput,
     addObserver: recorder.addObserver,
     modelLabel: (model) => guard.model(model),
     tenantLabel: (tenant) => tenantGuard?.model(tenant) ?? tenant,
@@ -309,6 +323,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
       scraper?.start();
     },
     close() {
+      options.slo?.close();
       loopDelay.close();
       scraper?.stop();
       for (const d of dialects) d.close?.();
