@@ -22,6 +22,7 @@ import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
 import { createTenantFamilies } from './tenant-families.ts';
 import { createGoodputFamilies, type Goodput } from './goodput-families.ts';
+import { createGoodputWindow } from './goodput-window.ts';
 import type { SloPolicy } from '../slo/slo-policy.ts';
 
 /**
@@ -76,6 +77,11 @@ export interface Metrics {
   readonly contentType: string;
   /** Mean TTFT and TBT (ms) over the last INFERMETER_JSON_WINDOW finished requests. */
   recentAverages(): { ttftMs: number | undefined; tbtMs: number | undefined };
+  /**
+   * Goodput for /metrics-json: attainment over the last INFERMETER_JSON_WINDOW judged requests,
+   * good requests and tokens per second over the throughput window; undefined without an SLO.
+   */
+  recentGoodput(): { attainment: number | undefined; requestsPerSecond: number; tokensPerSecond: number } | undefined;
   /** The engine's state from its last good scrape, when its metrics are read. */
   engineView(): EngineView | undefined;
   /** The engine scraper, when the upstream's metrics are read (tests drive its rounds). */
@@ -196,6 +202,9 @@ export function createMetrics(options: MetricsOptions): Metrics {
     recorder.addObserver(families);
     goodput = families;
   }
+  const goodputWindow =
+    goodput === undefined ? undefined : createGoodputWindow(options.jsonWindow ?? 1000, options.throughputWindowSeconds, options.clock, recorder.state.windowCoverage);
+  if (goodputWindow !== undefined) goodput?.onJudged((_, j) => goodputWindow.add(j));
   registerDerived(registry, {
     name: 'infermeter_model_labels',
     help: 'Distinct model_name values kept (unknown and other included).',
@@ -317,6 +326,11 @@ export function createMetrics(options: MetricsOptions): Metrics {
     renderPieces,
     contentType: registry.contentType,
     recentAverages: () => recent.averages(),
+    recentGoodput() {
+      if (goodputWindow === undefined) return undefined;
+      const rates = goodputWindow.rates();
+      return { attainment: goodputWindow.attainment(), requestsPerSecond: rates.requests, tokensPerSecond: rates.tokens };
+    },
     engineView: () => scraper?.view(),
     engineScraper: scraper,
     start() {

@@ -143,6 +143,15 @@ describe('goodput', () => {
     await finished;
     assert.equal(done.filter((d) => !d).length, 2, 'the cut stream and the client that left did not complete');
     assertMix(await scrape(app));
+
+    // /metrics-json: the attainment over the window's judged requests (cancels left out), and
+    // good requests and tokens per second over the throughput window.
+    const json = (await (await fetch(`${app.managementUrl}/metrics-json`)).json()) as { result: Array<{ metric: Array<{ __name__: string }>; value: string }> };
+    const value = (name: string) => Number(json.result.find((r) => r.metric[0]!.__name__ === name)?.value);
+    const { good, missed, failed } = EXPECTED.verdicts;
+    assert.equal(value('goodputAttainment'), good / (good + missed + failed));
+    assert.ok(value('goodputRequestsPerSecond') > 0);
+    assert.ok(Math.abs(value('goodputTokensPerSecond') / value('goodputRequestsPerSecond') - EXPECTED.goodTokens / good) < 1e-9);
   });
 
   it('is exact with two workers, and a killed worker\'s lost requests are failed', async (t) => {
