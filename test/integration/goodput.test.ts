@@ -15,6 +15,7 @@ import { startClusterPrimary } from '../../src/cluster/primary.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
+import type { RequestSample } from '../../src/measure/sample.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 
@@ -63,8 +64,10 @@ function shoot(url: string, s: Shot): Promise<boolean> {
  * TTFT: 400 ms; slow TPOT: gaps of 60 ms; one-token answers have a tpot of 0.
  */
 const MIX: readonly Shot[] = [
-  // acme: 4 good (3 streams of 4 tokens, 1 non-streamed of 4), 4 missed, 1 failed, 1 cancelled
-  ...Array.from({ length: 3 }, () => ({ tenant: 'acme', tokens: 4, ttftMs: 5, gapMs: 2 })),
+  // acme: 4 good (3 streams of 16 tokens, 1 non-streamed of 4), 4 missed, 1 failed, 1 cancelled.
+  // Good streams have 16 tokens a millisecond apart: a stall of the machine (a loaded CI box)
+  // would have to last 360 ms to push their tpot past 25 ms.
+  ...Array.from({ length: 3 }, () => ({ tenant: 'acme', tokens: 16, ttftMs: 5, gapMs: 1 })),
   { tenant: 'acme', stream: false, tokens: 4, ttftMs: 5, gapMs: 2 },
   { tenant: 'acme', tokens: 4, ttftMs: 400, gapMs: 2 }, // ttft
   { tenant: 'acme', tokens: 4, ttftMs: 5, gapMs: 60 }, // tpot
@@ -72,8 +75,8 @@ const MIX: readonly Shot[] = [
   { tenant: 'acme', tokens: 1, ttftMs: 400 }, // ttft (one token)
   { tenant: 'acme', tokens: 4, ttftMs: 5, gapMs: 2, status: 500 },
   { tenant: 'acme', tokens: 20, ttftMs: 5, gapMs: 300, leave: true },
-  // globex: 4 good (2 streams of 4 tokens, 2 of one token), 2 missed, 2 failed
-  ...Array.from({ length: 2 }, () => ({ tenant: 'globex', tokens: 4, ttftMs: 5, gapMs: 2 })),
+  // globex: 4 good (2 streams of 16 tokens, 2 of one token), 2 missed, 2 failed
+  ...Array.from({ length: 2 }, () => ({ tenant: 'globex', tokens: 16, ttftMs: 5, gapMs: 1 })),
   ...Array.from({ length: 2 }, () => ({ tenant: 'globex', tokens: 1, ttftMs: 5 })),
   { tenant: 'globex', tokens: 4, ttftMs: 400, gapMs: 2 }, // ttft
   { tenant: 'globex', tokens: 4, ttftMs: 5, gapMs: 60 }, // tpot
@@ -86,7 +89,7 @@ const MIX: readonly Shot[] = [
 const EXPECTED = {
   verdicts: { good: 8, missed: 6, failed: 3, cancelled: 1 },
   missed: { ttft: 4, tpot: 3 },
-  goodTokens: 3 * 4 + 4 + 2 * 4 + 2 * 1,
+  goodTokens: 3 * 16 + 4 + 2 * 16 + 2 * 1,
   tenants: {
     acme: { good: 4, missed: 4, failed: 1, cancelled: 1 },
     globex: { good: 4, missed: 2, failed: 2, cancelled: 0 },
@@ -98,7 +101,11 @@ function verdictsOf(m: Exposition, labels: Record<string, string> = {}, family =
   return { good: v('good'), missed: v('missed'), failed: v('failed'), cancelled: v('cancelled') };
 }
 
-function assertMix(m: Exposition, extra = { failed: { acme: 0, globex: 0 }, missed: { acme: 0, globex: 0 } }): void {
+/** Each finished request's figures, for a failure's message: what made a verdict what it was. */
+const figures = (samples: readonly RequestSample[]): string =>
+  samples.map((s) => `${s.tenant} ${s.outcome} status ${s.status} ttft ${s.ttft?.toFixed(4)} e2e ${s.e2e?.toFixed(4)} tokens ${s.completionTokens}`).join('\n');
+
+function assertMix(m: Exposition, extra = { failed: { acme: 0, globex: 0 }, missed: { acme: 0, globex: 0 } }, detail = ''): void {
   const plus = (base: { good: number; missed: number; failed: number; cancelled: number }, tenant: 'acme' | 'globex') => ({
     ...base,
     failed: base.failed + extra.failed[tenant],
@@ -106,12 +113,16 @@ function assertMix(m: Exposition, extra = { failed: { acme: 0, globex: 0 }, miss
   });
   const acme = plus(EXPECTED.tenants.acme, 'acme');
   const globex = plus(EXPECTED.tenants.globex, 'globex');
-  assert.deepEqual(verdictsOf(m), {
-    good: acme.good + globex.good,
-    missed: acme.missed + globex.missed,
-    failed: acme.failed + globex.failed,
-    cancelled: acme.cancelled + globex.cancelled,
-  });
+  assert.deepEqual(
+    verdictsOf(m),
+    {
+      good: acme.good + globex.good,
+      missed: acme.missed + globex.missed,
+      failed: acme.failed + globex.failed,
+      cancelled: acme.cancelled + globex.cancelled,
+    },
+    detail,
+  );
   assert.deepEqual(verdictsOf(m, { tenant: 'acme' }, 'infermeter_tenant_goodput_requests_total'), acme);
   assert.deepEqual(verdictsOf(m, { tenant: 'globex' }, 'infermeter_tenant_goodput_requests_total'), globex);
   const ttftExtra = extra.missed.acme + extra.missed.globex;
@@ -140,9 +151,9 @@ describe('goodput', () => {
     const app = await startProxy(t, upstream.url, SLO_ENV);
     const finished = nextFinished(app, MIX.length);
     const done = await Promise.all(MIX.map((s) => shoot(app.dataUrl, s)));
-    await finished;
+    const samples = await finished;
     assert.equal(done.filter((d) => !d).length, 2, 'the cut stream and the client that left did not complete');
-    assertMix(await scrape(app));
+    assertMix(await scrape(app), undefined, figures(samples));
 
     // /metrics-json: the attainment over the window's judged requests (cancels left out), and
     // good requests and tokens per second over the throughput window.
@@ -176,8 +187,8 @@ describe('goodput', () => {
     const metrics = async () => parseExposition(await (await fetch(app.metricsUrl!)).text());
     const finished = nextFinished(app, MIX.length);
     await Promise.all(MIX.map((s) => shoot(app.dataUrl, s)));
-    await finished;
-    assertMix(await metrics());
+    const samples = await finished;
+    assertMix(await metrics(), undefined, figures(samples));
 
     // Four streams held before their first token (1.5 s), two per tenant, spread over both
     // workers; one worker is killed. Its requests are lost: failed. The others complete late: missed (ttft).
@@ -238,6 +249,41 @@ describe('goodput', () => {
     assert.deepEqual(verdictsOf(m, { tenant: 'acme' }, 'infermeter_tenant_goodput_requests_total'), { good: 1, missed: 1, failed: 0, cancelled: 0 });
     assert.equal(m.value('infermeter_goodput_excluded_requests_total', { model_name: MODEL, reason: 'no_slo' }), 1);
     assert.equal(m.value('infermeter_slo_threshold_seconds', { slo_class: 'chat', model_pattern: '*', tenant_pattern: '*', slo: 'ttft' }), 1);
+  });
+
+  it('with workers, only the primary reads the SLO file: a file broken later stops no restarted worker', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'infermeter-slo-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'slo.json');
+    writeFileSync(file, JSON.stringify({ classes: [{ name: 'chat', slo: 'ttft:1000' }] }));
+    const upstream = await sim(t);
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = String((probe.address() as { port: number }).port);
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const env = {
+      PATH: process.env.PATH ?? '',
+      INFERMETER_UPSTREAM: upstream.url,
+      INFERMETER_PORT: port,
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_UPSTREAM_METRICS: 'off',
+      INFERMETER_LOG_LEVEL: 'error',
+      INFERMETER_SLO_FILE: file,
+      INFERMETER_SLO_CLIENT_ALLOWANCE: 'ttft:1',
+    };
+    const app = await startClusterPrimary(loadConfig(env), env, { log: createLogger('error', () => undefined), workers: 2 });
+    t.after(() => app.close());
+    writeFileSync(file, 'not json');
+    process.kill(app.workerPids()[0]!, 'SIGKILL');
+    await app.workersStarted(3);
+    const finished = nextFinished(app, 2);
+    const done = await Promise.all([shoot(app.dataUrl, { tenant: 'a', tokens: 2, ttftMs: 5, gapMs: 1 }), shoot(app.dataUrl, { tenant: 'a', tokens: 2, ttftMs: 5, gapMs: 1 })]);
+    await finished;
+    assert.deepEqual(done, [true, true], 'both workers serve');
+    const m = parseExposition(await (await fetch(app.metricsUrl!)).text());
+    assert.equal(m.value('infermeter_goodput_requests_total', { model_name: MODEL, verdict: 'good' }), 2, 'judged under the classes read at start');
+    assert.equal(m.value('infermeter_slo_client_allowance_seconds', { slo: 'ttft' }), 0.001);
   });
 
   it('adds no goodput family without an SLO', async (t) => {
