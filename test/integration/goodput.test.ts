@@ -5,6 +5,7 @@
 // counts are compared exactly, in one process and with two workers, one of which is then killed
 // (its lost requests are failed). A 404 for a model that does not exist is no verdict at all.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
@@ -284,6 +285,26 @@ describe('goodput', () => {
     const m = parseExposition(await (await fetch(app.metricsUrl!)).text());
     assert.equal(m.value('infermeter_goodput_requests_total', { model_name: MODEL, verdict: 'good' }), 2, 'judged under the classes read at start');
     assert.equal(m.value('infermeter_slo_client_allowance_seconds', { slo: 'ttft' }), 0.001);
+  });
+
+  // In CI a missing promtool is a failure, not a skip: .ci/run installs it.
+  const promtool = spawnSync('promtool', ['--version']).status === 0;
+  it('serves families promtool check metrics accepts without a finding', { skip: promtool || process.env.CI ? false : 'promtool not installed (Debian package prometheus)' }, async (t) => {
+    assert.ok(promtool, 'promtool must be installed');
+    const upstream = await sim(t);
+    const app = await startProxy(t, upstream.url, { ...SLO_ENV, INFERMETER_SLO_CLIENT_ALLOWANCE: 'ttft:2' });
+    const finished = nextFinished(app, 3);
+    await Promise.all([
+      shoot(app.dataUrl, { tenant: 'acme', tokens: 2, ttftMs: 5, gapMs: 1 }),
+      shoot(app.dataUrl, { tenant: 'acme', tokens: 2, ttftMs: 300, gapMs: 1 }),
+      shoot(app.dataUrl, { tenant: 'globex', model: 'no-such-model', tokens: 2 }),
+    ]);
+    await finished;
+    const text = (await scrape(app)).text;
+    const goodput = text.split('\n').filter((l) => /^(# (HELP|TYPE) )?infermeter_(tenant_)?(goodput|slo)_/.test(l)).join('\n') + '\n';
+    assert.match(goodput, /infermeter_goodput_excluded_requests_total\{/);
+    const result = spawnSync('promtool', ['check', 'metrics'], { input: goodput, encoding: 'utf8' });
+    assert.equal(result.status, 0, `${result.stdout}${result.stderr}`);
   });
 
   it('adds no goodput family without an SLO', async (t) => {
