@@ -9,7 +9,10 @@ import { globRegExp, parseSloFile, parseTargets } from '../../src/config/slo-con
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { exclusionOf, figuresOf, judge } from '../../src/metrics/goodput-verdict.ts';
 import { createSloPolicy } from '../../src/slo/slo-policy.ts';
-import { silentLogger } from '../../src/log.ts';
+import { createLogger, silentLogger } from '../../src/log.ts';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const problems = (env: Record<string, string>, files: Record<string, string> = {}): string[] => {
   try {
@@ -108,6 +111,41 @@ describe('goodput configuration', () => {
     assert.equal(policy.classOf('llama-8b', undefined)?.name, 'llama');
     assert.equal(policy.classOf('qwen', undefined)?.name, 'default');
     policy.close();
+  });
+});
+
+describe('the SLO classes, live', () => {
+  it('are read again when the file changes (polled), and a bad file keeps those in use with a warning', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'infermeter-slo-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'slo.json');
+    writeFileSync(file, JSON.stringify({ classes: [{ name: 'a', slo: 'ttft:100' }] }));
+    const config = loadConfig({ INFERMETER_SLO_FILE: file, INFERMETER_SLO: 'e2el:9000' });
+    let heard: (line: string) => void = () => undefined;
+    const log = createLogger('info', (line) => heard(line));
+    const next = () => new Promise<string>((resolve) => (heard = resolve));
+    const policy = createSloPolicy({ config: config.slo, log, watchIntervalMs: 20 });
+    t.after(() => policy.close());
+    assert.deepEqual(policy.classes().map((c) => c.name), ['a', 'default']);
+    // The watcher's first look at the file is asynchronous: a write before it is its starting
+    // point, not a change. So the first change is written (its size different each time) until
+    // the reload is heard, a bounded number of times.
+    let line = next();
+    let reloaded: string | undefined;
+    for (let i = 0; i < 100 && reloaded === undefined; i++) {
+      writeFileSync(file, JSON.stringify({ classes: [{ name: 'b', model: 'x*', slo: 'tpot:10' }, { name: 'c', slo: 'off' }] }) + ' '.repeat(i));
+      reloaded = await Promise.race([line, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 50))]);
+    }
+    assert.match(reloaded ?? 'not heard', /INFERMETER_SLO_FILE reloaded/);
+    assert.deepEqual(policy.classes().map((c) => c.name), ['b', 'c', 'default'], 'INFERMETER_SLO stays the last class');
+    assert.equal(policy.classOf('x1', undefined)?.name, 'b', 'the cache was emptied');
+    assert.equal(policy.classOf('y', undefined)?.name, 'c');
+    line = next();
+    writeFileSync(file, '{"classes": [{"name": "SECRET!!"}]}');
+    const warning = await line;
+    assert.match(warning, /INFERMETER_SLO_FILE not reloaded: the SLO classes in use are kept/);
+    assert.doesNotMatch(warning, /SECRET/, 'the file\'s content is not echoed');
+    assert.deepEqual(policy.classes().map((c) => c.name), ['b', 'c', 'default']);
   });
 });
 
