@@ -128,6 +128,9 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
     const primary = t.pids()[0]!;
     targets.push({ ...t, pids: () => [primary, ...childPids(primary)] });
   }
+  // Goodput on (BENCH_GOODPUT=1: INFERMETER_SLO, nothing else): what judging every
+  // request costs, side by side with the plain infermeter.
+  if (process.env.BENCH_GOODPUT === '1') targets.push(await infermeter('infermeter + goodput', { INFERMETER_SLO: 'ttft:500 tpot:50' }));
   // Another build side by side (a checkout of an earlier commit, with its node_modules): how a
   // change is measured before and after in one run; BENCH_COMPARE_FLAGS: its node flags.
   const compare = process.env.BENCH_COMPARE;

@@ -29,6 +29,7 @@ import { startOtlpExport, type OtlpExport } from './metrics/otlp-export.ts';
 import type { ProxyEvents } from './metrics/proxy-families.ts';
 import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases.ts';
 import { createTenantOf } from './tenant/tenant-of.ts';
+import { createSloPolicy, type SloPolicy } from './slo/slo-policy.ts';
 import { VERSION } from './version.ts';
 
 /** Access log bytes that may wait for the writer before lines are dropped. */
@@ -48,6 +49,8 @@ export interface Infermeter {
   readonly dataServer?: DataPlane['server'];
   /** Reads INFERMETER_TENANT_ALIASES again (SIGHUP); a bad file keeps the mapping in use, with a warning. */
   reloadTenantAliases(): void;
+  /** Reads INFERMETER_SLO_FILE again (SIGHUP); a bad file keeps the classes in use, with a warning. */
+  reloadSlo(): void;
   /** Stops accepting and closes the listeners. */
   close(): Promise<void>;
   /**
@@ -82,6 +85,12 @@ export function tenantAliases(config: Config, log: Logger): TenantAliases | unde
   return createTenantAliases({ file: tenant.aliasesFile, initial: tenant.aliases, log });
 }
 
+/** Goodput's live SLO classes (watching INFERMETER_SLO_FILE), when an SLO is configured; the metrics close it. */
+export function sloPolicy(config: Config, log: Logger): SloPolicy | undefined {
+  if (config.slo.classes.length === 0 && config.slo.file === undefined) return undefined;
+  return createSloPolicy({ config: config.slo, log });
+}
+
 /** The metrics of one infermeter (the primary's, with workers). */
 export function buildMetrics(config: Config, options: StartOptions, openConnections: () => number, aliases?: TenantAliases, workersLoopDelay?: () => LoopDelayReading): Metrics {
   const upstream = requireUpstream(config);
@@ -114,6 +123,7 @@ export function buildMetrics(config: Config, options: StartOptions, openConnecti
     ...(options.container === undefined ? {} : { container: options.container }),
     otel: otelOptions(config),
     tenants: aliases === undefined ? undefined : { max: config.tenant.max, aliases },
+    slo: sloPolicy(config, options.log),
     ...(workersLoopDelay === undefined ? {} : { workersLoopDelay }),
   });
 }
@@ -339,6 +349,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       metrics,
       dataServer: plane.server,
       reloadTenantAliases: () => void aliases?.reload(),
+      reloadSlo: () => void metrics.goodput?.policy.reload(),
       close,
       async drain() {
         m.setReady(false);

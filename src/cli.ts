@@ -66,6 +66,8 @@ async function main(args: readonly string[]): Promise<void> {
   };
   // SIGHUP: per-tenant metering's alias file read again (a bad one keeps the mapping in use).
   if (config.tenant.aliasesFile !== undefined) process.on('SIGHUP', () => app.reloadTenantAliases());
+  // And goodput's SLO classes file.
+  if (config.slo.file !== undefined) process.on('SIGHUP', () => app.reloadSlo());
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
 }

@@ -11,6 +11,7 @@ import { startSimServer } from './sim/model-server.ts';
 import { SIM_MODELS, simTimings } from './sim/sim-defaults.ts';
 
 const MODELS = SIM_MODELS;
+const DEMO_SLO = 'ttft:250 tpot:30';
 
 /** Traffic the demo sends that fails or is cancelled on purpose, so that every count moves. */
 const MISSING_MODEL_EVERY = 12; // the 6th of every 12 asks for a model the server does not have: 404
@@ -29,7 +30,10 @@ async function main(): Promise<void> {
   const sim = await startSimServer({ models: MODELS, ...simTimings() });
   let config;
   try {
-    config = loadConfig({ ...process.env, INFERMETER_UPSTREAM: sim.url });
+    // Goodput on, unless the user set SLOs: the sim's TTFT (80 to 320 ms) and gaps (15 to 35 ms)
+    // straddle these bounds, so the dashboard's SLO met column has something to say.
+    const slo = process.env.INFERMETER_SLO === undefined && process.env.INFERMETER_SLO_FILE === undefined ? { INFERMETER_SLO: DEMO_SLO } : {};
+    config = loadConfig({ ...process.env, ...slo, INFERMETER_UPSTREAM: sim.url });
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`infermeter demo: ${error.message}\n`);

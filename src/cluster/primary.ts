@@ -145,6 +145,7 @@ export async function startClusterPrimary(
       aliases.reload();
       for (const w of workers()) w.send({ t: 'reloadTenants' } satisfies PrimaryMessage);
     },
+    reloadSlo: () => void metrics.goodput?.policy.reload(),
     drain: () => close(),
     close: () => close(),
   };

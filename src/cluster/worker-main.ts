@@ -8,7 +8,10 @@ import { monotonicClock } from '../measure/clock.ts';
 import { createLoopDelayMonitor } from '../metrics/loop-delay.ts';
 import { createWorkerBus, type PrimaryMessage, type WorkerMessage } from './bus.ts';
 
-const config = loadConfig(process.env, { requireUpstream: true });
+// The SLO classes are the primary's (it judges every request): a worker neither needs nor reads
+// their file, so a file broken after the start cannot stop a restarted worker.
+const { INFERMETER_SLO_FILE: sloFile, INFERMETER_SLO_CLIENT_ALLOWANCE: _allowance, ...workerEnv } = process.env;
+const config = loadConfig(workerEnv, { requireUpstream: true });
 const log = createLogger(config.logLevel);
 const send = (m: WorkerMessage): void => {
   if (process.connected) process.send!(m);
@@ -45,5 +48,6 @@ process.on('disconnect', () => process.exit(0));
 // workers too: the primary drives the drain, so a worker waits for its message, not the signal.
 process.on('SIGTERM', () => {});
 process.on('SIGINT', () => {});
-// Likewise SIGHUP, which reloads the tenant aliases: the primary tells each worker.
-if (config.tenant.aliasesFile !== undefined) process.on('SIGHUP', () => {});
+// Likewise SIGHUP, which reloads the tenant aliases (the primary tells each worker) and the SLO
+// classes (the primary's alone: it judges the requests).
+if (config.tenant.aliasesFile !== undefined || (sloFile ?? '').trim() !== '') process.on('SIGHUP', () => {});

@@ -13,6 +13,7 @@ import { unknownVariables, VARIABLE_NAMES } from './variables.ts';
 import { autoWorkers } from './auto-workers.ts';
 import { readCpuQuota, type CpuQuota } from '../metrics/container/cgroup.ts';
 import { parseTenant, type TenantConfig } from './tenant-config.ts';
+import { parseSlo, type SloConfig } from './slo-config.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -73,6 +74,8 @@ export interface Config {
   readonly otel: OtelConfig;
   /** Per-tenant metering: the tenant's source, its aliases, the cap. */
   readonly tenant: TenantConfig;
+  /** Goodput: the SLO classes (INFERMETER_SLO, INFERMETER_SLO_FILE) and the client allowance; no classes: off. */
+  readonly slo: SloConfig;
   /** What set each listen address and port, for messages (a bind that fails names it). */
   readonly sources: ListenSources;
 }
@@ -289,6 +292,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const workers = auto?.workers ?? parseInteger(env, 'INFERMETER_WORKERS', 1, 1, 256, problem, 'an integer from 1 to 256, or auto (one per CPU the cgroup\'s quota allows)');
   const otel = parseOtel(env, options.hostname ?? hostname(), problem);
   const tenant = parseTenant(env, problem, options.readFile);
+  const slo = parseSlo(env, problem, options.readFile);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
@@ -325,6 +329,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     otel,
     sources,
     tenant,
+    slo,
   });
 }
 

@@ -12,6 +12,8 @@
 import type { EngineView } from '../engine/engine-scraper.ts';
 import type { MeasurementState, ModelState, SampleObserver } from '../metrics/recorder.ts';
 import { createDashboardTenants, type TenantRow } from './dashboard-tenants.ts';
+import { createDashboardGoodput, type DashboardGoodputData } from './dashboard-goodput.ts';
+import type { Goodput } from '../metrics/goodput-families.ts';
 import { createQuantileWindow, MAX_RELATIVE_ERROR, type QuantileWindow } from './dashboard-window.ts';
 
 /** What the feed reads of the metrics (a Pick of Metrics). */
@@ -19,6 +21,8 @@ export interface DashboardSource {
   readonly state: MeasurementState;
   engineView(): EngineView | undefined;
   addObserver(observer: SampleObserver): void;
+  /** Goodput (INFERMETER_SLO), when on. */
+  readonly goodput?: Goodput | undefined;
 }
 
 export interface DashboardFeedOptions {
@@ -89,6 +93,8 @@ export interface DashboardData {
   readonly models: ModelData[];
   /** Per-tenant metering's table over the quantile window (now, not per snapshot); empty when off. */
   readonly tenants: TenantRow[];
+  /** Goodput's attainment per model and per tenant over the quantile window; absent without an SLO. */
+  readonly goodput?: DashboardGoodputData;
 }
 
 export interface DashboardFeed {
@@ -155,6 +161,7 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
   const quantileWindowSeconds = options.quantileWindowSeconds ?? 60;
   const windowOptions = { windowSeconds: quantileWindowSeconds, slotSeconds: options.quantileSlotSeconds ?? 5 };
   const tenants = createDashboardTenants(metrics, state.clock, windowOptions);
+  const goodput = metrics.goodput === undefined ? undefined : createDashboardGoodput(metrics.goodput, state.clock, windowOptions);
 
   const wallTimes = new Float64Array(size);
   const monoTimes = new Float64Array(size);
@@ -303,6 +310,7 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
       t,
       models,
       tenants: tenants.rows(state.clock()),
+      ...(goodput === undefined ? {} : { goodput: goodput.data(state.clock()) }),
     };
   }
 

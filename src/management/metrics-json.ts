@@ -39,5 +39,11 @@ export function metricsJson(metrics: Metrics, options: MetricsJsonOptions): { re
   // Free blocks only where an engine tells them: never a made-up value.
   const remain = engine?.mindieJson?.remainBlocks ?? engine?.remainBlocks;
   if (remain !== undefined) result.push(entry('remainBlocks', remain));
+  // Goodput (INFERMETER_SLO): after the spec's entries; the attainment only once a request was judged.
+  const goodput = metrics.recentGoodput();
+  if (goodput !== undefined) {
+    result.push(entry('goodputRequestsPerSecond', goodput.requestsPerSecond), entry('goodputTokensPerSecond', goodput.tokensPerSecond));
+    if (goodput.attainment !== undefined) result.push(entry('goodputAttainment', goodput.attainment));
+  }
   return { resultType: 'vector', result };
 }

@@ -22,6 +22,9 @@ import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
 import { createTenantFamilies } from './tenant-families.ts';
 import { createFailureFamilies } from './failure-classes.ts';
+import { createGoodputFamilies, type Goodput } from './goodput-families.ts';
+import { createGoodputWindow } from './goodput-window.ts';
+import type { SloPolicy } from '../slo/slo-policy.ts';
 
 /**
  * How long one piece of a /metrics render may hold the event loop (ms): a family started
@@ -54,6 +57,8 @@ export interface Metrics {
   readonly state: MeasurementState;
   readonly proxy: ProxyFamilies;
   readonly dialects: readonly Dialect[];
+  /** Goodput (INFERMETER_SLO, INFERMETER_SLO_FILE); undefined when no SLO is configured. */
+  readonly goodput: Goodput | undefined;
   /** The model_name label a raw model name is counted under (bounded like the labels; counts nothing). */
   modelLabel(model: string): string;
   /** The tenant label a tenant is counted under (bounded; counts nothing); itself when metering by tenant is off. */
@@ -73,6 +78,11 @@ export interface Metrics {
   readonly contentType: string;
   /** Mean TTFT and TBT (ms) over the last INFERMETER_JSON_WINDOW finished requests. */
   recentAverages(): { ttftMs: number | undefined; tbtMs: number | undefined };
+  /**
+   * Goodput for /metrics-json: attainment over the last INFERMETER_JSON_WINDOW judged requests,
+   * good requests and tokens per second over the throughput window; undefined without an SLO.
+   */
+  recentGoodput(): { attainment: number | undefined; requestsPerSecond: number; tokensPerSecond: number } | undefined;
   /** The engine's state from its last good scrape, when its metrics are read. */
   engineView(): EngineView | undefined;
   /** The engine scraper, when the upstream's metrics are read (tests drive its rounds). */
@@ -110,6 +120,8 @@ export interface MetricsOptions {
   readonly workersLoopDelay?: () => LoopDelayReading;
   /** Per-tenant metering (INFERMETER_TENANT on); undefined: off, no tenant families. */
   readonly tenants?: TenantMetering | undefined;
+  /** Goodput's SLO classes (closed with the metrics); undefined: no goodput families. */
+  readonly slo?: SloPolicy | undefined;
 }
 
 export interface TenantMetering {
@@ -185,6 +197,16 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registry.registerMetric(tenantOverflowed);
   }
   recorder.addObserver(createFailureFamilies(registry, recorder.state));
+  // After the tenant families: a verdict's model and tenant are the bounded labels.
+  let goodput: Goodput | undefined;
+  if (options.slo !== undefined) {
+    const families = createGoodputFamilies(registry, options.slo, tenantGuard !== undefined);
+    recorder.addObserver(families);
+    goodput = families;
+  }
+  const goodputWindow =
+    goodput === undefined ? undefined : createGoodputWindow(options.jsonWindow ?? 1000, options.throughputWindowSeconds, options.clock, recorder.state.windowCoverage);
+  if (goodputWindow !== undefined) goodput?.onJudged((_, j) => goodputWindow.add(j));
   registerDerived(registry, {
     name: 'infermeter_model_labels',
     help: 'Distinct model_name values kept (unknown and other included).',
@@ -287,6 +309,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     state: recorder.state,
     proxy,
     dialects,
+    goodput,
     addObserver: recorder.addObserver,
     modelLabel: (model) => guard.model(model),
     tenantLabel: (tenant) => tenantGuard?.model(tenant) ?? tenant,
@@ -305,12 +328,18 @@ export function createMetrics(options: MetricsOptions): Metrics {
     renderPieces,
     contentType: registry.contentType,
     recentAverages: () => recent.averages(),
+    recentGoodput() {
+      if (goodputWindow === undefined) return undefined;
+      const rates = goodputWindow.rates();
+      return { attainment: goodputWindow.attainment(), requestsPerSecond: rates.requests, tokensPerSecond: rates.tokens };
+    },
     engineView: () => scraper?.view(),
     engineScraper: scraper,
     start() {
       scraper?.start();
     },
     close() {
+      options.slo?.close();
       loopDelay.close();
       scraper?.stop();
       for (const d of dialects) d.close?.();

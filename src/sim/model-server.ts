@@ -5,7 +5,10 @@
 // vLLM-style /metrics reporting its own queues, a KV-cache usage that follows the load and the
 // engine-only families of vLLM's newer dashboards (waiting by reason, tokens per engine step,
 // prompt tokens by source), and a scripted failure: a request with `x-sim-status: 500` (any 4xx
-// or 5xx) is answered that status with vLLM's error body.
+// or 5xx) is answered that status with vLLM's error body. A request may script its own timing
+// (`x-sim-ttft-ms`, `x-sim-gap-ms`: milliseconds) and a stream cut after some tokens
+// (`x-sim-cut-after: 2`: the connection is destroyed after the second token), so that a test
+// knows each request's figures by construction.
 // Each API answers in OpenAI's shapes (responses-api.ts, embeddings.ts), so that the official
 // SDKs and the Vercel AI SDK accept what it sends.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
@@ -103,15 +106,19 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
       const id = `sim-${++counter}`;
       const promptTokens = Math.max(1, Math.round(JSON.stringify(body.messages ?? body.prompt ?? body.input ?? '').length / 4));
       const maxTokens = numberOr(body.max_tokens ?? body.max_completion_tokens ?? body.max_output_tokens, options.defaultTokens ?? 64);
+      const scriptedTtft = scripted(req.headers['x-sim-ttft-ms']);
+      const scriptedGap = scripted(req.headers['x-sim-gap-ms']);
+      const cutAfter = scripted(req.headers['x-sim-cut-after']);
       const plan: Plan = {
         id,
         model,
         promptTokens,
         tokens: Math.max(1, Math.floor(maxTokens)),
-        ttftMs: value(options.ttftMs, 120),
-        gapMs: () => value(options.interTokenMs, 25),
+        ttftMs: scriptedTtft ?? value(options.ttftMs, 120),
+        gapMs: scriptedGap === undefined ? () => value(options.interTokenMs, 25) : () => scriptedGap,
         tokensPerEvent,
         body,
+        ...(cutAfter === undefined ? {} : { cutAfter }),
       };
       if (path.endsWith('/v1/embeddings')) {
         json(res, 200, embeddingsResponse(body, model, promptTokens));
@@ -281,6 +288,11 @@ async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: b
     text += piece;
     if (events !== undefined) send(events.delta(piece), 'response.output_text.delta');
     else send(chunk({ content: piece }));
+    // A scripted cut: the connection breaks off mid-stream, as an engine that crashed.
+    if (plan.cutAfter !== undefined && sent >= plan.cutAfter) {
+      res.socket?.destroy();
+      return;
+    }
   }
   if (closed) return;
   const usage = { prompt_tokens: plan.promptTokens, completion_tokens: sent, total_tokens: plan.promptTokens + sent };
@@ -335,6 +347,12 @@ function readJson(req: IncomingMessage): Promise<Record<string, unknown> | undef
       }
     });
   });
+}
+
+/** A scripted figure from a request header: a number >= 0, else undefined. */
+function scripted(header: string | string[] | undefined): number | undefined {
+  const n = typeof header === 'string' && header.trim() !== '' ? Number(header) : Number.NaN;
+  return Number.isFinite(n) && n >= 0 ? n : undefined;
 }
 
 function numberOr(v: unknown, fallback: number): number {

@@ -8,6 +8,8 @@ export interface Plan {
   /** Milliseconds between two tokens, drawn per gap. */
   readonly gapMs: () => number;
   readonly tokensPerEvent: number;
+  /** Tokens after which a stream's connection is destroyed (x-sim-cut-after); undefined: none. */
+  readonly cutAfter?: number;
   /** The request body, for the fields an answer echoes. */
   readonly body: Readonly<Record<string, unknown>>;
 }

@@ -94,6 +94,7 @@ describe('alerts.yml against infermeter', () => {
     const app = await startProxy(t, sim.url, {
       INFERMETER_DIALECTS: 'mindie,aom',
       INFERMETER_TENANT: 'header:x-tenant-id',
+      INFERMETER_SLO: 'ttft:500 tpot:50',
       INFERMETER_UPSTREAM_METRICS: `${sim.url}/metrics`,
       INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
     });

@@ -368,6 +368,38 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     assert.deepEqual(errors, []);
   });
 
+  it('shows goodput\'s attainment per model and per tenant with INFERMETER_SLO, and no such column without', async (t) => {
+    const upstream = await startSim(t);
+    // The sim's TTFT is 40 to 160 ms and its gaps 4 to 12 ms: every completed stream is good.
+    const app = await startProxy(t, upstream, { INFERMETER_TENANT: 'header:x-tenant-id', INFERMETER_SLO: 'ttft:1000 tpot:100' });
+    const finished = nextFinished(app, 5);
+    const send = async (tenant: string, fail = false): Promise<void> => {
+      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-tenant-id': tenant, ...(fail ? { 'x-fail': '1' } : {}) },
+        body: JSON.stringify({ model: MODELS[0], stream: true, max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      await res.arrayBuffer();
+    };
+    await Promise.all([send('search-team'), send('search-team'), send('search-team', true), send('ops'), send('ops')]);
+    await finished;
+    const { page, errors } = await open(t, app);
+    await page.locator('#tenants').waitFor({ state: 'visible', timeout: 10_000 });
+    await page.waitForFunction((model) => document.querySelector(`#models tr[data-model="${model}"] td[data-field="attainment"]`)?.textContent === '80.0 %', MODELS[0], { timeout: 10_000 });
+    assert.equal(await page.locator('#models th.slo').isVisible(), true);
+    const rows = await page.locator('#tenant-table tbody tr').evaluateAll((trs) => trs.map((tr) => [...(tr as Dom).querySelectorAll('td')].map((td) => (td as Dom).textContent)));
+    assert.deepEqual(rows.map((r) => [r[0], r[7]]), [['search-team', '66.7 %'], ['ops', '100.0 %']]);
+    assert.match(await page.locator('#slo').innerText(), /default: ttft:1000 tpot:100/);
+    assert.match((await page.locator(`#models tr[data-model="${MODELS[0]}"] td[data-field="attainment"]`).getAttribute('title')) ?? '', /^4 good, 0 missed, 1 failed, 0 cancelled/);
+    assert.deepEqual(errors, []);
+
+    const plain = await startProxy(t, upstream);
+    const other = await open(t, plain);
+    await other.page.locator('#live').waitFor({ state: 'visible', timeout: 10_000 });
+    assert.equal(await other.page.locator('#models th.slo').isVisible(), false, 'no SLO: no goodput column');
+    assert.equal(await other.page.locator('#slo').isVisible(), false);
+  });
+
   it('with a metrics token: asks for it, refuses a wrong one, works with the right one, and keeps it out of URLs', async (t) => {
     const upstream = await startSim(t);
     const app = await startProxy(t, upstream, { INFERMETER_METRICS_TOKEN: TOKEN });

@@ -168,7 +168,7 @@ function selectors(expr: string): Array<{ name: string; matchers: string }> {
   return out;
 }
 
-const PROMQL_WORDS = new Set(['sum', 'avg', 'max', 'min', 'count', 'by', 'without', 'on', 'ignoring', 'or', 'and', 'unless', 'rate', 'increase', 'irate', 'histogram_quantile', 'label_replace', 'vector', 'le', 'model_name', 'kind', 'reason', 'counter', 'instance', 'process', 'inf', 'nan']);
+const PROMQL_WORDS = new Set(['sum', 'avg', 'max', 'min', 'count', 'by', 'without', 'on', 'ignoring', 'or', 'and', 'unless', 'rate', 'increase', 'irate', 'histogram_quantile', 'label_replace', 'vector', 'le', 'model_name', 'kind', 'reason', 'counter', 'instance', 'process', 'inf', 'nan', 'slo_class', 'slo', 'job']);
 
 /** Metric names an expression reads (strings, durations and PromQL words left out). */
 function metricNames(expr: string): string[] {
@@ -287,6 +287,8 @@ describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }
       INFERMETER_AOM_PERIOD_SECONDS: '2',
       // The dashboard's "By tenant" row (requests without the header are tenant none).
       INFERMETER_TENANT: 'header:x-tenant-id',
+      // The dashboard's SLO row.
+      INFERMETER_SLO: 'ttft:2000 tpot:200',
       INFERMETER_UPSTREAM_METRICS: `${sim.url}/metrics`,
       INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '1',
       INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS: String(IDLE_TIMEOUT_MS),

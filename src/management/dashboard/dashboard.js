@@ -27,6 +27,7 @@
     ['failedShare', (v) => (v == null ? '–' : `${fmt(v * 100, 1)} %`)],
     ['ttftP50', ms], ['ttftP90', ms], ['ttftP99', ms],
     ['tpotP50', ms], ['tpotP90', ms], ['tpotP99', ms],
+    ['attainment', pct],
     ['promptTokens', (v) => fmt(v, 1)],
     ['generationTokens', (v) => fmt(v, 1)],
     ['waiting', (v) => fmt(v, 0)],
@@ -51,6 +52,11 @@
     return fmt(x, x < 10 ? 2 : x < 100 ? 1 : 0);
   }
   const last = (a) => (a.length === 0 ? null : a[a.length - 1]);
+  function pct(v) {
+    return v == null ? '–' : `${fmt(v * 100, 1)} %`;
+  }
+  // Goodput's row of a model or tenant over the last minute (INFERMETER_SLO), as a cell's tooltip.
+  const verdicts = (g) => (g ? `${g.good} good, ${g.missed} missed, ${g.failed} failed, ${g.cancelled} cancelled in the last minute` : 'nothing judged in the last minute');
 
   // ---- token --------------------------------------------------------------------------------
   const token = () => sessionStorage.getItem(TOKEN_KEY);
@@ -173,6 +179,16 @@
     $('notes').textContent = `rates over the last ${meta.rateWindowSeconds} s; quantiles over the last ${meta.quantileWindowSeconds} s (within ±${(meta.quantileRelativeError * 100).toFixed(1)} %); ${Math.round(meta.retentionSeconds / 60)} minutes kept`;
     renderCharts();
     renderTenants(meta);
+    renderSlo(meta);
+  }
+
+  // The SLOs requests are held to; goodput's columns only when there are some.
+  function renderSlo(meta) {
+    const on = meta.goodput !== undefined;
+    $('models').classList.toggle('no-slo', !on);
+    $('tenant-table').classList.toggle('no-slo', !on);
+    $('slo').hidden = !on;
+    if (on) $('slo').textContent = `SLO met: requests good by vLLM's goodput rules, of those that completed or failed, in the last ${meta.quantileWindowSeconds} s. SLOs: ${meta.goodput.slo.join('; ')}`;
   }
 
   // Per-tenant metering's table (INFERMETER_TENANT): over the quantile window, newest answer.
@@ -194,10 +210,15 @@
         [ms(r.ttftP50)],
         [ms(r.ttftP99)],
       ];
-      for (const [text, bad] of cells) {
+      const g = meta.goodput && meta.goodput.tenants[r.tenant];
+      const attained = g ? g.attainment : null;
+      cells.push([pct(attained), attained != null && attained < 0.99, 'slo', verdicts(g)]);
+      for (const [text, bad, cls, title] of cells) {
         const cell = row.insertCell();
         cell.textContent = text;
         if (bad) cell.classList.add('bad');
+        if (cls) cell.classList.add(cls);
+        if (title) cell.title = title;
       }
       return row;
     }));
@@ -221,20 +242,29 @@
         row.dataset.model = model;
         const name = row.insertCell();
         name.textContent = model;
-        for (const [field] of COLUMNS) row.insertCell().dataset.field = field;
+        for (const [field] of COLUMNS) {
+          const cell = row.insertCell();
+          cell.dataset.field = field;
+          if (field === 'attainment') cell.classList.add('slo');
+        }
         row.addEventListener('click', () => select(model));
       }
       body.appendChild(row); // keeps the order of `models`
       row.classList.toggle('selected', model === selected);
       const s = entry.series;
       // failedShare is null (shown "–") when nothing finished in the window: not "0.0 %".
-      const values = { received: entry.totals.received };
+      const g = store.meta.goodput && store.meta.goodput.models[model];
+      const values = { received: entry.totals.received, attainment: g ? g.attainment : null };
       for (const [i, [field, format]] of COLUMNS.entries()) {
         const cell = row.cells[i + 1];
         const v = field in values ? values[field] : last(s[field]);
         const text = format(v);
         if (cell.textContent !== text) cell.textContent = text;
         if (field === 'failedShare') cell.classList.toggle('bad', v != null && v > 0.05);
+        if (field === 'attainment') {
+          cell.classList.toggle('bad', v != null && v < 0.99);
+          cell.title = verdicts(g);
+        }
       }
       row.cells[COLUMNS.findIndex(([f]) => f === 'waiting') + 1].title = `in flight as the ${entry.inFlightSource} reports it`;
     }
