@@ -5,7 +5,7 @@
 // request started, that output began, and that it finished, each exactly once.
 import type { Clock } from './clock.ts';
 import type { EngineTimings } from './engine-timings.ts';
-import { mergeUsage, promptTotal, type Usage } from './usage.ts';
+import { cachedPromptTokens, mergeUsage, promptTotal, type Usage } from './usage.ts';
 import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestParams, RequestSample, UsageSource } from './sample.ts';
 
 export interface MeasurementSink {
@@ -265,8 +265,21 @@ class Timer implements RequestTimer {
       queued: this.admittedAt === undefined ? 0 : (this.admittedAt - t0) / 1000,
       params: this.requestParams,
       ...(this.timings === undefined ? {} : { engineTimings: this.timings }),
+      ...(lastUsage === undefined ? {} : usageDetails(lastUsage)),
     };
     this.sink.finished(sample);
     return sample;
   }
+}
+
+/** The usage's details a sample carries: only those the upstream stated. */
+function usageDetails(u: Usage): Pick<RequestSample, 'cachedPromptTokens' | 'cacheWriteTokens' | 'reasoningTokens'> {
+  const cached = cachedPromptTokens(u);
+  const { cacheCreationTokens, reasoningTokens } = u;
+  if (cached === undefined && cacheCreationTokens === undefined && reasoningTokens === undefined) return {};
+  const details: { cachedPromptTokens?: number; cacheWriteTokens?: number; reasoningTokens?: number } = {};
+  if (cached !== undefined) details.cachedPromptTokens = cached;
+  if (cacheCreationTokens !== undefined) details.cacheWriteTokens = cacheCreationTokens;
+  if (reasoningTokens !== undefined) details.reasoningTokens = reasoningTokens;
+  return details;
 }

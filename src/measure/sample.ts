@@ -60,6 +60,15 @@ export interface RequestSample extends RequestInfo {
   readonly promptTokens: number | undefined;
   readonly completionTokens: number | undefined;
   readonly usageSource: UsageSource;
+  /**
+   * The usage's details, where the upstream stated them (never guessed): prompt tokens a prompt
+   * cache served (cached_tokens, prompt_cache_hit_tokens, Anthropic's cache_read_input_tokens),
+   * prompt tokens written to Anthropic's cache (cache_creation_input_tokens), generated tokens
+   * spent on reasoning (reasoning_tokens). Undefined when the usage lacks the field.
+   */
+  readonly cachedPromptTokens?: number | undefined;
+  readonly cacheWriteTokens?: number | undefined;
+  readonly reasoningTokens?: number | undefined;
   /** Number of token-carrying events seen. */
   readonly tokenEvents: number;
   /**

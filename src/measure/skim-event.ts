@@ -37,6 +37,12 @@ const COMPLETION_TOKENS = k('completion_tokens');
 const OUTPUT_TOKENS = k('output_tokens');
 // Anthropic's cache counts (readUsage keeps them apart): left to the full classifier.
 const CACHE_KEYS = [k('cache_read_input_tokens'), k('cache_creation_input_tokens')];
+// The usage's details (usage.ts): a prompt cache's hits, the reasoning tokens.
+const PROMPT_CACHE_HIT_TOKENS = k('prompt_cache_hit_tokens');
+const PROMPT_DETAILS = [k('prompt_tokens_details'), k('input_tokens_details')];
+const COMPLETION_DETAILS = [k('completion_tokens_details'), k('output_tokens_details')];
+const CACHED_TOKENS = k('cached_tokens');
+const REASONING_TOKENS = k('reasoning_tokens');
 const PROMPT_N = k('prompt_n');
 const PROMPT_MS = k('prompt_ms');
 const PREDICTED_N = k('predicted_n');
@@ -78,6 +84,9 @@ function walk(b: Uint8Array, start: number, end: number): boolean | undefined {
   w.inputTokens = -1;
   w.completionTokens = -1;
   w.outputTokens = -1;
+  w.cachedTokens = -1;
+  w.cacheHitTokens = -1;
+  w.reasoningTokens = -1;
   w.promptN = -1;
   w.promptMs = -1;
   w.predictedN = -1;
@@ -154,6 +163,9 @@ class Walker {
   inputTokens = -1;
   completionTokens = -1;
   outputTokens = -1;
+  cachedTokens = -1;
+  cacheHitTokens = -1;
+  reasoningTokens = -1;
   /** llama.cpp's timings (-1: not read). */
   promptN = -1;
   promptMs = -1;
@@ -169,7 +181,18 @@ class Walker {
     if (this.usage) {
       const prompt = this.promptTokens !== -1 ? this.promptTokens : this.inputTokens;
       const completion = this.completionTokens !== -1 ? this.completionTokens : this.outputTokens;
-      if (prompt !== -1 || completion !== -1) usage = { promptTokens: prompt === -1 ? undefined : prompt, completionTokens: completion === -1 ? undefined : completion };
+      const cached = this.cachedTokens !== -1 ? this.cachedTokens : this.cacheHitTokens;
+      const reasoning = this.reasoningTokens;
+      if (cached !== -1 || reasoning !== -1) {
+        usage = {
+          promptTokens: prompt === -1 ? undefined : prompt,
+          completionTokens: completion === -1 ? undefined : completion,
+          cacheReadTokens: undefined,
+          cacheCreationTokens: undefined,
+          cachedTokens: cached === -1 ? undefined : cached,
+          reasoningTokens: reasoning === -1 ? undefined : reasoning,
+        };
+      } else if (prompt !== -1 || completion !== -1) usage = { promptTokens: prompt === -1 ? undefined : prompt, completionTokens: completion === -1 ? undefined : completion };
     }
     const timed = this.promptN !== -1 && this.promptMs !== -1 && this.predictedN !== -1 && this.predictedMs !== -1;
     if (usage === undefined && finishReason === undefined && !timed) return token;
@@ -222,14 +245,49 @@ class Walker {
         else if (this.keyIs(ks, ke, COMPLETION_TOKENS)) this.completionTokens = this.lastInteger;
         else if (this.keyIs(ks, ke, INPUT_TOKENS)) this.inputTokens = this.lastInteger;
         else if (this.keyIs(ks, ke, OUTPUT_TOKENS)) this.outputTokens = this.lastInteger;
+        else if (this.keyIs(ks, ke, PROMPT_CACHE_HIT_TOKENS)) this.cacheHitTokens = this.lastInteger;
         else if (this.keyIn(ks, ke, CACHE_KEYS)) return DEFER;
         i = e;
+      } else if (c === LBRACE && this.keyIn(this.keyStart, this.keyEnd, PROMPT_DETAILS)) {
+        i = this.detailsObject(i, CACHED_TOKENS, 0);
+        if (i === DEFER) return DEFER;
+      } else if (c === LBRACE && this.keyIn(this.keyStart, this.keyEnd, COMPLETION_DETAILS)) {
+        i = this.detailsObject(i, REASONING_TOKENS, 1);
+        if (i === DEFER) return DEFER;
       } else if (c === 0x2d) {
         return DEFER; // a negative count: the full classifier decides what it means
       } else {
         i = this.skipValue(i);
         if (i === DEFER) return DEFER;
       }
+      i = this.after(i, RBRACE);
+      if (i === DEFER || !this.more) return i;
+    }
+  }
+
+  /**
+   * A `*_tokens_details` object at i: its `key` count read (`which` 0: cached_tokens, 1:
+   * reasoning_tokens), any other member skipped; a count that is not a plain integer defers.
+   */
+  detailsObject(i: number, key: Uint8Array, which: 0 | 1): number {
+    const b = this.b;
+    i = this.space(i + 1);
+    if (b[i] === RBRACE) return i + 1;
+    for (;;) {
+      i = this.key(i);
+      if (i === DEFER) return DEFER;
+      if (this.keyIs(this.keyStart, this.keyEnd, key)) {
+        const c = b[i]!;
+        if (c === 0x6e) i = this.skipValue(i); // null: no count
+        else if (c < 0x30 || c > 0x39) return DEFER;
+        else {
+          i = this.integer(i);
+          if (i === DEFER) return DEFER;
+          if (which === 0) this.cachedTokens = this.lastInteger;
+          else this.reasoningTokens = this.lastInteger;
+        }
+      } else i = this.skipValue(i);
+      if (i === DEFER) return DEFER;
       i = this.after(i, RBRACE);
       if (i === DEFER || !this.more) return i;
     }

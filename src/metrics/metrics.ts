@@ -21,6 +21,7 @@ import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
 import { createTenantFamilies } from './tenant-families.ts';
+import { createUsageDetailFamilies } from './usage-detail-families.ts';
 
 /**
  * How long one piece of a /metrics render may hold the event loop (ms): a family started
@@ -183,6 +184,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     recorder.addObserver(createTenantFamilies(registry, options.buckets));
     registry.registerMetric(tenantOverflowed);
   }
+  recorder.addObserver(createUsageDetailFamilies(registry, tenantGuard !== undefined));
   registerDerived(registry, {
     name: 'infermeter_model_labels',
     help: 'Distinct model_name values kept (unknown and other included).',

@@ -35,6 +35,10 @@ function checkTotals(run: TapRun, expect: StreamExpectation, context: string, by
   assert.equal(sample.outcome, expect.error ? 'failed' : 'success', `${context}: outcome`);
   if (expect.error) assert.equal(sample.failure, 'stream_error', `${context}: failure reason`);
   assert.deepEqual(sample.engineTimings, expect.engineTimings, `${context}: the engine's timings`);
+  // The usage's details: exactly what the recording's usage states, nothing where it states none.
+  assert.equal(sample.reasoningTokens, expect.reasoningTokens, `${context}: reasoning tokens`);
+  assert.equal(sample.cachedPromptTokens, expect.cachedPromptTokens, `${context}: cached prompt tokens`);
+  assert.equal(sample.cacheWriteTokens, expect.cacheWriteTokens, `${context}: cache write tokens`);
   assert.equal(problems.filter((p) => p === 'malformed_event').length, expect.malformed, `${context}: malformed events`);
   assert.deepEqual(problems.filter((p) => p !== 'malformed_event'), [], `${context}: other tap problems`);
 }

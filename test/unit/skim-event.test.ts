@@ -52,6 +52,12 @@ describe('skimTokenEvent', () => {
       `{"choices":[{"delta":{},"finish_reason":"${'x'.repeat(80)}"}]}`,
       '{"id":"c","model":"m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":128,"total_tokens":140,"prompt_tokens_details":{"cached_tokens":0}}}',
       '{"choices":[],"usage":{"input_tokens":3,"output_tokens":null}}',
+      // The usage's details (cached and reasoning tokens), in each provider's spelling.
+      '{"choices":[{"index":0,"delta":{"content":""},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":339,"completion_tokens":83,"total_tokens":422,"prompt_tokens_details":{"cached_tokens":320},"completion_tokens_details":{"reasoning_tokens":39},"prompt_cache_hit_tokens":320,"prompt_cache_miss_tokens":19}}',
+      '{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"prompt_cache_hit_tokens":4,"prompt_cache_miss_tokens":5}}',
+      '{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":null,"audio_tokens":0}}}',
+      '{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"completion_tokens_details":{"audio_tokens":0,"reasoning_tokens":2}}}',
+      '{"choices":[],"usage":{"input_tokens":9,"output_tokens":3,"input_tokens_details":{},"output_tokens_details":{"reasoning_tokens":0}}}',
       '{"choices":[],"usage":{"prompt_tokens":0}}',
       '{"choices":[],"usage":{"total_tokens":5}}',
       '{"choices":[],"usage":"n/a","model":""}',
@@ -81,7 +87,9 @@ describe('skimTokenEvent', () => {
       const choices = random() < 0.2 ? `[${choice},${choice}]` : `[${choice}]`;
       const count = () => pick(['3', '0', '17', 'null', '"4"', '1.5', '-2', '2e1', '{}']);
       const usage = `{${pick(['prompt_tokens', 'input_tokens', 'total_tokens'])}:${count()},${pick(['completion_tokens', 'output_tokens', 'x'])}:${count()}}`.replace(/\{(\w+):/, '{"$1":').replace(/,(\w+):/, ',"$1":');
-      const extra = pick(['', ',"usage":null', `,"usage":${usage}`, ',"usage":{}', ',"usage":7', ',"model":"m\\"x"', ',"model":"m"', ',"model":""', ',"model":3', ',"error":null']);
+      const details = pick(['', ',"prompt_tokens_details":{"cached_tokens":' + count() + '}', ',"completion_tokens_details":{"audio_tokens":0,"reasoning_tokens":' + count() + '}', ',"prompt_cache_hit_tokens":' + count(), ',"prompt_tokens_details":null']);
+      const detailed = usage.slice(0, -1) + details + '}';
+      const extra = pick(['', ',"usage":null', `,"usage":${usage}`, `,"usage":${detailed}`, ',"usage":{}', ',"usage":7', ',"model":"m\\"x"', ',"model":"m"', ',"model":""', ',"model":3', ',"error":null']);
       const payload = `{"id":"c","choices":${choices}${extra}}`;
       const fast = skim(payload);
       if (fast === undefined) continue;
