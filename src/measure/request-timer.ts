@@ -39,8 +39,11 @@ export interface RequestTimer {
    * arrived); the events in it share its arrival time, which is returned.
    */
   responseBody(at?: number): number;
-  /** A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if any. */
-  tokenEvent(completionTokens?: number): void;
+  /**
+   * A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if
+   * any; `reasoning`, its output is reasoning only (no visible output).
+   */
+  tokenEvent(completionTokens?: number, reasoning?: boolean): void;
   /** The upstream reported usage; the last report wins, field by field (reports are cumulative). */
   usage(usage: Usage): void;
   /** The upstream said why generation stopped (`finish_reason`); the last report wins. */
@@ -83,6 +86,8 @@ class Timer implements RequestTimer {
   private streamed = false;
   private outputAt: number | undefined = undefined;
   private firstTokenAt: number | undefined = undefined;
+  private firstVisibleAt: number | undefined = undefined;
+  private openedWithReasoning = false;
   private lastTokenAt = 0;
   private tokenEvents = 0;
   private headersAt: number | undefined = undefined;
@@ -156,12 +161,14 @@ class Timer implements RequestTimer {
     return now;
   }
 
-  tokenEvent(completionTokens?: number): void {
+  tokenEvent(completionTokens?: number, reasoning?: boolean): void {
     if (this.closed) return;
     const at = this.chunkAt ?? this.clock();
     this.tokenEvents++;
+    if (reasoning !== true) this.firstVisibleAt ??= at;
     if (this.firstTokenAt === undefined) {
       this.firstTokenAt = at;
+      this.openedWithReasoning = reasoning === true;
       this.output(at);
     } else if (this.info !== undefined && this.sink.interToken !== undefined) {
       // With cumulative usage on every chunk (vLLM's continuous usage stats) an event may carry
@@ -213,7 +220,7 @@ class Timer implements RequestTimer {
       this.sink.started(info);
       if (this.outputAt !== undefined) this.sink.firstOutput(info, this.ttft());
     }
-    const { t0, failure, streamed, tokenEvents, lastUsage, firstTokenAt, lastTokenAt, outputAt } = this;
+    const { t0, failure, streamed, tokenEvents, lastUsage, firstTokenAt, lastTokenAt, outputAt, firstVisibleAt } = this;
     const outcome: Outcome = failure !== undefined ? 'failed' : delivered ? 'success' : 'cancelled';
     let promptTokens: number | undefined;
     let completionTokens: number | undefined;
@@ -266,6 +273,8 @@ class Timer implements RequestTimer {
       params: this.requestParams,
       ...(this.timings === undefined ? {} : { engineTimings: this.timings }),
       ...(lastUsage === undefined ? {} : usageDetails(lastUsage)),
+      ...(firstVisibleAt === undefined ? {} : { timeToFirstOutput: (firstVisibleAt - t0) / 1000 }),
+      ...(this.openedWithReasoning && firstTokenAt !== undefined && firstVisibleAt !== undefined ? { reasoningPhase: (firstVisibleAt - firstTokenAt) / 1000 } : {}),
     };
     this.sink.finished(sample);
     return sample;

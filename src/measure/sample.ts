@@ -51,6 +51,14 @@ export interface RequestSample extends RequestInfo {
   readonly outputSeen: boolean;
   /** Seconds from arrival to the first token-carrying event (streams only). */
   readonly ttft: number | undefined;
+  /**
+   * Seconds from arrival to the first event with visible output: text or a tool call, not
+   * reasoning (streams only; undefined for a stream that showed none). Equal to `ttft` unless
+   * the stream opened with reasoning.
+   */
+  readonly timeToFirstOutput?: number | undefined;
+  /** For a stream that opened with reasoning: seconds from its first token to its first visible output. */
+  readonly reasoningPhase?: number | undefined;
   /** Seconds from arrival to the last token-carrying event (streams only). */
   readonly lastToken: number | undefined;
   /** Seconds from arrival to the last byte handed to the client (successes only). */

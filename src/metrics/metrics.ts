@@ -22,6 +22,7 @@ import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
 import { createTenantFamilies } from './tenant-families.ts';
 import { createUsageDetailFamilies } from './usage-detail-families.ts';
+import { createFirstOutputFamilies } from './first-output-families.ts';
 
 /**
  * How long one piece of a /metrics render may hold the event loop (ms): a family started
@@ -185,6 +186,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registry.registerMetric(tenantOverflowed);
   }
   recorder.addObserver(createUsageDetailFamilies(registry, tenantGuard !== undefined));
+  recorder.addObserver(createFirstOutputFamilies(registry, options.buckets, tenantGuard !== undefined));
   registerDerived(registry, {
     name: 'infermeter_model_labels',
     help: 'Distinct model_name values kept (unknown and other included).',

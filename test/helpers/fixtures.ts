@@ -16,6 +16,11 @@ export interface StreamExpectation {
   readonly malformed: number;
   /** The engine's own timings the stream reports (llama.cpp), when it reports them. */
   readonly engineTimings?: { readonly promptTokens: number; readonly promptMs: number; readonly predictedTokens: number; readonly predictedMs: number };
+  /**
+   * The event with the first visible output (text, a tool call), when the stream opens with
+   * reasoning; absent: the first token event's (null when none).
+   */
+  readonly firstVisibleEvent?: number | null;
   /** The usage's details the stream reports (absent: it reports none, and none may be measured). */
   readonly reasoningTokens?: number;
   readonly cachedPromptTokens?: number;
@@ -105,9 +110,9 @@ export function realBody(file: string): Buffer {
 export const REAL_STREAMS: ReadonlyArray<{ file: string; api: StreamFixture['api']; expect: StreamExpectation }> = [
   { file: 'vercelai-openai-chat-text-usage.chunks.txt', api: 'chat', expect: { events: 304, tokenEvents: 300, firstTokenEvent: 1, lastTokenEvent: 300, promptTokens: 16, completionTokens: 300, error: false, malformed: 0, reasoningTokens: 0, cachedPromptTokens: 0 } },
   { file: 'aigateway-openai-chat-stream-nousage.sse', api: 'chat', expect: { events: 51, tokenEvents: 48, firstTokenEvent: 1, lastTokenEvent: 48, promptTokens: null, completionTokens: null, error: false, malformed: 0 } },
-  { file: 'aigateway-openai-chat-stream-detailed-usage.sse', api: 'chat', expect: { events: 4, tokenEvents: 0, firstTokenEvent: null, lastTokenEvent: null, promptTokens: 12, completionTokens: 100, error: false, malformed: 0, reasoningTokens: 100, cachedPromptTokens: 0 } },
+  { file: 'aigateway-openai-chat-stream-detailed-usage.sse', api: 'chat', expect: { events: 4, tokenEvents: 0, firstTokenEvent: null, lastTokenEvent: null, promptTokens: 12, completionTokens: 100, error: false, malformed: 0, firstVisibleEvent: null, reasoningTokens: 100, cachedPromptTokens: 0 } },
   { file: 'otel-openai-chat-stream-multiple-tools.sse', api: 'chat', expect: { events: 19, tokenEvents: 15, firstTokenEvent: 1, lastTokenEvent: 15, promptTokens: 75, completionTokens: 51, error: false, malformed: 0, reasoningTokens: 0, cachedPromptTokens: 0 } },
-  { file: 'vercelai-deepseek-tool-call.chunks.txt', api: 'chat', expect: { events: 53, tokenEvents: 50, firstTokenEvent: 1, lastTokenEvent: 50, promptTokens: 339, completionTokens: 83, error: false, malformed: 0, reasoningTokens: 39, cachedPromptTokens: 320 } },
+  { file: 'vercelai-deepseek-tool-call.chunks.txt', api: 'chat', expect: { events: 53, tokenEvents: 50, firstTokenEvent: 1, firstVisibleEvent: 40, lastTokenEvent: 50, promptTokens: 339, completionTokens: 83, error: false, malformed: 0, reasoningTokens: 39, cachedPromptTokens: 320 } },
   { file: 'tgi-chat-stream-usage.json', api: 'chat', expect: { events: 12, tokenEvents: 10, firstTokenEvent: 0, lastTokenEvent: 9, promptTokens: 40, completionTokens: 10, error: false, malformed: 0 } },
   { file: 'aigateway-openai-completion-stream-usage.sse', api: 'completions', expect: { events: 27, tokenEvents: 25, firstTokenEvent: 0, lastTokenEvent: 24, promptTokens: 31, completionTokens: 25, error: false, malformed: 0 } },
   { file: 'aigateway-openai-completion-stream-nousage.sse', api: 'completions', expect: { events: 26, tokenEvents: 25, firstTokenEvent: 0, lastTokenEvent: 24, promptTokens: null, completionTokens: null, error: false, malformed: 0 } },

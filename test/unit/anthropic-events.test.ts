@@ -37,6 +37,8 @@ describe('Messages API events', () => {
   it('counts text, tool input and thinking deltas as tokens, and nothing else', () => {
     for (const d of [{ type: 'text_delta', text: 'x' }, { type: 'input_json_delta', partial_json: '{"a' }, { type: 'thinking_delta', thinking: 'hm' }]) {
       assert.equal(classifyEvent(...delta(d)).token, true, JSON.stringify(d));
+      // Thinking is reasoning: TTFT, not visible output.
+      assert.equal(classifyEvent(...delta(d)).reasoning, d.type === 'thinking_delta' ? true : undefined, JSON.stringify(d));
     }
     const notTokens: Array<[string, string]> = [
       delta({ type: 'text_delta', text: '' }),
@@ -157,6 +159,8 @@ describe('createDeltaSkimmer (a block\'s template)', () => {
       } else {
         skimmed++;
         assert.equal(fast, full.token, payload);
+        // A thinking block's template says reasoning; a text or tool-input block's, visible output.
+        if (fast) assert.equal(skimmer.reasoning, full.reasoning === true, payload);
       }
     }
     assert.ok(skimmed > 1800, `skimmed ${skimmed} of 4000`);

@@ -14,7 +14,11 @@ describe('skimTokenEvent', () => {
   it('decides the common chunk shapes', () => {
     assert.equal(skim('{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}'), true);
     assert.equal(skim('{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}'), false);
-    assert.equal(skim('{"choices":[{"delta":{"role":null,"content":null,"reasoning_content":"x","tool_calls":null}}]}'), true);
+    // Reasoning is a token, not visible output.
+    assert.deepEqual(skim('{"choices":[{"delta":{"role":null,"content":null,"reasoning_content":"x","tool_calls":null}}]}'), classifyEvent('{"choices":[{"delta":{"reasoning_content":"x"}}]}'));
+    assert.equal(classifyEvent('{"choices":[{"delta":{"reasoning_content":"x"}}]}').reasoning, true);
+    assert.equal(skim('{"choices":[{"delta":{"reasoning":"x","content":"y"}}]}'), true, 'visible output beside reasoning: visible');
+    assert.equal(skim('{"choices":[{"delta":{"reasoning":"x"}},{"delta":{"tool_calls":[{"index":0}]}}]}'), true, 'visible in another choice');
     assert.equal(skim('{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"a\\":1}"}}]}}]}'), true);
     assert.equal(skim('{"choices":[{"delta":{"tool_calls":[]}}]}'), false);
     assert.equal(skim('{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}'), true);
@@ -97,6 +101,7 @@ describe('skimTokenEvent', () => {
       const full = classifyEvent(payload);
       if (typeof fast === 'boolean') {
         assert.equal(fast, full.token, payload);
+        assert.equal(full.reasoning, undefined, payload);
         // Deciding alone must lose nothing the full classifier would have read.
         assert.deepEqual([full.usage, full.finishReason, full.error], [undefined, undefined, false], payload);
       } else assert.deepEqual(fast, full, payload);
@@ -150,16 +155,20 @@ describe('createSkimmer (stream templates)', () => {
     for (let i = 0; i < 3000; i++) {
       const text = texts[Math.floor(random() * texts.length)]!;
       const shape = random();
+      // A reasoning model's stream: runs of reasoning_content deltas, then content ones (each a template in turn).
+      const key = Math.floor(i / 50) % 2 === 0 ? 'reasoning_content' : 'content';
       const payload =
         shape < 0.8
-          ? `{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":${text}},"finish_reason":null}]}`
+          ? `{"id":"c1","created":1,"choices":[{"index":0,"delta":{"${key}":${text}},"finish_reason":null}]}`
           : shape < 0.9
-            ? `{"id":"c1","created":2,"choices":[{"index":0,"delta":{"content":${text}},"finish_reason":null}]}`
-            : `{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":${text}},"finish_reason":null}],"usage":{"prompt_tokens":1}}`;
+            ? `{"id":"c1","created":2,"choices":[{"index":0,"delta":{"${key}":${text}},"finish_reason":null}]}`
+            : `{"id":"c1","created":1,"choices":[{"index":0,"delta":{"${key}":${text}},"finish_reason":null}],"usage":{"prompt_tokens":1}}`;
       const bytes = Buffer.from(`data: ${payload}`);
       const fast = skimmer(bytes, 6, bytes.length);
-      if (typeof fast === 'boolean') assert.equal(fast, classifyEvent(payload).token, payload);
-      else if (fast !== undefined) assert.deepEqual(fast, classifyEvent(payload), payload);
+      if (typeof fast === 'boolean') {
+        assert.equal(fast, classifyEvent(payload).token, payload);
+        assert.equal(classifyEvent(payload).reasoning, undefined, payload);
+      } else if (fast !== undefined) assert.deepEqual(fast, classifyEvent(payload), payload);
       if (fast !== undefined && shape < 0.8) templated++;
     }
     assert.ok(templated > 2000);
