@@ -103,12 +103,13 @@ class InferenceCall {
     this.options = options;
     this.req = req;
     this.res = res;
+    const given = req.headers['x-request-id'];
+    const sane = typeof given === 'string' && REQUEST_ID.test(given) ? given : undefined;
     let requestId: string | undefined;
-    if (options.accessLog !== undefined) {
-      const given = req.headers['x-request-id'];
-      requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID(); // passed upstream, so both logs share it
-    }
-    this.exchange = new Exchange(api, requestId, options, options.tenantOf?.(req.headers));
+    // With the access log, passed upstream, so both logs share it; without, the client's id
+    // goes upstream as the client sent it, and an own one only to the histograms' exemplars.
+    if (options.accessLog !== undefined) requestId = sane ?? randomUUID();
+    this.exchange = new Exchange(api, requestId, options, options.tenantOf?.(req.headers), requestId ?? sane ?? randomUUID());
   }
 
   /** received: waits for a place under the limit, or is refused at once. */

@@ -69,9 +69,10 @@ export interface RequestTimer {
 /**
  * `tenant`: who sent the request (per-tenant metering), carried on every event's info.
  * `arrivedAt`: the request's t0 when known before the timer is made (arrival-clock.ts); else now.
+ * `requestId`: the request's id (RequestInfo.requestId), carried on every event's info.
  */
-export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant?: string, arrivedAt?: number): RequestTimer {
-  return new Timer(api, clock, sink, tenant, arrivedAt);
+export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant?: string, arrivedAt?: number, requestId?: string): RequestTimer {
+  return new Timer(api, clock, sink, tenant, arrivedAt, requestId);
 }
 
 // A class, not a closure per method: one object per request on the hot path.
@@ -80,6 +81,7 @@ class Timer implements RequestTimer {
   private readonly clock: Clock;
   private readonly sink: MeasurementSink;
   private readonly tenant: string | undefined;
+  private readonly requestId: string | undefined;
   private readonly t0: number;
   private info: RequestInfo | undefined = undefined;
   private status = 0;
@@ -105,11 +107,12 @@ class Timer implements RequestTimer {
   private timings: EngineTimings | undefined = undefined;
   closed = false;
 
-  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant: string | undefined, arrivedAt: number | undefined) {
+  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant: string | undefined, arrivedAt: number | undefined, requestId: string | undefined) {
     this.api = api;
     this.clock = clock;
     this.sink = sink;
     this.tenant = tenant;
+    this.requestId = requestId;
     this.t0 = arrivedAt ?? clock();
   }
 
@@ -124,8 +127,9 @@ class Timer implements RequestTimer {
   }
 
   private infoOf(model: string, stream: boolean): RequestInfo {
-    const { api, tenant } = this;
-    return tenant === undefined ? { api, model, stream } : { api, model, stream, tenant };
+    const { api, tenant, requestId } = this;
+    if (requestId === undefined) return tenant === undefined ? { api, model, stream } : { api, model, stream, tenant };
+    return tenant === undefined ? { api, model, stream, requestId } : { api, model, stream, tenant, requestId };
   }
 
   identify(model: string, stream: boolean, params?: RequestParams): void {

@@ -34,6 +34,11 @@ export interface RequestInfo {
   readonly stream: boolean;
   /** Who sent it (INFERMETER_TENANT: a header's value or a hashed key, aliased); absent when off. */
   readonly tenant?: string | undefined;
+  /**
+   * The request's id, its histograms' exemplar: the client's x-request-id when it is a sane
+   * token (as the access log takes it), else the id infermeter gives the request.
+   */
+  readonly requestId?: string | undefined;
 }
 
 export interface RequestSample extends RequestInfo {

@@ -40,12 +40,12 @@ export function createFirstOutputFamilies(registry: Registry, buckets: BucketOve
     finished(sample: RequestSample) {
       const seconds = sample.timeToFirstOutput;
       if (seconds === undefined) return;
-      ttfo.observe(sample.model, seconds);
-      if (sample.reasoningPhase !== undefined) phase.observe(sample.model, sample.reasoningPhase);
+      ttfo.observe(sample.model, seconds, 1, sample.requestId);
+      if (sample.reasoningPhase !== undefined) phase.observe(sample.model, sample.reasoningPhase, 1, sample.requestId);
       if (tenant !== undefined && sample.tenant !== undefined) {
         labels[0] = sample.tenant;
         labels[1] = sample.model;
-        tenant.observe(labels, seconds);
+        tenant.observe(labels, seconds, 1, sample.requestId);
       }
     },
   };
