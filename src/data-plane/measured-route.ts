@@ -89,6 +89,8 @@ class InferenceCall {
   private release: () => void = ignore;
   /** Just before the last bytes are written to the client: the end of e2e. */
   private readonly lastWrite = (): void => this.exchange.timer.responseFinished();
+  /** An upstream chunk arrived: the start of the proxy's own time on it (infermeter_proxy_overhead_seconds). */
+  private readonly arrived = (): void => this.exchange.timer.chunkArrived();
   /** Just before the response's head is written to the client: TTFB. */
   private readonly headSent = (): void => this.exchange.timer.headSent();
   private unwatch: (() => void) | undefined = undefined;
@@ -261,7 +263,7 @@ class InferenceCall {
   private answerRelayed(response: IncomingMessage): void {
     if (!this.answerWithHead(response, 'relayed', false)) return;
     setImmediate(flushIdleHeaders, this.res, response, this.headSent);
-    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite });
+    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived });
   }
 
   /** answered: an event stream with the usage-only chunk infermeter asked for taken out. */
@@ -281,6 +283,7 @@ class InferenceCall {
     // Before the pipe's own listeners: the stamps precede the first and the last write.
     strip.once('data', this.headSent);
     strip.once('end', this.lastWrite);
+    response.on('data', this.arrived); // before the pipe's: the chunk's arrival
     response.pipe(strip).pipe(this.res);
     const tap = this.startTap(response);
     if (tap !== undefined) listenTap(response, tap); // after the pipe: forward first, then read

@@ -15,10 +15,12 @@ export interface RelayHooks {
   readonly firstWrite?: () => void;
   /** Told just before the last bytes are written (the end of e2e). */
   readonly lastWrite?: () => void;
+  /** Told when a batch's first chunk arrives (the start of the proxy's own time on it). */
+  readonly arrived?: () => void;
 }
 
 export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
-  const { sent, lastWrite } = hooks;
+  const { sent, lastWrite, arrived } = hooks;
   let firstWrite = hooks.firstWrite;
   const batch: Buffer[] = [];
   let batchLength = 0;
@@ -56,7 +58,10 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     tap?.chunk(out);
   };
   proxyRes.on('data', (chunk: Buffer) => {
-    if (batch.length === 0) process.nextTick(flush);
+    if (batch.length === 0) {
+      process.nextTick(flush);
+      arrived?.();
+    }
     batch.push(chunk);
     batchLength += chunk.length;
   });

@@ -36,9 +36,15 @@ export interface RequestTimer {
   headSent(): void;
   /**
    * A chunk of the response body arrived from the upstream (at `at`, for a chunk read after it
-   * arrived); the events in it share its arrival time, which is returned.
+   * arrived); the events in it share its arrival time, which is returned. Called without `at`
+   * when the chunk was just written to the client: the end of its time in the proxy.
    */
   responseBody(at?: number): number;
+  /**
+   * An upstream chunk reached the data plane (its 'data' event; the first of a batch written as
+   * one): the start of its time in the proxy, which the next responseBody() ends.
+   */
+  chunkArrived(): void;
   /**
    * A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if
    * any; `reasoning`, its output is reasoning only (no visible output).
@@ -105,6 +111,10 @@ class Timer implements RequestTimer {
   private admittedAt: number | undefined = undefined;
   private requestParams: RequestParams | undefined = undefined;
   private timings: EngineTimings | undefined = undefined;
+  // The proxy's own time on the path: a chunk's arrival to its write, summed over the writes.
+  private arrivedAt: number | undefined = undefined;
+  private overheadMs = 0;
+  private overheadWrites = 0;
   closed = false;
 
   constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant: string | undefined, arrivedAt: number | undefined, requestId: string | undefined) {
@@ -156,9 +166,18 @@ class Timer implements RequestTimer {
     if (!this.closed) this.headSentAt ??= this.clock();
   }
 
+  chunkArrived(): void {
+    if (!this.closed && this.arrivedAt === undefined) this.arrivedAt = this.clock();
+  }
+
   responseBody(at?: number): number {
     const now = at ?? this.clock();
     if (this.closed) return now;
+    if (at === undefined && this.arrivedAt !== undefined) {
+      this.overheadMs += now - this.arrivedAt;
+      this.overheadWrites++;
+      this.arrivedAt = undefined;
+    }
     this.chunkAt = now;
     // A non-streamed answer arrives whole: its first byte is the first output the wire shows.
     if (!this.streamed && this.outputAt === undefined) this.output(now);
@@ -278,6 +297,7 @@ class Timer implements RequestTimer {
       ...(this.timings === undefined ? {} : { engineTimings: this.timings }),
       ...(lastUsage === undefined ? {} : usageDetails(lastUsage)),
       ...(firstVisibleAt === undefined ? {} : { timeToFirstOutput: (firstVisibleAt - t0) / 1000 }),
+      ...(streamed && this.overheadWrites > 0 ? { proxyOverhead: this.overheadMs / this.overheadWrites / 1000 } : {}),
       ...(this.openedWithReasoning && firstTokenAt !== undefined && firstVisibleAt !== undefined ? { reasoningPhase: (firstVisibleAt - firstTokenAt) / 1000 } : {}),
     };
     this.sink.finished(sample);

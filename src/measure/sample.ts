@@ -62,6 +62,11 @@ export interface RequestSample extends RequestInfo {
    * the stream opened with reasoning.
    */
   readonly timeToFirstOutput?: number | undefined;
+  /**
+   * A streamed response's time in the proxy, in seconds: from an upstream chunk's arrival in the
+   * data plane to its write to the client, the mean over the response's writes.
+   */
+  readonly proxyOverhead?: number | undefined;
   /** For a stream that opened with reasoning: seconds from its first token to its first visible output. */
   readonly reasoningPhase?: number | undefined;
   /** Seconds from arrival to the last token-carrying event (streams only). */

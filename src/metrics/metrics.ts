@@ -24,6 +24,7 @@ import { createTenantFamilies } from './tenant-families.ts';
 import { OPENMETRICS_CONTENT_TYPE, OPENMETRICS_EOF, toOpenMetrics } from './openmetrics.ts';
 import { createUsageDetailFamilies } from './usage-detail-families.ts';
 import { createFirstOutputFamilies } from './first-output-families.ts';
+import { createOverheadFamily } from './overhead-family.ts';
 
 /**
  * How long one piece of a /metrics render may hold the event loop (ms): a family started
@@ -190,6 +191,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   }
   recorder.addObserver(createUsageDetailFamilies(registry, tenantGuard !== undefined));
   recorder.addObserver(createFirstOutputFamilies(registry, options.buckets, tenantGuard !== undefined));
+  recorder.addObserver(createOverheadFamily(registry, options.buckets));
   registerDerived(registry, {
     name: 'infermeter_model_labels',
     help: 'Distinct model_name values kept (unknown and other included).',
