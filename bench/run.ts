@@ -527,6 +527,48 @@ CPU per request 41.6 and 42.9 µs against 37.8 and 43.5 µs (the two pass-throug
 and 4.8 % apart): no difference the runs resolve; in isolation, 0.2 µs of CPU per turn. The
 throughput scenario: 1.84 µs of CPU per event against main's 1.93 (3.4 % between the
 pass-through's two processes).
+
+## The proxy's own time (\`infermeter_proxy_overhead_seconds\`) against the wire
+
+\`infermeter_proxy_overhead_seconds\` is infermeter's live figure of its own cost per streamed
+request: the mean over the response's writes of the time from when an upstream chunk was
+readable (the turn's arrival stamp, as for t0) to its write to the client having returned. It
+cannot see the kernel's and libuv's part of the hop: the poll's wake-up before the chunk reaches
+JavaScript and the send on the tick after the write. \`npm run bench:fidelity\` captures the
+upstream's port beside the client's, so each request's proxy leg is on the wire too: when its
+first body byte (and its last byte) crossed the upstream's port, to when it crossed the
+client's. The leg contains infermeter's own time plus that kernel and Node part, which the bare
+Node pass-through (the floor) has as well. Run of 2026-12-01 (\`--quick\`, load average 6.6 at the
+start and 3.3 at the end: the machine shared with other work), ms, p50 | p99 (the logged
+overhead: each request's \`proxy_overhead_ms\` from the access log, the figure the histogram
+observes):
+
+| target | concurrency | requests | first byte leg p50 | p99 | last byte leg p50 | p99 | logged overhead p50 | p99 |
+|---|---|---|---|---|---|---|---|---|
+| node pass-through (floor) | 1 | 4 | 0.345 | 0.369 | 0.528 | 0.727 | n/a | n/a |
+| infermeter | 1 | 4 | 0.431 | 0.923 | 0.489 | 0.954 | 0.069 | 0.085 |
+| infermeter, 2 workers | 1 | 4 | 0.420 | 0.972 | 0.735 | 0.892 | 0.052 | 0.069 |
+| node pass-through (floor) | 8 | 16 | 0.157 | 0.732 | 0.287 | 5.442 | n/a | n/a |
+| infermeter | 8 | 16 | 0.239 | 1.329 | 0.951 | 3.400 | 0.072 | 0.127 |
+| infermeter, 2 workers | 8 | 16 | 0.250 | 0.561 | 0.469 | 14.996 | 0.069 | 0.131 |
+| node pass-through (floor) | 32 | 64 | 0.263 | 0.734 | 2.873 | 7.958 | n/a | n/a |
+| infermeter | 32 | 64 | 0.183 | 1.294 | 1.659 | 11.852 | 0.164 | 0.274 |
+| infermeter, 2 workers | 32 | 64 | 0.212 | 31.084 | 0.327 | 78.122 | 0.128 | 0.424 |
+
+How they compare. The logged figure is never above the leg it is part of, and the leg minus the
+logged figure is the floor's own leg within what the run resolves: at 1 stream 0.431 − 0.069 =
+0.362 ms against the floor's 0.345, at 8 streams 0.239 − 0.072 = 0.167 against 0.157; at 32
+streams the floor's leg (0.263 ms) is longer than infermeter's whole leg (0.183 ms), so the run
+cannot resolve the difference there (its spread between p50 and p99 is several times the
+figure). So the live figure is the part of the hop that is infermeter's own, and what it leaves
+out is the part any Node proxy pays (about 0.15 to 0.35 ms per chunk here, the kernel's
+loopback and the process's wake-up): add the floor's leg to it for the whole hop. The mean, not
+the max, is kept per request: a single stall of the loop (a scrape, a collection) shows in
+\`infermeter_event_loop_delay_seconds\` and in TTFT and inter-token latency, while the mean says
+what each chunk waited. A first run with the chunk's arrival stamped at its \`data\` event
+instead of the turn's start logged 0.044, 0.009 and 0.003 ms at 1, 8 and 32 streams against
+legs of 0.276, 0.171 and 0.297 ms: blind to the work on the other streams of the same turn, it
+read lower as the load grew, so the turn's stamp was kept.
 `;
 
 main().catch((error: unknown) => {

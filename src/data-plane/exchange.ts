@@ -55,6 +55,14 @@ export class Exchange {
     this.timer = createRequestTimer(api, options.clock, options.sink, tenant, options.arrival?.(), metricsId ?? requestId);
   }
 
+  /**
+   * An upstream chunk arrived: readable since the turn's arrival stamp (every chunk and request
+   * handled in one turn of the loop was readable when it began), the start of its time in the proxy.
+   */
+  chunkArrived(): void {
+    this.timer.chunkArrived(this.options.arrival?.());
+  }
+
   get phase(): Phase {
     return this.current;
   }

@@ -90,7 +90,7 @@ class InferenceCall {
   /** Just before the last bytes are written to the client: the end of e2e. */
   private readonly lastWrite = (): void => this.exchange.timer.responseFinished();
   /** An upstream chunk arrived: the start of the proxy's own time on it (infermeter_proxy_overhead_seconds). */
-  private readonly arrived = (): void => this.exchange.timer.chunkArrived();
+  private readonly arrived = (): void => this.exchange.chunkArrived();
   /** Just before the response's head is written to the client: TTFB. */
   private readonly headSent = (): void => this.exchange.timer.headSent();
   private unwatch: (() => void) | undefined = undefined;

@@ -80,46 +80,49 @@ export interface DeltaSkimmer {
 }
 
 export function createDeltaSkimmer(): DeltaSkimmer {
-  let prefix: Buffer | undefined;
-  let suffix: Buffer | undefined;
-  let reasoning = false;
-  return {
-    get reasoning() {
-      return reasoning;
-    },
-    skim(b, start, end) {
-      if (prefix === undefined || suffix === undefined) return undefined;
-      const from = start + prefix.length;
-      const to = end - suffix.length;
-      if (to - from < 2 || b[from] !== QUOTE || b.compare(prefix, 0, prefix.length, start, from) !== 0 || b.compare(suffix, 0, suffix.length, to, end) !== 0 || !isString(b, from, to)) return undefined;
-      return to - from > 2;
-    },
-    learn(b, start, end) {
-      prefix = suffix = undefined;
-      for (const key of VALUE_KEYS) {
-        const at = b.indexOf(key, start);
-        if (at === -1 || at >= end) continue;
-        const open = at + key.length - 1;
-        let close = -1;
-        for (let j = open + 1; j < end; j++) {
-          if (b[j] === BACKSLASH) j++;
-          else if (b[j] === QUOTE) {
-            close = j + 1;
-            break;
-          }
+  return new BlockTemplate();
+}
+
+// A class, not an object literal with a getter: one per stream, made on the hot path.
+class BlockTemplate implements DeltaSkimmer {
+  private prefix: Buffer | undefined = undefined;
+  private suffix: Buffer | undefined = undefined;
+  reasoning = false;
+
+  skim(b: Buffer, start: number, end: number): boolean | undefined {
+    const { prefix, suffix } = this;
+    if (prefix === undefined || suffix === undefined) return undefined;
+    const from = start + prefix.length;
+    const to = end - suffix.length;
+    if (to - from < 2 || b[from] !== QUOTE || b.compare(prefix, 0, prefix.length, start, from) !== 0 || b.compare(suffix, 0, suffix.length, to, end) !== 0 || !isString(b, from, to)) return undefined;
+    return to - from > 2;
+  }
+
+  learn(b: Buffer, start: number, end: number): void {
+    this.prefix = this.suffix = undefined;
+    for (const key of VALUE_KEYS) {
+      const at = b.indexOf(key, start);
+      if (at === -1 || at >= end) continue;
+      const open = at + key.length - 1;
+      let close = -1;
+      for (let j = open + 1; j < end; j++) {
+        if (b[j] === BACKSLASH) j++;
+        else if (b[j] === QUOTE) {
+          close = j + 1;
+          break;
         }
-        if (close === -1) return;
-        const head = b.toString('utf8', start, open);
-        const tail = b.toString('utf8', close, end);
-        const one = probe(`${head}"x"${tail}`);
-        if (probe(`${head}""${tail}`)?.token !== false || one?.token !== true) return;
-        prefix = Buffer.from(b.subarray(start, open));
-        suffix = Buffer.from(b.subarray(close, end));
-        reasoning = one.reasoning === true;
-        return;
       }
-    },
-  };
+      if (close === -1) return;
+      const head = b.toString('utf8', start, open);
+      const tail = b.toString('utf8', close, end);
+      const one = probe(`${head}"x"${tail}`);
+      if (probe(`${head}""${tail}`)?.token !== false || one?.token !== true) return;
+      this.prefix = Buffer.from(b.subarray(start, open));
+      this.suffix = Buffer.from(b.subarray(close, end));
+      this.reasoning = one.reasoning === true;
+      return;
+    }
+  }
 }
 
 /** What a content_block_delta payload is; undefined for any other payload. */

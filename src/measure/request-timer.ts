@@ -42,9 +42,10 @@ export interface RequestTimer {
   responseBody(at?: number): number;
   /**
    * An upstream chunk reached the data plane (its 'data' event; the first of a batch written as
-   * one): the start of its time in the proxy, which the next responseBody() ends.
+   * one), readable since `at` (the turn's arrival stamp, arrival-clock.ts; else now): the start
+   * of its time in the proxy, which the next responseBody() ends.
    */
-  chunkArrived(): void;
+  chunkArrived(at?: number): void;
   /**
    * A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if
    * any; `reasoning`, its output is reasoning only (no visible output).
@@ -166,8 +167,8 @@ class Timer implements RequestTimer {
     if (!this.closed) this.headSentAt ??= this.clock();
   }
 
-  chunkArrived(): void {
-    if (!this.closed && this.arrivedAt === undefined) this.arrivedAt = this.clock();
+  chunkArrived(at?: number): void {
+    if (!this.closed && this.arrivedAt === undefined) this.arrivedAt = at ?? this.clock();
   }
 
   responseBody(at?: number): number {
@@ -295,24 +296,16 @@ class Timer implements RequestTimer {
       queued: this.admittedAt === undefined ? 0 : (this.admittedAt - t0) / 1000,
       params: this.requestParams,
       ...(this.timings === undefined ? {} : { engineTimings: this.timings }),
-      ...(lastUsage === undefined ? {} : usageDetails(lastUsage)),
-      ...(firstVisibleAt === undefined ? {} : { timeToFirstOutput: (firstVisibleAt - t0) / 1000 }),
-      ...(streamed && this.overheadWrites > 0 ? { proxyOverhead: this.overheadMs / this.overheadWrites / 1000 } : {}),
-      ...(this.openedWithReasoning && firstTokenAt !== undefined && firstVisibleAt !== undefined ? { reasoningPhase: (firstVisibleAt - firstTokenAt) / 1000 } : {}),
+      // Plain members (undefined where unknown), not spreads: the sample is built once per request.
+      cachedPromptTokens: lastUsage === undefined ? undefined : cachedPromptTokens(lastUsage),
+      cacheWriteTokens: lastUsage?.cacheCreationTokens,
+      reasoningTokens: lastUsage?.reasoningTokens,
+      timeToFirstOutput: firstVisibleAt === undefined ? undefined : (firstVisibleAt - t0) / 1000,
+      proxyOverhead: streamed && this.overheadWrites > 0 ? this.overheadMs / this.overheadWrites / 1000 : undefined,
+      reasoningPhase: this.openedWithReasoning && firstTokenAt !== undefined && firstVisibleAt !== undefined ? (firstVisibleAt - firstTokenAt) / 1000 : undefined,
     };
     this.sink.finished(sample);
     return sample;
   }
 }
 
-/** The usage's details a sample carries: only those the upstream stated. */
-function usageDetails(u: Usage): Pick<RequestSample, 'cachedPromptTokens' | 'cacheWriteTokens' | 'reasoningTokens'> {
-  const cached = cachedPromptTokens(u);
-  const { cacheCreationTokens, reasoningTokens } = u;
-  if (cached === undefined && cacheCreationTokens === undefined && reasoningTokens === undefined) return {};
-  const details: { cachedPromptTokens?: number; cacheWriteTokens?: number; reasoningTokens?: number } = {};
-  if (cached !== undefined) details.cachedPromptTokens = cached;
-  if (cacheCreationTokens !== undefined) details.cacheWriteTokens = cacheCreationTokens;
-  if (reasoningTokens !== undefined) details.reasoningTokens = reasoningTokens;
-  return details;
-}
