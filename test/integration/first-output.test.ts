@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { DEFAULT_BUCKETS } from '../../src/metrics/buckets.ts';
 import { realStreamBytes, realStreamsSkip } from '../helpers/fixtures.ts';
+import { les, MINDIE_BUCKETS } from '../helpers/spec-buckets.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
 
@@ -23,8 +23,8 @@ const STREAMS: Record<string, { bytes: () => Buffer; path: string; reasoningEven
   'claude-thinking': { bytes: () => own('anthropic-thinking-cache.sse'), path: '/v1/messages', reasoningEvents: 2 },
 };
 
-describe('time to first visible output', { skip: realStreamsSkip }, () => {
-  it('is observed once per stream with visible output, after TTFT by the reasoning span, never without visible output', async (t) => {
+describe('time to first visible output', () => {
+  it('is observed once per stream with visible output, after TTFT by the reasoning span, never without visible output', { skip: realStreamsSkip }, async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
     upstream.respond((req) => sseScript(STREAMS[(JSON.parse(req.body.toString()) as { model: string }).model]!.bytes(), 1, GAP_MS));
@@ -66,8 +66,8 @@ describe('time to first visible output', { skip: realStreamsSkip }, () => {
         assert.equal(m.value('infermeter_reasoning_phase_seconds_sum', { model_name: s.model }), s.reasoningPhase);
       }
     }
-    // The TTFT buckets, so that the two compare.
+    // The TTFT buckets (MindIE's spec), so that the two compare.
     const bounds = m.series('infermeter_time_to_first_output_seconds_bucket').filter((x) => x.labels.model_name === 'deepseek-reasoner').map((x) => x.labels.le);
-    assert.deepEqual(bounds, [...DEFAULT_BUCKETS.time_to_first_token_seconds.map(String), '+Inf']);
+    assert.deepEqual(bounds, les(MINDIE_BUCKETS.time_to_first_token_seconds));
   });
 });

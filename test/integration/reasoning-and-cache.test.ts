@@ -41,8 +41,8 @@ async function send(app: Infermeter, model: string, team: string): Promise<void>
   await res.arrayBuffer();
 }
 
-describe('reasoning and cached prompt tokens from the usage', { skip: realStreamsSkip }, () => {
-  it('add up per model and per tenant as the recordings state them, and nothing where they state none', async (t) => {
+describe('reasoning and cached prompt tokens from the usage', () => {
+  it('add up per model and per tenant as the recordings state them, and nothing where they state none', { skip: realStreamsSkip }, async (t) => {
     const app = await proxyFor(t);
     const sends: Array<[string, string]> = [
       ['deepseek-reasoner', 'a'],
@@ -93,7 +93,7 @@ describe('reasoning and cached prompt tokens from the usage', { skip: realStream
     assert.equal(m.value('prompt_tokens_total', { model_name: 'deepseek-reasoner' }), 3 * 339);
   });
 
-  it('registers no tenant families without per-tenant metering', async (t) => {
+  it('registers no tenant families without per-tenant metering', { skip: realStreamsSkip }, async (t) => {
     const app = await proxyFor(t, { INFERMETER_TENANT: 'off' });
     const finished = nextFinished(app, 1);
     await send(app, 'deepseek-reasoner', 'a');
