@@ -7,6 +7,9 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
+import { startClusterPrimary } from '../../src/cluster/primary.ts';
+import { loadConfig } from '../../src/config/config.ts';
+import { createLogger } from '../../src/log.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
 import { wantsOpenMetrics } from '../../src/metrics/openmetrics.ts';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
@@ -165,6 +168,28 @@ describe('exemplars', () => {
     assert.ok(!without.om.includes(' # {'), 'no id, no exemplar');
     // Without exemplars, OpenMetrics differs from the plain text only where the format does.
     assert.equal(without.om.replace('# EOF\n', '').split('\n').filter((l) => !l.startsWith('#')).join('\n'), without.plain.split('\n').filter((l) => !l.startsWith('#')).join('\n'), 'the same samples, in the same order');
+  });
+
+  it('carries the ids over the worker bus (INFERMETER_WORKERS=2): TTFT observed at the first token, e2e at the end', async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond(() => ({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ afterMs: 2, data: token('a') }, { afterMs: 2, data: `${token('b')}${USAGE}data: [DONE]\n\n` }] }));
+    const env = { INFERMETER_UPSTREAM: upstream.url, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_UPSTREAM_METRICS: 'off' };
+    const app = await startClusterPrimary(loadConfig(env), env, { log: createLogger('warn', () => undefined), workers: 2 });
+    t.after(() => app.close());
+    const ids = Array.from({ length: 6 }, (_, i) => `worker-req-${i}`);
+    await Promise.all(
+      ids.map(async (id) => {
+        const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'x-request-id': id, connection: 'close' }, body: '{"model":"m","stream":true}' });
+        await res.arrayBuffer();
+      }),
+    );
+    assert.ok(new Set(upstream.requests.map((r) => r.remotePort)).size >= 2, 'the requests came through more than one worker');
+    const text = await (await fetch(app.metricsUrl!, { headers: { accept: OM_ACCEPT } })).text();
+    for (const family of ['time_to_first_token_seconds', 'e2e_request_latency_seconds', 'time_per_output_token_seconds']) {
+      const found = exemplarIds(text, family);
+      assert.ok(found.length >= 1 && found.every((id) => ids.includes(id)), `${family}: ${found.join(', ')}`);
+    }
   });
 
   it('a real Prometheus with exemplar storage stores them and returns them from /api/v1/query_exemplars', { skip: prometheusSkip }, async (t) => {
