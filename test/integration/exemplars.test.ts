@@ -5,6 +5,9 @@
 // from /api/v1/query_exemplars. A plain scrape carries none and is byte for byte what it is
 // without them.
 import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
 import { startClusterPrimary } from '../../src/cluster/primary.ts';
@@ -168,6 +171,28 @@ describe('exemplars', () => {
     assert.ok(!without.om.includes(' # {'), 'no id, no exemplar');
     // Without exemplars, OpenMetrics differs from the plain text only where the format does.
     assert.equal(without.om.replace('# EOF\n', '').split('\n').filter((l) => !l.startsWith('#')).join('\n'), without.plain.split('\n').filter((l) => !l.startsWith('#')).join('\n'), 'the same samples, in the same order');
+  });
+
+  it('with the access log on, a request without an id has the log line\'s generated id as its exemplar', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'infermeter-exemplar-log-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const log = join(dir, 'access.log');
+    const app = await proxyFor(t, { INFERMETER_ACCESS_LOG: log, INFERMETER_DIALECTS: 'mindie' });
+    const finished = nextFinished(app, 1);
+    await send(app);
+    const [sample] = await finished;
+    // The log is batched (every 100 ms): poll for the line, bounded.
+    let line: { request_id?: string } | undefined;
+    for (let i = 0; i < 100 && line === undefined; i++) {
+      if (existsSync(log)) line = readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { request_id?: string })[0];
+      if (line === undefined) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.ok(line?.request_id !== undefined, 'the access log wrote the request');
+    assert.match(line.request_id, UUID);
+    assert.equal(sample!.requestId, line.request_id, 'the sample carries the log\'s id');
+    const { text } = await scrapeText(app, OM_ACCEPT);
+    assert.deepEqual([...new Set(exemplarIds(text, 'time_to_first_token_seconds'))], [line.request_id]);
+    assert.deepEqual([...new Set(exemplarIds(text, 'e2e_request_latency_seconds'))], [line.request_id]);
   });
 
   it('carries the ids over the worker bus (INFERMETER_WORKERS=2): TTFT observed at the first token, e2e at the end', async (t) => {
