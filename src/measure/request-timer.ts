@@ -13,6 +13,12 @@ export interface MeasurementSink {
   started(info: RequestInfo): void;
   /** Output began (the request moves from waiting to running); ttft in seconds for streams. */
   firstOutput(info: RequestInfo, ttftSeconds: number | undefined): void;
+  /**
+   * The first visible output came (text or a tool call, not reasoning; streams only): seconds
+   * from arrival, and for a stream that opened with reasoning its reasoning phase. At most once,
+   * after firstOutput.
+   */
+  firstVisibleOutput?(info: RequestInfo, seconds: number, reasoningPhase: number | undefined): void;
   /** The request is over. Called once, after started. */
   finished(sample: RequestSample): void;
   /**
@@ -137,6 +143,14 @@ class Timer implements RequestTimer {
     if (this.info !== undefined) this.sink.firstOutput(this.info, this.ttft());
   }
 
+  /** Tells the sink of the first visible output, once the labels are known. */
+  private visibleOutput(info: RequestInfo): void {
+    const { firstVisibleAt, firstTokenAt } = this;
+    if (firstVisibleAt === undefined || this.sink.firstVisibleOutput === undefined) return;
+    const phase = this.openedWithReasoning && firstTokenAt !== undefined ? (firstVisibleAt - firstTokenAt) / 1000 : undefined;
+    this.sink.firstVisibleOutput(info, (firstVisibleAt - this.t0) / 1000, phase);
+  }
+
   private infoOf(model: string, stream: boolean): RequestInfo {
     const { api, tenant, requestId } = this;
     if (requestId === undefined) return tenant === undefined ? { api, model, stream } : { api, model, stream, tenant };
@@ -149,6 +163,7 @@ class Timer implements RequestTimer {
     this.requestParams = params;
     this.sink.started(this.info);
     if (this.outputAt !== undefined) this.sink.firstOutput(this.info, this.ttft());
+    this.visibleOutput(this.info);
   }
 
   admitted(): void {
@@ -189,7 +204,8 @@ class Timer implements RequestTimer {
     if (this.closed) return;
     const at = this.chunkAt ?? this.clock();
     this.tokenEvents++;
-    if (reasoning !== true) this.firstVisibleAt ??= at;
+    const firstVisible = reasoning !== true && this.firstVisibleAt === undefined;
+    if (firstVisible) this.firstVisibleAt = at;
     if (this.firstTokenAt === undefined) {
       this.firstTokenAt = at;
       this.openedWithReasoning = reasoning === true;
@@ -203,6 +219,7 @@ class Timer implements RequestTimer {
     }
     if (completionTokens !== undefined) this.lastCumulative = completionTokens;
     this.lastTokenAt = at;
+    if (firstVisible && this.info !== undefined) this.visibleOutput(this.info);
   }
 
   usage(u: Usage): void {
@@ -243,6 +260,7 @@ class Timer implements RequestTimer {
       info = this.info = this.infoOf('unknown', false);
       this.sink.started(info);
       if (this.outputAt !== undefined) this.sink.firstOutput(info, this.ttft());
+      this.visibleOutput(info);
     }
     const { t0, failure, streamed, tokenEvents, lastUsage, firstTokenAt, lastTokenAt, outputAt, firstVisibleAt } = this;
     const outcome: Outcome = failure !== undefined ? 'failed' : delivered ? 'success' : 'cancelled';

@@ -211,10 +211,12 @@ describe('exemplars', () => {
     );
     assert.ok(new Set(upstream.requests.map((r) => r.remotePort)).size >= 2, 'the requests came through more than one worker');
     const text = await (await fetch(app.metricsUrl!, { headers: { accept: OM_ACCEPT } })).text();
-    for (const family of ['time_to_first_token_seconds', 'e2e_request_latency_seconds', 'time_per_output_token_seconds']) {
+    for (const family of ['time_to_first_token_seconds', 'e2e_request_latency_seconds', 'time_per_output_token_seconds', 'infermeter_time_to_first_output_seconds']) {
       const found = exemplarIds(text, family);
       assert.ok(found.length >= 1 && found.every((id) => ids.includes(id)), `${family}: ${found.join(', ')}`);
     }
+    // The first visible output crossed the bus once per request.
+    assert.ok(text.includes('infermeter_time_to_first_output_seconds_count{model_name="m"} 6\n'), 'observed once per request, over the bus');
   });
 
   it('a real Prometheus with exemplar storage stores them and returns them from /api/v1/query_exemplars', { skip: prometheusSkip }, async (t) => {

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
+import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { realStreamBytes, realStreamsSkip } from '../helpers/fixtures.ts';
 import { les, MINDIE_BUCKETS } from '../helpers/spec-buckets.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
@@ -69,5 +70,59 @@ describe('time to first visible output', () => {
     // The TTFT buckets (MindIE's spec), so that the two compare.
     const bounds = m.series('infermeter_time_to_first_output_seconds_bucket').filter((x) => x.labels.model_name === 'deepseek-reasoner').map((x) => x.labels.le);
     assert.deepEqual(bounds, les(MINDIE_BUCKETS.time_to_first_token_seconds));
+  });
+});
+
+describe('time to first visible output, as the timer tells it', () => {
+  it('is told once, at the first visible token, after the first output; deferred until the labels are known; never for reasoning alone', () => {
+    const events: string[] = [];
+    let now = 0;
+    const sink = {
+      started: () => void events.push('started'),
+      firstOutput: (_i: unknown, ttft: number | undefined) => void events.push(`first ${ttft}`),
+      firstVisibleOutput: (_i: unknown, seconds: number, phase: number | undefined) => void events.push(`visible ${seconds} ${phase}`),
+      finished: () => void events.push('finished'),
+    };
+    // Labels known first: told at the visible token itself.
+    let timer = createRequestTimer('chat', () => now, sink);
+    timer.identify('m', true);
+    timer.responseHeaders(200, true);
+    now = 100;
+    timer.responseBody();
+    timer.tokenEvent(undefined, true);
+    now = 250;
+    timer.responseBody();
+    timer.tokenEvent(undefined, true);
+    assert.deepEqual(events, ['started', 'first 0.1'], 'reasoning alone: no visible output yet');
+    now = 400;
+    timer.responseBody();
+    timer.tokenEvent();
+    now = 500;
+    timer.responseBody();
+    timer.tokenEvent();
+    timer.responseFinished();
+    timer.close(true);
+    assert.deepEqual(events, ['started', 'first 0.1', 'visible 0.4 0.3', 'finished']);
+    // Output before the labels (the body read after the response began): told at identify, in order.
+    events.length = 0;
+    now = 0;
+    timer = createRequestTimer('chat', () => now, sink);
+    timer.responseHeaders(200, true);
+    now = 50;
+    timer.responseBody();
+    timer.tokenEvent();
+    assert.deepEqual(events, []);
+    timer.identify('m', true);
+    assert.deepEqual(events, ['started', 'first 0.05', 'visible 0.05 undefined']);
+    // Reasoning only, to the end: never told.
+    events.length = 0;
+    timer = createRequestTimer('chat', () => now, sink);
+    timer.identify('m', true);
+    timer.responseHeaders(200, true);
+    timer.responseBody();
+    timer.tokenEvent(undefined, true);
+    timer.responseFinished();
+    timer.close(true);
+    assert.deepEqual(events, ['started', 'first 0', 'finished']);
   });
 });
