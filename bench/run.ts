@@ -579,7 +579,7 @@ once per turn), a request id (the client's, or \`randomUUID()\`: 42 ns), three m
 the request's end, and for each latency histogram an exemplar (three stores and \`Date.now()\`,
 38 ns). Measured in isolation (the timer, the tap and the MindIE and AOM dialects on a two-event
 stream, 100 000 requests, CPU time, three alternating runs each): 4.2 to 5.0 µs per request
-before, 4.6 to 5.3 µs after without ids, 5.3 to 5.7 µs with them; the skimmer, per token event of
+before, 4.6 to 5.3 µs after without ids, 5.1 to 5.7 µs with them (two sets of runs, the second after the first visible output became an event of its own); the skimmer, per token event of
 a 64-token stream, 153 to 164 ns before and 161 to 168 ns after (the template's reasoning flag).
 A first version made the Messages API's block template an object literal with a getter: that
 literal, made per stream, cost more than everything else together (the garbage collector's
