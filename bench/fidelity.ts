@@ -7,6 +7,9 @@
 // "Blind spot" = wire − logged: positive, the figure reads low. Targets: infermeter,
 // infermeter with INFERMETER_WORKERS=2, the bare Node pass-through stamping where plain Node
 // can (fidelity-floor.ts: the floor), and BENCH_COMPARE=<checkout> as one more infermeter.
+// The capture holds the upstream's port too: the proxy leg of each request (when its first body
+// byte, and its last, crossed the upstream's port, to when they crossed the client's), against
+// the proxy_overhead_ms the target logged (infermeter_proxy_overhead_seconds).
 // Then the scrape scenario: bystander streams' largest gap between chunks, with and without 20
 // back-to-back /metrics scrapes at full cardinality (INFERMETER_MAX_MODELS models, all four
 // dialects). Then the wave scenario (issue 34), the pattern of vLLM's benchmark client at a
@@ -116,8 +119,8 @@ async function load(url: string, prefix: string, requests: number, concurrency: 
 }
 
 /** tcpdump on loopback, capturing `port`; resolves once it listens. */
-async function capture(port: number, file: string): Promise<{ child: ChildProcess; said: () => string }> {
-  const child = spawn('tcpdump', ['-i', 'lo', '-n', '-U', '--immediate-mode', '-s', '2048', '-B', '65536', '--time-stamp-precision=nano', '-w', file, `tcp port ${port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+async function capture(port: number, file: string, upstreamPort: number): Promise<{ child: ChildProcess; said: () => string }> {
+  const child = spawn('tcpdump', ['-i', 'lo', '-n', '-U', '--immediate-mode', '-s', '2048', '-B', '65536', '--time-stamp-precision=nano', '-w', file, `tcp port ${port} or tcp port ${upstreamPort}`], { stdio: ['ignore', 'ignore', 'pipe'] });
   let text = '';
   await new Promise<void>((resolve, reject) => {
     child.stderr!.on('data', (c: Buffer) => {
@@ -143,6 +146,7 @@ interface Logged {
   ttfb_ms?: number;
   ttft_ms?: number;
   e2e_ms?: number;
+  proxy_overhead_ms?: number;
 }
 
 /** The log's lines for these ids, once all are written (the access log batches every 100 ms). */
@@ -169,21 +173,28 @@ interface Spots {
   e2e: number[];
   /** Logged e2e minus the client's own: must never be positive. */
   overClient: number[];
+  /** The proxy leg on the wire: the first body byte's, the last byte's (client port − upstream port). */
+  firstLeg: number[];
+  lastLeg: number[];
+  /** What the target logged as its own time (infermeter's proxy_overhead_ms). */
+  overhead: number[];
 }
 
-async function measure(target: Target, concurrency: number, requests: number, tmp: string, shape = STREAM): Promise<Spots & { sent: Sent[] }> {
+async function measure(target: Target, concurrency: number, requests: number, tmp: string, upstreamPort: number, shape = STREAM): Promise<Spots & { sent: Sent[] }> {
   const port = Number(new URL(target.url).port);
   const file = join(tmp, `${target.name.replace(/\W+/g, '-')}-${concurrency}.pcap`);
   // A warm-up round, unmeasured: the target's paths warm, its connections open.
   await load(target.url, `warm-${target.name}-${concurrency}`, concurrency, concurrency, { tokens: 4, ttftMs: 0, gapMs: 1 });
-  const tcpdump = await capture(port, file);
+  const tcpdump = await capture(port, file, upstreamPort);
   const prefix = `${target.name.replace(/\W+/g, '-')}-c${concurrency}`;
   const sent = await load(target.url, prefix, requests, concurrency, shape);
   await new Promise((r) => setTimeout(r, 100)); // the last segments reach the capture (--immediate-mode: at once)
   await stopCapture(tcpdump);
-  const wire = new Map(wireExchanges(readFileSync(file), port).map((w) => [w.requestId, w]));
+  const pcap = readFileSync(file);
+  const wire = new Map(wireExchanges(pcap, port).map((w) => [w.requestId, w]));
+  const upstreamWire = new Map(wireExchanges(pcap, upstreamPort).map((w) => [w.requestId, w]));
   const log = await logged(target.log, sent.map((s) => s.id));
-  const spots: Spots = { ttfb: [], ttft: [], e2e: [], overClient: [] };
+  const spots: Spots = { ttfb: [], ttft: [], e2e: [], overClient: [], firstLeg: [], lastLeg: [], overhead: [] };
   for (const s of sent) {
     const w = wire.get(s.id);
     const l = log.get(s.id);
@@ -193,6 +204,10 @@ async function measure(target: Target, concurrency: number, requests: number, tm
     if (w.lastAt !== undefined && l.e2e_ms !== undefined) spots.e2e.push(w.lastAt - w.requestAt - l.e2e_ms);
     if (process.env.FIDELITY_DEBUG !== undefined && w.lastAt !== undefined && l.e2e_ms !== undefined && Math.abs(w.lastAt - w.requestAt - l.e2e_ms) > 5) console.error(s.id, JSON.stringify(w), JSON.stringify(l), s.clientE2eMs);
     if (l.e2e_ms !== undefined) spots.overClient.push(l.e2e_ms - s.clientE2eMs);
+    const u = upstreamWire.get(s.id);
+    if (u?.bodyAt !== undefined && w.bodyAt !== undefined) spots.firstLeg.push(w.bodyAt - u.bodyAt);
+    if (u?.lastAt !== undefined && w.lastAt !== undefined) spots.lastLeg.push(w.lastAt - u.lastAt);
+    if (l.proxy_overhead_ms !== undefined) spots.overhead.push(l.proxy_overhead_ms);
   }
   if (process.env.FIDELITY_DEBUG === undefined) rmSync(file);
   return { ...spots, sent };
@@ -204,7 +219,7 @@ const WAVE = { concurrency: 32, waves: quick ? 3 : 6, shape: { tokens: 256, ttft
 /** The client's TTFT per request of the waves after the first (lanes start together, so request i is in wave floor(i / 32)). */
 const laterWaves = (sent: readonly Sent[]) => sent.filter((s) => Number(s.id.slice(s.id.lastIndexOf('-') + 1)) >= WAVE.concurrency).map((s) => s.clientTtftMs);
 
-async function waveScenario(targets: readonly Target[], direct: string, tmp: string): Promise<string[]> {
+async function waveScenario(targets: readonly Target[], direct: string, tmp: string, upstreamPort: number): Promise<string[]> {
   const requests = WAVE.concurrency * WAVE.waves;
   const rows: string[] = [];
   // Direct first, then each target: interleaved by target, the same pattern for each.
@@ -214,7 +229,7 @@ async function waveScenario(targets: readonly Target[], direct: string, tmp: str
   const dp99 = percentile(directTtft, 99);
   rows.push(`| direct | – | – | ${f(dp50)} | ${f(dp99)} | – | – |`);
   for (const target of targets) {
-    const s = await measure(target, WAVE.concurrency, requests, tmp, WAVE.shape);
+    const s = await measure(target, WAVE.concurrency, requests, tmp, upstreamPort, WAVE.shape);
     const ttft = laterWaves(s.sent);
     rows.push(`| ${target.name} | ${f(percentile(s.ttfb, 50))} | ${f(percentile(s.ttfb, 99))} | ${f(percentile(ttft, 50))} | ${f(percentile(ttft, 99))} | ${f(percentile(ttft, 50) - dp50)} | ${f(percentile(ttft, 99) - dp99)} |`);
   }
@@ -285,17 +300,25 @@ async function main(): Promise<void> {
     console.log(`Streams: ${STREAM.tokens} tokens, first after ${STREAM.ttftMs} ms, then every ${STREAM.gapMs} ms. Blind spot = wire − logged, ms: p50 | p99 | max | min (min < 0: the figure read high).\n`);
     console.log('| target | concurrency | requests | TTFT p50 | p99 | max | min | TTFB p50 | p99 | max | min | e2e p50 | p99 | max | min | logged e2e − client e2e, max |');
     console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+    const legs: string[] = [];
+    const upstreamPort = Number(new URL(up.url).port);
     for (const level of waveOnly ? [] : LEVELS) {
       // Interleaved: every target at one level before the next level.
       for (const target of targets) {
-        const s = await measure(target, level.concurrency, level.requests, tmp);
+        const s = await measure(target, level.concurrency, level.requests, tmp, upstreamPort);
         console.log(`| ${target.name} | ${level.concurrency} | ${s.ttft.length} | ${stats(s.ttft)} | ${stats(s.ttfb)} | ${stats(s.e2e)} | ${f(Math.max(...s.overClient))} |`);
+        const logged = s.overhead.length === 0 ? 'n/a | n/a | n/a | n/a' : stats(s.overhead);
+        legs.push(`| ${target.name} | ${level.concurrency} | ${s.firstLeg.length} | ${stats(s.firstLeg)} | ${stats(s.lastLeg)} | ${logged} |`);
       }
     }
+    console.log('\nThe proxy leg on the wire (client port − upstream port: the first body byte, the last byte) against the time the target logged as its own (proxy_overhead_ms: infermeter_proxy_overhead_seconds), ms: p50 | p99 | max | min.\n');
+    console.log('| target | concurrency | requests | first byte leg p50 | p99 | max | min | last byte leg p50 | p99 | max | min | logged overhead p50 | p99 | max | min |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+    for (const line of legs) console.log(line);
     console.log(`\nWaves: ${WAVE.concurrency} lanes × ${WAVE.waves} waves, streams of ${WAVE.shape.tokens} tokens, first after ${WAVE.shape.ttftMs} ms, then every ${WAVE.shape.gapMs} ms; each lane sends its next the moment its last ends. Blind spot = the request's first byte on the wire to the logged t0 (the TTFB blind spot), ms; the client's TTFT over waves 2 on, ms.\n`);
     console.log('| target | blind spot p50 | blind spot p99 | client TTFT p50 | client TTFT p99 | added over direct, p50 | added over direct, p99 |');
     console.log('|---|---|---|---|---|---|---|');
-    for (const row of await waveScenario(targets, up.url, tmp)) console.log(row);
+    for (const row of await waveScenario(targets, up.url, tmp, upstreamPort)) console.log(row);
     console.log(`\nScrapes: ${SCRAPES} back to back from another process while 8 bystander streams run (300 tokens, every 10 ms), after a request for each of ${MAX_MODELS + 1} models; INFERMETER_DIALECTS=mindie,aom,vllm,otel.\n`);
     console.log('| target | largest gap, no scrapes, ms | largest gap, scraped, ms | added, ms | scrape p50 / max, ms | MiB |');
     console.log('|---|---|---|---|---|---|');

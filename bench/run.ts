@@ -302,6 +302,13 @@ after in one run; \`BENCH_WORKERS=N\` adds infermeter with N worker processes; \
 infermeter with \`INFERMETER_SLO\` (goodput on). Under each
 table, its errors: each one the load client met, named (bench/load.ts), and what infermeter's
 own failure counters recorded over the scenario's measured repetitions.
+
+The scenarios' clients send what most clients send: no \`stream_options\`, so infermeter's
+defaults inject \`include_usage\` and strip the usage chunk on the way back (the path users run,
+the one the goals are read from). \`latency, include_usage\` and \`throughput, include_usage\` are
+clients that ask for usage themselves (the relayed path); \`round trip, fresh connections\` opens
+a connection per request and closes it (curl, most scripts) where \`round trip\` keeps its
+connection. (Before issue 34 every client asked for usage, so no run measured the default path.)
 `;
 const FOOTER = `
 ## Reading the goals
@@ -539,6 +546,33 @@ and 4.8 % apart): no difference the runs resolve; in isolation, 0.2 µs of CPU p
 throughput scenario: 1.84 µs of CPU per event against main's 1.93 (3.4 % between the
 pass-through's two processes).
 
+## Issue 34: the default path (in progress)
+
+- **One write per upstream read on the injected-usage path.** The usage strip was a Transform
+  piped to the client: it pushed each event on its own, so an upstream read of ten events left
+  as ten writes. It is now a filter the relay runs each batch through (\`usage-strip.ts\`): the
+  same one write per batch as the relayed path, the very Buffer when the batch holds nothing to
+  remove (test/unit/relay.test.ts counts the socket writes; test/unit/usage-strip.test.ts
+  checks the bytes at every chunking).
+- **The bench measures the default path** (the scenarios above) and **the wave pattern**:
+  \`npm run bench:fidelity\` (or \`-- --wave\` alone) runs 32 lanes whose streams of 256 tokens (TTFT
+  200 ms, 5 ms apart) end together, each lane sending its next at once, as vLLM's benchmark
+  client does at a fixed concurrency, and prints per target the arrival blind spot (the
+  request's first byte on the wire to infermeter's t0) and the client's TTFT over direct's for
+  waves 2 on. \`npm run bench:profile -- --scenario=latency\` (or \`wave\`) profiles those shapes.
+- **Where the CPU goes** in the latency and wave shapes (bench:profile, this session, a machine
+  shared with other work): of infermeter's busy samples about half are \`Socket._writev\` (the
+  write system call of each chunk), then the relay's flush (~10 %), the upstream socket's read
+  (~6 %), the garbage collector (~4 %), the tap and strip (~6 % together); a request's end,
+  through every dialect (mindie, aom, vllm, otel), costs 3.8 µs of recording (0.5 µs with
+  mindie alone; \`npm run bench:request-end\` drives a request timer into the metrics directly): 32 ends together cost about 0.1 ms
+  of recording, so the wave's blind spot is not made by the recording.
+- **Not yet measured on a quiet machine.** A \`--quick\` wave run on the shared machine (load
+  average 2 to 3): blind spot p99 11.3 ms for infermeter against 20.3 ms for the bare Node
+  floor, client TTFT over direct p99 2.2 against 6.4 ms: the floor's own figure shows the noise.
+  The goals of issue 34 (CPU per chunk at or below the Node pipe's, the wave's p99 within 5 ms)
+  are to be read from a full run on a quiet machine.
+
 ## Goodput against vLLM's benchmark logic (\`npm run bench:goodput\`)
 
 The outside judge of infermeter's goodput count. One run sends scripted streams (32 tokens each,
@@ -597,6 +631,80 @@ request, and the class lookup is cached per model and tenant). An earlier run of
 target with per-tenant metering on as well (\`INFERMETER_TENANT\`) measured 40.03 against 37.78 µs
 (pass-through processes 1.5 % apart): that 6 % is mostly tenant metering's (its header read,
 label guard and families), goodput's share not separable in that run.
+
+## The proxy's own time (\`infermeter_proxy_overhead_seconds\`) against the wire
+
+\`infermeter_proxy_overhead_seconds\` is infermeter's live figure of its own cost per streamed
+request: the mean over the response's writes of the time from when an upstream chunk was
+readable (the turn's arrival stamp, as for t0) to its write to the client having returned. It
+cannot see the kernel's and libuv's part of the hop: the poll's wake-up before the chunk reaches
+JavaScript and the send on the tick after the write. \`npm run bench:fidelity\` captures the
+upstream's port beside the client's, so each request's proxy leg is on the wire too: when its
+first body byte (and its last byte) crossed the upstream's port, to when it crossed the
+client's. The leg contains infermeter's own time plus that kernel and Node part, which the bare
+Node pass-through (the floor) has as well. Run of 2026-12-01 (\`--quick\`, load average 6.6 at the
+start and 3.3 at the end: the machine shared with other work), ms, p50 | p99 (the logged
+overhead: each request's \`proxy_overhead_ms\` from the access log, the figure the histogram
+observes):
+
+| target | concurrency | requests | first byte leg p50 | p99 | last byte leg p50 | p99 | logged overhead p50 | p99 |
+|---|---|---|---|---|---|---|---|---|
+| node pass-through (floor) | 1 | 4 | 0.345 | 0.369 | 0.528 | 0.727 | n/a | n/a |
+| infermeter | 1 | 4 | 0.431 | 0.923 | 0.489 | 0.954 | 0.069 | 0.085 |
+| infermeter, 2 workers | 1 | 4 | 0.420 | 0.972 | 0.735 | 0.892 | 0.052 | 0.069 |
+| node pass-through (floor) | 8 | 16 | 0.157 | 0.732 | 0.287 | 5.442 | n/a | n/a |
+| infermeter | 8 | 16 | 0.239 | 1.329 | 0.951 | 3.400 | 0.072 | 0.127 |
+| infermeter, 2 workers | 8 | 16 | 0.250 | 0.561 | 0.469 | 14.996 | 0.069 | 0.131 |
+| node pass-through (floor) | 32 | 64 | 0.263 | 0.734 | 2.873 | 7.958 | n/a | n/a |
+| infermeter | 32 | 64 | 0.183 | 1.294 | 1.659 | 11.852 | 0.164 | 0.274 |
+| infermeter, 2 workers | 32 | 64 | 0.212 | 31.084 | 0.327 | 78.122 | 0.128 | 0.424 |
+
+How they compare. The logged figure is never above the leg it is part of, and the leg minus the
+logged figure is the floor's own leg within what the run resolves: at 1 stream 0.431 − 0.069 =
+0.362 ms against the floor's 0.345, at 8 streams 0.239 − 0.072 = 0.167 against 0.157; at 32
+streams the floor's leg (0.263 ms) is longer than infermeter's whole leg (0.183 ms), so the run
+cannot resolve the difference there (its spread between p50 and p99 is several times the
+figure). So the live figure is the part of the hop that is infermeter's own, and what it leaves
+out is the part any Node proxy pays (about 0.15 to 0.35 ms per chunk here, the kernel's
+loopback and the process's wake-up): add the floor's leg to it for the whole hop. The mean, not
+the max, is kept per request: a single stall of the loop (a scrape, a collection) shows in
+\`infermeter_event_loop_delay_seconds\` and in TTFT and inter-token latency, while the mean says
+what each chunk waited. A first run with the chunk's arrival stamped at its \`data\` event
+instead of the turn's start logged 0.044, 0.009 and 0.003 ms at 1, 8 and 32 streams against
+legs of 0.276, 0.171 and 0.297 ms: blind to the work on the other streams of the same turn, it
+read lower as the load grew, so the turn's stamp was kept.
+
+### The cost of the issue-32 measurement (reasoning, first output, exemplars, proxy overhead)
+
+What it adds per request: the usage's details read where the usage is read anyway (the skimmer
+reads the \`*_tokens_details\` objects of the usage chunk instead of skipping them), a visible flag
+beside the token flag per event, one more call into the arrival clock per write (its clock read
+once per turn), a request id (the client's, or \`randomUUID()\`: 42 ns), three more observers at
+the request's end, and for each latency histogram an exemplar (three stores and \`Date.now()\`,
+38 ns). Measured in isolation (the timer, the tap and the MindIE and AOM dialects on a two-event
+stream, 100 000 requests, CPU time, three alternating runs each): 4.2 to 5.0 µs per request
+before, 4.6 to 5.3 µs after without ids, 5.1 to 5.7 µs with them (two sets of runs, the second after the first visible output became an event of its own); the skimmer, per token event of
+a 64-token stream, 153 to 164 ns before and 161 to 168 ns after (the template's reasoning flag).
+A first version made the Messages API's block template an object literal with a getter: that
+literal, made per stream, cost more than everything else together (the garbage collector's
+time quadrupled in the profile); it is a class now.
+
+Side by side with the code before it (\`BENCH_COMPARE\` = main at d11818a, \`--quick --no-memory\`,
+one scenario per run, two runs each, the machine shared with other work at a load average of 3
+to 6), CPU per event and added TTFT p50 (after against before; the last column: the two Node
+pass-through processes apart, what the run resolves):
+
+| scenario | run | CPU per event, after / before | added TTFT p50 ms, after / before | the pass-through's two processes apart (CPU) |
+|---|---|---|---|---|
+| round trip (300 one-token requests, concurrency 1) | 1 | 80.7 / 96.0 µs (0.84×) | 0.211 / 0.273 | 25 % |
+| round trip | 2 | 111.7 / 102.6 µs (1.09×) | 0.283 / 0.294 | 4 % |
+| latency (64 streams of 128 tokens, concurrency 32) | 1 | 35.8 / 38.8 µs (0.92×) | 2.13 / 3.18 | 0.5 % |
+| latency | 2 | 40.0 / 33.5 µs (1.19×) | 10.3 / 5.8 | 9 % |
+| throughput (the full \`--quick\` run, 64 streams of 512 tokens) | 1 | 1.80 / 1.80 µs (1.00×) | −1.36 / 1.17 | 2.8 % |
+
+The ratios fall on both sides of 1 from run to run, by no more than the two identical
+pass-through processes differ in the same runs: no slowdown the runs resolve, and the isolated
+cost (under 1 µs per request, about 8 ns per event) is below what they can.
 `;
 
 main().catch((error: unknown) => {

@@ -30,6 +30,8 @@ export interface AccessRecord {
   readonly usage_injected: boolean;
   readonly bytes_in: number;
   readonly bytes_out: number;
+  /** A streamed response's time in infermeter (infermeter_proxy_overhead_seconds), in ms. */
+  readonly proxy_overhead_ms?: number | undefined;
 }
 
 const FLUSH_INTERVAL_MS = 100;

@@ -16,11 +16,12 @@ import type { TapProblem } from '../stream-tap/response-tap.ts';
 /** One event, as compact as structured clone makes cheap. */
 export type BusEvent =
   | readonly [kind: 0, api: InferenceApi, model: string, stream: boolean, tenant: string | undefined] // started
-  | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null, tenant: string | undefined] // first output
+  | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null, tenant: string | undefined, requestId?: string] // first output (the id: its TTFT's exemplar)
   | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number, tenant: string | undefined] // inter-token
   | readonly [kind: 3, sample: RequestSample] // finished
   | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null] // a proxy event
-  | readonly [kind: 5, handler: string, method: string, status: number, seconds: number]; // a pass-through request (httpRequest)
+  | readonly [kind: 5, handler: string, method: string, status: number, seconds: number] // a pass-through request (httpRequest)
+  | readonly [kind: 6, api: InferenceApi, model: string, stream: boolean, seconds: number, reasoningPhase: number | null, tenant: string | undefined, requestId?: string]; // first visible output
 
 type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'retried' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected' | 'clientError';
 
@@ -71,8 +72,9 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
     flush,
     sink: {
       started: (i) => push([0, i.api, i.model, i.stream, i.tenant]),
-      firstOutput: (i, ttft) => push([1, i.api, i.model, i.stream, ttft ?? null, i.tenant]),
+      firstOutput: (i, ttft) => push([1, i.api, i.model, i.stream, ttft ?? null, i.tenant, i.requestId]),
       interToken: (i, seconds, tokens) => push([2, i.api, i.model, i.stream, seconds, tokens, i.tenant]),
+      firstVisibleOutput: (i, seconds, phase) => push([6, i.api, i.model, i.stream, seconds, phase ?? null, i.tenant, i.requestId]),
       finished: (s) => push([3, s]),
     },
     events: {
@@ -139,7 +141,8 @@ export function createWorkerReceiver(
             const f = entry(e[1], e[2], e[3], e[5]);
             f.waiting--;
             f.running++;
-            sink.firstOutput(infoOf(e[1], e[2], e[3], e[5]), e[4] ?? undefined);
+            const info = infoOf(e[1], e[2], e[3], e[5]);
+            sink.firstOutput(e[6] === undefined ? info : { ...info, requestId: e[6] }, e[4] ?? undefined);
             break;
           }
           case 2:
@@ -161,6 +164,11 @@ export function createWorkerReceiver(
           case 5:
             events.httpRequest?.(e[1], e[2], e[3], e[4]);
             break;
+          case 6: {
+            const info = infoOf(e[1], e[2], e[3], e[6]);
+            sink.firstVisibleOutput?.(e[7] === undefined ? info : { ...info, requestId: e[7] }, e[4], e[5] ?? undefined);
+            break;
+          }
         }
       }
     },

@@ -30,5 +30,6 @@ export function accessRecord(req: IncomingMessage, exchange: Exchange, s: Reques
     usage_injected: injection !== undefined && !injection.refused,
     bytes_in: exchange.bytesIn,
     bytes_out: exchange.bytesOut,
+    proxy_overhead_ms: ms(s.proxyOverhead),
   };
 }

@@ -46,12 +46,21 @@ export class Exchange {
   private response: IncomingMessage | undefined = undefined;
   private readonly options: ExchangeOptions;
 
-  constructor(api: InferenceApi, requestId: string | undefined, options: ExchangeOptions, tenant?: string) {
+  /** `metricsId`: the request's id in its histograms' exemplars (RequestInfo.requestId). */
+  constructor(api: InferenceApi, requestId: string | undefined, options: ExchangeOptions, tenant?: string, metricsId?: string) {
     this.api = api;
     this.requestId = requestId;
     this.options = options;
     // Arrival: t0 of every figure of this request.
-    this.timer = createRequestTimer(api, options.clock, options.sink, tenant, options.arrival?.());
+    this.timer = createRequestTimer(api, options.clock, options.sink, tenant, options.arrival?.(), metricsId ?? requestId);
+  }
+
+  /**
+   * An upstream chunk arrived: readable since the turn's arrival stamp (every chunk and request
+   * handled in one turn of the loop was readable when it began), the start of its time in the proxy.
+   */
+  chunkArrived(): void {
+    this.timer.chunkArrived(this.options.arrival?.());
   }
 
   get phase(): Phase {

@@ -89,6 +89,8 @@ class InferenceCall {
   private release: () => void = ignore;
   /** Just before the last bytes are written to the client: the end of e2e. */
   private readonly lastWrite = (): void => this.exchange.timer.responseFinished();
+  /** An upstream chunk arrived: the start of the proxy's own time on it (infermeter_proxy_overhead_seconds). */
+  private readonly arrived = (): void => this.exchange.chunkArrived();
   /** Just before the response's head is written to the client: TTFB. */
   private readonly headSent = (): void => this.exchange.timer.headSent();
   private unwatch: (() => void) | undefined = undefined;
@@ -103,12 +105,13 @@ class InferenceCall {
     this.options = options;
     this.req = req;
     this.res = res;
+    const given = req.headers['x-request-id'];
+    const sane = typeof given === 'string' && REQUEST_ID.test(given) ? given : undefined;
     let requestId: string | undefined;
-    if (options.accessLog !== undefined) {
-      const given = req.headers['x-request-id'];
-      requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID(); // passed upstream, so both logs share it
-    }
-    this.exchange = new Exchange(api, requestId, options, options.tenantOf?.(req.headers));
+    // With the access log, passed upstream, so both logs share it; without, the client's id
+    // goes upstream as the client sent it, and an own one only to the histograms' exemplars.
+    if (options.accessLog !== undefined) requestId = sane ?? randomUUID();
+    this.exchange = new Exchange(api, requestId, options, options.tenantOf?.(req.headers), requestId ?? sane ?? randomUUID());
   }
 
   /** received: waits for a place under the limit, or is refused at once. */
@@ -260,7 +263,7 @@ class InferenceCall {
   private answerRelayed(response: IncomingMessage): void {
     if (!this.answerWithHead(response, 'relayed', false)) return;
     setImmediate(flushIdleHeaders, this.res, response, this.headSent);
-    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite });
+    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived });
   }
 
   /** answered: an event stream with the usage-only chunk infermeter asked for taken out. */
@@ -273,7 +276,7 @@ class InferenceCall {
       maxEventBytes: options.maxEventBytes,
       stripped: (bytes) => options.usageInjection?.stripped(bytes),
     });
-    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, filter });
+    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived, filter });
   }
 
   /** A 4xx to an injected request: a refusal is re-sent without the field, anything else passed on. */

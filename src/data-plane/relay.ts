@@ -21,10 +21,12 @@ export interface RelayHooks {
    * reads the upstream's bytes as they came, the count is of what was written.
    */
   readonly filter?: BodyFilter | undefined;
+  /** Told when a batch's first chunk arrives (the start of the proxy's own time on it). */
+  readonly arrived?: () => void;
 }
 
 export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
-  const { sent, lastWrite, filter } = hooks;
+  const { sent, lastWrite, filter, arrived } = hooks;
   let firstWrite = hooks.firstWrite;
   const batch: Buffer[] = [];
   let batchLength = 0;
@@ -61,7 +63,10 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     tap?.chunk(read);
   };
   proxyRes.on('data', (chunk: Buffer) => {
-    if (batch.length === 0) process.nextTick(flush);
+    if (batch.length === 0) {
+      process.nextTick(flush);
+      arrived?.();
+    }
     batch.push(chunk);
     batchLength += chunk.length;
   });

@@ -4,15 +4,17 @@
 // switch MIES_SERVICE_MONITOR_MODE can turn it off, as it does on MindIE itself.
 import { Hono } from 'hono';
 import type { Metrics } from '../metrics/metrics.ts';
+import { wantsOpenMetrics } from '../metrics/openmetrics.ts';
 import { requireBearer } from './bearer-token.ts';
 
 /** `beforeScrape` is awaited first: with workers, their batched events reach the primary. */
 export function createMetricsApp(metrics: Metrics, enabled: boolean, beforeScrape?: () => Promise<void>, token?: string): Hono {
   const app = new Hono();
-  let rendering: Promise<Buffer[]> | undefined;
-  const renderBuffers = async (): Promise<Buffer[]> => {
+  // One shared render per format: [Prometheus text, OpenMetrics].
+  const rendering: [Promise<Buffer[]> | undefined, Promise<Buffer[]> | undefined] = [undefined, undefined];
+  const renderBuffers = async (openMetrics: boolean): Promise<Buffer[]> => {
     const pieces: Buffer[] = [];
-    for await (const piece of metrics.renderPieces()) pieces.push(Buffer.from(piece));
+    for await (const piece of metrics.renderPieces(openMetrics)) pieces.push(Buffer.from(piece));
     return pieces;
   };
   if (token !== undefined) app.use('*', requireBearer(token));
@@ -20,8 +22,10 @@ export function createMetricsApp(metrics: Metrics, enabled: boolean, beforeScrap
     if (!enabled) return c.text('metrics are disabled: MIES_SERVICE_MONITOR_MODE is set to a value other than 1\n', 404);
     await beforeScrape?.();
     const served = metrics.scrapeStarted();
-    rendering ??= renderBuffers().finally(() => (rendering = undefined));
-    const pieces = await rendering;
+    // OpenMetrics (with exemplars) to a scraper that prefers it, as Prometheus does.
+    const om = wantsOpenMetrics(c.req.header('accept'));
+    const slot = om ? 1 : 0;
+    const pieces = await (rendering[slot] ??= renderBuffers(om).finally(() => (rendering[slot] = undefined)));
     let bytes = 0;
     for (const piece of pieces) bytes += piece.length;
     served(bytes);
@@ -32,7 +36,7 @@ export function createMetricsApp(metrics: Metrics, enabled: boolean, beforeScrap
         else controller.close();
       },
     });
-    return c.body(body, 200, { 'content-type': metrics.contentType, 'content-length': String(bytes) });
+    return c.body(body, 200, { 'content-type': om ? metrics.openMetricsContentType : metrics.contentType, 'content-length': String(bytes) });
   });
   return app;
 }

@@ -4,10 +4,10 @@
 // and its first usage), content blocks (content_block_start, content_block_delta...,
 // content_block_stop), message_delta (stop_reason and the final usage), message_stop, ping, and
 // error. Only a content_block_delta that carries output is a token: text (text_delta), tool
-// input (input_json_delta), thinking (thinking_delta); a signature or a citation is not output,
+// input (input_json_delta), thinking (thinking_delta, a reasoning token: TTFT, not visible output); a signature or a citation is not output,
 // nor are starts, stops and pings. Usage is merged field by field by the timer (mergeUsage), as
 // the Anthropic SDK merges message_start's and message_delta's.
-import { readFinishReason, type EventFacts } from './event-facts.ts';
+import { REASONING, readFinishReason, type EventFacts } from './event-facts.ts';
 import { isString } from './skim-event.ts';
 import { readUsage } from './usage.ts';
 
@@ -21,7 +21,8 @@ export function classifyMessagesEvent(p: Record<string, unknown>, type: string):
       const d = p.delta;
       if (typeof d !== 'object' || d === null) return NOTHING;
       const delta = d as Record<string, unknown>;
-      return nonEmpty(delta.text) || nonEmpty(delta.partial_json) || nonEmpty(delta.thinking) ? TOKEN : NOTHING;
+      if (nonEmpty(delta.text) || nonEmpty(delta.partial_json)) return TOKEN;
+      return nonEmpty(delta.thinking) ? REASONING : NOTHING;
     }
     case 'message_start': {
       const m = p.message;
@@ -74,51 +75,62 @@ const VALUE_KEYS = ['text', 'thinking', 'partial_json'].map((key) => Buffer.from
 export interface DeltaSkimmer {
   skim(b: Buffer, start: number, end: number): boolean | undefined;
   learn(b: Buffer, start: number, end: number): void;
+  /** The template's tokens are reasoning (a thinking block's), not visible output. */
+  readonly reasoning: boolean;
 }
 
 export function createDeltaSkimmer(): DeltaSkimmer {
-  let prefix: Buffer | undefined;
-  let suffix: Buffer | undefined;
-  return {
-    skim(b, start, end) {
-      if (prefix === undefined || suffix === undefined) return undefined;
-      const from = start + prefix.length;
-      const to = end - suffix.length;
-      if (to - from < 2 || b[from] !== QUOTE || b.compare(prefix, 0, prefix.length, start, from) !== 0 || b.compare(suffix, 0, suffix.length, to, end) !== 0 || !isString(b, from, to)) return undefined;
-      return to - from > 2;
-    },
-    learn(b, start, end) {
-      prefix = suffix = undefined;
-      for (const key of VALUE_KEYS) {
-        const at = b.indexOf(key, start);
-        if (at === -1 || at >= end) continue;
-        const open = at + key.length - 1;
-        let close = -1;
-        for (let j = open + 1; j < end; j++) {
-          if (b[j] === BACKSLASH) j++;
-          else if (b[j] === QUOTE) {
-            close = j + 1;
-            break;
-          }
-        }
-        if (close === -1) return;
-        const head = b.toString('utf8', start, open);
-        const tail = b.toString('utf8', close, end);
-        if (probe(`${head}""${tail}`) !== false || probe(`${head}"x"${tail}`) !== true) return;
-        prefix = Buffer.from(b.subarray(start, open));
-        suffix = Buffer.from(b.subarray(close, end));
-        return;
-      }
-    },
-  };
+  return new BlockTemplate();
 }
 
-/** Whether a content_block_delta payload is a token; undefined for any other payload. */
-function probe(payload: string): boolean | undefined {
+// A class, not an object literal with a getter: one per stream, made on the hot path.
+class BlockTemplate implements DeltaSkimmer {
+  private prefix: Buffer | undefined = undefined;
+  private suffix: Buffer | undefined = undefined;
+  reasoning = false;
+
+  skim(b: Buffer, start: number, end: number): boolean | undefined {
+    const { prefix, suffix } = this;
+    if (prefix === undefined || suffix === undefined) return undefined;
+    const from = start + prefix.length;
+    const to = end - suffix.length;
+    if (to - from < 2 || b[from] !== QUOTE || b.compare(prefix, 0, prefix.length, start, from) !== 0 || b.compare(suffix, 0, suffix.length, to, end) !== 0 || !isString(b, from, to)) return undefined;
+    return to - from > 2;
+  }
+
+  learn(b: Buffer, start: number, end: number): void {
+    this.prefix = this.suffix = undefined;
+    for (const key of VALUE_KEYS) {
+      const at = b.indexOf(key, start);
+      if (at === -1 || at >= end) continue;
+      const open = at + key.length - 1;
+      let close = -1;
+      for (let j = open + 1; j < end; j++) {
+        if (b[j] === BACKSLASH) j++;
+        else if (b[j] === QUOTE) {
+          close = j + 1;
+          break;
+        }
+      }
+      if (close === -1) return;
+      const head = b.toString('utf8', start, open);
+      const tail = b.toString('utf8', close, end);
+      const one = probe(`${head}"x"${tail}`);
+      if (probe(`${head}""${tail}`)?.token !== false || one?.token !== true) return;
+      this.prefix = Buffer.from(b.subarray(start, open));
+      this.suffix = Buffer.from(b.subarray(close, end));
+      this.reasoning = one.reasoning === true;
+      return;
+    }
+  }
+}
+
+/** What a content_block_delta payload is; undefined for any other payload. */
+function probe(payload: string): EventFacts | undefined {
   try {
     const p: unknown = JSON.parse(payload);
     if (typeof p !== 'object' || p === null || Array.isArray(p) || (p as { type?: unknown }).type !== 'content_block_delta') return undefined;
-    return classifyMessagesEvent(p as Record<string, unknown>, 'content_block_delta')?.token;
+    return classifyMessagesEvent(p as Record<string, unknown>, 'content_block_delta');
   } catch {
     return undefined;
   }

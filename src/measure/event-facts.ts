@@ -20,7 +20,16 @@ export interface EventFacts {
   readonly model?: string | undefined;
   /** The engine's own `timings` (llama.cpp), on the event that carries them. */
   readonly timings?: EngineTimings | undefined;
+  /**
+   * The token's output is reasoning only (`reasoning_content`, `reasoning`, Anthropic's
+   * thinking, the Responses API's reasoning events): it counts for TTFT, not as visible output.
+   * Absent on a token with visible output (text, a tool call, a refusal, audio).
+   */
+  readonly reasoning?: true;
 }
+
+/** A token-carrying event whose output is reasoning only, and nothing else. */
+export const REASONING: EventFacts = { token: true, usage: undefined, error: false, done: false, malformed: false, finishReason: undefined, reasoning: true };
 
 /** Longest finish reason kept: engines send short words; anything longer is cut. */
 const MAX_FINISH_REASON = 64;

@@ -9,7 +9,7 @@
 // API events, told apart by their `type`, are read by anthropic-events.ts.
 import { classifyMessagesEvent, messageFinishReason } from './anthropic-events.ts';
 import { readEngineTimings, type EngineTimings } from './engine-timings.ts';
-import { readFinishReason, type EventFacts } from './event-facts.ts';
+import { REASONING, readFinishReason, type EventFacts } from './event-facts.ts';
 import { readUsage, type Usage } from './usage.ts';
 
 export { readFinishReason, type EventFacts } from './event-facts.ts';
@@ -73,22 +73,24 @@ export function classifyPayload(p: Record<string, unknown>, eventName?: string):
   if (eventName === 'error' || p.object === 'error' || (p.error !== undefined && p.error !== null)) {
     return ERROR;
   }
-  let token = false;
+  // 0: no output, 1: reasoning only, 2: visible output (in any choice).
+  let output = 0;
   let finishReason: string | undefined;
   const choices = p.choices;
   if (Array.isArray(choices)) {
     for (const choice of choices) {
-      if (choiceHasOutput(choice)) {
-        token = true;
-        break;
-      }
+      const o = choiceOutput(choice);
+      if (o > output) output = o;
+      if (output === 2) break;
     }
     finishReason = choicesFinishReason(choices);
   }
+  const token = output > 0;
   const usage = p.usage === undefined || p.usage === null ? undefined : readUsage(p.usage);
   const timings = p.timings === undefined ? undefined : readEngineTimings(p.timings);
-  if (usage === undefined && finishReason === undefined && timings === undefined) return token ? TOKEN : NOTHING;
-  const facts: EventFacts = { token, usage, error: false, done: false, malformed: false, finishReason };
+  if (usage === undefined && finishReason === undefined && timings === undefined) return output === 2 ? TOKEN : output === 1 ? REASONING : NOTHING;
+  const facts: EventFacts =
+    output === 1 ? { token, usage, error: false, done: false, malformed: false, finishReason, reasoning: true } : { token, usage, error: false, done: false, malformed: false, finishReason };
   return withModel(timings === undefined ? facts : { ...facts, timings }, p.model);
 }
 
@@ -96,7 +98,9 @@ function classifyResponsesEvent(p: Record<string, unknown>, type: string): Event
   if (type === 'error') return ERROR;
   if (type.endsWith('.delta')) {
     const delta = p.delta;
-    return typeof delta === 'string' && delta.length === 0 ? NOTHING : TOKEN;
+    if (typeof delta === 'string' && delta.length === 0) return NOTHING;
+    // response.reasoning_text.delta, response.reasoning_summary_text.delta: not what the user sees.
+    return type.includes('reasoning') ? REASONING : TOKEN;
   }
   if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed') {
     const response = typeof p.response === 'object' && p.response !== null ? (p.response as Record<string, unknown>) : undefined;
@@ -108,23 +112,17 @@ function classifyResponsesEvent(p: Record<string, unknown>, type: string): Event
   return NOTHING;
 }
 
-function choiceHasOutput(choice: unknown): boolean {
-  if (typeof choice !== 'object' || choice === null) return false;
+/** A choice's output: 0 none, 1 reasoning only, 2 visible (text, tool calls, a refusal, audio). */
+function choiceOutput(choice: unknown): 0 | 1 | 2 {
+  if (typeof choice !== 'object' || choice === null) return 0;
   const c = choice as Record<string, unknown>;
   const text = c.text;
-  if (typeof text === 'string' && text.length > 0) return true;
+  if (typeof text === 'string' && text.length > 0) return 2;
   const delta = c.delta;
-  if (typeof delta !== 'object' || delta === null) return false;
+  if (typeof delta !== 'object' || delta === null) return 0;
   const d = delta as Record<string, unknown>;
-  return (
-    nonEmpty(d.content) ||
-    nonEmpty(d.reasoning_content) ||
-    nonEmpty(d.reasoning) ||
-    nonEmpty(d.tool_calls) ||
-    nonEmpty(d.refusal) ||
-    nonEmptyObject(d.audio) ||
-    nonEmptyObject(d.function_call)
-  );
+  if (nonEmpty(d.content) || nonEmpty(d.tool_calls) || nonEmpty(d.refusal) || nonEmptyObject(d.audio) || nonEmptyObject(d.function_call)) return 2;
+  return nonEmpty(d.reasoning_content) || nonEmpty(d.reasoning) ? 1 : 0;
 }
 
 function nonEmptyObject(value: unknown): boolean {

@@ -5,7 +5,7 @@
 // request started, that output began, and that it finished, each exactly once.
 import type { Clock } from './clock.ts';
 import type { EngineTimings } from './engine-timings.ts';
-import { mergeUsage, promptTotal, type Usage } from './usage.ts';
+import { cachedPromptTokens, mergeUsage, promptTotal, type Usage } from './usage.ts';
 import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestParams, RequestSample, UsageSource } from './sample.ts';
 
 export interface MeasurementSink {
@@ -13,6 +13,12 @@ export interface MeasurementSink {
   started(info: RequestInfo): void;
   /** Output began (the request moves from waiting to running); ttft in seconds for streams. */
   firstOutput(info: RequestInfo, ttftSeconds: number | undefined): void;
+  /**
+   * The first visible output came (text or a tool call, not reasoning; streams only): seconds
+   * from arrival, and for a stream that opened with reasoning its reasoning phase. At most once,
+   * after firstOutput.
+   */
+  firstVisibleOutput?(info: RequestInfo, seconds: number, reasoningPhase: number | undefined): void;
   /** The request is over. Called once, after started. */
   finished(sample: RequestSample): void;
   /**
@@ -36,11 +42,21 @@ export interface RequestTimer {
   headSent(): void;
   /**
    * A chunk of the response body arrived from the upstream (at `at`, for a chunk read after it
-   * arrived); the events in it share its arrival time, which is returned.
+   * arrived); the events in it share its arrival time, which is returned. Called without `at`
+   * when the chunk was just written to the client: the end of its time in the proxy.
    */
   responseBody(at?: number): number;
-  /** A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if any. */
-  tokenEvent(completionTokens?: number): void;
+  /**
+   * An upstream chunk reached the data plane (its 'data' event; the first of a batch written as
+   * one), readable since `at` (the turn's arrival stamp, arrival-clock.ts; else now): the start
+   * of its time in the proxy, which the next responseBody() ends.
+   */
+  chunkArrived(at?: number): void;
+  /**
+   * A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if
+   * any; `reasoning`, its output is reasoning only (no visible output).
+   */
+  tokenEvent(completionTokens?: number, reasoning?: boolean): void;
   /** The upstream reported usage; the last report wins, field by field (reports are cumulative). */
   usage(usage: Usage): void;
   /** The upstream said why generation stopped (`finish_reason`); the last report wins. */
@@ -66,9 +82,10 @@ export interface RequestTimer {
 /**
  * `tenant`: who sent the request (per-tenant metering), carried on every event's info.
  * `arrivedAt`: the request's t0 when known before the timer is made (arrival-clock.ts); else now.
+ * `requestId`: the request's id (RequestInfo.requestId), carried on every event's info.
  */
-export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant?: string, arrivedAt?: number): RequestTimer {
-  return new Timer(api, clock, sink, tenant, arrivedAt);
+export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant?: string, arrivedAt?: number, requestId?: string): RequestTimer {
+  return new Timer(api, clock, sink, tenant, arrivedAt, requestId);
 }
 
 // A class, not a closure per method: one object per request on the hot path.
@@ -77,12 +94,15 @@ class Timer implements RequestTimer {
   private readonly clock: Clock;
   private readonly sink: MeasurementSink;
   private readonly tenant: string | undefined;
+  private readonly requestId: string | undefined;
   private readonly t0: number;
   private info: RequestInfo | undefined = undefined;
   private status = 0;
   private streamed = false;
   private outputAt: number | undefined = undefined;
   private firstTokenAt: number | undefined = undefined;
+  private firstVisibleAt: number | undefined = undefined;
+  private openedWithReasoning = false;
   private lastTokenAt = 0;
   private tokenEvents = 0;
   private headersAt: number | undefined = undefined;
@@ -98,13 +118,18 @@ class Timer implements RequestTimer {
   private admittedAt: number | undefined = undefined;
   private requestParams: RequestParams | undefined = undefined;
   private timings: EngineTimings | undefined = undefined;
+  // The proxy's own time on the path: a chunk's arrival to its write, summed over the writes.
+  private arrivedAt: number | undefined = undefined;
+  private overheadMs = 0;
+  private overheadWrites = 0;
   closed = false;
 
-  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant: string | undefined, arrivedAt: number | undefined) {
+  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant: string | undefined, arrivedAt: number | undefined, requestId: string | undefined) {
     this.api = api;
     this.clock = clock;
     this.sink = sink;
     this.tenant = tenant;
+    this.requestId = requestId;
     this.t0 = arrivedAt ?? clock();
   }
 
@@ -118,9 +143,18 @@ class Timer implements RequestTimer {
     if (this.info !== undefined) this.sink.firstOutput(this.info, this.ttft());
   }
 
+  /** Tells the sink of the first visible output, once the labels are known. */
+  private visibleOutput(info: RequestInfo): void {
+    const { firstVisibleAt, firstTokenAt } = this;
+    if (firstVisibleAt === undefined || this.sink.firstVisibleOutput === undefined) return;
+    const phase = this.openedWithReasoning && firstTokenAt !== undefined ? (firstVisibleAt - firstTokenAt) / 1000 : undefined;
+    this.sink.firstVisibleOutput(info, (firstVisibleAt - this.t0) / 1000, phase);
+  }
+
   private infoOf(model: string, stream: boolean): RequestInfo {
-    const { api, tenant } = this;
-    return tenant === undefined ? { api, model, stream } : { api, model, stream, tenant };
+    const { api, tenant, requestId } = this;
+    if (requestId === undefined) return tenant === undefined ? { api, model, stream } : { api, model, stream, tenant };
+    return tenant === undefined ? { api, model, stream, requestId } : { api, model, stream, tenant, requestId };
   }
 
   identify(model: string, stream: boolean, params?: RequestParams): void {
@@ -129,6 +163,7 @@ class Timer implements RequestTimer {
     this.requestParams = params;
     this.sink.started(this.info);
     if (this.outputAt !== undefined) this.sink.firstOutput(this.info, this.ttft());
+    this.visibleOutput(this.info);
   }
 
   admitted(): void {
@@ -147,21 +182,33 @@ class Timer implements RequestTimer {
     if (!this.closed) this.headSentAt ??= this.clock();
   }
 
+  chunkArrived(at?: number): void {
+    if (!this.closed && this.arrivedAt === undefined) this.arrivedAt = at ?? this.clock();
+  }
+
   responseBody(at?: number): number {
     const now = at ?? this.clock();
     if (this.closed) return now;
+    if (at === undefined && this.arrivedAt !== undefined) {
+      this.overheadMs += now - this.arrivedAt;
+      this.overheadWrites++;
+      this.arrivedAt = undefined;
+    }
     this.chunkAt = now;
     // A non-streamed answer arrives whole: its first byte is the first output the wire shows.
     if (!this.streamed && this.outputAt === undefined) this.output(now);
     return now;
   }
 
-  tokenEvent(completionTokens?: number): void {
+  tokenEvent(completionTokens?: number, reasoning?: boolean): void {
     if (this.closed) return;
     const at = this.chunkAt ?? this.clock();
     this.tokenEvents++;
+    const firstVisible = reasoning !== true && this.firstVisibleAt === undefined;
+    if (firstVisible) this.firstVisibleAt = at;
     if (this.firstTokenAt === undefined) {
       this.firstTokenAt = at;
+      this.openedWithReasoning = reasoning === true;
       this.output(at);
     } else if (this.info !== undefined && this.sink.interToken !== undefined) {
       // With cumulative usage on every chunk (vLLM's continuous usage stats) an event may carry
@@ -172,6 +219,7 @@ class Timer implements RequestTimer {
     }
     if (completionTokens !== undefined) this.lastCumulative = completionTokens;
     this.lastTokenAt = at;
+    if (firstVisible && this.info !== undefined) this.visibleOutput(this.info);
   }
 
   usage(u: Usage): void {
@@ -212,8 +260,9 @@ class Timer implements RequestTimer {
       info = this.info = this.infoOf('unknown', false);
       this.sink.started(info);
       if (this.outputAt !== undefined) this.sink.firstOutput(info, this.ttft());
+      this.visibleOutput(info);
     }
-    const { t0, failure, streamed, tokenEvents, lastUsage, firstTokenAt, lastTokenAt, outputAt } = this;
+    const { t0, failure, streamed, tokenEvents, lastUsage, firstTokenAt, lastTokenAt, outputAt, firstVisibleAt } = this;
     const outcome: Outcome = failure !== undefined ? 'failed' : delivered ? 'success' : 'cancelled';
     let promptTokens: number | undefined;
     let completionTokens: number | undefined;
@@ -265,8 +314,16 @@ class Timer implements RequestTimer {
       queued: this.admittedAt === undefined ? 0 : (this.admittedAt - t0) / 1000,
       params: this.requestParams,
       ...(this.timings === undefined ? {} : { engineTimings: this.timings }),
+      // Plain members (undefined where unknown), not spreads: the sample is built once per request.
+      cachedPromptTokens: lastUsage === undefined ? undefined : cachedPromptTokens(lastUsage),
+      cacheWriteTokens: lastUsage?.cacheCreationTokens,
+      reasoningTokens: lastUsage?.reasoningTokens,
+      timeToFirstOutput: firstVisibleAt === undefined ? undefined : (firstVisibleAt - t0) / 1000,
+      proxyOverhead: streamed && this.overheadWrites > 0 ? this.overheadMs / this.overheadWrites / 1000 : undefined,
+      reasoningPhase: this.openedWithReasoning && firstTokenAt !== undefined && firstVisibleAt !== undefined ? (firstVisibleAt - firstTokenAt) / 1000 : undefined,
     };
     this.sink.finished(sample);
     return sample;
   }
 }
+

@@ -34,6 +34,11 @@ export interface RequestInfo {
   readonly stream: boolean;
   /** Who sent it (INFERMETER_TENANT: a header's value or a hashed key, aliased); absent when off. */
   readonly tenant?: string | undefined;
+  /**
+   * The request's id, its histograms' exemplar: the client's x-request-id when it is a sane
+   * token (as the access log takes it), else the id infermeter gives the request.
+   */
+  readonly requestId?: string | undefined;
 }
 
 export interface RequestSample extends RequestInfo {
@@ -51,6 +56,19 @@ export interface RequestSample extends RequestInfo {
   readonly outputSeen: boolean;
   /** Seconds from arrival to the first token-carrying event (streams only). */
   readonly ttft: number | undefined;
+  /**
+   * Seconds from arrival to the first event with visible output: text or a tool call, not
+   * reasoning (streams only; undefined for a stream that showed none). Equal to `ttft` unless
+   * the stream opened with reasoning.
+   */
+  readonly timeToFirstOutput?: number | undefined;
+  /**
+   * A streamed response's time in the proxy, in seconds: from an upstream chunk's arrival in the
+   * data plane to its write to the client, the mean over the response's writes.
+   */
+  readonly proxyOverhead?: number | undefined;
+  /** For a stream that opened with reasoning: seconds from its first token to its first visible output. */
+  readonly reasoningPhase?: number | undefined;
   /** Seconds from arrival to the last token-carrying event (streams only). */
   readonly lastToken: number | undefined;
   /** Seconds from arrival to the last byte handed to the client (successes only). */
@@ -60,6 +78,15 @@ export interface RequestSample extends RequestInfo {
   readonly promptTokens: number | undefined;
   readonly completionTokens: number | undefined;
   readonly usageSource: UsageSource;
+  /**
+   * The usage's details, where the upstream stated them (never guessed): prompt tokens a prompt
+   * cache served (cached_tokens, prompt_cache_hit_tokens, Anthropic's cache_read_input_tokens),
+   * prompt tokens written to Anthropic's cache (cache_creation_input_tokens), generated tokens
+   * spent on reasoning (reasoning_tokens). Undefined when the usage lacks the field.
+   */
+  readonly cachedPromptTokens?: number | undefined;
+  readonly cacheWriteTokens?: number | undefined;
+  readonly reasoningTokens?: number | undefined;
   /** Number of token-carrying events seen. */
   readonly tokenEvents: number;
   /**

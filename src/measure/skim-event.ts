@@ -8,7 +8,7 @@
 // it answer undefined, and the full classifier (JSON.parse) decides instead: exact either way,
 // and no JSON.parse for the events of a common stream. It assumes what engines send: no key twice
 // in one object (JSON.parse would keep the last; a member here counts wherever it is).
-import type { EventFacts } from './event-facts.ts';
+import { REASONING, type EventFacts } from './event-facts.ts';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -37,6 +37,12 @@ const COMPLETION_TOKENS = k('completion_tokens');
 const OUTPUT_TOKENS = k('output_tokens');
 // Anthropic's cache counts (readUsage keeps them apart): left to the full classifier.
 const CACHE_KEYS = [k('cache_read_input_tokens'), k('cache_creation_input_tokens')];
+// The usage's details (usage.ts): a prompt cache's hits, the reasoning tokens.
+const PROMPT_CACHE_HIT_TOKENS = k('prompt_cache_hit_tokens');
+const PROMPT_DETAILS = [k('prompt_tokens_details'), k('input_tokens_details')];
+const COMPLETION_DETAILS = [k('completion_tokens_details'), k('output_tokens_details')];
+const CACHED_TOKENS = k('cached_tokens');
+const REASONING_TOKENS = k('reasoning_tokens');
 const PROMPT_N = k('prompt_n');
 const PROMPT_MS = k('prompt_ms');
 const PREDICTED_N = k('predicted_n');
@@ -47,6 +53,8 @@ const JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 const MAX_FINISH_REASON = 64;
 // `delta` members whose value is output when it is a non-empty string or array ...
 const SEQUENCE_KEYS = [k('content'), k('reasoning_content'), k('reasoning'), k('tool_calls'), k('refusal')];
+// ... of which these are reasoning, not visible output (every other output key is visible).
+const REASONING_KEYS = [k('reasoning_content'), k('reasoning')];
 // ... and those whose value is output when it is a non-empty object (as in openai-events.ts).
 const OBJECT_KEYS = [k('audio'), k('function_call')];
 
@@ -68,6 +76,7 @@ function walk(b: Uint8Array, start: number, end: number): boolean | undefined {
   w.b = b;
   w.end = end;
   w.token = false;
+  w.visible = false;
   w.choiceCount = 0;
   w.members = 0;
   w.valueStart = -1;
@@ -78,6 +87,9 @@ function walk(b: Uint8Array, start: number, end: number): boolean | undefined {
   w.inputTokens = -1;
   w.completionTokens = -1;
   w.outputTokens = -1;
+  w.cachedTokens = -1;
+  w.cacheHitTokens = -1;
+  w.reasoningTokens = -1;
   w.promptN = -1;
   w.promptMs = -1;
   w.predictedN = -1;
@@ -139,11 +151,15 @@ class Walker {
   b: Uint8Array = new Uint8Array(0);
   end = 0;
   token = false;
+  /** Some output was visible (not reasoning only). */
+  visible = false;
   /** Choices seen, delta members seen, and the span of the last string value of a sequence key. */
   choiceCount = 0;
   members = 0;
   valueStart = -1;
   valueEnd = -1;
+  /** That string's key is a reasoning key. */
+  valueReasoning = false;
   /** The last finish reason's span (-1: none), the model's, and the usage counts (-1: none). */
   finishStart = -1;
   finishEnd = -1;
@@ -154,6 +170,9 @@ class Walker {
   inputTokens = -1;
   completionTokens = -1;
   outputTokens = -1;
+  cachedTokens = -1;
+  cacheHitTokens = -1;
+  reasoningTokens = -1;
   /** llama.cpp's timings (-1: not read). */
   promptN = -1;
   promptMs = -1;
@@ -169,11 +188,25 @@ class Walker {
     if (this.usage) {
       const prompt = this.promptTokens !== -1 ? this.promptTokens : this.inputTokens;
       const completion = this.completionTokens !== -1 ? this.completionTokens : this.outputTokens;
-      if (prompt !== -1 || completion !== -1) usage = { promptTokens: prompt === -1 ? undefined : prompt, completionTokens: completion === -1 ? undefined : completion };
+      const cached = this.cachedTokens !== -1 ? this.cachedTokens : this.cacheHitTokens;
+      const reasoning = this.reasoningTokens;
+      if (cached !== -1 || reasoning !== -1) {
+        usage = {
+          promptTokens: prompt === -1 ? undefined : prompt,
+          completionTokens: completion === -1 ? undefined : completion,
+          cacheReadTokens: undefined,
+          cacheCreationTokens: undefined,
+          cachedTokens: cached === -1 ? undefined : cached,
+          reasoningTokens: reasoning === -1 ? undefined : reasoning,
+        };
+      } else if (prompt !== -1 || completion !== -1) usage = { promptTokens: prompt === -1 ? undefined : prompt, completionTokens: completion === -1 ? undefined : completion };
     }
     const timed = this.promptN !== -1 && this.promptMs !== -1 && this.predictedN !== -1 && this.predictedMs !== -1;
-    if (usage === undefined && finishReason === undefined && !timed) return token;
-    let facts: EventFacts = { token, usage, error: false, done: false, malformed: false, finishReason };
+    const reasoning = token && !this.visible;
+    if (usage === undefined && finishReason === undefined && !timed) return reasoning ? REASONING : token;
+    let facts: EventFacts = reasoning
+      ? { token, usage, error: false, done: false, malformed: false, finishReason, reasoning: true }
+      : { token, usage, error: false, done: false, malformed: false, finishReason };
     if (timed) facts = { ...facts, timings: { promptTokens: this.promptN, promptMs: this.promptMs, predictedTokens: this.predictedN, predictedMs: this.predictedMs } };
     return this.modelStart !== -1 && this.modelEnd > this.modelStart ? { ...facts, model: b.toString('utf8', this.modelStart, this.modelEnd) } : facts;
   }
@@ -222,14 +255,49 @@ class Walker {
         else if (this.keyIs(ks, ke, COMPLETION_TOKENS)) this.completionTokens = this.lastInteger;
         else if (this.keyIs(ks, ke, INPUT_TOKENS)) this.inputTokens = this.lastInteger;
         else if (this.keyIs(ks, ke, OUTPUT_TOKENS)) this.outputTokens = this.lastInteger;
+        else if (this.keyIs(ks, ke, PROMPT_CACHE_HIT_TOKENS)) this.cacheHitTokens = this.lastInteger;
         else if (this.keyIn(ks, ke, CACHE_KEYS)) return DEFER;
         i = e;
+      } else if (c === LBRACE && this.keyIn(this.keyStart, this.keyEnd, PROMPT_DETAILS)) {
+        i = this.detailsObject(i, CACHED_TOKENS, 0);
+        if (i === DEFER) return DEFER;
+      } else if (c === LBRACE && this.keyIn(this.keyStart, this.keyEnd, COMPLETION_DETAILS)) {
+        i = this.detailsObject(i, REASONING_TOKENS, 1);
+        if (i === DEFER) return DEFER;
       } else if (c === 0x2d) {
         return DEFER; // a negative count: the full classifier decides what it means
       } else {
         i = this.skipValue(i);
         if (i === DEFER) return DEFER;
       }
+      i = this.after(i, RBRACE);
+      if (i === DEFER || !this.more) return i;
+    }
+  }
+
+  /**
+   * A `*_tokens_details` object at i: its `key` count read (`which` 0: cached_tokens, 1:
+   * reasoning_tokens), any other member skipped; a count that is not a plain integer defers.
+   */
+  detailsObject(i: number, key: Uint8Array, which: 0 | 1): number {
+    const b = this.b;
+    i = this.space(i + 1);
+    if (b[i] === RBRACE) return i + 1;
+    for (;;) {
+      i = this.key(i);
+      if (i === DEFER) return DEFER;
+      if (this.keyIs(this.keyStart, this.keyEnd, key)) {
+        const c = b[i]!;
+        if (c === 0x6e) i = this.skipValue(i); // null: no count
+        else if (c < 0x30 || c > 0x39) return DEFER;
+        else {
+          i = this.integer(i);
+          if (i === DEFER) return DEFER;
+          if (which === 0) this.cachedTokens = this.lastInteger;
+          else this.reasoningTokens = this.lastInteger;
+        }
+      } else i = this.skipValue(i);
+      if (i === DEFER) return DEFER;
       i = this.after(i, RBRACE);
       if (i === DEFER || !this.more) return i;
     }
@@ -397,7 +465,7 @@ class Walker {
         i = this.delta(i);
       } else if (this.keyIs(keyStart, keyEnd, TEXT) && b[i] === QUOTE) {
         const end = this.stringEnd(i);
-        if (end !== DEFER && end > i + 2) this.token = true;
+        if (end !== DEFER && end > i + 2) this.token = this.visible = true;
         i = end;
       } else if (b[i] === QUOTE && this.keyIs(keyStart, keyEnd, FINISH_REASON)) {
         // Why generation stopped: kept when plain ASCII (its length in characters is then its
@@ -437,15 +505,22 @@ class Walker {
         // A string under a sequence key: output when non-empty. Remember where it lies, for
         // the stream's template (see createSkimmer).
         if (this.keyIn(keyStart, keyEnd, SEQUENCE_KEYS)) {
-          if (end > i + 2) this.token = true;
+          if (end > i + 2) {
+            this.token = true;
+            if (!this.keyIn(keyStart, keyEnd, REASONING_KEYS)) this.visible = true;
+          }
           this.valueStart = i;
           this.valueEnd = end;
+          this.valueReasoning = this.keyIn(keyStart, keyEnd, REASONING_KEYS);
         }
       } else if (c === LBRACKET) {
         // A non-empty array (tool calls, content parts) under a sequence key.
-        if (this.space(i + 1) < end - 1 && this.keyIn(keyStart, keyEnd, SEQUENCE_KEYS)) this.token = true;
+        if (this.space(i + 1) < end - 1 && this.keyIn(keyStart, keyEnd, SEQUENCE_KEYS)) {
+          this.token = true;
+          if (!this.keyIn(keyStart, keyEnd, REASONING_KEYS)) this.visible = true;
+        }
       } else if (c === LBRACE) {
-        if (this.space(i + 1) < end - 1 && this.keyIn(keyStart, keyEnd, OBJECT_KEYS)) this.token = true;
+        if (this.space(i + 1) < end - 1 && this.keyIn(keyStart, keyEnd, OBJECT_KEYS)) this.token = this.visible = true;
       }
       i = this.after(end, RBRACE);
       if (i === DEFER || !this.more) return i;
@@ -466,6 +541,8 @@ const walker = new Walker();
 export function createSkimmer(): (b: Buffer, start: number, end: number) => boolean | EventFacts | undefined {
   let prefix: Buffer | undefined;
   let suffix: Buffer | undefined;
+  // The template's string is reasoning (reasoning_content), not visible output.
+  let reasoning = false;
   return (b, start, end) => {
     if (prefix !== undefined && suffix !== undefined) {
       const p = prefix.length;
@@ -479,7 +556,7 @@ export function createSkimmer(): (b: Buffer, start: number, end: number) => bool
         b.compare(suffix, 0, q, to, end) === 0 &&
         isString(b, from, to)
       ) {
-        return to - from > 2;
+        return to - from > 2 && (reasoning ? REASONING : true);
       }
     }
     const token = walk(b, start, end);
@@ -487,9 +564,10 @@ export function createSkimmer(): (b: Buffer, start: number, end: number) => bool
     const w = walker;
     const facts = w.facts(token);
     // A chunk that reports more than its token (a finish reason, usage) never becomes the template.
-    if (facts === token && w.choiceCount === 1 && w.members === 1 && w.valueStart !== -1) {
+    if ((facts === token || facts === REASONING) && w.choiceCount === 1 && w.members === 1 && w.valueStart !== -1) {
       prefix = Buffer.from(b.subarray(start, w.valueStart));
       suffix = Buffer.from(b.subarray(w.valueEnd, end));
+      reasoning = w.valueReasoning;
     }
     return facts;
   };

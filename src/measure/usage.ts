@@ -5,6 +5,11 @@
 // cache_creation_input_tokens: they are kept apart here and added to the prompt when the request
 // ends (promptTotal), so that its prompt tokens mean what OpenAI's prompt_tokens means, cached
 // ones included. A field that is absent or not a non-negative integer stays undefined.
+// Two details are read where the upstream states them, never guessed: the prompt tokens served
+// from a prompt cache (OpenAI, vLLM, SGLang, xAI: prompt_tokens_details.cached_tokens; the
+// Responses API: input_tokens_details.cached_tokens; DeepSeek, SiliconFlow:
+// prompt_cache_hit_tokens; Anthropic: cache_read_input_tokens) and the generated tokens spent on
+// reasoning (completion_tokens_details.reasoning_tokens, output_tokens_details.reasoning_tokens).
 
 export interface Usage {
   readonly promptTokens: number | undefined;
@@ -13,6 +18,10 @@ export interface Usage {
   readonly cacheReadTokens?: number | undefined;
   /** Anthropic's cache_creation_input_tokens: prompt tokens written to its prompt cache. */
   readonly cacheCreationTokens?: number | undefined;
+  /** OpenAI's prompt_tokens_details.cached_tokens (or DeepSeek's prompt_cache_hit_tokens): part of promptTokens. */
+  readonly cachedTokens?: number | undefined;
+  /** completion_tokens_details.reasoning_tokens: part of completionTokens. */
+  readonly reasoningTokens?: number | undefined;
 }
 
 /** Reads a `usage` object; undefined when it holds no usable count (null, {}, garbage). */
@@ -23,9 +32,19 @@ export function readUsage(value: unknown): Usage | undefined {
   const completionTokens = count(u.completion_tokens) ?? count(u.output_tokens);
   const cacheReadTokens = count(u.cache_read_input_tokens);
   const cacheCreationTokens = count(u.cache_creation_input_tokens);
-  if (cacheReadTokens !== undefined || cacheCreationTokens !== undefined) return { promptTokens, completionTokens, cacheReadTokens, cacheCreationTokens };
+  // DeepSeek states prompt_cache_hit_tokens beside prompt_tokens_details.cached_tokens, the same count: one is taken.
+  const cachedTokens = detail(u.prompt_tokens_details, 'cached_tokens') ?? detail(u.input_tokens_details, 'cached_tokens') ?? count(u.prompt_cache_hit_tokens);
+  const reasoningTokens = detail(u.completion_tokens_details, 'reasoning_tokens') ?? detail(u.output_tokens_details, 'reasoning_tokens');
+  if (cacheReadTokens !== undefined || cacheCreationTokens !== undefined || cachedTokens !== undefined || reasoningTokens !== undefined) {
+    return { promptTokens, completionTokens, cacheReadTokens, cacheCreationTokens, cachedTokens, reasoningTokens };
+  }
   if (promptTokens === undefined && completionTokens === undefined) return undefined;
   return { promptTokens, completionTokens };
+}
+
+/** A count inside a `*_tokens_details` object. */
+function detail(details: unknown, key: string): number | undefined {
+  return typeof details === 'object' && details !== null ? count((details as Record<string, unknown>)[key]) : undefined;
 }
 
 /**
@@ -34,13 +53,25 @@ export function readUsage(value: unknown): Usage | undefined {
  * merges them). Reports are cumulative, so nothing is ever summed.
  */
 export function mergeUsage(earlier: Usage | undefined, later: Usage): Usage {
-  // The common case, a report that states both counts over one without cache counts: no copy.
-  if (earlier === undefined || (later.promptTokens !== undefined && later.completionTokens !== undefined && earlier.cacheReadTokens === undefined && earlier.cacheCreationTokens === undefined)) return later;
+  // The common case, a report that states both counts over one without details: no copy.
+  if (
+    earlier === undefined ||
+    (later.promptTokens !== undefined &&
+      later.completionTokens !== undefined &&
+      earlier.cacheReadTokens === undefined &&
+      earlier.cacheCreationTokens === undefined &&
+      earlier.cachedTokens === undefined &&
+      earlier.reasoningTokens === undefined)
+  ) {
+    return later;
+  }
   return {
     promptTokens: later.promptTokens ?? earlier.promptTokens,
     completionTokens: later.completionTokens ?? earlier.completionTokens,
     cacheReadTokens: later.cacheReadTokens ?? earlier.cacheReadTokens,
     cacheCreationTokens: later.cacheCreationTokens ?? earlier.cacheCreationTokens,
+    cachedTokens: later.cachedTokens ?? earlier.cachedTokens,
+    reasoningTokens: later.reasoningTokens ?? earlier.reasoningTokens,
   };
 }
 
@@ -49,6 +80,14 @@ export function promptTotal(u: Usage): number | undefined {
   const { promptTokens, cacheReadTokens, cacheCreationTokens } = u;
   if (cacheReadTokens === undefined && cacheCreationTokens === undefined) return promptTokens;
   return (promptTokens ?? 0) + (cacheReadTokens ?? 0) + (cacheCreationTokens ?? 0);
+}
+
+/**
+ * The prompt tokens a prompt cache served, when the usage says: OpenAI's cached_tokens (part of
+ * the prompt), else Anthropic's cache_read_input_tokens (added to it by promptTotal).
+ */
+export function cachedPromptTokens(u: Usage): number | undefined {
+  return u.cachedTokens ?? u.cacheReadTokens;
 }
 
 function count(value: unknown): number | undefined {

@@ -48,6 +48,9 @@ export const DEFAULT_BUCKETS = {
   // enough for an SLO's threshold (TTFT under 0.5 s, say) and a coarse latency picture.
   infermeter_tenant_time_to_first_token_seconds: [0.1, 0.25, 0.5, 1, 2.5, 5, 10],
   infermeter_tenant_e2e_request_latency_seconds: [0.5, 1, 2.5, 5, 10, 30, 60, 120],
+  // The proxy's own time per write (seconds): from 10 µs, where a loopback hop's floor lies, to
+  // 100 ms, a loop that was held up.
+  infermeter_proxy_overhead_seconds: [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
 } as const satisfies Record<string, readonly number[]>;
 
 export type HistogramFamily = keyof typeof DEFAULT_BUCKETS;

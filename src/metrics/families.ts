@@ -3,7 +3,9 @@
 // - a histogram whose observe() takes a weight, so that one request can add completion_tokens - 1
 //   observations of its TPOT in O(1), as MindIE counts time_per_output_token_seconds;
 // - counters and gauges computed at scrape time from the shared measurement state, so that every
-//   dialect reads the same numbers and none can drift from another.
+//   dialect reads the same numbers and none can drift from another;
+// - exemplars: a histogram observed with a request's id keeps, per bucket, the last such
+//   observation (id, value, wall-clock time), written only into OpenMetrics renders.
 import type { Registry } from 'prom-client';
 import { escapeLabelValue, formatLabels, formatValue, header } from './text-format.ts';
 
@@ -29,8 +31,12 @@ export interface Family {
   readonly type: MetricType;
   /** prom-client's collector interface (JSON, cluster aggregation). */
   get(): Collected;
-  /** The family in the text format, HELP and TYPE included; what /metrics serves. */
-  renderText(): string;
+  /**
+   * The family in the text format, HELP and TYPE included; what /metrics serves. With
+   * `exemplars`, histogram bucket lines carry their exemplar in OpenMetrics' syntax (the caller
+   * makes the rest of the render OpenMetrics: openmetrics.ts); without, nothing of them.
+   */
+  renderText(exemplars?: boolean): string;
 }
 
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
@@ -98,8 +104,25 @@ export interface HistogramOptions {
 }
 
 export interface WeightedHistogram extends Family {
-  /** Records `weight` observations of `value` under one label value; O(log buckets). */
-  observe(labelValue: string, value: number, weight?: number): void;
+  /**
+   * Records `weight` observations of `value` under one label value; O(log buckets). With
+   * `exemplar` (a request's id, at most MAX_EXEMPLAR_ID characters), the bucket's exemplar.
+   */
+  observe(labelValue: string, value: number, weight?: number, exemplar?: string): void;
+}
+
+/**
+ * OpenMetrics limits an exemplar's label set to 128 characters, names and values together:
+ * `request_id` leaves 118 for the id.
+ */
+export const MAX_EXEMPLAR_ID = 128 - 'request_id'.length;
+
+/** Each bucket's last exemplar: allocated at a series' first one. */
+interface Exemplars {
+  readonly ids: (string | undefined)[];
+  readonly values: Float64Array;
+  /** Wall-clock milliseconds. */
+  readonly times: Float64Array;
 }
 
 interface Series {
@@ -108,6 +131,7 @@ interface Series {
   count: number;
   /** Text up to the value of each line (bucket lines, +Inf, sum, count), built on first render. */
   prefixes: string[] | undefined;
+  exemplars: Exemplars | undefined;
 }
 
 /** Upper bounds as a typed array, checked to increase strictly. */
@@ -119,8 +143,11 @@ function checkedBounds(name: string, buckets: readonly number[]): Float64Array {
   return bounds;
 }
 
-/** Adds `weight` observations of `value` to a series: binary search for the first bound >= value. */
-function observeInto(s: Series, bounds: Float64Array, value: number, weight: number): void {
+/**
+ * Adds `weight` observations of `value` to a series: binary search for the first bound >= value.
+ * An `exemplar` id becomes that bucket's exemplar (three stores; the arrays at the first one).
+ */
+function observeInto(s: Series, bounds: Float64Array, value: number, weight: number, exemplar: string | undefined): void {
   let lo = 0;
   let hi = bounds.length;
   while (lo < hi) {
@@ -131,17 +158,38 @@ function observeInto(s: Series, bounds: Float64Array, value: number, weight: num
   s.counts[lo]! += weight;
   s.sum += value * weight;
   s.count += weight;
+  if (exemplar === undefined || exemplar.length > MAX_EXEMPLAR_ID) return;
+  const n = bounds.length + 1;
+  const e = (s.exemplars ??= { ids: new Array<string | undefined>(n).fill(undefined), values: new Float64Array(n), times: new Float64Array(n) });
+  e.ids[lo] = exemplar;
+  e.values[lo] = value;
+  e.times[lo] = Date.now();
 }
 
-/** A series' lines: cumulative buckets, +Inf, sum and count, after their prefixes `p`. */
-function seriesText(s: Series, p: readonly string[], n: number): string {
+/** ` # {request_id="..."} value timestamp`: bucket i's exemplar in OpenMetrics' syntax, or ''. */
+function exemplarText(e: Exemplars | undefined, i: number): string {
+  const id = e?.ids[i];
+  if (e === undefined || id === undefined) return '';
+  return ` # {request_id="${escapeLabelValue(id)}"} ${formatValue(e.values[i]!)} ${formatValue(e.times[i]! / 1000)}`;
+}
+
+/** A series' lines: cumulative buckets, +Inf, sum and count, after their prefixes `p`; exemplars when asked. */
+function seriesText(s: Series, p: readonly string[], n: number, exemplars = false): string {
   let out = '';
   let cumulative = 0;
+  const e = exemplars ? s.exemplars : undefined;
+  if (e === undefined) {
+    for (let i = 0; i < n; i++) {
+      cumulative += s.counts[i]!;
+      out += `${p[i]}${cumulative}\n`;
+    }
+    return `${out}${p[n]}${s.count}\n${p[n + 1]}${formatValue(s.sum)}\n${p[n + 2]}${s.count}\n`;
+  }
   for (let i = 0; i < n; i++) {
     cumulative += s.counts[i]!;
-    out += `${p[i]}${cumulative}\n`;
+    out += `${p[i]}${cumulative}${exemplarText(e, i)}\n`;
   }
-  return `${out}${p[n]}${s.count}\n${p[n + 1]}${formatValue(s.sum)}\n${p[n + 2]}${s.count}\n`;
+  return `${out}${p[n]}${s.count}${exemplarText(e, n)}\n${p[n + 1]}${formatValue(s.sum)}\n${p[n + 2]}${s.count}\n`;
 }
 
 /** A series as prom-client's MetricValue list (for get()). */
@@ -182,19 +230,19 @@ export function registerHistogram(registry: Registry, options: HistogramOptions)
     name,
     help,
     type: 'histogram',
-    renderText() {
+    renderText(exemplars) {
       let out = head;
-      for (const [labelValue, s] of series) out += seriesText(s, (s.prefixes ??= prefixesFor(labelValue)), bounds.length);
+      for (const [labelValue, s] of series) out += seriesText(s, (s.prefixes ??= prefixesFor(labelValue)), bounds.length, exemplars);
       return out;
     },
-    observe(labelValue, value, weight = 1) {
+    observe(labelValue, value, weight = 1, exemplar) {
       if (!(weight > 0) || !Number.isFinite(value)) return;
       let s = series.get(labelValue);
       if (s === undefined) {
-        s = { counts: new Float64Array(bounds.length + 1), sum: 0, count: 0, prefixes: undefined };
+        s = { counts: new Float64Array(bounds.length + 1), sum: 0, count: 0, prefixes: undefined, exemplars: undefined };
         series.set(labelValue, s);
       }
-      observeInto(s, bounds, value, weight);
+      observeInto(s, bounds, value, weight, exemplar);
     },
     get() {
       const values: MetricValue[] = [];
@@ -220,9 +268,10 @@ export interface LabelledHistogramOptions {
 export interface LabelledHistogram extends Family {
   /**
    * Records `weight` observations of `value` under one label set, its values in the order of
-   * `labelNames`; an undefined value leaves its label out of that series.
+   * `labelNames`; an undefined value leaves its label out of that series. `exemplar`: as
+   * WeightedHistogram's.
    */
-  observe(labelValues: readonly (string | undefined)[], value: number, weight?: number): void;
+  observe(labelValues: readonly (string | undefined)[], value: number, weight?: number, exemplar?: string): void;
 }
 
 /**
@@ -258,12 +307,12 @@ export function registerLabelledHistogram(registry: Registry, options: LabelledH
     name,
     help,
     type: 'histogram',
-    renderText() {
+    renderText(exemplars) {
       let out = head;
-      for (const s of series.values()) out += seriesText(s, (s.prefixes ??= prefixesFor(s.labels)), bounds.length);
+      for (const s of series.values()) out += seriesText(s, (s.prefixes ??= prefixesFor(s.labels)), bounds.length, exemplars);
       return out;
     },
-    observe(labelValues, value, weight = 1) {
+    observe(labelValues, value, weight = 1, exemplar) {
       if (!(weight > 0) || !Number.isFinite(value)) return;
       const key = keyOf(labelValues);
       let s = series.get(key);
@@ -273,10 +322,10 @@ export function registerLabelledHistogram(registry: Registry, options: LabelledH
           const v = labelValues[i];
           if (v !== undefined) labels[labelNames[i]!] = v;
         }
-        s = { counts: new Float64Array(bounds.length + 1), sum: 0, count: 0, prefixes: undefined, labels };
+        s = { counts: new Float64Array(bounds.length + 1), sum: 0, count: 0, prefixes: undefined, exemplars: undefined, labels };
         series.set(key, s);
       }
-      observeInto(s, bounds, value, weight);
+      observeInto(s, bounds, value, weight, exemplar);
     },
     get() {
       const values: MetricValue[] = [];

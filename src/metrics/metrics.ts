@@ -25,6 +25,10 @@ import { createFailureFamilies } from './failure-classes.ts';
 import { createGoodputFamilies, type Goodput } from './goodput-families.ts';
 import { createGoodputWindow } from './goodput-window.ts';
 import type { SloPolicy } from '../slo/slo-policy.ts';
+import { OPENMETRICS_CONTENT_TYPE, OPENMETRICS_EOF, toOpenMetrics } from './openmetrics.ts';
+import { createUsageDetailFamilies } from './usage-detail-families.ts';
+import { createFirstOutputFamilies } from './first-output-families.ts';
+import { createOverheadFamily } from './overhead-family.ts';
 
 /**
  * How long one piece of a /metrics render may hold the event loop (ms): a family started
@@ -67,15 +71,17 @@ export interface Metrics {
   addObserver(observer: SampleObserver): void;
   /** Call when a scrape starts; returns what to call with the size of the body served. */
   scrapeStarted(): (bytes: number) => void;
-  /** The exposition text of every family. */
-  render(): Promise<string>;
+  /** The exposition text of every family (`openMetrics`: in OpenMetrics, with exemplars, `# EOF` last). */
+  render(openMetrics?: boolean): Promise<string>;
   /**
    * The same text in pieces, each rendered within about RENDER_SLICE_MS of the event loop,
    * which it is given back between pieces: a scrape of thousands of series never holds the
    * data plane's streams for long. Each family is rendered whole, in one piece.
    */
-  renderPieces(): AsyncGenerator<string>;
+  renderPieces(openMetrics?: boolean): AsyncGenerator<string>;
   readonly contentType: string;
+  /** The content type of an OpenMetrics render. */
+  readonly openMetricsContentType: string;
   /** Mean TTFT and TBT (ms) over the last INFERMETER_JSON_WINDOW finished requests. */
   recentAverages(): { ttftMs: number | undefined; tbtMs: number | undefined };
   /**
@@ -207,6 +213,9 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const goodputWindow =
     goodput === undefined ? undefined : createGoodputWindow(options.jsonWindow ?? 1000, options.throughputWindowSeconds, options.clock, recorder.state.windowCoverage);
   if (goodputWindow !== undefined) goodput?.onJudged((_, j) => goodputWindow.add(j));
+  recorder.addObserver(createUsageDetailFamilies(registry, tenantGuard !== undefined));
+  recorder.addObserver(createFirstOutputFamilies(registry, options.buckets, tenantGuard !== undefined));
+  recorder.addObserver(createOverheadFamily(registry, options.buckets));
   registerDerived(registry, {
     name: 'infermeter_model_labels',
     help: 'Distinct model_name values kept (unknown and other included).',
@@ -282,7 +291,13 @@ export function createMetrics(options: MetricsOptions): Metrics {
   }
 
   /** The exposition in pieces, giving the event loop back between them (Metrics.renderPieces). */
-  async function* renderPieces(): AsyncGenerator<string> {
+  // The relayed families in OpenMetrics, converted once per relay text (one per engine scrape).
+  let relayOm: { text: string; om: string } | undefined;
+  const relayOpenMetrics = (text: string): string => {
+    if (relayOm?.text !== text) relayOm = { text, om: toOpenMetrics(text, true) };
+    return relayOm.om;
+  };
+  async function* renderPieces(openMetrics = false): AsyncGenerator<string> {
     // Our families write their own text (label strings built once per series); prom-client
     // formats its own metric types.
     let piece = '';
@@ -291,7 +306,8 @@ export function createMetrics(options: MetricsOptions): Metrics {
     for (const metric of registry.getMetricsAsArray()) {
       if (relayed !== undefined && engineFirst.has(metric.name) && relayed.has(metric.name)) continue;
       const family = metric as unknown as Partial<Family>;
-      piece += family.renderText !== undefined ? family.renderText() : `${await registry.getSingleMetricAsString(metric.name)}\n`;
+      const text = family.renderText !== undefined ? family.renderText(openMetrics) : `${await registry.getSingleMetricAsString(metric.name)}\n`;
+      piece += openMetrics ? toOpenMetrics(text) : text;
       if (piece.length >= RENDER_PIECE_CHARS || performance.now() - sliceStart >= RENDER_SLICE_MS) {
         yield piece;
         piece = '';
@@ -300,7 +316,12 @@ export function createMetrics(options: MetricsOptions): Metrics {
         sliceStart = performance.now();
       }
     }
-    yield piece + (scraper?.relayText() ?? '');
+    if (!openMetrics) {
+      yield piece + (scraper?.relayText() ?? '');
+      return;
+    }
+    const relay = scraper?.relayText();
+    yield piece + (relay === undefined || relay === '' ? '' : relayOpenMetrics(relay)) + OPENMETRICS_EOF;
   }
 
   return {
@@ -320,13 +341,14 @@ export function createMetrics(options: MetricsOptions): Metrics {
         for (const f of done) f(bytes);
       };
     },
-    async render() {
+    async render(openMetrics = false) {
       let out = '';
-      for await (const piece of renderPieces()) out += piece;
+      for await (const piece of renderPieces(openMetrics)) out += piece;
       return out;
     },
     renderPieces,
     contentType: registry.contentType,
+    openMetricsContentType: OPENMETRICS_CONTENT_TYPE,
     recentAverages: () => recent.averages(),
     recentGoodput() {
       if (goodputWindow === undefined) return undefined;

@@ -42,6 +42,8 @@ export interface MeasurementState {
 /** What a dialect hears of each request, besides reading the shared state. */
 export interface SampleObserver {
   firstOutput?(info: RequestInfo, ttftSeconds: number | undefined): void;
+  /** The first visible output (not reasoning) of a stream: seconds from arrival, and the reasoning phase before it. */
+  firstVisibleOutput?(info: RequestInfo, seconds: number, reasoningPhase: number | undefined): void;
   interToken?(info: RequestInfo, seconds: number, tokens: number): void;
   finished?(sample: RequestSample): void;
 }
@@ -113,6 +115,10 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
       m.waiting--;
       m.running++;
       for (const o of observers) o.firstOutput?.(info, ttft);
+    },
+    firstVisibleOutput(raw, seconds, reasoningPhase) {
+      const info = infoOf(raw);
+      for (const o of observers) o.firstVisibleOutput?.(info, seconds, reasoningPhase);
     },
     finished(raw) {
       let sample = infoOf(raw);

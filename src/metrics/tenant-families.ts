@@ -82,7 +82,7 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
   };
   return {
     firstOutput(info, seconds) {
-      if (info.tenant !== undefined && seconds !== undefined) ttft.observe(labelsOf(info as RequestInfo & { tenant: string }), seconds);
+      if (info.tenant !== undefined && seconds !== undefined) ttft.observe(labelsOf(info as RequestInfo & { tenant: string }), seconds, 1, info.requestId);
     },
     finished(sample: RequestSample) {
       const { tenant } = sample;
@@ -91,7 +91,7 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
       p.outcomes[sample.outcome]++;
       if (sample.promptTokens !== undefined) p.promptTokens += sample.promptTokens;
       if (sample.completionTokens !== undefined) p.generationTokens += sample.completionTokens;
-      if (sample.e2e !== undefined) e2e.observe([tenant, sample.model], sample.e2e);
+      if (sample.e2e !== undefined) e2e.observe([tenant, sample.model], sample.e2e, 1, sample.requestId);
     },
   };
 }

@@ -110,7 +110,7 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
   let first = true;
 
   const report = (facts: EventFacts): void => {
-    if (facts.token) timer.tokenEvent(facts.usage?.completionTokens);
+    if (facts.token) timer.tokenEvent(facts.usage?.completionTokens, facts.reasoning);
     if (facts.usage !== undefined) timer.usage(facts.usage);
     if (facts.finishReason !== undefined) timer.finishReason(facts.finishReason);
     if (facts.model !== undefined) timer.responseModel(facts.model);
@@ -198,7 +198,7 @@ function tapEventStream(proxyRes: IncomingMessage, timer: RequestTimer, options:
     const delta = lf - nameStart === CONTENT_BLOCK_DELTA.length && b.compare(CONTENT_BLOCK_DELTA, 0, CONTENT_BLOCK_DELTA.length, nameStart, lf) === 0;
     if (delta) {
       const skimmed = deltas.skim(b, from, end);
-      if (skimmed === true) timer.tokenEvent();
+      if (skimmed === true) timer.tokenEvent(undefined, deltas.reasoning);
       if (skimmed !== undefined) return;
     }
     const facts = classifyEvent(b.toString('utf8', from, end), b.toString('utf8', nameStart, lf) || undefined);

@@ -35,6 +35,8 @@ export interface PrometheusOptions {
   readonly job?: string;
   /** Bound on the start (process up and /-/ready answering 200); default 30 s. */
   readonly startTimeoutMs?: number;
+  /** Feature flags (`--enable-feature=`), e.g. `exemplar-storage`. */
+  readonly features?: readonly string[];
 }
 
 /** The `data` of a successful /api/v1/query answer. */
@@ -111,7 +113,7 @@ export async function startPrometheus(t: TestContext, options: PrometheusOptions
   for (;;) {
     attempt++;
     const port = await freePort();
-    const running = launch(dir, configFile, port);
+    const running = launch(dir, configFile, port, options.features ?? []);
     current = running;
     const outcome = await running.ready(deadline);
     if (outcome === 'ready') break;
@@ -211,7 +213,7 @@ interface Running {
   log(): string;
 }
 
-function launch(dir: string, configFile: string, port: number): Running {
+function launch(dir: string, configFile: string, port: number, features: readonly string[]): Running {
   const url = `http://127.0.0.1:${port}`;
   const child: ChildProcess = spawn(
     BINARY,
@@ -220,6 +222,7 @@ function launch(dir: string, configFile: string, port: number): Running {
       `--storage.tsdb.path=${join(dir, `data-${port}`)}`,
       `--web.listen-address=127.0.0.1:${port}`,
       '--log.level=info',
+      ...(features.length === 0 ? [] : [`--enable-feature=${features.join(',')}`]),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );

@@ -245,8 +245,11 @@ describe('Grafana dashboard deploy/grafana/infermeter.json', () => {
         assert.ok(a.x + a.w <= b.x || b.x + b.w <= a.x || a.y + a.h <= b.y || b.y + b.h <= a.y, `panels ${a.title} and ${b.title} overlap`);
 
     const titles = panels.map((p) => p.title ?? '').join('\n');
-    for (const want of [/request rate/i, /failure/i, /first token/i, /per output token/i, /end-to-end/i, /tokens per second/i, /in-flight/i, /kv-cache/i, /upstream errors/i, /by tenant/i])
+    for (const want of [/request rate/i, /failure/i, /first token/i, /per output token/i, /end-to-end/i, /tokens per second/i, /in-flight/i, /kv-cache/i, /upstream errors/i, /by tenant/i, /first visible output/i, /proxy's own time/i])
       assert.match(titles, want);
+    // A TTFT panel with exemplars on (Grafana shows each bucket's request id, scraped as OpenMetrics).
+    const exemplars = panels.filter((p) => (p.targets ?? []).some((t) => (t as { exemplar?: boolean }).exemplar === true && /time_to_first_token_seconds_bucket/.test(t.expr ?? '')));
+    assert.ok(exemplars.length >= 1, 'an exemplar-enabled TTFT panel');
 
     const queries = dashboardQueries(d);
     for (const q of queries) {

@@ -25,6 +25,11 @@ function checkTotals(run: TapRun, expect: StreamExpectation, context: string, by
   if (finishReason !== null) assert.equal(sample.finishReason, finishReason, `${context}: finish reason`);
   assert.equal(sample.tokenEvents, expect.tokenEvents, `${context}: token-carrying events`);
   assert.equal(sample.ttft !== undefined, expect.firstTokenEvent !== null, `${context}: TTFT observed`);
+  const firstVisible = expect.firstVisibleEvent === undefined ? expect.firstTokenEvent : expect.firstVisibleEvent;
+  assert.equal(sample.timeToFirstOutput !== undefined, firstVisible !== null, `${context}: time to first output observed`);
+  // The reasoning phase: for a stream that opens with reasoning, from its first token to its first visible output.
+  assert.equal(sample.reasoningPhase !== undefined, firstVisible !== null && firstVisible !== expect.firstTokenEvent, `${context}: reasoning phase`);
+  if (sample.reasoningPhase !== undefined) assert.ok(Math.abs(sample.reasoningPhase - (sample.timeToFirstOutput! - sample.ttft!)) < 1e-9, `${context}: reasoning phase = time to first output - TTFT`);
   if (expect.promptTokens === null && expect.completionTokens === null) {
     assert.notEqual(sample.usageSource, 'upstream', `${context}: no usage expected`);
   } else {
@@ -35,6 +40,10 @@ function checkTotals(run: TapRun, expect: StreamExpectation, context: string, by
   assert.equal(sample.outcome, expect.error ? 'failed' : 'success', `${context}: outcome`);
   if (expect.error) assert.equal(sample.failure, 'stream_error', `${context}: failure reason`);
   assert.deepEqual(sample.engineTimings, expect.engineTimings, `${context}: the engine's timings`);
+  // The usage's details: exactly what the recording's usage states, nothing where it states none.
+  assert.equal(sample.reasoningTokens, expect.reasoningTokens, `${context}: reasoning tokens`);
+  assert.equal(sample.cachedPromptTokens, expect.cachedPromptTokens, `${context}: cached prompt tokens`);
+  assert.equal(sample.cacheWriteTokens, expect.cacheWriteTokens, `${context}: cache write tokens`);
   assert.equal(problems.filter((p) => p === 'malformed_event').length, expect.malformed, `${context}: malformed events`);
   assert.deepEqual(problems.filter((p) => p !== 'malformed_event'), [], `${context}: other tap problems`);
 }
@@ -49,6 +58,9 @@ export function checkEventByEvent(api: InferenceApi, bytes: Buffer, expect: Stre
   const run = runTap({ api, chunks: blocks.map((b) => b.bytes), clockAt: (i) => eventIndex[i]! });
   checkTotals(run, expect, name, bytes);
   assert.equal(run.firstTokenAt ?? null, expect.firstTokenEvent, `${name}: first token event`);
+  // The clock reads the event's index: the first visible output's event, after TTFT's by the reasoning events' span.
+  const firstVisible = expect.firstVisibleEvent === undefined ? expect.firstTokenEvent : expect.firstVisibleEvent;
+  assert.equal(run.sample.timeToFirstOutput === undefined ? null : Math.round(run.sample.timeToFirstOutput * 1000), firstVisible, `${name}: first visible output event`);
   const { sample } = run;
   // The clock reads the event's index (in ms): the last token's event, whether or not a TPOT
   // follows from it.
@@ -85,6 +97,14 @@ export function checkRechunked(api: InferenceApi, bytes: Buffer, expect: StreamE
       const at = run.firstTokenAt!;
       const previousEnd = expect.firstTokenEvent === 0 ? 0 : eventEnds[expect.firstTokenEvent - 1]!;
       assert.ok(at > previousEnd && at >= end - 4 && at < end + maxLen, `${context}: first token at byte ${at}, event ends at ${end}`);
+    }
+    const firstVisible = expect.firstVisibleEvent === undefined ? expect.firstTokenEvent : expect.firstVisibleEvent;
+    if (firstVisible !== null) {
+      // Likewise the first visible output: once its event is all in, and not a chunk later.
+      const end = eventEnds[firstVisible]!;
+      const at = Math.round(run.sample.timeToFirstOutput! * 1000);
+      const previousEnd = firstVisible === 0 ? 0 : eventEnds[firstVisible - 1]!;
+      assert.ok(at > previousEnd && at >= end - 4 && at < end + maxLen, `${context}: first visible output at byte ${at}, event ends at ${end}`);
     }
   }
 }

@@ -37,6 +37,8 @@ describe('Messages API events', () => {
   it('counts text, tool input and thinking deltas as tokens, and nothing else', () => {
     for (const d of [{ type: 'text_delta', text: 'x' }, { type: 'input_json_delta', partial_json: '{"a' }, { type: 'thinking_delta', thinking: 'hm' }]) {
       assert.equal(classifyEvent(...delta(d)).token, true, JSON.stringify(d));
+      // Thinking is reasoning: TTFT, not visible output.
+      assert.equal(classifyEvent(...delta(d)).reasoning, d.type === 'thinking_delta' ? true : undefined, JSON.stringify(d));
     }
     const notTokens: Array<[string, string]> = [
       delta({ type: 'text_delta', text: '' }),
@@ -59,7 +61,7 @@ describe('Messages API events', () => {
 
   it('reads usage, model and stop reason where the API reports them', () => {
     const s = classifyEvent(...start({ input_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1, service_tier: 'standard' }, 'claude-sonnet-4-5'));
-    assert.deepEqual([s.usage, s.model, s.finishReason], [{ promptTokens: 12, completionTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0 }, 'claude-sonnet-4-5', undefined]);
+    assert.deepEqual([s.usage, s.model, s.finishReason], [{ promptTokens: 12, completionTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0, cachedTokens: undefined, reasoningTokens: undefined }, 'claude-sonnet-4-5', undefined]);
     const d = classifyEvent(...messageDelta({ output_tokens: 30 }, 'max_tokens'));
     assert.deepEqual([d.usage, d.finishReason], [{ promptTokens: undefined, completionTokens: 30 }, 'max_tokens']);
     assert.equal(classifyEvent(...messageDelta({ output_tokens: 30 }, null)).finishReason, undefined);
@@ -124,7 +126,7 @@ describe('Messages API events', () => {
     assert.equal(promptTotal({ promptTokens: undefined, completionTokens: 4 }), undefined);
     const later = { promptTokens: 5, completionTokens: 6 };
     assert.equal(mergeUsage({ promptTokens: 1, completionTokens: 2 }, later), later);
-    assert.deepEqual(mergeUsage({ promptTokens: 1, completionTokens: 2, cacheReadTokens: 3 }, later), { ...later, cacheReadTokens: 3, cacheCreationTokens: undefined });
+    assert.deepEqual(mergeUsage({ promptTokens: 1, completionTokens: 2, cacheReadTokens: 3 }, later), { ...later, cacheReadTokens: 3, cacheCreationTokens: undefined, cachedTokens: undefined, reasoningTokens: undefined });
   });
 });
 
@@ -157,6 +159,8 @@ describe('createDeltaSkimmer (a block\'s template)', () => {
       } else {
         skimmed++;
         assert.equal(fast, full.token, payload);
+        // A thinking block's template says reasoning; a text or tool-input block's, visible output.
+        if (fast) assert.equal(skimmer.reasoning, full.reasoning === true, payload);
       }
     }
     assert.ok(skimmed > 1800, `skimmed ${skimmed} of 4000`);

@@ -14,7 +14,11 @@ describe('skimTokenEvent', () => {
   it('decides the common chunk shapes', () => {
     assert.equal(skim('{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}'), true);
     assert.equal(skim('{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}'), false);
-    assert.equal(skim('{"choices":[{"delta":{"role":null,"content":null,"reasoning_content":"x","tool_calls":null}}]}'), true);
+    // Reasoning is a token, not visible output.
+    assert.deepEqual(skim('{"choices":[{"delta":{"role":null,"content":null,"reasoning_content":"x","tool_calls":null}}]}'), classifyEvent('{"choices":[{"delta":{"reasoning_content":"x"}}]}'));
+    assert.equal(classifyEvent('{"choices":[{"delta":{"reasoning_content":"x"}}]}').reasoning, true);
+    assert.equal(skim('{"choices":[{"delta":{"reasoning":"x","content":"y"}}]}'), true, 'visible output beside reasoning: visible');
+    assert.equal(skim('{"choices":[{"delta":{"reasoning":"x"}},{"delta":{"tool_calls":[{"index":0}]}}]}'), true, 'visible in another choice');
     assert.equal(skim('{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"a\\":1}"}}]}}]}'), true);
     assert.equal(skim('{"choices":[{"delta":{"tool_calls":[]}}]}'), false);
     assert.equal(skim('{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}'), true);
@@ -52,6 +56,12 @@ describe('skimTokenEvent', () => {
       `{"choices":[{"delta":{},"finish_reason":"${'x'.repeat(80)}"}]}`,
       '{"id":"c","model":"m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":128,"total_tokens":140,"prompt_tokens_details":{"cached_tokens":0}}}',
       '{"choices":[],"usage":{"input_tokens":3,"output_tokens":null}}',
+      // The usage's details (cached and reasoning tokens), in each provider's spelling.
+      '{"choices":[{"index":0,"delta":{"content":""},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":339,"completion_tokens":83,"total_tokens":422,"prompt_tokens_details":{"cached_tokens":320},"completion_tokens_details":{"reasoning_tokens":39},"prompt_cache_hit_tokens":320,"prompt_cache_miss_tokens":19}}',
+      '{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"prompt_cache_hit_tokens":4,"prompt_cache_miss_tokens":5}}',
+      '{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":null,"audio_tokens":0}}}',
+      '{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"completion_tokens_details":{"audio_tokens":0,"reasoning_tokens":2}}}',
+      '{"choices":[],"usage":{"input_tokens":9,"output_tokens":3,"input_tokens_details":{},"output_tokens_details":{"reasoning_tokens":0}}}',
       '{"choices":[],"usage":{"prompt_tokens":0}}',
       '{"choices":[],"usage":{"total_tokens":5}}',
       '{"choices":[],"usage":"n/a","model":""}',
@@ -81,7 +91,9 @@ describe('skimTokenEvent', () => {
       const choices = random() < 0.2 ? `[${choice},${choice}]` : `[${choice}]`;
       const count = () => pick(['3', '0', '17', 'null', '"4"', '1.5', '-2', '2e1', '{}']);
       const usage = `{${pick(['prompt_tokens', 'input_tokens', 'total_tokens'])}:${count()},${pick(['completion_tokens', 'output_tokens', 'x'])}:${count()}}`.replace(/\{(\w+):/, '{"$1":').replace(/,(\w+):/, ',"$1":');
-      const extra = pick(['', ',"usage":null', `,"usage":${usage}`, ',"usage":{}', ',"usage":7', ',"model":"m\\"x"', ',"model":"m"', ',"model":""', ',"model":3', ',"error":null']);
+      const details = pick(['', ',"prompt_tokens_details":{"cached_tokens":' + count() + '}', ',"completion_tokens_details":{"audio_tokens":0,"reasoning_tokens":' + count() + '}', ',"prompt_cache_hit_tokens":' + count(), ',"prompt_tokens_details":null']);
+      const detailed = usage.slice(0, -1) + details + '}';
+      const extra = pick(['', ',"usage":null', `,"usage":${usage}`, `,"usage":${detailed}`, ',"usage":{}', ',"usage":7', ',"model":"m\\"x"', ',"model":"m"', ',"model":""', ',"model":3', ',"error":null']);
       const payload = `{"id":"c","choices":${choices}${extra}}`;
       const fast = skim(payload);
       if (fast === undefined) continue;
@@ -89,6 +101,7 @@ describe('skimTokenEvent', () => {
       const full = classifyEvent(payload);
       if (typeof fast === 'boolean') {
         assert.equal(fast, full.token, payload);
+        assert.equal(full.reasoning, undefined, payload);
         // Deciding alone must lose nothing the full classifier would have read.
         assert.deepEqual([full.usage, full.finishReason, full.error], [undefined, undefined, false], payload);
       } else assert.deepEqual(fast, full, payload);
@@ -142,16 +155,20 @@ describe('createSkimmer (stream templates)', () => {
     for (let i = 0; i < 3000; i++) {
       const text = texts[Math.floor(random() * texts.length)]!;
       const shape = random();
+      // A reasoning model's stream: runs of reasoning_content deltas, then content ones (each a template in turn).
+      const key = Math.floor(i / 50) % 2 === 0 ? 'reasoning_content' : 'content';
       const payload =
         shape < 0.8
-          ? `{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":${text}},"finish_reason":null}]}`
+          ? `{"id":"c1","created":1,"choices":[{"index":0,"delta":{"${key}":${text}},"finish_reason":null}]}`
           : shape < 0.9
-            ? `{"id":"c1","created":2,"choices":[{"index":0,"delta":{"content":${text}},"finish_reason":null}]}`
-            : `{"id":"c1","created":1,"choices":[{"index":0,"delta":{"content":${text}},"finish_reason":null}],"usage":{"prompt_tokens":1}}`;
+            ? `{"id":"c1","created":2,"choices":[{"index":0,"delta":{"${key}":${text}},"finish_reason":null}]}`
+            : `{"id":"c1","created":1,"choices":[{"index":0,"delta":{"${key}":${text}},"finish_reason":null}],"usage":{"prompt_tokens":1}}`;
       const bytes = Buffer.from(`data: ${payload}`);
       const fast = skimmer(bytes, 6, bytes.length);
-      if (typeof fast === 'boolean') assert.equal(fast, classifyEvent(payload).token, payload);
-      else if (fast !== undefined) assert.deepEqual(fast, classifyEvent(payload), payload);
+      if (typeof fast === 'boolean') {
+        assert.equal(fast, classifyEvent(payload).token, payload);
+        assert.equal(classifyEvent(payload).reasoning, undefined, payload);
+      } else if (fast !== undefined) assert.deepEqual(fast, classifyEvent(payload), payload);
       if (fast !== undefined && shape < 0.8) templated++;
     }
     assert.ok(templated > 2000);

@@ -185,13 +185,13 @@ export function createAomDialect(registry: Registry, state: MeasurementState, co
     firstOutput(info, ttft) {
       if (ttft === undefined) return;
       knownModels.add(info.model);
-      firstTokenCost.observe(info.model, ttft * 1000);
+      firstTokenCost.observe(info.model, ttft * 1000, 1, info.requestId);
       add(modelPeriod(periods.current(clock()), info.model).firstToken, ttft * 1000);
     },
     finished(sample) {
       const { model } = sample;
-      if (sample.e2e !== undefined) requestCost.observe(model, sample.e2e * 1000);
-      if (sample.tpot !== undefined) perTokenCost.observe(model, sample.tpot.seconds * 1000, sample.tpot.tokens);
+      if (sample.e2e !== undefined) requestCost.observe(model, sample.e2e * 1000, 1, sample.requestId);
+      if (sample.tpot !== undefined) perTokenCost.observe(model, sample.tpot.seconds * 1000, sample.tpot.tokens, sample.requestId);
       if (sample.promptTokens !== undefined) inputTokens.observe(model, sample.promptTokens);
       if (sample.completionTokens !== undefined) outputTokens.observe(model, sample.completionTokens);
 

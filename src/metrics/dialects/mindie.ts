@@ -97,7 +97,7 @@ export function createMindieDialect(registry: Registry, state: MeasurementState,
     metricNames: [...exposer.metricNames, ...names],
     scrapeStarted: exposer.scrapeStarted,
     firstOutput(info, ttftSeconds) {
-      if (ttftSeconds !== undefined) ttft.observe(info.model, ttftSeconds);
+      if (ttftSeconds !== undefined) ttft.observe(info.model, ttftSeconds, 1, info.requestId);
     },
     interToken(info, seconds, tokens) {
       itl.observe(info.model, seconds, tokens);
@@ -105,8 +105,8 @@ export function createMindieDialect(registry: Registry, state: MeasurementState,
     finished(sample) {
       if (sample.ttfb !== undefined) ttfb.observe(sample.model, sample.ttfb);
       // MindIE counts TPOT per token: completion_tokens - 1 observations of the mean gap.
-      if (sample.tpot !== undefined) tpot.observe(sample.model, sample.tpot.seconds, sample.tpot.tokens);
-      if (sample.e2e !== undefined) e2e.observe(sample.model, sample.e2e);
+      if (sample.tpot !== undefined) tpot.observe(sample.model, sample.tpot.seconds, sample.tpot.tokens, sample.requestId);
+      if (sample.e2e !== undefined) e2e.observe(sample.model, sample.e2e, 1, sample.requestId);
       if (sample.promptTokens !== undefined) prompt.observe(sample.model, sample.promptTokens);
       if (sample.completionTokens !== undefined) generation.observe(sample.model, sample.completionTokens);
     },

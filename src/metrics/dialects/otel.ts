@@ -171,17 +171,20 @@ export function createOtelDialect(registry: Registry, _state: MeasurementState, 
     names.push(instrument.family);
   }
   const values: (string | undefined)[] = new Array<string | undefined>(OTEL_ATTRIBUTES.length);
+  // The request being mapped: its id is the latency histograms' exemplar (not the token counts').
+  let requestId: string | undefined;
   const observe = (key: OtelInstrumentKey, value: number, attributes: OtelAttributes): void => {
     for (let i = 0; i < OTEL_ATTRIBUTES.length; i++) {
       const v = attributes[OTEL_ATTRIBUTES[i]!];
       values[i] = v === undefined ? undefined : String(v);
     }
-    families[key].observe(values, value);
+    families[key].observe(values, value, 1, key === 'tokens' ? undefined : requestId);
   };
   return {
     name: 'otel',
     metricNames: names,
     finished(sample) {
+      requestId = sample.requestId;
       otelMeasurements(sample, options, observe);
     },
   };

@@ -178,7 +178,7 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     engineFirst: ['vllm:request_queue_time_seconds', 'vllm:request_prefill_time_seconds', 'vllm:request_inference_time_seconds'],
     httpRequest,
     firstOutput(info, ttftSeconds) {
-      if (ttftSeconds !== undefined) ttft.observe(info.model, ttftSeconds);
+      if (ttftSeconds !== undefined) ttft.observe(info.model, ttftSeconds, 1, info.requestId);
     },
     interToken(info, seconds, tokens) {
       // Per output token after the first: an event that carried k tokens is k gaps of seconds each.
@@ -195,13 +195,13 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
       }
       if (sample.promptTokens !== undefined) promptTokens.observe(model, sample.promptTokens);
       if (sample.completionTokens !== undefined) generationTokens.observe(model, sample.completionTokens);
-      if (sample.e2e !== undefined) e2e.observe(model, sample.e2e);
+      if (sample.e2e !== undefined) e2e.observe(model, sample.e2e, 1, sample.requestId);
       const phases = phaseSplit(sample);
       if (sample.ttft !== undefined && sample.lastToken !== undefined) {
         // vLLM's per-request TPOT: the decode time over completion_tokens - 1, one observation
         // per request (MindIE's TPOT counts the same mean once per token); 0 when there was no
         // second token, as vLLM observes it.
-        requestTpot.observe(model, sample.tpot?.seconds ?? 0);
+        requestTpot.observe(model, sample.tpot?.seconds ?? 0, 1, sample.requestId);
       }
       if (phases.decode !== undefined) decode.observe(model, phases.decode);
       if (reason === undefined || reason === 'error') return;
