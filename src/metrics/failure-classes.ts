@@ -1,5 +1,5 @@
 // Failed requests told apart by whose fault they are, per model: a client error (the upstream
-// answered 4xx: an unknown model, a malformed or oversized request, a bad key, a rate limit) is
+// answered 4xx but 408 and 429: an unknown model, a malformed or oversized request, a bad key) is
 // the client's to fix; a server failure (5xx or another non-2xx status, an unreachable, silent or
 // cut upstream, an answer that is not HTTP, an error event in a 2xx stream, a worker that died)
 // is the service's. Alerts that page are written on server failures only. MindIE's
@@ -23,16 +23,26 @@ const PAIRS: ReadonlyArray<readonly [FailureClass, FailureReason]> = [
   ['server_error', 'worker_exit'],
 ];
 
-/** Whose failure a failed request is: 4xx from the upstream is the client's, everything else the server's. */
+/**
+ * A client error is the client's to fix, not a failure of the model it named (a 404 for a model
+ * that does not exist, a 400 for a malformed body, a 401, a 413, a 422): every 4xx but 408 (the
+ * server gave up waiting) and 429 (the server had no room: TGI's answer to a full queue), which
+ * are the service's capacity. One rule for the failure classes and the goodput verdict.
+ */
+export function isClientError(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 408 && status !== 429;
+}
+
+/** Whose failure a failed request is: a client error from the upstream is the client's, everything else the server's. */
 export function failureClass(sample: Pick<RequestSample, 'failure' | 'status'>): FailureClass {
-  return sample.failure === 'upstream_status' && sample.status >= 400 && sample.status <= 499 ? 'client_error' : 'server_error';
+  return sample.failure === 'upstream_status' && isClientError(sample.status) ? 'client_error' : 'server_error';
 }
 
 export function createFailureFamilies(registry: Registry, state: MeasurementState): SampleObserver {
   const counts = new Map<string, Float64Array>(); // model -> count per PAIRS index
   registerDerived(registry, {
     name: 'infermeter_request_failures_total',
-    help: 'Failed inference requests per model, by class (client_error: the upstream answered 4xx; server_error: 5xx, unreachable, timeout, reset, not HTTP, an error event in the stream, a worker that died) and reason. Page on server_error; request_failed_total counts both.',
+    help: 'Failed inference requests per model, by class (client_error: the upstream answered 4xx but 408 and 429; server_error: 5xx, 408, 429, unreachable, timeout, reset, not HTTP, an error event in the stream, a worker that died) and reason. Page on server_error; request_failed_total counts both.',
     type: 'counter',
     collect: () =>
       [...state.models.values()].flatMap((m) => {

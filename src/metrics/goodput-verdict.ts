@@ -7,6 +7,7 @@
 // ones the histograms observe: goodput and the histograms never disagree about a request.
 import type { SloKey, SloTargets } from '../config/slo-config.ts';
 import type { RequestSample } from '../measure/sample.ts';
+import { isClientError } from './failure-classes.ts';
 
 export type Verdict = 'good' | 'missed' | 'failed' | 'cancelled';
 export const VERDICTS: readonly Verdict[] = ['good', 'missed', 'failed', 'cancelled'];
@@ -30,15 +31,6 @@ export interface SloFigures {
   readonly e2el: number;
 }
 
-/**
- * A client error is the client's to fix, not an SLO miss of the model it named (a 404 for a
- * model that does not exist, a 400 for a malformed body, a 401, a 413, a 422): every 4xx but
- * 408 (the server gave up waiting) and 429 (the server had no room), which are capacity and
- * count as failed.
- */
-export function isClientError(status: number): boolean {
-  return status >= 400 && status < 500 && status !== 408 && status !== 429;
-}
 
 /** Completion tokens of a request: the upstream's usage when it told one, else one per token event. */
 export function completionTokensOf(sample: RequestSample): number {

@@ -13,7 +13,9 @@ describe('failure classes', () => {
   it('a 4xx is the client\'s, everything else the server\'s', () => {
     assert.equal(failureClass({ failure: 'upstream_status', status: 404 }), 'client_error');
     assert.equal(failureClass({ failure: 'upstream_status', status: 400 }), 'client_error');
-    assert.equal(failureClass({ failure: 'upstream_status', status: 429 }), 'client_error');
+    // 408 and 429 are the service's capacity (as the goodput verdict has them): one rule for both.
+    assert.equal(failureClass({ failure: 'upstream_status', status: 429 }), 'server_error');
+    assert.equal(failureClass({ failure: 'upstream_status', status: 408 }), 'server_error');
     assert.equal(failureClass({ failure: 'upstream_status', status: 500 }), 'server_error');
     assert.equal(failureClass({ failure: 'upstream_status', status: 302 }), 'server_error');
     assert.equal(failureClass({ failure: 'upstream_unreachable', status: 502 }), 'server_error');
