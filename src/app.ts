@@ -164,6 +164,8 @@ export function buildDataPlane(
     sink,
     log,
     maxInspectBytes: config.maxInspectBytes,
+    maxHeldBodyBytes: config.maxHeldBodyBytes,
+    bodyUnheld: events.bodyUnheld,
     maxResponseInspectBytes: config.maxResponseInspectBytes,
     maxEventBytes: config.maxEventBytes,
     uninspected: events.uninspected,

@@ -1,0 +1,91 @@
+// Memory has a bound for the whole process, not only per connection: clients that send most of
+// a big body and stall, and scrapers that never read their answer, cannot grow infermeter's
+// memory past the budgets it states (docs/performance.md#memory-bounds). infermeter runs in a
+// child process with a probe that reports its live memory after a full collection: a bound that
+// does not depend on the machine's speed or on when the collector would have run.
+import assert from 'node:assert/strict';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { describe, it } from 'node:test';
+import { listenForTest } from '../helpers/held-upstream.ts';
+import { startMemoryChild, until, type Memory } from '../helpers/memory-child.ts';
+
+const MiB = 1024 * 1024;
+const live = (m: Memory) => m.heapUsed + m.arrayBuffers;
+const mib = (bytes: number) => `${(bytes / MiB).toFixed(1)} MiB`;
+
+/** An upstream that reads every body and never answers (the engine is busy). */
+async function readingUpstream(t: import('node:test').TestContext): Promise<{ url: string; requests: () => number }> {
+  let requests = 0;
+  const held: ServerResponse[] = [];
+  const server = http.createServer((req: IncomingMessage, res: ServerResponse) => {
+    requests++;
+    req.resume();
+    held.push(res);
+  });
+  const url = await listenForTest(t, server);
+  t.after(() => server.closeAllConnections());
+  return { url, requests: () => requests };
+}
+
+describe('memory bounds', () => {
+  it('100 clients stalling after 3.75 MiB of a chat body or a chunked DELETE hold at most INFERMETER_MAX_HELD_BODY_BYTES (64 MiB by default)', async (t) => {
+    const upstream = await readingUpstream(t);
+    const proxy = await startMemoryChild(t, { INFERMETER_UPSTREAM: upstream.url, INFERMETER_LOG_LEVEL: 'info' });
+    const { port } = new URL(proxy.dataUrl);
+    // A warm-up of both routes, so that what is measured is the attack, not code loading.
+    for (const method of ['POST', 'DELETE']) {
+      const path = method === 'POST' ? '/v1/chat/completions' : '/v1/files/x';
+      await new Promise<void>((resolve) => {
+        const req = http.request(`${proxy.dataUrl}${path}`, { method, headers: { 'content-type': 'application/json' }, timeout: 200 }, (res) => res.resume());
+        req.on('timeout', () => (req.destroy(), resolve()));
+        req.on('error', () => resolve());
+        req.on('close', () => resolve());
+        req.end('{"model":"warm","stream":true,"messages":[]}');
+      });
+    }
+    const before = await proxy.memory();
+    const readBefore = proxy.bytesRead();
+    const sent = 3.75 * MiB;
+    const payload = Buffer.alloc(sent, 'a'); // one buffer, written to every socket (not 100 copies here)
+    const clients: Array<{ socket: Socket; answered: boolean; answer: string }> = [];
+    for (let i = 0; i < 100; i++) {
+      const socket = connect(Number(port), '127.0.0.1');
+      const client = { socket, answered: false, answer: '' };
+      socket.on('data', (c: Buffer) => {
+        client.answered = true;
+        client.answer += c.toString('latin1');
+      });
+      socket.on('error', () => (client.answered = true));
+      socket.on('close', () => (client.answered = true));
+      if (i % 2 === 0) {
+        // A chat body under the inspection cap (held whole for usage injection), never finished.
+        socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${4 * MiB - 1024}\r\n\r\n{"model":"m","stream":true,"messages":[{"role":"user","content":"`);
+        socket.write(payload);
+      } else {
+        // A chunked DELETE (held to be sent with a length), its last chunk never sent.
+        socket.write(`DELETE /v1/files/${i} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${sent.toString(16)}\r\n`);
+        socket.write(payload);
+      }
+      clients.push(client);
+    }
+    t.after(() => {
+      for (const c of clients) c.socket.destroy();
+    });
+    // Every client's bytes were read by infermeter, or it was answered already.
+    await until(
+      () => proxy.bytesRead() - readBefore >= clients.filter((c) => !c.answered).length * sent,
+      () => `read ${mib(proxy.bytesRead() - readBefore)}, ${clients.filter((c) => !c.answered).length} clients unanswered`,
+    );
+    const after = await proxy.memory();
+    const grown = live(after) - live(before);
+    t.diagnostic(`live memory grew by ${mib(grown)} (RSS ${mib(before.rss)} -> ${mib(after.rss)}); ${clients.filter((c) => c.answered).length} clients answered, ${upstream.requests()} requests upstream`);
+    // The budget, and per connection a socket's read and the stream buffers of a body in flight.
+    const bound = 64 * MiB + 100 * 256 * 1024;
+    assert.ok(grown <= bound, `live memory grew by ${mib(grown)}, over the bound of ${mib(bound)}`);
+    // Past the budget nothing is lost: a chat body goes upstream as it comes, a DELETE is told to retry.
+    const refused = clients.filter((c) => c.answer.startsWith('HTTP/1.1 503'));
+    assert.ok(refused.every((c) => /\r\nretry-after: 1\r\n/i.test(c.answer)), 'a 503 says when to try again');
+    assert.ok(upstream.requests() + refused.length >= 100 - 64 / 3.75, `${upstream.requests()} forwarded, ${refused.length} refused`);
+  });
+});
