@@ -23,8 +23,8 @@ import { createRecorder, type MeasurementState, type SampleObserver } from './re
 import { createTenantFamilies } from './tenant-families.ts';
 
 /**
- * How long one piece of a /metrics render may hold the event loop (ms): a family started
- * within it is finished (the largest, a histogram over every model, takes about 1 ms warm).
+ * How long one piece of a /metrics render may hold the event loop (ms): the series (or the few
+ * kilobytes of a derived family) started within it is finished, then the loop is given back.
  */
 export const RENDER_SLICE_MS = 4;
 /** And how large a piece may grow (its encoding, by the caller, is work of the same slice). */
@@ -66,7 +66,7 @@ export interface Metrics {
   /**
    * The same text in pieces, each rendered within about RENDER_SLICE_MS of the event loop,
    * which it is given back between pieces: a scrape of thousands of series never holds the
-   * data plane's streams for long. Each family is rendered whole, in one piece.
+   * data plane's streams for long. A piece holds whole series; a large family spans pieces.
    */
   renderPieces(): AsyncGenerator<string>;
   readonly contentType: string;
@@ -267,8 +267,10 @@ export function createMetrics(options: MetricsOptions): Metrics {
     for (const metric of registry.getMetricsAsArray()) {
       if (relayed !== undefined && engineFirst.has(metric.name) && relayed.has(metric.name)) continue;
       const family = metric as unknown as Partial<Family>;
-      piece += family.renderText !== undefined ? family.renderText() : `${await registry.getSingleMetricAsString(metric.name)}\n`;
-      if (piece.length >= RENDER_PIECE_CHARS || performance.now() - sliceStart >= RENDER_SLICE_MS) {
+      const parts = family.renderParts?.() ?? [family.renderText !== undefined ? family.renderText() : `${await registry.getSingleMetricAsString(metric.name)}\n`];
+      for (const part of parts) {
+        piece += part;
+        if (piece.length < RENDER_PIECE_CHARS && performance.now() - sliceStart < RENDER_SLICE_MS) continue;
         yield piece;
         piece = '';
         // The loop's other work (the streams' reads and writes) runs before the next slice.

@@ -88,4 +88,107 @@ describe('memory bounds', () => {
     assert.ok(refused.every((c) => /\r\nretry-after: 1\r\n/i.test(c.answer)), 'a 503 says when to try again');
     assert.ok(upstream.requests() + refused.length >= 100 - 64 / 3.75, `${upstream.requests()} forwarded, ${refused.length} refused`);
   });
+
+  it('10 scrapers that never read, at full label caps (100 models x 100 tenants, 128-character names, mindie,vllm,otel), hold a piece or two of the exposition, and are dropped', async (t) => {
+    // An upstream that streams two tokens and its usage at once.
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(
+          'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\n' +
+            'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n',
+        );
+      });
+    });
+    const upstreamUrl = await listenForTest(t, server);
+    const proxy = await startMemoryChild(t, {
+      INFERMETER_UPSTREAM: upstreamUrl,
+      INFERMETER_LOG_LEVEL: 'info',
+      INFERMETER_DIALECTS: 'mindie,vllm,otel',
+      INFERMETER_TENANT: 'header:x-tenant',
+    });
+    const name = (kind: string, i: number) => `${kind}-${i}-`.padEnd(128, 'x');
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
+    t.after(() => agent.destroy());
+    const chat = (model: string, tenant: string) =>
+      new Promise<void>((resolve, reject) => {
+        const req = http.request(`${proxy.dataUrl}/v1/chat/completions`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-tenant': tenant } }, (res) => {
+          res.resume();
+          res.on('end', resolve);
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] }));
+      });
+    const started = performance.now();
+    // Every tenant with every model: the caps full.
+    const pairs = Array.from({ length: 100 * 100 }, (_, i) => [name('model', i % 100), name('tenant', Math.floor(i / 100))] as const);
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < pairs.length) {
+          const [model, tenant] = pairs[next++]!;
+          await chat(model, tenant);
+        }
+      }),
+    );
+    const read = async () => {
+      const res = await fetch(proxy.metricsUrl);
+      let bytes = 0;
+      for await (const chunk of res.body!) bytes += (chunk as Uint8Array).length;
+      return bytes;
+    };
+    const filled = performance.now();
+    const size = await read(); // the first render, whatever it keeps between renders made
+    t.diagnostic(`filled in ${(filled - started).toFixed(0)} ms, one scrape of ${mib(size)} read in ${(performance.now() - filled).toFixed(0)} ms`);
+    assert.ok(size > 100 * MiB, `the exposition at full caps is ${mib(size)}`);
+    const before = await proxy.memory();
+    const { port } = new URL(proxy.metricsUrl);
+    const scrapers: Socket[] = [];
+    for (let i = 0; i < 10; i++) {
+      const socket = connect(Number(port), '127.0.0.1');
+      socket.pause(); // never reads
+      socket.on('error', () => undefined);
+      socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+      scrapers.push(socket);
+    }
+    t.after(() => {
+      for (const s of scrapers) s.destroy();
+    });
+    // Scrapers that read, one after the other: the second comes after the stalled ones' round
+    // began, so it is served once that round ended, which is once they were dropped.
+    let peak = 0;
+    for (let i = 0; i < 2; i++) {
+      let reading = true;
+      const honest = read().finally(() => (reading = false));
+      // Sampled every half second (each sample is a full collection in the child, which pauses it).
+      while (reading) {
+        peak = Math.max(peak, live(await proxy.memory()) - live(before));
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      assert.ok((await honest) > 100 * MiB, 'a scraper that reads gets the whole exposition');
+    }
+    // The ones that never read were cut: read now, each ends before the exposition did.
+    const received = await Promise.all(
+      scrapers.map(
+        (socket) =>
+          new Promise<number>((resolve) => {
+            let bytes = 0;
+            socket.on('data', (c: Buffer) => (bytes += c.length));
+            socket.once('close', () => resolve(bytes));
+            socket.resume();
+          }),
+      ),
+    );
+    assert.ok(received.every((bytes) => bytes < size), `the stalled scrapers got ${received.map(mib).join(', ')}`);
+    const after = await proxy.memory();
+    const left = live(after) - live(before);
+    t.diagnostic(`exposition ${mib(size)}; live memory at most +${mib(peak)} during the scrapes, +${mib(left)} after (RSS ${mib(before.rss)} -> ${mib(after.rss)})`);
+    // A piece or two of 256 KiB characters per round, the families' per-render lists of series,
+    // and each connection's buffers: not the exposition, and not once per scraper.
+    const bound = 32 * MiB;
+    assert.ok(peak <= bound, `live memory grew by ${mib(peak)} while the scrapers stalled, over ${mib(bound)}`);
+    assert.ok(left <= 8 * MiB, `${mib(left)} more live memory after the scrapers left`);
+  });
 });
+

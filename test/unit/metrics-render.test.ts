@@ -75,8 +75,57 @@ describe('/metrics render in pieces', () => {
     const texts = await Promise.all([a!.text(), b!.text(), c!.text()]);
     assert.equal(renders, 1, 'three scrapes at once, one render');
     assert.ok(texts[0]!.includes('model_name="model-9"') && texts.every((x) => x === texts[0]), 'the same exposition for each');
-    assert.equal(a!.headers.get('content-length'), String(Buffer.byteLength(texts[0]!)));
+    // Streamed as it is rendered: the length is not known when the head goes.
+    assert.equal(a!.headers.get('content-length'), null);
     await (await app.request('/metrics')).text();
     assert.equal(renders, 2, 'a scrape after the render ended renders again');
+  });
+
+  it('a scrape that arrives during a round waits for the next one, which renders anew', async (t) => {
+    const metrics = fullCardinality(100);
+    t.after(() => metrics.close());
+    let renders = 0;
+    const counting: Metrics = {
+      ...metrics,
+      renderPieces() {
+        renders++;
+        return metrics.renderPieces();
+      },
+    };
+    const app = createMetricsApp(counting, true);
+    const first = await app.request('/metrics');
+    const reader = first.body!.getReader();
+    const piece = await reader.read(); // the round is under way
+    assert.ok(piece.value !== undefined && piece.value.length > 0);
+    const late = Promise.resolve(app.request('/metrics')).then((r) => r.text());
+    let rest = Buffer.from(piece.value);
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest = Buffer.concat([rest, r.value]);
+    assert.equal(renders, 1, 'the late scrape did not join the round under way');
+    const text = await late;
+    assert.equal(renders, 2, 'it got a round of its own');
+    assert.ok(rest.toString().includes('model_name="model-99"') && text.includes('model_name="model-99"'), 'both whole');
+  });
+
+  it('drops a scraper that reads nothing for the stall time; the others of its round get the whole text', async (t) => {
+    const metrics = fullCardinality(100);
+    t.after(() => metrics.close());
+    const whole = await metrics.render();
+    const app = createMetricsApp(metrics, true, undefined, undefined, { maxScrapes: 4, stallMs: 50, totalMs: 60_000 });
+    const [stalled, reading] = await Promise.all([app.request('/metrics'), app.request('/metrics')]);
+    const text = await reading.text();
+    const steady = (x: string) => x.replace(/^(infermeter_event_loop_delay_seconds|exposer_).*\n/gm, '');
+    assert.ok(steady(text) === steady(whole), 'the reading scraper got the whole exposition');
+    await assert.rejects(stalled.text(), /read nothing for too long/, 'the one that read nothing was cut');
+  });
+
+  it('refuses scrapes past the cap with 503 and Retry-After', async (t) => {
+    const metrics = fullCardinality(10);
+    t.after(() => metrics.close());
+    const app = createMetricsApp(metrics, true, undefined, undefined, { maxScrapes: 2, stallMs: 60_000, totalMs: 60_000 });
+    const answers = await Promise.all([app.request('/metrics'), app.request('/metrics'), app.request('/metrics')]);
+    assert.deepEqual(answers.map((r) => r.status), [200, 200, 503]);
+    assert.equal(answers[2]!.headers.get('retry-after'), '1');
+    await Promise.all(answers.map((r) => r.text()));
+    assert.equal((await app.request('/metrics')).status, 200, 'a place is free again once they are done');
   });
 });
