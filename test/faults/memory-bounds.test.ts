@@ -79,7 +79,7 @@ describe('memory bounds', () => {
     );
     const after = await proxy.memory();
     const grown = live(after) - live(before);
-    t.diagnostic(`live memory grew by ${mib(grown)} (RSS ${mib(before.rss)} -> ${mib(after.rss)}); ${clients.filter((c) => c.answered).length} clients answered, ${upstream.requests()} requests upstream`);
+    t.diagnostic(`live memory grew by ${mib(grown)} (RSS ${mib(before.rss)} -> ${mib(after.rss)}, peak ${mib(after.peakRss)}); ${clients.filter((c) => c.answered).length} clients answered, ${upstream.requests()} requests upstream`);
     // The budget, and per connection a socket's read and the stream buffers of a body in flight.
     const bound = 64 * MiB + 100 * 256 * 1024;
     assert.ok(grown <= bound, `live memory grew by ${mib(grown)}, over the bound of ${mib(bound)}`);
@@ -183,7 +183,7 @@ describe('memory bounds', () => {
     assert.ok(received.every((bytes) => bytes < size), `the stalled scrapers got ${received.map(mib).join(', ')}`);
     const after = await proxy.memory();
     const left = live(after) - live(before);
-    t.diagnostic(`exposition ${mib(size)}; live memory at most +${mib(peak)} during the scrapes, +${mib(left)} after (RSS ${mib(before.rss)} -> ${mib(after.rss)})`);
+    t.diagnostic(`exposition ${mib(size)}; live memory at most +${mib(peak)} during the scrapes, +${mib(left)} after (RSS ${mib(before.rss)} -> ${mib(after.rss)}, peak ${mib(after.peakRss)} since the start)`);
     // A piece or two of 256 KiB characters per round, the families' per-render lists of series,
     // and each connection's buffers: not the exposition, and not once per scraper.
     const bound = 32 * MiB;

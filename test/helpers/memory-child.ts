@@ -8,6 +8,8 @@ import { spawnNode } from './child-process.ts';
 
 export interface Memory {
   readonly rss: number;
+  /** The largest RSS so far. */
+  readonly peakRss: number;
   readonly heapUsed: number;
   readonly arrayBuffers: number;
   readonly external: number;

@@ -7,5 +7,6 @@ process.on('SIGUSR2', () => {
   gc?.();
   gc?.();
   const m = process.memoryUsage();
-  process.stdout.write(`memory ${JSON.stringify({ rss: m.rss, heapUsed: m.heapUsed, arrayBuffers: m.arrayBuffers, external: m.external })}\n`);
+  const peakRss = process.resourceUsage().maxRSS * 1024;
+  process.stdout.write(`memory ${JSON.stringify({ rss: m.rss, peakRss, heapUsed: m.heapUsed, arrayBuffers: m.arrayBuffers, external: m.external })}\n`);
 });
