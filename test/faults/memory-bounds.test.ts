@@ -9,6 +9,8 @@ import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { listenForTest } from '../helpers/held-upstream.ts';
 import { startMemoryChild, until, type Memory } from '../helpers/memory-child.ts';
+import { startProxy } from '../helpers/proxy-harness.ts';
+import { METRICS_MAX_CONNECTIONS } from '../../src/management/metrics-app.ts';
 
 const MiB = 1024 * 1024;
 const live = (m: Memory) => m.heapUsed + m.arrayBuffers;
@@ -189,6 +191,54 @@ describe('memory bounds', () => {
     const bound = 32 * MiB;
     assert.ok(peak <= bound, `live memory grew by ${mib(peak)} while the scrapers stalled, over ${mib(bound)}`);
     assert.ok(left <= 8 * MiB, `${mib(left)} more live memory after the scrapers left`);
+  });
+
+  it(`the metrics listener holds at most ${METRICS_MAX_CONNECTIONS} connections; past it a new one is closed, and a place freed is taken again`, async (t) => {
+    const app = await startProxy(t, 'http://127.0.0.1:9');
+    const { port } = new URL(app.metricsUrl!);
+    const open = (): Promise<Socket> =>
+      new Promise((resolve, reject) => {
+        const socket = connect(Number(port), '127.0.0.1', () => resolve(socket));
+        socket.on('error', reject);
+      });
+    const held: Socket[] = [];
+    t.after(() => {
+      for (const s of held) s.destroy();
+    });
+    for (let i = 0; i < METRICS_MAX_CONNECTIONS; i++) held.push(await open());
+    // Each held one is answered on, so the server has them all counted.
+    const asked = (socket: Socket) =>
+      new Promise<string>((resolve) => {
+        let text = '';
+        socket.on('data', (c: Buffer) => {
+          text += c.toString();
+          if (text.includes('\r\n\r\n')) resolve(text);
+        });
+        socket.write('GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n');
+      });
+    await Promise.all(held.map(asked));
+    const extra = await open();
+    held.push(extra);
+    const answer = await new Promise<string>((resolve) => {
+      let text = '';
+      extra.on('data', (c: Buffer) => (text += c.toString()));
+      extra.on('error', () => undefined);
+      extra.once('close', () => resolve(text));
+      extra.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+    });
+    assert.equal(answer, '', 'the connection past the cap is closed unanswered');
+    held[0]!.destroy();
+    const res = await new Promise<number>((resolve, reject) => {
+      const attempt = (left: number) =>
+        fetch(app.metricsUrl!)
+          .then(async (r) => {
+            await r.text();
+            resolve(r.status);
+          })
+          .catch((error: unknown) => (left > 0 ? setImmediate(attempt, left - 1) : reject(error)));
+      attempt(100); // the server hears of the freed place when its close reaches it
+    });
+    assert.equal(res, 200);
   });
 });
 
