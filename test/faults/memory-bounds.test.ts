@@ -9,7 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { listenForTest } from '../helpers/held-upstream.ts';
 import { startMemoryChild, until, type Memory } from '../helpers/memory-child.ts';
-import { startProxy } from '../helpers/proxy-harness.ts';
+import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { METRICS_MAX_CONNECTIONS } from '../../src/management/metrics-app.ts';
 
 const MiB = 1024 * 1024;
@@ -239,6 +239,42 @@ describe('memory bounds', () => {
       attempt(100); // the server hears of the freed place when its close reaches it
     });
     assert.equal(res, 200);
+  });
+
+  it('past the budget, a chat body is forwarded as it came and still metered under its model, a chunked DELETE gets 503, a streamed body keeps no re-send copy: each counted', async (t) => {
+    const bodies: string[] = [];
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        bodies.push(body);
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end('data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\ndata: [DONE]\n\n');
+      });
+    });
+    const upstream = await listenForTest(t, server);
+    const unheld = async (app: Awaited<ReturnType<typeof startProxy>>, use: string) => (await scrape(app)).value('infermeter_request_bodies_unheld_total', { use });
+    // A budget of nothing: no body is held.
+    const app = await startProxy(t, upstream, { INFERMETER_MAX_HELD_BODY_BYTES: '0' });
+    const body = JSON.stringify({ model: 'budget-model', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    const finished = nextFinished(app, 1);
+    const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    assert.equal(res.status, 200);
+    await res.text();
+    assert.equal((await finished)[0]!.model, 'budget-model', 'metered under the model its body names');
+    assert.equal(bodies.at(-1), body, 'forwarded as the client sent it, without stream_options');
+    assert.equal(await unheld(app, 'usage_injection'), 1);
+    const refused = await fetch(`${app.dataUrl}/v1/files/x`, { method: 'DELETE', body: new Blob(['abc']).stream(), duplex: 'half' } as RequestInit);
+    assert.equal(refused.status, 503);
+    assert.equal(refused.headers.get('retry-after'), '1');
+    assert.match(await refused.text(), /INFERMETER_MAX_HELD_BODY_BYTES/);
+    assert.equal(await unheld(app, 'content_length'), 1);
+    // Without injection a body streams upstream, and its copy for a re-send is not kept.
+    const plain = await startProxy(t, upstream, { INFERMETER_MAX_HELD_BODY_BYTES: '0', INFERMETER_INJECT_USAGE: 'off' });
+    const answered = await fetch(`${plain.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    await answered.text();
+    assert.equal(await unheld(plain, 'retry_copy'), 1);
+    assert.equal(await unheld(plain, 'usage_injection'), 0);
   });
 });
 
