@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { cpus, loadavg } from 'node:os';
-import { readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { percentile } from './load.ts';
@@ -49,8 +49,11 @@ const mib = (b: number) => (b / 1024 / 1024).toFixed(1);
 
 async function run(label: string, cli: string, upstream: string): Promise<string> {
   const env = { ...infermeterEnv(upstream), INFERMETER_DIALECTS: 'mindie,vllm,otel', INFERMETER_TENANT: 'header:x-tenant', INFERMETER_UPSTREAM_METRICS: 'off' };
-  const { child, line } = await startNode(cli, [], env, /"infermeter started"/, 'stderr', INFERMETER_FLAGS.split(' '));
+  const flags = (process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS).split(' ').filter(Boolean);
+  const { child, line } = await startNode(cli, [], env, /"infermeter started"/, 'stderr', flags);
   child.stderr!.resume();
+  if (process.env.BENCH_CHILD_STDOUT !== undefined) child.stdout!.pipe(createWriteStream(process.env.BENCH_CHILD_STDOUT));
+  else child.stdout!.resume();
   try {
     const started = JSON.parse(line) as { data: string; metrics: string };
     const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
@@ -70,15 +73,12 @@ async function run(label: string, cli: string, upstream: string): Promise<string
     };
     const quiet = await bystanders();
     const rssBefore = rssOf(child.pid!);
-    // The scrapes come from another process, so that the bystanders' client does not read them.
+    // The scrapes come from another process, so that the bystanders' client does not read them:
+    // curl, which reads as cheaply as Prometheus does (a Node fetch reading 500 MB would take a
+    // core from the two the target shares).
     const scraper = spawn(
-      process.execPath,
-      [
-        '--input-type=module',
-        '-e',
-        `const out = []; for (let i = 0; i < ${SCRAPES}; i++) { const t = performance.now(); const res = await fetch(process.argv[1]); let n = 0; for await (const c of res.body) n += c.length; out.push([performance.now() - t, n]); } console.log(JSON.stringify(out));`,
-        started.metrics,
-      ],
+      'sh',
+      ['-c', `for i in $(seq ${SCRAPES}); do curl -s -o /dev/null -w '%{time_total} %{size_download}\\n' "$0"; done`, started.metrics],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     let printed = '';
@@ -94,7 +94,7 @@ async function run(label: string, cli: string, upstream: string): Promise<string
       rounds++;
     }
     await scraped;
-    const scrapes = JSON.parse(printed) as Array<[number, number]>;
+    const scrapes = printed.trim().split('\n').map((l) => l.split(' ').map(Number)).map(([s, n]) => [s! * 1000, n!] as [number, number]);
     const ms = scrapes.map(([t]) => t);
     agent.destroy();
     return `| ${label} | ${BYSTANDERS} | ${quiet.toFixed(1)} | ${busy.toFixed(1)} | ${(busy - quiet).toFixed(1)} | ${percentile(ms, 50).toFixed(0)} / ${Math.max(...ms).toFixed(0)} | ${mib(scrapes[0]![1])} | ${mib(rssBefore)} / ${mib(rssOf(child.pid!))} / ${mib(hwmOf(child.pid!))} |`;
