@@ -28,7 +28,7 @@ import { createTenantFamilies } from './tenant-families.ts';
  */
 export const RENDER_SLICE_MS = 4;
 /** And how large a piece may grow (its encoding, by the caller, is work of the same slice). */
-const RENDER_PIECE_CHARS = 256 * 1024;
+const RENDER_PIECE_CHARS = 64 * 1024;
 
 /** Resolves in the check phase of this turn of the event loop, after its I/O. */
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
