@@ -27,6 +27,8 @@ export function createMetricsApp(metrics: Metrics, enabled: boolean, beforeScrap
   if (token !== undefined) app.use('*', requireBearer(token));
   app.get('/metrics', async (c) => {
     if (!enabled) return c.text('metrics are disabled: MIES_SERVICE_MONITOR_MODE is set to a value other than 1\n', 404);
+    // HEAD is routed here as GET and its body dropped unread: it must not join a round and hold it.
+    if (c.req.raw.method === 'HEAD') return c.body(null, 200, { 'content-type': metrics.contentType });
     await beforeScrape?.();
     // Under node:http (@hono/node-server), a dropped scraper's connection is cut at once.
     const outgoing = (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing;

@@ -118,6 +118,27 @@ describe('/metrics render in pieces', () => {
     await assert.rejects(stalled.text(), /read nothing for too long/, 'the one that read nothing was cut');
   });
 
+  it('answers HEAD without joining a round (its body would never be read)', async (t) => {
+    const metrics = fullCardinality(10);
+    t.after(() => metrics.close());
+    let renders = 0;
+    const counting: Metrics = {
+      ...metrics,
+      renderPieces() {
+        renders++;
+        return metrics.renderPieces();
+      },
+    };
+    const app = createMetricsApp(counting, true, undefined, undefined, { maxScrapes: 1, stallMs: 60_000, totalMs: 60_000 });
+    const head = await app.request('/metrics', { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get('content-type'), metrics.contentType);
+    const res = await app.request('/metrics');
+    assert.equal(res.status, 200, 'the only place was not taken by the HEAD');
+    assert.ok((await res.text()).includes('model_name="model-9"'));
+    assert.equal(renders, 1);
+  });
+
   it('refuses scrapes past the cap with 503 and Retry-After', async (t) => {
     const metrics = fullCardinality(10);
     t.after(() => metrics.close());
