@@ -5,7 +5,9 @@
 // times: the largest gap between chunks they saw in each round, and what the scrapes cost
 // (time, size, the target's RSS).
 // BENCH_COMPARE=<checkout> runs another infermeter the same way, after this one. Loopback only;
-// every loop bounded in count.
+// every loop bounded in count. BENCH_TENANTS, BENCH_DIALECTS and BENCH_BYSTANDERS change the
+// scenario (e.g. BENCH_TENANTS=1 BENCH_DIALECTS=mindie,aom,vllm,otel BENCH_BYSTANDERS=8: the
+// fidelity bench's scrape scenario, 100 models, in repetitions).
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { cpus, loadavg } from 'node:os';
@@ -17,7 +19,8 @@ import { INFERMETER_FLAGS, infermeterEnv, startNode, startUpstream } from './tar
 
 const quick = process.argv.includes('--quick');
 const MODELS = 100;
-const TENANTS = quick ? 30 : 100;
+const TENANTS = Number(process.env.BENCH_TENANTS ?? (quick ? 30 : 100));
+const DIALECTS = process.env.BENCH_DIALECTS ?? 'mindie,vllm,otel';
 const BYSTANDERS = Number(process.env.BENCH_BYSTANDERS ?? 32);
 const REPETITIONS = quick ? 2 : 5;
 const name = (kind: string, i: number) => `${kind}-${i}-`.padEnd(128, 'x');
@@ -64,7 +67,7 @@ function scrapeOnce(url: string): Promise<[number, number]> {
 }
 
 async function run(label: string, cli: string, upstream: string): Promise<string> {
-  const env = { ...infermeterEnv(upstream), INFERMETER_DIALECTS: 'mindie,vllm,otel', INFERMETER_TENANT: 'header:x-tenant', INFERMETER_UPSTREAM_METRICS: 'off' };
+  const env = { ...infermeterEnv(upstream), INFERMETER_DIALECTS: DIALECTS, INFERMETER_TENANT: 'header:x-tenant', INFERMETER_UPSTREAM_METRICS: 'off' };
   const flags = (process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS).split(' ').filter(Boolean);
   const { child, line } = await startNode(cli, [], env, /"infermeter started"/, 'stderr', flags);
   child.stderr!.resume();
@@ -122,7 +125,7 @@ async function run(label: string, cli: string, upstream: string): Promise<string
 const up = await startUpstream();
 try {
   console.log(`Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.versions.node}, load average ${loadavg()[0]!.toFixed(2)} at the start.`);
-  console.log(`Caps: ${MODELS} models x ${TENANTS} tenants, 128-character names, mindie,vllm,otel. ${REPETITIONS} repetitions of: a round of ${BYSTANDERS} bystander streams (300 tokens, every 10 ms) without scrapes, then one with back-to-back scrapes (curl, another process). Per round, the largest gap between chunks of any bystander; p50 / max over the repetitions.\n`);
+  console.log(`Caps: ${MODELS} models x ${TENANTS} tenants, 128-character names, ${DIALECTS}. ${REPETITIONS} repetitions of: a round of ${BYSTANDERS} bystander streams (300 tokens, every 10 ms) without scrapes, then one with back-to-back scrapes (curl, another process). Per round, the largest gap between chunks of any bystander; p50 / max over the repetitions.\n`);
   console.log('| target | bystanders | largest gap, no scrapes, ms | largest gap, scraped, ms | added, ms | scrapes | scrape p50 / max, ms | MiB | RSS before / after / peak, MiB |');
   console.log('|---|---|---|---|---|---|---|---|---|');
   console.log(await run('infermeter', fileURLToPath(new URL('../src/cli.ts', import.meta.url)), up.url));
