@@ -16,7 +16,7 @@ import type { Logger } from './log.ts';
 import { createManagementApp } from './management/management-app.ts';
 import { loadDashboardAssets } from './management/dashboard-app.ts';
 import { createDashboardFeed } from './management/dashboard-feed.ts';
-import { createMetricsApp } from './management/metrics-app.ts';
+import { createMetricsApp, METRICS_MAX_CONNECTIONS } from './management/metrics-app.ts';
 import type { LoopDelayReading } from './metrics/loop-delay.ts';
 import { closeServer, createAppServer, hostPort, listen, urlOf, type ListenPolicy } from './management/listen.ts';
 import { monotonicClock, type Clock } from './measure/clock.ts';
@@ -186,6 +186,8 @@ export function buildDataPlane(
     sink,
     log,
     maxInspectBytes: config.maxInspectBytes,
+    maxHeldBodyBytes: config.maxHeldBodyBytes,
+    bodyUnheld: events.bodyUnheld,
     maxResponseInspectBytes: config.maxResponseInspectBytes,
     maxEventBytes: config.maxEventBytes,
     uninspected: events.uninspected,
@@ -236,6 +238,7 @@ export async function startManagement(config: Config, metrics: Metrics, dataUrl:
       both.route('/', management);
       both.route('/', metricsApp);
       managementServer = createAppServer(both, managementTls);
+      managementServer.maxConnections = METRICS_MAX_CONNECTIONS;
     } else {
       managementServer = createAppServer(management, managementTls);
     }
@@ -247,6 +250,7 @@ export async function startManagement(config: Config, metrics: Metrics, dataUrl:
       if (config.metricsEnabled) metricsUrl = `${urlOf(managementAddress, managementScheme)}/metrics`;
     } else if (config.metricsEnabled) {
       const metricsServer = createAppServer(metricsApp, metricsTls);
+      metricsServer.maxConnections = METRICS_MAX_CONNECTIONS;
       servers.push(metricsServer);
       metricsUrl = `${urlOf(await listen(metricsServer, config.managementHost, config.metricsPort, managementPolicy(config)), metricsTls === undefined ? 'http' : 'https')}/metrics`;
     }

@@ -4,6 +4,7 @@
 // the dialects turn them into metrics. So /metrics, /metrics-json and the AOM periods are those
 // of all workers' traffic, exactly, and nothing has to be merged after the fact.
 import type { ClientErrorKind } from '../data-plane/data-plane.ts';
+import type { HeldBodyUse } from '../data-plane/body-budget.ts';
 import type { ResendReason } from '../data-plane/lifecycle.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
@@ -23,7 +24,7 @@ export type BusEvent =
   | readonly [kind: 5, handler: string, method: string, status: number, seconds: number] // a pass-through request (httpRequest)
   | readonly [kind: 6, api: InferenceApi, model: string, stream: boolean, seconds: number, reasoningPhase: number | null, tenant: string | undefined, requestId?: string]; // first visible output
 
-type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'retried' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected' | 'clientError';
+type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'retried' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected' | 'clientError' | 'bodyUnheld';
 
 /** Worker -> primary. */
 export type WorkerMessage =
@@ -88,6 +89,7 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
       accessLogDropped: proxy('accessLogDropped'),
       rejected: proxy('rejected'),
       clientError: proxy('clientError') as (k: ClientErrorKind) => void,
+      bodyUnheld: proxy('bodyUnheld') as (u: HeldBodyUse) => void,
       httpRequest: (handler, method, status, seconds) => push([5, handler, method, status, seconds]),
     },
   };

@@ -35,6 +35,8 @@ export interface Config {
   readonly metricsEnabled: boolean;
   /** Bytes of an inference request body scanned for `model` and `stream`. */
   readonly maxInspectBytes: number;
+  /** Total bytes of request bodies held at once per process (INFERMETER_MAX_HELD_BODY_BYTES). */
+  readonly maxHeldBodyBytes: number;
   /** Bytes of a non-streaming inference response kept to read its `usage`. */
   readonly maxResponseInspectBytes: number;
   /** Characters one SSE event may span before the stream tap gives up on the stream. */
@@ -156,6 +158,8 @@ export const VARIABLES: readonly string[] = VARIABLE_NAMES;
 const hostCpuQuota = (): CpuQuota | undefined => readCpuQuota({ cgroupRoot: '/sys/fs/cgroup', procRoot: '/proc' });
 
 const MiB = 1024 * 1024;
+/** INFERMETER_MAX_HELD_BODY_BYTES by default: this many bodies of the inspection cap held at once. */
+const HELD_BODIES_PER_CAP = 16;
 
 export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const problems: ConfigProblem[] = [];
@@ -223,6 +227,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const metricsEnabled = monitorMode === undefined || monitorMode === '1';
 
   const maxInspectBytes = parseInteger(env, 'INFERMETER_MAX_INSPECT_BYTES', 4 * MiB, 0, 1024 * MiB, problem);
+  const maxHeldBodyBytes = parseInteger(env, 'INFERMETER_MAX_HELD_BODY_BYTES', HELD_BODIES_PER_CAP * maxInspectBytes, 0, 64 * 1024 * MiB, problem);
   const maxResponseInspectBytes = parseInteger(
     env,
     'INFERMETER_MAX_RESPONSE_INSPECT_BYTES',
@@ -306,6 +311,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     metricsPort,
     metricsEnabled,
     maxInspectBytes,
+    maxHeldBodyBytes,
     maxResponseInspectBytes,
     maxEventBytes,
     throughputWindowSeconds,

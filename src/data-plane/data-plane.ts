@@ -16,6 +16,7 @@ import type { Logger } from '../log.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';
 import type { TapProblem } from '../stream-tap/response-tap.ts';
 import { trackConnections } from './client-connections.ts';
+import { createBodyBudget, type HeldBodyUse } from './body-budget.ts';
 import { createConcurrencyLimit } from './concurrency-limit.ts';
 import { createDeadlines } from './deadlines.ts';
 import { inferenceApi } from './inference-route.ts';
@@ -35,6 +36,10 @@ export interface DataPlaneOptions {
   readonly sink: MeasurementSink;
   readonly log: Logger;
   readonly maxInspectBytes: number;
+  /** Total bytes of request bodies held at once, over every connection; undefined: no total. */
+  readonly maxHeldBodyBytes?: number | undefined;
+  /** Counts bodies not held because that total was reached, by what holding was for. */
+  readonly bodyUnheld?: ((use: HeldBodyUse) => void) | undefined;
   readonly maxResponseInspectBytes: number;
   readonly maxEventBytes: number;
   /** Counts bodies that gave no labels. */
@@ -122,12 +127,15 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const ca = options.upstreamCa === undefined ? {} : { ca: [...tlsRootCertificates, options.upstreamCa.toString('utf8')] };
   const agent = upstream.protocol === 'https:' ? new https.Agent({ keepAlive: true, scheduling: 'lifo', ...ca }) : new http.Agent({ keepAlive: true, scheduling: 'lifo' });
   const freshAgent = upstream.protocol === 'https:' ? new https.Agent({ keepAlive: false, ...ca }) : new http.Agent({ keepAlive: false });
+  const bodyBudget = options.maxHeldBodyBytes === undefined ? undefined : createBodyBudget(options.maxHeldBodyBytes);
   const passThrough = createPassThroughRoute({
     upstream,
     agent,
     connectTimeoutMs: limits.upstreamConnectTimeoutMs,
     idleTimeoutMs: limits.upstreamIdleTimeoutMs,
     maxHeldBodyBytes: options.maxInspectBytes,
+    bodyBudget,
+    bodyUnheld: options.bodyUnheld,
     log,
     proxyError: options.proxyError,
   });
@@ -136,6 +144,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const deadlines = createDeadlines(limits.upstreamIdleTimeoutMs, limits.totalTimeoutMs);
   const measured = createMeasuredRoute({
     ...options,
+    bodyBudget,
     violation: options.lifecycleViolation ?? ((error) => log.error(error.message, { code: error.code })),
     arrival: createArrivalClock(options.clock),
     sendUpstream: createUpstreamRequest({ upstream, agent, freshAgent, connectTimeoutMs: limits.upstreamConnectTimeoutMs }),

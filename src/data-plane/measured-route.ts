@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { AccessLog } from '../access-log.ts';
+import type { BodyBudget, BodyHold, HeldBodyUse } from './body-budget.ts';
 import type { Logger } from '../log.ts';
 import type { InferenceApi } from '../measure/sample.ts';
 import { tapRequestBody } from '../stream-tap/request-tap.ts';
@@ -50,6 +51,10 @@ export interface MeasuredRouteOptions extends ExchangeOptions {
   /** undefined: no concurrency limit. */
   readonly limit: ConcurrencyLimit | undefined;
   readonly maxInspectBytes: number;
+  /** The process's budget for held bodies (INFERMETER_MAX_HELD_BODY_BYTES); undefined: none. */
+  readonly bodyBudget?: BodyBudget | undefined;
+  /** Counts bodies not held because the budget was spent, by what holding was for. */
+  readonly bodyUnheld?: ((use: HeldBodyUse) => void) | undefined;
   readonly maxEventBytes: number;
   readonly tap: TapOptions;
   /** Counts failures of the proxy itself to reach or hear the upstream, by kind. */
@@ -100,6 +105,8 @@ class InferenceCall {
   private copy: BodyCopy | undefined = undefined;
   /** The upstream attempt whose events count (a retry's; a stale one's are ignored). */
   private attempt = 0;
+  /** This request's share of the budget for held bodies, given back when it finishes. */
+  private readonly hold: BodyHold;
 
   constructor(options: MeasuredRouteOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
     this.options = options;
@@ -112,6 +119,7 @@ class InferenceCall {
     // goes upstream as the client sent it, and an own one only to the histograms' exemplars.
     if (options.accessLog !== undefined) requestId = sane ?? randomUUID();
     this.exchange = new Exchange(api, requestId, options, options.tenantOf?.(req.headers), requestId ?? sane ?? randomUUID());
+    this.hold = options.bodyBudget?.hold() ?? UNLIMITED;
   }
 
   /** received: waits for a place under the limit, or is refused at once. */
@@ -151,19 +159,25 @@ class InferenceCall {
       exchange.bytesIn = size;
       exchange.identify(result);
     });
-    this.copy = copyBody(req, options.maxInspectBytes);
+    this.copy = copyBody(req, options.maxInspectBytes, this.hold, () => options.bodyUnheld?.('retry_copy'));
     this.forward(req);
   }
 
   /** identified: the whole body read first, to inject usage into it. */
   private holdAndForward(): void {
     const { exchange, options } = this;
-    holdBody(this.req, options.maxInspectBytes, {
+    holdBody(this.req, options.maxInspectBytes, this.hold, {
       read: (bytes) => (exchange.bytesIn += bytes),
       tooLarge: (body) => {
         exchange.identify({ ok: false, reason: 'too_large' });
         this.forward(body);
       },
+      // Not injected, and not replayable; still measured (the scan goes on as it streams).
+      overBudget: (body) => {
+        options.bodyUnheld?.('usage_injection');
+        this.forward(body);
+      },
+      scanned: (scan) => exchange.identify(scan),
       held: (body, scan) => {
         exchange.identify(scan);
         const injected = options.usageInjection?.active() === true ? injectUsage(body, scan) : undefined;
@@ -395,6 +409,7 @@ class InferenceCall {
       exchange.finish(res.writableFinished, false);
     }
     this.unwatch?.();
+    this.hold.release();
     this.release(); // a request that waited and left gives up its place
   }
 }
@@ -404,3 +419,5 @@ function timeoutError(message: string): Error {
 }
 
 function ignore(): void {}
+
+const UNLIMITED: BodyHold = { take: () => true, release: ignore };

@@ -8,6 +8,7 @@ import type { Socket } from 'node:net';
 import { Readable, type Duplex } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
 import type { Logger } from '../log.ts';
+import type { BodyBudget, BodyHold, HeldBodyUse } from './body-budget.ts';
 import { actOnFailedLeg, unaskedUpgrade, writeErrorAnswer } from './error-answer.ts';
 import { stripHopByHop } from './hop-by-hop.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
@@ -21,6 +22,10 @@ export interface PassThroughOptions {
   readonly idleTimeoutMs: number;
   /** Largest body held to give it a content-length (a chunked DELETE or OPTIONS). */
   readonly maxHeldBodyBytes: number;
+  /** The process's budget for held bodies (INFERMETER_MAX_HELD_BODY_BYTES); undefined: none. */
+  readonly bodyBudget?: BodyBudget | undefined;
+  /** Counts bodies not held because the budget was spent. */
+  readonly bodyUnheld?: ((use: HeldBodyUse) => void) | undefined;
   readonly log: Logger;
   readonly proxyError: (kind: ProxyErrorKind) => void;
 }
@@ -126,7 +131,17 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
         proxy.web(req, res, onError);
         return;
       }
-      holdSmallBody(req, options.maxHeldBodyBytes, (body) => {
+      const hold = options.bodyBudget?.hold();
+      if (hold !== undefined) res.once('close', hold.release);
+      holdSmallBody(req, options.maxHeldBodyBytes, hold, (body) => {
+        if (body === 'over_budget') {
+          // The proxy is short of memory for it now, not the body too large: try again later.
+          options.bodyUnheld?.('content_length');
+          res.shouldKeepAlive = false;
+          writeErrorAnswer(res, 'overloaded', 'the bodies held by infermeter reached INFERMETER_MAX_HELD_BODY_BYTES', { 'retry-after': '1' });
+          req.resume();
+          return;
+        }
         if (body === undefined) {
           res.shouldKeepAlive = false;
           writeErrorAnswer(res, 'body_too_large', undefined);
@@ -146,16 +161,22 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
 
 function ignore(): void {}
 
-/** The whole body, or undefined past `max` bytes (what was read is dropped). */
-function holdSmallBody(req: IncomingMessage, max: number, done: (body: Buffer | undefined) => void): void {
+/**
+ * The whole body, or undefined past `max` bytes, or 'over_budget' when the budget for held
+ * bodies has no room for it (what was read is dropped, its share given back).
+ */
+function holdSmallBody(req: IncomingMessage, max: number, hold: BodyHold | undefined, done: (body: Buffer | undefined | 'over_budget') => void): void {
   const chunks: Buffer[] = [];
   let size = 0;
   const onData = (chunk: Buffer): void => {
     size += chunk.length;
-    if (size > max) {
+    const over = size > max;
+    if (over || (hold !== undefined && !hold.take(chunk.length))) {
       req.off('data', onData);
       req.off('end', onEnd);
-      done(undefined);
+      chunks.length = 0;
+      hold?.release();
+      done(over ? undefined : 'over_budget');
       return;
     }
     chunks.push(chunk);

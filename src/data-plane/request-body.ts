@@ -1,20 +1,29 @@
 // A chat or completions body held whole before it goes upstream, so that usage can be injected
 // into it (usage-injection.ts) and the original kept for a re-send. Held up to the inspection
-// cap; a larger body is forwarded as it comes, held bytes first.
+// cap and within the process's budget for held bodies (body-budget.ts); a larger body, or one
+// that finds the budget spent, is forwarded as it comes, held bytes first.
 import type { IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 import { createBodyScanner, type ScanResult } from '../stream-tap/request-body-scanner.ts';
+import type { BodyHold } from './body-budget.ts';
 
 export interface HeldBody {
   /** The whole body, and what the scan of it found. */
   held(body: Buffer, scan: ScanResult): void;
   /** Past the cap: what was held, then the rest as the client sends it. */
   tooLarge(body: Readable): void;
+  /**
+   * The budget for held bodies is spent: what was held, then the rest as the client sends it,
+   * read on the way for `model` and `stream` (`scanned`, once the client sent it all).
+   */
+  overBudget(body: Readable): void;
+  /** After overBudget: what the scan of the whole body found (too_large past the cap). */
+  scanned(scan: ScanResult | { ok: false; reason: 'too_large' }): void;
   /** Bytes read from the client so far (the access log). */
   read(bytes: number): void;
 }
 
-export function holdBody(req: IncomingMessage, maxBytes: number, handlers: HeldBody): void {
+export function holdBody(req: IncomingMessage, maxBytes: number, hold: BodyHold, handlers: HeldBody): void {
   const chunks: Buffer[] = [];
   let size = 0;
   const scanner = createBodyScanner();
@@ -30,19 +39,34 @@ export function holdBody(req: IncomingMessage, maxBytes: number, handlers: HeldB
       return;
     }
     scanner.feed(chunk);
+    if (hold.take(chunk.length)) return;
+    req.off('data', onData);
+    req.off('end', onEnd);
+    req.pause();
+    handlers.overBudget(
+      joinHeldAndRest(chunks, req, (rest) => {
+        size += rest.length;
+        handlers.read(rest.length);
+        if (size <= maxBytes) scanner.feed(rest);
+      }, () => handlers.scanned(size > maxBytes ? { ok: false, reason: 'too_large' } : scanner.end())),
+    );
   };
   const onEnd = (): void => handlers.held(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size), scanner.end());
   req.on('data', onData);
   req.on('end', onEnd);
 }
 
-/** Held chunks first, then whatever else the client sends. */
-function joinHeldAndRest(held: readonly Buffer[], req: IncomingMessage): Readable {
+/** Held chunks first, then whatever else the client sends (each seen by `rest`, then `ended`). */
+function joinHeldAndRest(held: readonly Buffer[], req: IncomingMessage, rest?: (chunk: Buffer) => void, ended?: () => void): Readable {
   return Readable.from(
     (async function* () {
       yield* held;
       req.resume();
-      for await (const chunk of req) yield chunk as Buffer;
+      for await (const chunk of req) {
+        rest?.(chunk as Buffer);
+        yield chunk as Buffer;
+      }
+      ended?.();
     })(),
   );
 }
@@ -57,9 +81,10 @@ export interface BodyCopy {
 
 /**
  * Keeps references to a body's chunks as they stream upstream (no copy of the bytes), up to
- * `maxBytes`: a request whose upstream connection failed before answering is replayable.
+ * `maxBytes` and while the budget for held bodies allows (else `overBudget`, and no copy): a
+ * request whose upstream connection failed before answering is replayable.
  */
-export function copyBody(req: IncomingMessage, maxBytes: number): BodyCopy {
+export function copyBody(req: IncomingMessage, maxBytes: number, hold: BodyHold, overBudget: () => void): BodyCopy {
   let chunks: Buffer[] | undefined = [];
   let size = 0;
   let ended = false;
@@ -67,8 +92,10 @@ export function copyBody(req: IncomingMessage, maxBytes: number): BodyCopy {
   const onData = (chunk: Buffer): void => {
     size += chunk.length;
     if (chunks === undefined) return;
-    if (size > maxBytes) {
+    if (size > maxBytes || !hold.take(chunk.length)) {
+      if (size <= maxBytes) overBudget();
       chunks = undefined;
+      hold.release();
       stop();
       return;
     }
@@ -100,6 +127,7 @@ export function copyBody(req: IncomingMessage, maxBytes: number): BodyCopy {
     },
     release() {
       chunks = undefined;
+      hold.release();
       stop();
       waiting = undefined;
     },

@@ -37,6 +37,26 @@ export interface Family {
    * makes the rest of the render OpenMetrics: openmetrics.ts); without, nothing of them.
    */
   renderText(exemplars?: boolean): string;
+  /**
+   * The same text in parts of a series or a few kilobytes each, so that a render can give the
+   * event loop back within a family of thousands of series (metrics.renderPieces).
+   */
+  renderParts?(exemplars?: boolean): Iterable<string>;
+}
+
+/** About how many characters a part of a derived family's text holds. */
+const PART_CHARS = 16 * 1024;
+/**
+ * A histogram keeps its series' line prefixes between renders while it has at most this many
+ * series; past it (tenants x models at their caps) they are built at each render and let go:
+ * kept, they would hold a few hundred megabytes for as long as the process runs.
+ */
+const CACHED_SERIES = 1024;
+
+function joined(parts: Iterable<string>): string {
+  let out = '';
+  for (const part of parts) out += part;
+  return out;
 }
 
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
@@ -66,18 +86,23 @@ export interface DerivedOptions {
 export function registerDerived(registry: Registry, options: DerivedOptions): Family {
   checkName(options.name, []);
   const head = header(options.name, options.help, options.type);
+  function* renderParts(): Generator<string> {
+    let out = head;
+    for (const v of options.collect()) {
+      const labels = formatLabels(v.labels);
+      out += `${v.metricName ?? options.name}${labels === '' ? '' : `{${labels}}`} ${formatValue(v.value)}\n`;
+      if (out.length < PART_CHARS) continue;
+      yield out;
+      out = '';
+    }
+    if (out !== '') yield out;
+  }
   const family: Family = {
     name: options.name,
     help: options.help,
     type: options.type,
-    renderText() {
-      let out = head;
-      for (const v of options.collect()) {
-        const labels = formatLabels(v.labels);
-        out += `${v.metricName ?? options.name}${labels === '' ? '' : `{${labels}}`} ${formatValue(v.value)}\n`;
-      }
-      return out;
-    },
+    renderText: () => joined(renderParts()),
+    renderParts,
     get: () => ({
       name: options.name,
       help: options.help,
@@ -226,15 +251,21 @@ export function registerHistogram(registry: Registry, options: HistogramOptions)
     return prefixes;
   };
 
+  function* renderParts(exemplars = false): Generator<string> {
+    yield head;
+    const keep = series.size <= CACHED_SERIES;
+    for (const [labelValue, s] of series) {
+      const prefixes = s.prefixes ?? prefixesFor(labelValue);
+      if (keep) s.prefixes = prefixes;
+      yield seriesText(s, prefixes, bounds.length, exemplars);
+    }
+  }
   const histogram: WeightedHistogram = {
     name,
     help,
     type: 'histogram',
-    renderText(exemplars) {
-      let out = head;
-      for (const [labelValue, s] of series) out += seriesText(s, (s.prefixes ??= prefixesFor(labelValue)), bounds.length, exemplars);
-      return out;
-    },
+    renderText: (exemplars) => joined(renderParts(exemplars)),
+    renderParts,
     observe(labelValue, value, weight = 1, exemplar) {
       if (!(weight > 0) || !Number.isFinite(value)) return;
       let s = series.get(labelValue);
@@ -303,15 +334,21 @@ export function registerLabelledHistogram(registry: Registry, options: LabelledH
     return key;
   };
 
+  function* renderParts(exemplars = false): Generator<string> {
+    yield head;
+    const keep = series.size <= CACHED_SERIES;
+    for (const s of series.values()) {
+      const prefixes = s.prefixes ?? prefixesFor(s.labels);
+      if (keep) s.prefixes = prefixes;
+      yield seriesText(s, prefixes, bounds.length, exemplars);
+    }
+  }
   const histogram: LabelledHistogram = {
     name,
     help,
     type: 'histogram',
-    renderText(exemplars) {
-      let out = head;
-      for (const s of series.values()) out += seriesText(s, (s.prefixes ??= prefixesFor(s.labels)), bounds.length, exemplars);
-      return out;
-    },
+    renderText: (exemplars) => joined(renderParts(exemplars)),
+    renderParts,
     observe(labelValues, value, weight = 1, exemplar) {
       if (!(weight > 0) || !Number.isFinite(value)) return;
       const key = keyOf(labelValues);

@@ -25,18 +25,18 @@ import { createFailureFamilies } from './failure-classes.ts';
 import { createGoodputFamilies, type Goodput } from './goodput-families.ts';
 import { createGoodputWindow } from './goodput-window.ts';
 import type { SloPolicy } from '../slo/slo-policy.ts';
-import { OPENMETRICS_CONTENT_TYPE, OPENMETRICS_EOF, toOpenMetrics } from './openmetrics.ts';
+import { OPENMETRICS_CONTENT_TYPE, OPENMETRICS_EOF, openMetricsParts, toOpenMetrics } from './openmetrics.ts';
 import { createUsageDetailFamilies } from './usage-detail-families.ts';
 import { createFirstOutputFamilies } from './first-output-families.ts';
 import { createOverheadFamily } from './overhead-family.ts';
 
 /**
- * How long one piece of a /metrics render may hold the event loop (ms): a family started
- * within it is finished (the largest, a histogram over every model, takes about 1 ms warm).
+ * How long one piece of a /metrics render may hold the event loop (ms): the series (or the few
+ * kilobytes of a derived family) started within it is finished, then the loop is given back.
  */
 export const RENDER_SLICE_MS = 4;
 /** And how large a piece may grow (its encoding, by the caller, is work of the same slice). */
-const RENDER_PIECE_CHARS = 256 * 1024;
+const RENDER_PIECE_CHARS = 64 * 1024;
 
 /** Resolves in the check phase of this turn of the event loop, after its I/O. */
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -76,7 +76,7 @@ export interface Metrics {
   /**
    * The same text in pieces, each rendered within about RENDER_SLICE_MS of the event loop,
    * which it is given back between pieces: a scrape of thousands of series never holds the
-   * data plane's streams for long. Each family is rendered whole, in one piece.
+   * data plane's streams for long. A piece holds whole series; a large family spans pieces.
    */
   renderPieces(openMetrics?: boolean): AsyncGenerator<string>;
   readonly contentType: string;
@@ -306,9 +306,22 @@ export function createMetrics(options: MetricsOptions): Metrics {
     for (const metric of registry.getMetricsAsArray()) {
       if (relayed !== undefined && engineFirst.has(metric.name) && relayed.has(metric.name)) continue;
       const family = metric as unknown as Partial<Family>;
-      const text = family.renderText !== undefined ? family.renderText(openMetrics) : `${await registry.getSingleMetricAsString(metric.name)}\n`;
-      piece += openMetrics ? toOpenMetrics(text) : text;
-      if (piece.length >= RENDER_PIECE_CHARS || performance.now() - sliceStart >= RENDER_SLICE_MS) {
+      let parts: Iterable<string>;
+      if (family.renderParts !== undefined) {
+        const own = family.renderParts(openMetrics);
+        if (openMetrics) {
+          const convert = openMetricsParts();
+          parts = (function* () {
+            for (const part of own) yield convert(part);
+          })();
+        } else parts = own;
+      } else {
+        const text = family.renderText !== undefined ? family.renderText(openMetrics) : `${await registry.getSingleMetricAsString(metric.name)}\n`;
+        parts = [openMetrics ? toOpenMetrics(text) : text];
+      }
+      for (const part of parts) {
+        piece += part;
+        if (piece.length < RENDER_PIECE_CHARS && performance.now() - sliceStart < RENDER_SLICE_MS) continue;
         yield piece;
         piece = '';
         // The loop's other work (the streams' reads and writes) runs before the next slice.

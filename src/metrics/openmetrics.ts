@@ -183,3 +183,33 @@ export function toOpenMetrics(text: string, timestamps = false): string {
   }
   return out;
 }
+
+/**
+ * One of this project's families, rendered in parts (families.ts: HELP and TYPE first, then
+ * whole sample lines, named as the family is, or its histogram's `_bucket`, `_sum`, `_count`),
+ * turned into OpenMetrics part by part, so that a family of thousands of series never has to be
+ * held whole: the header is rewritten as toOpenMetrics would (a counter named `x_total` is the
+ * family `x`; one not ending in `_total` is `unknown`), the samples pass unchanged.
+ */
+export function openMetricsParts(): (part: string) => string {
+  let headerDone = false;
+  return (part) => {
+    if (headerDone) return part;
+    headerDone = true;
+    if (!part.startsWith('# HELP ')) return toOpenMetrics(part);
+    const helpEnd = part.indexOf('\n');
+    const typeEnd = part.indexOf('\n', helpEnd + 1);
+    if (helpEnd === -1 || typeEnd === -1 || !part.startsWith('# TYPE ', helpEnd + 1)) return toOpenMetrics(part);
+    const [name = '', type = 'untyped'] = part.slice(helpEnd + 8, typeEnd).split(' ');
+    const at = part.indexOf(' ', 7);
+    const help = at === -1 || at > helpEnd ? '' : part.slice(at + 1, helpEnd);
+    let omName = name;
+    let omType = type;
+    if (type === 'counter') {
+      if (name.endsWith('_total') && name !== '_total') omName = name.slice(0, -'_total'.length);
+      else omType = 'unknown';
+    } else if (type === 'untyped') omType = 'unknown';
+    return `# HELP ${omName} ${escapeQuotes(help)}\n# TYPE ${omName} ${omType}\n${part.slice(typeEnd + 1)}`;
+  };
+}
+

@@ -2,6 +2,7 @@
 // so that nothing is lost silently. Incremented rarely (per fault), so prom-client's labelled
 // counters are fine here.
 import { Counter, Gauge, type Registry } from 'prom-client';
+import type { HeldBodyUse } from '../data-plane/body-budget.ts';
 import type { ClientErrorKind } from '../data-plane/data-plane.ts';
 import type { ResendReason } from '../data-plane/lifecycle.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
@@ -24,6 +25,8 @@ export interface ProxyEvents {
   rejected(): void;
   /** A client connection dropped before a request could be read: too slow, or not HTTP. */
   clientError(kind: ClientErrorKind): void;
+  /** A request body not held because INFERMETER_MAX_HELD_BODY_BYTES were held already. */
+  bodyUnheld(use: HeldBodyUse): void;
   /**
    * A request of a route infermeter forwards without measuring, with its bounded labels
    * (vllm-http.ts); undefined when no dialect serves HTTP families.
@@ -45,6 +48,7 @@ const TAP_PROBLEMS: readonly TapProblem[] = ['malformed_event', 'event_too_large
 const UPSTREAM_ERRORS: readonly ProxyErrorKind[] = ['upstream_unreachable', 'upstream_timeout', 'upstream_reset', 'upstream_protocol'];
 const CLIENT_ERRORS: readonly ClientErrorKind[] = ['timeout', 'malformed'];
 const RETRIES: readonly ResendReason[] = ['stale_connection', 'refused_injection'];
+const HELD_BODY_USES: readonly HeldBodyUse[] = ['usage_injection', 'retry_copy', 'content_length'];
 
 export function createProxyFamilies(registry: Registry, version: string): ProxyFamilies {
   const uninspected = new Counter({
@@ -102,6 +106,12 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     labelNames: ['kind'],
     registers: [registry],
   });
+  const unheld = new Counter({
+    name: 'infermeter_request_bodies_unheld_total',
+    help: 'Request bodies not held in memory because INFERMETER_MAX_HELD_BODY_BYTES of bodies were held already (per process), by what holding was for: usage_injection (forwarded as it came and still read for model and stream, without stream_options added), retry_copy (forwarded without the copy that lets it be sent again after a stale connection), content_length (a chunked DELETE or OPTIONS, answered 503 with Retry-After).',
+    labelNames: ['use'],
+    registers: [registry],
+  });
   const restarts = new Counter({
     name: 'infermeter_worker_restarts_total',
     help: 'Worker processes that exited and were restarted (INFERMETER_WORKERS > 1). Their in-flight requests are counted as failed (worker_exit).',
@@ -124,6 +134,7 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
   for (const kind of UPSTREAM_ERRORS) proxyErrors.inc({ kind }, 0);
   for (const kind of CLIENT_ERRORS) clientErrors.inc({ kind }, 0);
   for (const reason of RETRIES) retries.inc({ reason }, 0);
+  for (const use of HELD_BODY_USES) unheld.inc({ use }, 0);
   return {
     uninspected: (reason) => uninspected.inc({ reason }),
     tapProblem: (kind) => tapProblems.inc({ kind }),
@@ -135,6 +146,7 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     accessLogDropped: () => dropped.inc(),
     rejected: () => rejected.inc(),
     clientError: (kind) => clientErrors.inc({ kind }),
+    bodyUnheld: (use) => unheld.inc({ use }),
     workerRestarted(lost) {
       restarts.inc();
       lostRequests.inc(lost);
@@ -150,6 +162,7 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
       'infermeter_access_log_dropped_total',
       'infermeter_requests_rejected_total',
       'infermeter_client_errors_total',
+      'infermeter_request_bodies_unheld_total',
       'infermeter_worker_restarts_total',
       'infermeter_worker_lost_requests_total',
       'infermeter_build_info',

@@ -1,0 +1,137 @@
+// npm run bench:scrape: /metrics at full label caps against bystander streams. The caps are
+// filled (INFERMETER_MAX_MODELS=100 models x INFERMETER_MAX_TENANTS=100 tenants, 128-character
+// names, INFERMETER_DIALECTS=mindie,vllm,otel), then bystander streams (300 tokens, one every
+// 10 ms) run without scrapes and with back-to-back scrapes from another process, in turn, five
+// times: the largest gap between chunks they saw in each round, and what the scrapes cost
+// (time, size, the target's RSS).
+// BENCH_COMPARE=<checkout> runs another infermeter the same way, after this one. Loopback only;
+// every loop bounded in count. BENCH_TENANTS, BENCH_DIALECTS and BENCH_BYSTANDERS change the
+// scenario (e.g. BENCH_TENANTS=1 BENCH_DIALECTS=mindie,aom,vllm,otel BENCH_BYSTANDERS=8: the
+// fidelity bench's scrape scenario, 100 models, in repetitions).
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+import { cpus, loadavg } from 'node:os';
+import { createWriteStream, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { percentile } from './load.ts';
+import { INFERMETER_FLAGS, infermeterEnv, startNode, startUpstream } from './targets.ts';
+
+const quick = process.argv.includes('--quick');
+const MODELS = 100;
+const TENANTS = Number(process.env.BENCH_TENANTS ?? (quick ? 30 : 100));
+const DIALECTS = process.env.BENCH_DIALECTS ?? 'mindie,vllm,otel';
+const BYSTANDERS = Number(process.env.BENCH_BYSTANDERS ?? 32);
+const REPETITIONS = quick ? 2 : 5;
+const name = (kind: string, i: number) => `${kind}-${i}-`.padEnd(128, 'x');
+
+function stream(url: string, agent: http.Agent, tokens: number, model: string, tenant: string): Promise<number[]> {
+  return new Promise((resolve, reject) => {
+    const payload = JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    const gaps: number[] = [];
+    let last: number | undefined;
+    const req = http.request(
+      new URL('/v1/chat/completions', url),
+      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-tenant': tenant, 'x-bench-tokens': String(tokens), 'x-bench-ttft-ms': '0', 'x-bench-gap-ms': tokens > 2 ? '10' : '0' } },
+      (res) => {
+        res.on('data', () => {
+          const now = performance.now();
+          if (last !== undefined) gaps.push(now - last);
+          last = now;
+        });
+        res.on('end', () => resolve(gaps));
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+const rssOf = (pid: number) => Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
+const hwmOf = (pid: number) => Number(/^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
+const mib = (b: number) => (b / 1024 / 1024).toFixed(1);
+
+/** One scrape by curl (it reads as cheaply as Prometheus does; a Node client reading 500 MB would
+ * take a core from the two the target shares): its time in ms and its size. */
+function scrapeOnce(url: string): Promise<[number, number]> {
+  return new Promise((resolve, reject) => {
+    const curl = spawn('curl', ['-s', '-o', '/dev/null', '-w', '%{time_total} %{size_download}', url], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    curl.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    curl.once('exit', (code) => {
+      const [seconds, bytes] = out.trim().split(' ').map(Number);
+      if (code !== 0 || !(bytes! > 0)) reject(new Error(`curl exited with ${code}: ${out}`));
+      else resolve([seconds! * 1000, bytes!]);
+    });
+  });
+}
+
+async function run(label: string, cli: string, upstream: string): Promise<string> {
+  const env = { ...infermeterEnv(upstream), INFERMETER_DIALECTS: DIALECTS, INFERMETER_TENANT: 'header:x-tenant', INFERMETER_UPSTREAM_METRICS: 'off' };
+  const flags = (process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS).split(' ').filter(Boolean);
+  const { child, line } = await startNode(cli, [], env, /"infermeter started"/, 'stderr', flags);
+  child.stderr!.resume();
+  if (process.env.BENCH_CHILD_STDOUT !== undefined) child.stdout!.pipe(createWriteStream(process.env.BENCH_CHILD_STDOUT));
+  else child.stdout!.resume();
+  try {
+    const started = JSON.parse(line) as { data: string; metrics: string };
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+    let next = 0;
+    const pairs = MODELS * TENANTS;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < pairs) {
+          const i = next++;
+          await stream(started.data, agent, 2, name('model', i % MODELS), name('tenant', Math.floor(i / MODELS)));
+        }
+      }),
+    );
+    const bystanders = async () => {
+      const gaps = await Promise.all(Array.from({ length: BYSTANDERS }, (_, i) => stream(started.data, agent, 300, name('model', i % MODELS), name('tenant', i % TENANTS))));
+      return Math.max(...gaps.flat());
+    };
+    // Warm: a round of bystanders and one scrape, unmeasured (the render's first run, the paths' JIT).
+    await bystanders();
+    await scrapeOnce(started.metrics);
+    const rssBefore = rssOf(child.pid!);
+    const quiet: number[] = [];
+    const busy: number[] = [];
+    const scrapeMs: number[] = [];
+    let size = 0;
+    for (let r = 0; r < REPETITIONS; r++) {
+      quiet.push(await bystanders());
+      // Back-to-back scrapes from another process for as long as a round of bystanders lasts.
+      let scraping = true;
+      const scrapes = (async () => {
+        for (let n = 0; scraping && n < 20; n++) {
+          const [ms, bytes] = await scrapeOnce(started.metrics);
+          scrapeMs.push(ms);
+          size = bytes;
+        }
+      })();
+      busy.push(await bystanders());
+      scraping = false;
+      await scrapes;
+    }
+    const added = busy.map((b, i) => b - quiet[i]!);
+    const row = `| ${label} | ${BYSTANDERS} | ${percentile(quiet, 50).toFixed(1)} / ${Math.max(...quiet).toFixed(1)} | ${percentile(busy, 50).toFixed(1)} / ${Math.max(...busy).toFixed(1)} | ${percentile(added, 50).toFixed(1)} / ${Math.max(...added).toFixed(1)} | ${scrapeMs.length} | ${percentile(scrapeMs, 50).toFixed(0)} / ${Math.max(...scrapeMs).toFixed(0)} | ${mib(size)} | ${mib(rssBefore)} / ${mib(rssOf(child.pid!))} / ${mib(hwmOf(child.pid!))} |`;
+    agent.destroy();
+    return row;
+  } finally {
+    child.kill('SIGKILL');
+  }
+}
+
+const up = await startUpstream();
+try {
+  console.log(`Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.versions.node}, load average ${loadavg()[0]!.toFixed(2)} at the start.`);
+  console.log(`Caps: ${MODELS} models x ${TENANTS} tenants, 128-character names, ${DIALECTS}. ${REPETITIONS} repetitions of: a round of ${BYSTANDERS} bystander streams (300 tokens, every 10 ms) without scrapes, then one with back-to-back scrapes (curl, another process). Per round, the largest gap between chunks of any bystander; p50 / max over the repetitions.\n`);
+  console.log('| target | bystanders | largest gap, no scrapes, ms | largest gap, scraped, ms | added, ms | scrapes | scrape p50 / max, ms | MiB | RSS before / after / peak, MiB |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log(await run('infermeter', fileURLToPath(new URL('../src/cli.ts', import.meta.url)), up.url));
+  const compare = process.env.BENCH_COMPARE;
+  if (compare !== undefined && compare !== '') console.log(await run(`infermeter @ ${compare}`, join(compare, 'src/cli.ts'), up.url));
+  console.log(`\nLoad average at the end: ${loadavg()[0]!.toFixed(2)}.`);
+} finally {
+  up.child.kill('SIGKILL');
+}
