@@ -39,7 +39,10 @@ type Tagged = IncomingMessage & { [UPSTREAM_RESPONSE]?: IncomingMessage };
 
 export function createPassThroughRoute(options: PassThroughOptions): PassThroughRoute {
   const { log } = options;
-  const proxy = createProxyServer({ target: options.upstream, agent: options.agent, changeOrigin: true, ws: true, connectTimeout: options.connectTimeoutMs });
+  // toProxy: the client's target is sent as it came (http-proxy-3 would otherwise rewrite it
+  // through URL: dot segments resolved, `\` made `/`, the fragment cut), so that the engine
+  // routes the bytes infermeter routed (inference-route.ts), as on the measured route.
+  const proxy = createProxyServer({ target: options.upstream, agent: options.agent, changeOrigin: true, ws: true, connectTimeout: options.connectTimeoutMs, toProxy: true });
   // An upstream silent for longer than the idle timeout is given up on (Node's socket timeout).
   proxy.on('proxyReq', (proxyReq: http.ClientRequest, req: IncomingMessage, res: ServerResponse) => {
     proxyReq.setTimeout(options.idleTimeoutMs, () => proxyReq.destroy(timeoutError()));
