@@ -98,6 +98,8 @@ class InferenceCall {
   private copy: BodyCopy | undefined = undefined;
   /** The upstream attempt whose events count (a retry's; a stale one's are ignored). */
   private attempt = 0;
+  /** The injected field's refusal could only be the engine's (not an echo of the client's text). */
+  private trustedRefusal = false;
 
   constructor(options: MeasuredRouteOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
     this.options = options;
@@ -243,9 +245,9 @@ class InferenceCall {
       options.log.warnThrottled('upstream_reset', 'upstream closed a response before its end', { path: pathOf(this.req) });
     });
     const injection = exchange.injection;
-    // The client's own body, re-sent after a refusal, was accepted: the field was the only
-    // difference, so the refusal was real and injection stops.
-    if (exchange.resendReason === 'refused_injection' && (response.statusCode ?? 0) < 300) options.usageInjection?.refused();
+    // The client's own body, re-sent after a refusal the engine itself wrote, was accepted: the
+    // field was the only difference, so the refusal was real and injection stops.
+    if (exchange.resendReason === 'refused_injection' && this.trustedRefusal && (response.statusCode ?? 0) < 300) options.usageInjection?.refused();
     if (injection !== undefined && !injection.refused) {
       const status = response.statusCode ?? 0;
       if (mayBeRefusal(status)) this.holdRefusal(response, status, injection.original);
@@ -291,8 +293,9 @@ class InferenceCall {
   private holdRefusal(response: IncomingMessage, status: number, original: Buffer): void {
     const { exchange, options, res } = this;
     holdAnswer(response, status, original, {
-      refused: () => {
+      refused: (trusted) => {
         if (res.writableEnded || res.destroyed) return;
+        this.trustedRefusal = trusted;
         exchange.refuseInjection();
         this.forward(original, 'refused_injection');
       },

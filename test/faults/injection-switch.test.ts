@@ -71,4 +71,44 @@ describe('the usage injection switch', () => {
     assert.equal(m.value('infermeter_upstream_retries_total', { reason: 'refused_injection' }), 0);
     assert.equal(m.value('infermeter_usage_chunks_stripped_total'), 1);
   });
+
+  it('the echo attack: a 400 echoing the client\'s "not supported" beside the injected field, then a re-send that succeeds, leaves injection on', async (t) => {
+    // An engine that refuses any body with stream_options, echoing the whole body (as pydantic's
+    // errors echo `input`), and serves the same body without it: to the raw reading, the
+    // injected field refused; but the words of refusal are the client's own.
+    const bodies: string[] = [];
+    const server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks).toString();
+        bodies.push(body);
+        const parsed = JSON.parse(body) as { stream_options?: unknown; echo?: boolean };
+        if (parsed.stream_options !== undefined && parsed.echo === true) {
+          res.writeHead(400, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ object: 'error', message: `Value error, bad request: ${JSON.stringify(parsed)}`, type: 'BadRequestError', param: null, code: 400 }));
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(`${SMALL}${parsed.stream_options === undefined ? '' : USAGE}data: [DONE]\n\n`);
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => server.close());
+    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+
+    const attack = await post(app.dataUrl, { model: 'm', stream: true, echo: true, messages: [{ role: 'user', content: 'this is not supported' }] });
+    assert.equal(attack.status, 200, 'the client gets the answer to its own body');
+    assert.equal(bodies.length, 2, 'sent again without the field, once');
+    assert.equal(bodies[1], JSON.stringify({ model: 'm', stream: true, echo: true, messages: [{ role: 'user', content: 'this is not supported' }] }));
+
+    const honest = await post(app.dataUrl, { model: 'm', stream: true, messages: [] });
+    assert.equal(honest.status, 200);
+    assert.ok(bodies[2]!.includes('"stream_options":{"include_usage":true}'), 'the next stream is injected still');
+    assert.equal(honest.text, `${SMALL}data: [DONE]\n\n`);
+    const m = await scrape(app);
+    assert.equal(m.value('infermeter_usage_injection_active'), 1);
+    assert.equal(m.value('infermeter_upstream_retries_total', { reason: 'refused_injection' }), 1);
+  });
 });

@@ -19,6 +19,7 @@ import sys
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ValidationError
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "routes"
 TOKENS = 7
@@ -26,6 +27,11 @@ CHAT_FIELDS = {"model", "messages", "stream", "stream_options", "max_tokens", "m
 COMPLETION_FIELDS = {"model", "prompt", "stream", "stream_options", "max_tokens", "n", "temperature", "user"}
 
 app = FastAPI()
+
+
+class Flags(BaseModel):
+    """`stream` as vLLM's request model reads it: pydantic's bool (1, "yes", "on" ... are true)."""
+    stream: bool = False
 
 
 async def read_body(request: Request):
@@ -46,9 +52,9 @@ def refuse_extra(body, allowed):
     return JSONResponse({"object": "error", "message": msg, "type": "BadRequestError", "param": None, "code": 400}, status_code=400, headers={"x-served": "refused"})
 
 
-def stream_value_error(body):
-    """vLLM refuses stream_options on a request that does not stream, echoing nothing of ours."""
-    if body.get("stream_options") is not None and not body.get("stream"):
+def stream_value_error(body, stream):
+    """vLLM refuses stream_options on a request that does not stream; its message echoes the input."""
+    if body.get("stream_options") is not None and not stream:
         return JSONResponse(
             {"object": "error", "message": f"Stream options can only be defined when `stream=True`. (request: {json.dumps(body)[:200]})", "type": "BadRequestError", "param": None, "code": 400},
             status_code=400,
@@ -80,8 +86,12 @@ async def generate(request: Request, kind: str, allowed):
     body = await read_body(request)
     if not isinstance(body, dict):
         return JSONResponse({"error": {"message": "invalid JSON"}}, status_code=400, headers={"x-served": kind})
+    try:
+        stream = Flags(stream=body.get("stream", False)).stream
+    except ValidationError as e:
+        return JSONResponse({"object": "error", "message": str(e), "type": "BadRequestError", "param": None, "code": 400}, status_code=400, headers={"x-served": "refused"})
     if MODE == "strict":
-        refused = refuse_extra(body, allowed) or stream_value_error(body)
+        refused = refuse_extra(body, allowed) or stream_value_error(body, stream)
         if refused is not None:
             return refused
         options = body.get("stream_options")
@@ -89,8 +99,8 @@ async def generate(request: Request, kind: str, allowed):
     else:
         include_usage = True
     model = str(body.get("model", "m"))
-    headers = {"x-served": kind, "x-model": model, "x-stream": str(body.get("stream") is True).lower()}
-    if body.get("stream") is True:
+    headers = {"x-served": kind, "x-model": model, "x-stream": str(stream).lower()}
+    if stream:
         return StreamingResponse(sse(kind, model, include_usage), media_type="text/event-stream", headers=headers)
     text = "".join(f"t{i}" for i in range(TOKENS))
     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"} if kind == "chat" else {"index": 0, "text": text, "finish_reason": "stop"}
