@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { forwardHeaders, headerFilter, HOP_BY_HOP_HEADERS, stripHopByHop } from '../../src/data-plane/hop-by-hop.ts';
+import { offersWebsocket } from '../../src/data-plane/data-plane.ts';
 import { inferenceApi, routedPath } from '../../src/data-plane/inference-route.ts';
 import { proxyErrorResponse } from '../../src/data-plane/openai-error.ts';
 import { pathJoiner } from '../../src/data-plane/upstream-request.ts';
@@ -46,6 +47,14 @@ describe('routedPath: the path as engines route it', () => {
     }
     assert.equal(inferenceApi('POST', '/v1/embedding%73'), 'embeddings');
     assert.equal(inferenceApi('POST', '/v1/chat%252Fcompletions'), undefined);
+  });
+});
+
+describe('offersWebsocket: which upgrades go to the websocket path', () => {
+  it('takes a websocket offer, alone or among others, in any case; declines h2c and the rest', () => {
+    const offer = (upgrade: string | undefined) => offersWebsocket({ headers: upgrade === undefined ? {} : { upgrade } } as never);
+    for (const u of ['websocket', 'WebSocket', 'h2c, websocket', 'websocket ,foo']) assert.equal(offer(u), true, u);
+    for (const u of ['h2c', 'HTTP/2.0', 'websockets', 'TLS/1.2', '', undefined]) assert.equal(offer(u), false, String(u));
   });
 });
 
