@@ -3,6 +3,7 @@
 // finished samples) and its proxy events to the primary in batches, where the one recorder and
 // the dialects turn them into metrics. So /metrics, /metrics-json and the AOM periods are those
 // of all workers' traffic, exactly, and nothing has to be merged after the fact.
+import { UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
 import type { ClientErrorKind } from '../data-plane/data-plane.ts';
 import type { ResendReason } from '../data-plane/lifecycle.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
@@ -16,8 +17,8 @@ import type { TapProblem } from '../stream-tap/response-tap.ts';
 /** One event, as compact as structured clone makes cheap. */
 export type BusEvent =
   | readonly [kind: 0, api: InferenceApi, model: string, stream: boolean, tenant: string | undefined] // started
-  | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null, tenant: string | undefined] // first output
-  | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number, tenant: string | undefined] // inter-token
+  | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null, tenant: string | undefined, accepted: boolean | undefined] // first output
+  | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number, tenant: string | undefined, accepted: boolean | undefined] // inter-token
   | readonly [kind: 3, sample: RequestSample] // finished
   | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null] // a proxy event
   | readonly [kind: 5, handler: string, method: string, status: number, seconds: number]; // a pass-through request (httpRequest)
@@ -71,8 +72,8 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
     flush,
     sink: {
       started: (i) => push([0, i.api, i.model, i.stream, i.tenant]),
-      firstOutput: (i, ttft) => push([1, i.api, i.model, i.stream, ttft ?? null, i.tenant]),
-      interToken: (i, seconds, tokens) => push([2, i.api, i.model, i.stream, seconds, tokens, i.tenant]),
+      firstOutput: (i, ttft) => push([1, i.api, i.model, i.stream, ttft ?? null, i.tenant, i.accepted]),
+      interToken: (i, seconds, tokens) => push([2, i.api, i.model, i.stream, seconds, tokens, i.tenant, i.accepted]),
       finished: (s) => push([3, s]),
     },
     events: {
@@ -116,9 +117,9 @@ export function createWorkerReceiver(
 ): WorkerReceiver {
   const inFlight = new Map<string, { info: RequestInfo; waiting: number; running: number }>();
   const key = (api: string, model: string, stream: boolean, tenant: string | undefined) => `${api}\u0000${model}\u0000${stream}\u0000${tenant ?? ''}`;
-  const entry = (api: InferenceApi, raw: string, stream: boolean, rawTenant: string | undefined) => {
+  const entry = (api: InferenceApi, raw: string, stream: boolean, rawTenant: string | undefined, as?: string) => {
     const model = label(raw);
-    const tenant = rawTenant === undefined ? undefined : tenantLabel(rawTenant);
+    const tenant = rawTenant === undefined ? undefined : (as ?? tenantLabel(rawTenant));
     const k = key(api, model, stream, tenant);
     let e = inFlight.get(k);
     if (e === undefined) inFlight.set(k, (e = { info: infoOf(api, model, stream, tenant), waiting: 0, running: 0 }));
@@ -139,15 +140,17 @@ export function createWorkerReceiver(
             const f = entry(e[1], e[2], e[3], e[5]);
             f.waiting--;
             f.running++;
-            sink.firstOutput(infoOf(e[1], e[2], e[3], e[5]), e[4] ?? undefined);
+            sink.firstOutput(infoOf(e[1], e[2], e[3], e[5], e[6]), e[4] ?? undefined);
             break;
           }
           case 2:
-            sink.interToken?.(infoOf(e[1], e[2], e[3], e[6]), e[4], e[5]);
+            sink.interToken?.(infoOf(e[1], e[2], e[3], e[6], e[7]), e[4], e[5]);
             break;
           case 3: {
             const s = e[1];
-            const f = entry(s.api, s.model, s.stream, s.tenant);
+            let f = entry(s.api, s.model, s.stream, s.tenant);
+            // A tenant given its place while the request ran was `unauthenticated` when it started.
+            if ((s.outputSeen ? f.running : f.waiting) === 0 && s.tenant !== undefined) f = entry(s.api, s.model, s.stream, s.tenant, UNAUTHENTICATED_TENANT);
             if (s.outputSeen) f.running--;
             else f.waiting--;
             sink.finished(s);
@@ -178,8 +181,9 @@ export function createWorkerReceiver(
   };
 }
 
-function infoOf(api: InferenceApi, model: string, stream: boolean, tenant: string | undefined): RequestInfo {
-  return tenant === undefined ? { api, model, stream } : { api, model, stream, tenant };
+function infoOf(api: InferenceApi, model: string, stream: boolean, tenant: string | undefined, accepted?: boolean): RequestInfo {
+  if (tenant === undefined) return { api, model, stream };
+  return accepted === undefined ? { api, model, stream, tenant } : { api, model, stream, tenant, accepted };
 }
 
 function lostSample(info: RequestInfo, outputSeen: boolean): RequestSample {

@@ -77,6 +77,7 @@ class Timer implements RequestTimer {
   private readonly clock: Clock;
   private readonly sink: MeasurementSink;
   private readonly tenant: string | undefined;
+  private accepted: boolean | undefined = undefined;
   private readonly t0: number;
   private info: RequestInfo | undefined = undefined;
   private status = 0;
@@ -120,7 +121,8 @@ class Timer implements RequestTimer {
 
   private infoOf(model: string, stream: boolean): RequestInfo {
     const { api, tenant } = this;
-    return tenant === undefined ? { api, model, stream } : { api, model, stream, tenant };
+    if (tenant === undefined) return { api, model, stream };
+    return this.accepted === undefined ? { api, model, stream, tenant } : { api, model, stream, tenant, accepted: this.accepted };
   }
 
   identify(model: string, stream: boolean, params?: RequestParams): void {
@@ -140,6 +142,11 @@ class Timer implements RequestTimer {
     this.headersAt ??= this.clock();
     this.status = code;
     this.streamed = isStream;
+    if (this.tenant !== undefined && this.accepted === undefined) {
+      // The engine's word on the request's credentials: every later event carries it.
+      this.accepted = code !== 401 && code !== 403;
+      if (this.info !== undefined) this.info = { ...this.info, accepted: this.accepted };
+    }
     if (code < 200 || code > 299) this.failure ??= 'upstream_status';
   }
 

@@ -34,6 +34,12 @@ export interface RequestInfo {
   readonly stream: boolean;
   /** Who sent it (INFERMETER_TENANT: a header's value or a hashed key, aliased); absent when off. */
   readonly tenant?: string | undefined;
+  /**
+   * With a tenant: whether the engine accepted the request (answered with a status other than
+   * 401 and 403); undefined until it answered, or when it never did. Only an accepted request
+   * gives its tenant a place of its own (metrics/recorder.ts).
+   */
+  readonly accepted?: boolean | undefined;
 }
 
 export interface RequestSample extends RequestInfo {

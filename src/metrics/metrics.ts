@@ -15,7 +15,7 @@ import { createEngineScraper, fetchText, type EngineScraper, type EngineScraperO
 import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
 import { registerDerived, type Family } from './families.ts';
 import { createLabelGuard } from './label-guard.ts';
-import { NO_TENANT } from '../config/tenant-config.ts';
+import { NO_TENANT, UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
 import { createLoopDelayMonitor, registerLoopDelay, type LoopDelayReading } from './loop-delay.ts';
 import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
@@ -149,7 +149,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registers: [],
   });
   const tenants = options.tenants;
-  const tenantGuard = tenants === undefined ? undefined : createLabelGuard(tenants.max, () => tenantOverflowed.inc(), [NO_TENANT]);
+  const tenantGuard = tenants === undefined ? undefined : createLabelGuard(tenants.max, () => tenantOverflowed.inc(), [NO_TENANT, UNAUTHENTICATED_TENANT]);
   if (tenants !== undefined && tenantGuard !== undefined) {
     tenantGuard.admitListed(tenants.aliases.current().values());
     tenants.aliases.onChange((aliases) => tenantGuard.admitListed(aliases.values()));
@@ -287,7 +287,8 @@ export function createMetrics(options: MetricsOptions): Metrics {
     dialects,
     addObserver: recorder.addObserver,
     modelLabel: (model) => guard.model(model),
-    tenantLabel: (tenant) => tenantGuard?.model(tenant) ?? tenant,
+    // Looked up, never given a place: only the recorder gives one, to an accepted request's tenant.
+    tenantLabel: (tenant) => (tenantGuard === undefined ? tenant : (tenantGuard.kept(tenant) ?? UNAUTHENTICATED_TENANT)),
     modelsListed: () => listing,
     scrapeStarted() {
       const done = dialects.map((d) => d.scrapeStarted?.()).filter((f) => f !== undefined);
