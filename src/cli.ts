@@ -64,8 +64,10 @@ async function main(args: readonly string[]): Promise<void> {
       () => process.exit(1),
     );
   };
-  // SIGHUP: per-tenant metering's alias file read again (a bad one keeps the mapping in use).
-  if (config.tenant.aliasesFile !== undefined) process.on('SIGHUP', () => app.reloadTenantAliases());
+  // SIGHUP: per-tenant metering's alias file read again (a bad one keeps the mapping in use);
+  // with nothing to reload, ignored (its default action would end the process, streams and all).
+  const aliases = config.tenant.aliasesFile !== undefined;
+  process.on('SIGHUP', () => (aliases ? app.reloadTenantAliases() : log.info('SIGHUP ignored: nothing to reload (no INFERMETER_TENANT_ALIASES)')));
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
 }

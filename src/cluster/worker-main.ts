@@ -45,5 +45,6 @@ process.on('disconnect', () => process.exit(0));
 // workers too: the primary drives the drain, so a worker waits for its message, not the signal.
 process.on('SIGTERM', () => {});
 process.on('SIGINT', () => {});
-// Likewise SIGHUP, which reloads the tenant aliases: the primary tells each worker.
-if (config.tenant.aliasesFile !== undefined) process.on('SIGHUP', () => {});
+// Likewise SIGHUP, which reloads the tenant aliases (the primary tells each worker), and is
+// ignored when there is nothing to reload.
+process.on('SIGHUP', () => {});

@@ -182,6 +182,42 @@ describe('infermeter CLI with per-tenant metering', () => {
   });
 });
 
+describe('infermeter CLI and SIGHUP with nothing to reload', () => {
+  for (const workers of ['1', '2']) {
+    it(`ignores SIGHUP (no alias file; INFERMETER_WORKERS=${workers}): a stream in flight finishes, the process stays`, async (t) => {
+      const sim = await startSimServer({ ttftMs: 1, interTokenMs: 20, defaultTokens: 20 });
+      t.after(() => sim.close());
+      const child = run(t, CLI, {
+        INFERMETER_UPSTREAM: sim.url,
+        INFERMETER_PORT: '0',
+        INFERMETER_MANAGEMENT_PORT: '0',
+        INFERMETER_METRICS_PORT: '0',
+        INFERMETER_UPSTREAM_METRICS: 'off',
+        INFERMETER_WORKERS: workers,
+        INFERMETER_TENANT: workers === '2' ? 'header:x-tenant-id' : 'off',
+      });
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      const started = JSON.parse(await lineMatching(child.stderr, /"infermeter started"/)) as Record<string, string>;
+      const res = await fetch(`${started.data}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-llama-8b', stream: true, messages: [] }) });
+      const reader = res.body!.getReader();
+      await reader.read(); // the stream is under way
+      const ignored = lineMatching(child.stderr, /SIGHUP ignored/);
+      child.kill('SIGHUP');
+      await ignored;
+      let text = '';
+      for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
+      assert.match(text, /data: \[DONE\]/, 'the stream in flight finished');
+      assert.equal(child.exitCode, null, 'still running');
+      assert.equal((await fetch(`${started.management}/health`)).status, 200);
+      assert.doesNotMatch(stderr, /worker exited/);
+      child.kill('SIGTERM');
+      const [code] = await once(child, 'exit');
+      assert.equal(code, 0);
+    });
+  }
+});
+
 describe('npm run demo', () => {
   it('runs the simulated server, the proxy and traffic, and shows metrics filling', async (t) => {
     const child = run(t, DEMO, { INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' }, ['--duration', '3']);
