@@ -80,7 +80,7 @@ async function sim(args: readonly string[]): Promise<void> {
   }
   let close: () => Promise<void>;
   try {
-    close = await runSim(parsed, process.stdout);
+    close = await runSim(parsed, process.stdout, /^(?:1|true)$/i.test(process.env.INFERMETER_ALLOW_ALL_ZERO_IP?.trim() ?? ''));
   } catch (error) {
     const e = error as NodeJS.ErrnoException;
     const hint = e.code === 'EADDRINUSE' ? `: port ${parsed.port} is in use; choose another with --port N (0 picks a free one)` : `: ${e.message}`;

@@ -299,6 +299,28 @@ describe('infermeter on the command line, as a newcomer meets it', () => {
     assert.match(busy.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: port ${port} is in use; choose another with --port N`));
   });
 
+  it('sim refuses to listen on every address unless asked, and refuses a max_tokens beyond its bound', async (t) => {
+    for (const host of ['0.0.0.0', '::', '0']) {
+      const refused = await exitOf(run(t, LAUNCHER, {}, ['sim', '--port', '0', '--host', host]));
+      assert.equal(refused.code, 1, host);
+      assert.match(refused.stderr, /listens on every address .*INFERMETER_ALLOW_ALL_ZERO_IP=1/, host);
+    }
+    const child = run(t, LAUNCHER, { INFERMETER_ALLOW_ALL_ZERO_IP: '1' }, ['sim', '--port', '0', '--host', '0.0.0.0']);
+    const line = await lineMatching(child.stdout, /^ {2}url /);
+    const port = /:(\d+)/.exec(line)?.[1];
+    const post = (maxTokens: number) => fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-llama-8b', max_tokens: maxTokens, stream: true, messages: [] }) });
+    const huge = await post(1e9);
+    assert.equal(huge.status, 400);
+    assert.match(await huge.text(), /maximum context length is 4096 tokens/);
+    const fine = await post(2);
+    assert.equal(fine.status, 200);
+    await fine.text();
+    assert.equal(child.exitCode, null, 'alive after max_tokens 1e9');
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 0);
+  });
+
   it('an unknown INFERMETER_* variable stops the start, naming the closest known one', async (t) => {
     const { code, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_UPSTREM: 'http://127.0.0.1:8000', INFERMETER_PROT: '2025' }));
     assert.equal(code, 2);
