@@ -32,7 +32,7 @@ import { copyBody, holdBody, type BodyCopy } from './request-body.ts';
 import { pathOf } from './request-path.ts';
 import { copyHead, cutWithUpstream, flushIdleHeaders } from './response-head.ts';
 import type { SendUpstream } from './upstream-request.ts';
-import { injectUsage } from './usage-injection.ts';
+import { askIdentity, injectUsage, takesIdentity } from './usage-injection.ts';
 
 export interface UsageInjection {
   /** Whether to inject now: on, and the upstream has not refused stream_options. */
@@ -165,11 +165,13 @@ class InferenceCall {
       },
       held: (body, scan) => {
         exchange.identify(scan);
-        const injected = options.usageInjection?.active() === true ? injectUsage(body, scan) : undefined;
+        const injected = options.usageInjection?.active() === true && takesIdentity(this.req.headers['accept-encoding']) ? injectUsage(body, scan) : undefined;
         if (injected === undefined) {
           this.forward(body);
           return;
         }
+        // A compressed answer could not have the usage chunk cut out.
+        askIdentity(this.req.rawHeaders);
         options.usageInjection?.injected();
         exchange.inject(body);
         this.forward(injected);

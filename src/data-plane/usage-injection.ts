@@ -123,3 +123,39 @@ export function createInjectionSwitch(
     stripped: () => report.stripped(),
   };
 }
+
+/**
+ * Whether a client takes an uncompressed answer (RFC 9110 12.5.3: unless it says
+ * `identity;q=0`, or `*;q=0` without naming identity). An injected request asks the upstream for
+ * one: the usage-only chunk it asked for can only be cut out of bytes it can read.
+ */
+export function takesIdentity(acceptEncoding: string | undefined): boolean {
+  if (acceptEncoding === undefined) return true;
+  let star: boolean | undefined;
+  for (const part of acceptEncoding.split(',')) {
+    const [coding, ...params] = part.split(';');
+    const name = coding!.trim().toLowerCase();
+    const q = params.map((p) => /^\s*q\s*=\s*([0-9.]+)\s*$/i.exec(p)?.[1]).find((v) => v !== undefined);
+    const accepted = q === undefined || Number(q) > 0;
+    if (name === 'identity') return accepted;
+    if (name === '*') star = accepted;
+  }
+  return star !== false;
+}
+
+/**
+ * Makes the request ask for an uncompressed answer: its Accept-Encoding (as the client wrote
+ * it, in the raw list the upstream request copies) becomes `identity`, or is added. Only for an
+ * injected request, whose answer is read and cut: the client, which takes identity, gets the
+ * same content uncompressed, and never a usage chunk it did not ask for.
+ */
+export function askIdentity(rawHeaders: string[]): void {
+  let found = false;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() === 'accept-encoding') {
+      rawHeaders[i + 1] = 'identity';
+      found = true;
+    }
+  }
+  if (!found) rawHeaders.push('accept-encoding', 'identity');
+}
