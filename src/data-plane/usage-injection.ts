@@ -145,17 +145,13 @@ export function takesIdentity(acceptEncoding: string | undefined): boolean {
 
 /**
  * Makes the request ask for an uncompressed answer: its Accept-Encoding (as the client wrote
- * it, in the raw list the upstream request copies) becomes `identity`, or is added. Only for an
- * injected request, whose answer is read and cut: the client, which takes identity, gets the
- * same content uncompressed, and never a usage chunk it did not ask for.
+ * it, in the raw list the upstream request copies) becomes `identity`. Only for an injected
+ * request, whose answer is read and cut: the client, which takes identity, gets the same content
+ * uncompressed, and never a usage chunk it did not ask for. A request without Accept-Encoding is
+ * left so (servers compress only for a client that names a coding; nothing is added).
  */
 export function askIdentity(rawHeaders: string[]): void {
-  let found = false;
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() === 'accept-encoding') {
-      rawHeaders[i + 1] = 'identity';
-      found = true;
-    }
+    if (rawHeaders[i]!.length === 15 && rawHeaders[i]!.toLowerCase() === 'accept-encoding') rawHeaders[i + 1] = 'identity';
   }
-  if (!found) rawHeaders.push('accept-encoding', 'identity');
 }
