@@ -33,6 +33,8 @@ import { pathOf } from './request-path.ts';
 import { copyHead, cutWithUpstream, flushIdleHeaders } from './response-head.ts';
 import type { SendUpstream } from './upstream-request.ts';
 import { askIdentity, injectUsage, takesIdentity } from './usage-injection.ts';
+import { utf8FromJsonEncoding } from '../stream-tap/json-encoding.ts';
+import { scanWhole } from '../stream-tap/request-body-scanner.ts';
 
 export interface UsageInjection {
   /** Whether to inject now: on, and the upstream has not refused stream_options. */
@@ -163,9 +165,12 @@ class InferenceCall {
         exchange.identify({ ok: false, reason: 'too_large' });
         this.forward(body);
       },
-      held: (body, scan) => {
+      held: (body, rawScan) => {
+        // A UTF-16 or UTF-32 body (which Python's json.loads takes) is read, and injected, in UTF-8.
+        const recoded = rawScan.ok ? undefined : utf8FromJsonEncoding(body);
+        const scan = recoded === undefined ? rawScan : scanWhole(recoded);
         exchange.identify(scan);
-        const injected = options.usageInjection?.active() === true && takesIdentity(this.req.headers['accept-encoding']) ? injectUsage(body, scan) : undefined;
+        const injected = options.usageInjection?.active() === true && takesIdentity(this.req.headers['accept-encoding']) ? injectUsage(recoded ?? body, scan) : undefined;
         if (injected === undefined) {
           this.forward(body);
           return;

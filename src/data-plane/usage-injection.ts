@@ -4,6 +4,7 @@
 // usage-only chunk, which is then removed from what the client receives. An explicit
 // include_usage (true or false), or a stream_options that is not an object, is left alone;
 // `"stream_options":null` (some clients write null for unset fields) counts as absent.
+import { utf8FromJsonEncoding } from '../stream-tap/json-encoding.ts';
 import type { ScanResult } from '../stream-tap/request-body-scanner.ts';
 
 const FIELD = Buffer.from('"stream_options":{"include_usage":true}');
@@ -89,9 +90,9 @@ export function trustedRefusal(status: number, body: string, original: Buffer): 
   return false;
 }
 
-/** A JSON body's text as the engine reads its strings: escapes decoded, lower case. */
+/** A JSON body's text as the engine reads its strings: in UTF-8 (from UTF-16 or UTF-32 too), escapes decoded, lower case. */
 function clientText(original: Buffer): string {
-  const text = original.toString('utf8');
+  const text = (utf8FromJsonEncoding(original) ?? original).toString('utf8');
   if (!text.includes('\\')) return text.toLowerCase();
   return text
     .replace(/\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))/g, (_, hex: string | undefined, c: string | undefined) =>

@@ -409,3 +409,10 @@ export function laxBool(text: string, isString: boolean): boolean | undefined {
   s = s.toLowerCase();
   return LAX_TRUE.has(s) ? true : LAX_FALSE.has(s) ? false : undefined;
 }
+
+/** The scan of a whole body in memory. */
+export function scanWhole(body: Uint8Array): ScanResult {
+  const scanner = createBodyScanner();
+  scanner.feed(body);
+  return scanner.end();
+}

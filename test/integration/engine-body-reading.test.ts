@@ -9,7 +9,7 @@ import type { RequestSample } from '../../src/measure/sample.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startUvicornEngine, uvicornSkip, uvicornVersion } from '../helpers/uvicorn-engine.ts';
 
-async function post(base: string, body: string): Promise<{ status: number; headers: Headers; text: string }> {
+async function post(base: string, body: string | Buffer): Promise<{ status: number; headers: Headers; text: string }> {
   const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
   return { status: res.status, headers: res.headers, text: await res.text() };
 }
@@ -59,6 +59,39 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
       assert.equal(s.completionTokens, 7, `${body}: its tokens`);
       assert.equal(s.usageSource, 'upstream', `${body}: usage asked for and read`);
       assert.doesNotMatch(res.text, /"usage"/, `${body}: no usage chunk the client did not ask for`);
+    }
+  });
+
+  it('reads a UTF-16 or UTF-32 body, which Python\'s json takes, in UTF-8: billed and injected as the engine serves it', async (t) => {
+    const engine = await startUvicornEngine(t, 'strict');
+    const app = await startProxy(t, engine);
+    const json = '{"model":"expensive-model","stream":true,"messages":[{"role":"user","content":"caf\u00e9 \ud83d\ude80"}]}';
+    const utf16be = (s: string) => Buffer.from(s, 'utf16le').swap16();
+    const utf32 = (s: string, le: boolean) => {
+      const points = [...s].map((c) => c.codePointAt(0)!);
+      const b = Buffer.alloc(points.length * 4);
+      points.forEach((p, i) => (le ? b.writeUInt32LE(p, i * 4) : b.writeUInt32BE(p, i * 4)));
+      return b;
+    };
+    const bodies: Array<[string, Buffer]> = [
+      ['utf-16le', Buffer.from(json, 'utf16le')],
+      ['utf-16le with BOM', Buffer.from(`\ufeff${json}`, 'utf16le')],
+      ['utf-16be', utf16be(json)],
+      ['utf-16be with BOM', utf16be(`\ufeff${json}`)],
+      ['utf-32le', utf32(json, true)],
+      ['utf-32be with BOM', utf32(`\ufeff${json}`, false)],
+    ];
+    for (const [name, body] of bodies) {
+      const direct = await post(engine, body);
+      assert.equal(direct.status, 200, `${name}: the engine serves it`);
+      const finished = nextFinished(app, 1);
+      const res = await post(app.dataUrl, body);
+      const [s] = (await finished) as [RequestSample];
+      assert.equal(res.status, 200, name);
+      assert.equal(s.model, 'expensive-model', `${name}: billed as ${s.model}`);
+      assert.equal(s.completionTokens, 7, `${name}: its tokens`);
+      assert.equal(s.usageSource, 'upstream', name);
+      assert.doesNotMatch(res.text, /"usage"/, `${name}: no usage chunk the client did not ask for`);
     }
   });
 });

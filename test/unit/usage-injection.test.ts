@@ -78,6 +78,9 @@ describe('usage injection', () => {
         assert.equal(trustedRefusal(400, JSON.stringify({ message: r }), echoing), false, `${r} / ${text}`);
       }
     }
+    // The client's text in UTF-16 (which Python's json reads) is the client's text too.
+    const wide = Buffer.from('{"model":"m","stream":true,"messages":[{"role":"user","content":"not supported"}]}', 'utf16le');
+    assert.equal(trustedRefusal(400, JSON.stringify({ message: refusals[0] }), wide), false, 'a UTF-16 body saying "not supported"');
     // The field named far from any word of refusal: an echo of the injected body beside an unrelated error.
     const far = JSON.stringify({ message: `unsupported value for temperature${' '.repeat(200)}input: {'stream_options': {'include_usage': True}}` });
     assert.equal(rejectsStreamOptions(400, far, clean), true, 'suspected: re-sent without the field');
