@@ -113,17 +113,25 @@ export function createWorkerReceiver(
   sink: MeasurementSink,
   events: ProxyEvents,
   label: (model: string) => string,
-  tenantLabel: (tenant: string) => string = (t) => t,
+  tenantLabel: (tenant: string, accepted?: boolean) => string = (t) => t,
 ): WorkerReceiver {
   const inFlight = new Map<string, { info: RequestInfo; waiting: number; running: number }>();
   const key = (api: string, model: string, stream: boolean, tenant: string | undefined) => `${api}\u0000${model}\u0000${stream}\u0000${tenant ?? ''}`;
-  const entry = (api: InferenceApi, raw: string, stream: boolean, rawTenant: string | undefined, as?: string) => {
+  const entry = (api: InferenceApi, raw: string, stream: boolean, rawTenant: string | undefined, as?: string, accepted?: boolean) => {
     const model = label(raw);
-    const tenant = rawTenant === undefined ? undefined : (as ?? tenantLabel(rawTenant));
+    const tenant = rawTenant === undefined ? undefined : (as ?? tenantLabel(rawTenant, accepted));
     const k = key(api, model, stream, tenant);
     let e = inFlight.get(k);
     if (e === undefined) inFlight.set(k, (e = { info: infoOf(api, model, stream, tenant), waiting: 0, running: 0 }));
     return e;
+  };
+  // A tenant given its place while a request of its ran was `unauthenticated` when that request
+  // started: its count is found under that label (the totals stay exact either way).
+  const tracked = (api: InferenceApi, raw: string, stream: boolean, rawTenant: string | undefined, field: 'waiting' | 'running') => {
+    const f = entry(api, raw, stream, rawTenant);
+    if (f[field] > 0 || rawTenant === undefined) return f;
+    const before = entry(api, raw, stream, rawTenant, UNAUTHENTICATED_TENANT);
+    return before[field] > 0 ? before : f;
   };
   return {
     get tracked() {
@@ -137,9 +145,9 @@ export function createWorkerReceiver(
             sink.started(infoOf(e[1], e[2], e[3], e[4]));
             break;
           case 1: {
-            const f = entry(e[1], e[2], e[3], e[5]);
-            f.waiting--;
-            f.running++;
+            // Running under the label its tenant has now that the engine answered (the recorder's).
+            tracked(e[1], e[2], e[3], e[5], 'waiting').waiting--;
+            entry(e[1], e[2], e[3], e[5], undefined, e[6]).running++;
             sink.firstOutput(infoOf(e[1], e[2], e[3], e[5], e[6]), e[4] ?? undefined);
             break;
           }
@@ -148,11 +156,8 @@ export function createWorkerReceiver(
             break;
           case 3: {
             const s = e[1];
-            let f = entry(s.api, s.model, s.stream, s.tenant);
-            // A tenant given its place while the request ran was `unauthenticated` when it started.
-            if ((s.outputSeen ? f.running : f.waiting) === 0 && s.tenant !== undefined) f = entry(s.api, s.model, s.stream, s.tenant, UNAUTHENTICATED_TENANT);
-            if (s.outputSeen) f.running--;
-            else f.waiting--;
+            if (s.outputSeen) entry(s.api, s.model, s.stream, s.tenant, undefined, s.accepted).running--;
+            else tracked(s.api, s.model, s.stream, s.tenant, 'waiting').waiting--;
             sink.finished(s);
             break;
           }

@@ -19,7 +19,7 @@ import { NO_TENANT, UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
 import { createLoopDelayMonitor, registerLoopDelay, type LoopDelayReading } from './loop-delay.ts';
 import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
-import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
+import { createRecorder, tenantLabel as tenantLabelOf, type MeasurementState, type SampleObserver } from './recorder.ts';
 import { createTenantFamilies } from './tenant-families.ts';
 
 /**
@@ -56,7 +56,7 @@ export interface Metrics {
   /** The model_name label a raw model name is counted under (bounded like the labels; counts nothing). */
   modelLabel(model: string): string;
   /** The tenant label a tenant is counted under (bounded; counts nothing); itself when metering by tenant is off. */
-  tenantLabel(tenant: string): string;
+  tenantLabel(tenant: string, accepted?: boolean): string;
   /** Hears every request's events after the dialects (tests await finished requests with it). */
   addObserver(observer: SampleObserver): void;
   /** Call when a scrape starts; returns what to call with the size of the body served. */
@@ -287,8 +287,8 @@ export function createMetrics(options: MetricsOptions): Metrics {
     dialects,
     addObserver: recorder.addObserver,
     modelLabel: (model) => guard.model(model),
-    // Looked up, never given a place: only the recorder gives one, to an accepted request's tenant.
-    tenantLabel: (tenant) => (tenantGuard === undefined ? tenant : (tenantGuard.kept(tenant) ?? UNAUTHENTICATED_TENANT)),
+    // As the recorder labels the request's events, never counting an overflow.
+    tenantLabel: (tenant, accepted) => (tenantGuard === undefined ? tenant : tenantLabelOf(tenantGuard, tenant, accepted)),
     modelsListed: () => listing,
     scrapeStarted() {
       const done = dialects.map((d) => d.scrapeStarted?.()).filter((f) => f !== undefined);
