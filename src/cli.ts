@@ -64,10 +64,16 @@ async function main(args: readonly string[]): Promise<void> {
       () => process.exit(1),
     );
   };
-  // SIGHUP: per-tenant metering's alias file read again (a bad one keeps the mapping in use).
-  if (config.tenant.aliasesFile !== undefined) process.on('SIGHUP', () => app.reloadTenantAliases());
-  // And goodput's SLO classes file.
-  if (config.slo.file !== undefined) process.on('SIGHUP', () => app.reloadSlo());
+  // SIGHUP: per-tenant metering's alias file and goodput's SLO classes file read again (a bad one
+  // keeps what is in use); with nothing to reload, ignored (its default action would end the
+  // process, streams and all).
+  const aliases = config.tenant.aliasesFile !== undefined;
+  const slo = config.slo.file !== undefined;
+  process.on('SIGHUP', () => {
+    if (aliases) app.reloadTenantAliases();
+    if (slo) app.reloadSlo();
+    if (!aliases && !slo) log.info('SIGHUP ignored: nothing to reload (no INFERMETER_TENANT_ALIASES nor INFERMETER_SLO_FILE)');
+  });
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
 }
@@ -80,7 +86,7 @@ async function sim(args: readonly string[]): Promise<void> {
   }
   let close: () => Promise<void>;
   try {
-    close = await runSim(parsed, process.stdout);
+    close = await runSim(parsed, process.stdout, /^(?:1|true)$/i.test(process.env.INFERMETER_ALLOW_ALL_ZERO_IP?.trim() ?? ''));
   } catch (error) {
     const e = error as NodeJS.ErrnoException;
     const hint = e.code === 'EADDRINUSE' ? `: port ${parsed.port} is in use; choose another with --port N (0 picks a free one)` : `: ${e.message}`;

@@ -2,6 +2,7 @@
 // newcomer can put infermeter in front of "a model server" without one. It serves what the
 // demo's does (chat completions, completions, the Responses API, embeddings, /v1/models and a
 // vLLM-style /metrics) until SIGINT/SIGTERM.
+import { resolveListenAddress } from '../config/security.ts';
 import { startSimServer } from '../sim/model-server.ts';
 import { SIM_MODELS, simTimings } from '../sim/sim-defaults.ts';
 
@@ -30,9 +31,14 @@ export function parseSimArguments(args: readonly string[]): SimArguments | { rea
   return { host, port };
 }
 
-/** Starts the server and prints its URL; resolves with a function that stops it. */
-export async function runSim(args: SimArguments, out: NodeJS.WritableStream): Promise<() => Promise<void>> {
-  const sim = await startSimServer({ models: SIM_MODELS, ...simTimings() }, args.host, args.port);
+/**
+ * Starts the server and prints its URL; resolves with a function that stops it. A host that
+ * listens on every address is refused, as the proxy refuses it, unless `allowAll`
+ * (INFERMETER_ALLOW_ALL_ZERO_IP=1).
+ */
+export async function runSim(args: SimArguments, out: NodeJS.WritableStream, allowAll = false): Promise<() => Promise<void>> {
+  const host = await resolveListenAddress(args.host, allowAll, '--host');
+  const sim = await startSimServer({ models: SIM_MODELS, ...simTimings() }, host, args.port);
   out.write(
     [
       'infermeter sim: a simulated OpenAI-compatible model server',

@@ -3,6 +3,7 @@
 // finished samples) and its proxy events to the primary in batches, where the one recorder and
 // the dialects turn them into metrics. So /metrics, /metrics-json and the AOM periods are those
 // of all workers' traffic, exactly, and nothing has to be merged after the fact.
+import { UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
 import type { ClientErrorKind } from '../data-plane/data-plane.ts';
 import type { HeldBodyUse } from '../data-plane/body-budget.ts';
 import type { ResendReason } from '../data-plane/lifecycle.ts';
@@ -17,12 +18,12 @@ import type { TapProblem } from '../stream-tap/response-tap.ts';
 /** One event, as compact as structured clone makes cheap. */
 export type BusEvent =
   | readonly [kind: 0, api: InferenceApi, model: string, stream: boolean, tenant: string | undefined] // started
-  | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null, tenant: string | undefined, requestId?: string] // first output (the id: its TTFT's exemplar)
-  | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number, tenant: string | undefined] // inter-token
+  | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null, tenant: string | undefined, accepted: boolean | undefined, requestId?: string] // first output (the id: its TTFT's exemplar)
+  | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number, tenant: string | undefined, accepted: boolean | undefined] // inter-token
   | readonly [kind: 3, sample: RequestSample] // finished
   | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null] // a proxy event
   | readonly [kind: 5, handler: string, method: string, status: number, seconds: number] // a pass-through request (httpRequest)
-  | readonly [kind: 6, api: InferenceApi, model: string, stream: boolean, seconds: number, reasoningPhase: number | null, tenant: string | undefined, requestId?: string]; // first visible output
+  | readonly [kind: 6, api: InferenceApi, model: string, stream: boolean, seconds: number, reasoningPhase: number | null, tenant: string | undefined, accepted: boolean | undefined, requestId?: string]; // first visible output
 
 type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'retried' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected' | 'clientError' | 'bodyUnheld';
 
@@ -73,9 +74,9 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
     flush,
     sink: {
       started: (i) => push([0, i.api, i.model, i.stream, i.tenant]),
-      firstOutput: (i, ttft) => push([1, i.api, i.model, i.stream, ttft ?? null, i.tenant, i.requestId]),
-      interToken: (i, seconds, tokens) => push([2, i.api, i.model, i.stream, seconds, tokens, i.tenant]),
-      firstVisibleOutput: (i, seconds, phase) => push([6, i.api, i.model, i.stream, seconds, phase ?? null, i.tenant, i.requestId]),
+      firstOutput: (i, ttft) => push([1, i.api, i.model, i.stream, ttft ?? null, i.tenant, i.accepted, i.requestId]),
+      interToken: (i, seconds, tokens) => push([2, i.api, i.model, i.stream, seconds, tokens, i.tenant, i.accepted]),
+      firstVisibleOutput: (i, seconds, phase) => push([6, i.api, i.model, i.stream, seconds, phase ?? null, i.tenant, i.accepted, i.requestId]),
       finished: (s) => push([3, s]),
     },
     events: {
@@ -116,17 +117,25 @@ export function createWorkerReceiver(
   sink: MeasurementSink,
   events: ProxyEvents,
   label: (model: string) => string,
-  tenantLabel: (tenant: string) => string = (t) => t,
+  tenantLabel: (tenant: string, accepted?: boolean) => string = (t) => t,
 ): WorkerReceiver {
   const inFlight = new Map<string, { info: RequestInfo; waiting: number; running: number }>();
   const key = (api: string, model: string, stream: boolean, tenant: string | undefined) => `${api}\u0000${model}\u0000${stream}\u0000${tenant ?? ''}`;
-  const entry = (api: InferenceApi, raw: string, stream: boolean, rawTenant: string | undefined) => {
+  const entry = (api: InferenceApi, raw: string, stream: boolean, rawTenant: string | undefined, as?: string, accepted?: boolean) => {
     const model = label(raw);
-    const tenant = rawTenant === undefined ? undefined : tenantLabel(rawTenant);
+    const tenant = rawTenant === undefined ? undefined : (as ?? tenantLabel(rawTenant, accepted));
     const k = key(api, model, stream, tenant);
     let e = inFlight.get(k);
     if (e === undefined) inFlight.set(k, (e = { info: infoOf(api, model, stream, tenant), waiting: 0, running: 0 }));
     return e;
+  };
+  // A tenant given its place while a request of its ran was `unauthenticated` when that request
+  // started: its count is found under that label (the totals stay exact either way).
+  const tracked = (api: InferenceApi, raw: string, stream: boolean, rawTenant: string | undefined, field: 'waiting' | 'running') => {
+    const f = entry(api, raw, stream, rawTenant);
+    if (f[field] > 0 || rawTenant === undefined) return f;
+    const before = entry(api, raw, stream, rawTenant, UNAUTHENTICATED_TENANT);
+    return before[field] > 0 ? before : f;
   };
   return {
     get tracked() {
@@ -140,21 +149,20 @@ export function createWorkerReceiver(
             sink.started(infoOf(e[1], e[2], e[3], e[4]));
             break;
           case 1: {
-            const f = entry(e[1], e[2], e[3], e[5]);
-            f.waiting--;
-            f.running++;
-            const info = infoOf(e[1], e[2], e[3], e[5]);
-            sink.firstOutput(e[6] === undefined ? info : { ...info, requestId: e[6] }, e[4] ?? undefined);
+            // Running under the label its tenant has now that the engine answered (the recorder's).
+            tracked(e[1], e[2], e[3], e[5], 'waiting').waiting--;
+            entry(e[1], e[2], e[3], e[5], undefined, e[6]).running++;
+            const info = infoOf(e[1], e[2], e[3], e[5], e[6]);
+            sink.firstOutput(e[7] === undefined ? info : { ...info, requestId: e[7] }, e[4] ?? undefined);
             break;
           }
           case 2:
-            sink.interToken?.(infoOf(e[1], e[2], e[3], e[6]), e[4], e[5]);
+            sink.interToken?.(infoOf(e[1], e[2], e[3], e[6], e[7]), e[4], e[5]);
             break;
           case 3: {
             const s = e[1];
-            const f = entry(s.api, s.model, s.stream, s.tenant);
-            if (s.outputSeen) f.running--;
-            else f.waiting--;
+            if (s.outputSeen) entry(s.api, s.model, s.stream, s.tenant, undefined, s.accepted).running--;
+            else tracked(s.api, s.model, s.stream, s.tenant, 'waiting').waiting--;
             sink.finished(s);
             break;
           }
@@ -167,8 +175,8 @@ export function createWorkerReceiver(
             events.httpRequest?.(e[1], e[2], e[3], e[4]);
             break;
           case 6: {
-            const info = infoOf(e[1], e[2], e[3], e[6]);
-            sink.firstVisibleOutput?.(e[7] === undefined ? info : { ...info, requestId: e[7] }, e[4], e[5] ?? undefined);
+            const info = infoOf(e[1], e[2], e[3], e[6], e[7]);
+            sink.firstVisibleOutput?.(e[8] === undefined ? info : { ...info, requestId: e[8] }, e[4], e[5] ?? undefined);
             break;
           }
         }
@@ -188,8 +196,9 @@ export function createWorkerReceiver(
   };
 }
 
-function infoOf(api: InferenceApi, model: string, stream: boolean, tenant: string | undefined): RequestInfo {
-  return tenant === undefined ? { api, model, stream } : { api, model, stream, tenant };
+function infoOf(api: InferenceApi, model: string, stream: boolean, tenant: string | undefined, accepted?: boolean): RequestInfo {
+  if (tenant === undefined) return { api, model, stream };
+  return accepted === undefined ? { api, model, stream, tenant } : { api, model, stream, tenant, accepted };
 }
 
 function lostSample(info: RequestInfo, outputSeen: boolean): RequestSample {

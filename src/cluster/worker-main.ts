@@ -49,5 +49,6 @@ process.on('disconnect', () => process.exit(0));
 process.on('SIGTERM', () => {});
 process.on('SIGINT', () => {});
 // Likewise SIGHUP, which reloads the tenant aliases (the primary tells each worker) and the SLO
-// classes (the primary's alone: it judges the requests).
-if (config.tenant.aliasesFile !== undefined || (sloFile ?? '').trim() !== '') process.on('SIGHUP', () => {});
+// classes (the primary's alone: it judges the requests), and is ignored when there is nothing to
+// reload.
+process.on('SIGHUP', () => {});

@@ -22,6 +22,12 @@ export const TENANT_VARIABLES = ['INFERMETER_TENANT', 'INFERMETER_TENANT_ALIASES
 /** Reserved tenant values: no tenant, and the fold of tenants past the cap. */
 export const NO_TENANT = 'none';
 export const OTHER_TENANT = 'other';
+/**
+ * The tenant of requests the engine did not accept (401 or 403), and of those of a tenant
+ * without a place that ended before the engine answered: a tenant's place is only ever given to
+ * one whose request the engine accepted, so refused keys cannot take the real tenants' places.
+ */
+export const UNAUTHENTICATED_TENANT = 'unauthenticated';
 
 type Env = Readonly<Record<string, string | undefined>>;
 type Problem = (variable: string, expected: string, got: string | undefined) => void;
@@ -111,7 +117,7 @@ export function parseTenantAliases(text: string): AliasRead {
   for (const [i, [from, to]] of entries.entries()) {
     if (from === '') return expected(`entry ${i + 1} has an empty tenant`);
     if (typeof to !== 'string' || !ALIAS_NAME.test(to)) return expected(`entry ${i + 1}'s name is not 1 to 128 printable characters`);
-    if (to === NO_TENANT || to === OTHER_TENANT) return expected(`entry ${i + 1}'s name is reserved (none and other are infermeter's)`);
+    if (to === NO_TENANT || to === OTHER_TENANT || to === UNAUTHENTICATED_TENANT) return expected(`entry ${i + 1}'s name is reserved (none, other and unauthenticated are infermeter's)`);
     aliases.set(from, to);
   }
   return { ok: true, aliases };

@@ -183,7 +183,15 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
 
   // Node checks the headers and request timeouts every connectionsCheckingInterval (30 s by
   // default): check often enough that a short timeout is kept to within a quarter of itself.
-  const serverOptions = { noDelay: true, connectionsCheckingInterval: Math.min(1000, Math.max(25, Math.floor(limits.headersTimeoutMs / 4))) };
+  // Only a websocket offer is taken up (the upgrade event, the pass-through's tunnel); any other
+  // (`curl --http2`'s and Java's HttpClient's h2c) is declined as RFC 9110 lets a server decline
+  // it: the request is served as the HTTP/1.1 request it also is, its Upgrade and HTTP2-Settings
+  // dropped as hop-by-hop headers on the way upstream.
+  const serverOptions = {
+    noDelay: true,
+    connectionsCheckingInterval: Math.min(1000, Math.max(25, Math.floor(limits.headersTimeoutMs / 4))),
+    shouldUpgradeCallback: offersWebsocket,
+  };
   const server = options.tls === undefined ? http.createServer(serverOptions, onRequest) : https.createServer({ ...serverOptions, ...options.tls }, onRequest);
   // Slow clients: the headers, then the whole request, must arrive within these.
   server.headersTimeout = limits.headersTimeoutMs;
@@ -240,3 +248,9 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
 }
 
 function ignore(): void {}
+
+/** Whether a request's Upgrade header offers the websocket protocol (RFC 6455), among others or alone. */
+export function offersWebsocket(req: IncomingMessage): boolean {
+  const upgrade = req.headers.upgrade;
+  return upgrade !== undefined && /(?:^|,)\s*websocket\s*(?:,|$)/i.test(upgrade);
+}

@@ -1,11 +1,12 @@
 // The answer to a request whose body had usage injected (usage-injection.ts). An error status
 // in the 4xx range may be the upstream refusing the injected field: such an answer is held,
 // read, and either found a refusal (the client's own body is sent again, once, and the client
-// never sees the refusal; injection stops only if that re-send succeeds, so that only the
-// field's own refusal turns it off) or passed on to the client as it came. Any other answer
+// never sees the refusal; injection stops only if that re-send succeeds and the refusal is one
+// only the engine can have written, so that only the field's own refusal turns it off, never
+// a client's text echoed back) or passed on to the client as it came. Any other answer
 // goes to the client at once (an event stream with the injected usage-only chunk removed).
 import type { Readable } from 'node:stream';
-import { rejectsStreamOptions } from './usage-injection.ts';
+import { rejectsStreamOptions, trustedRefusal } from './usage-injection.ts';
 
 /** Largest error body read for a refusal; a larger one is passed on without being read. */
 export const MAX_REFUSAL_BYTES = 64 * 1024;
@@ -16,8 +17,12 @@ export function mayBeRefusal(status: number): boolean {
 }
 
 export interface HeldAnswer {
-  /** The upstream refused the injected field: the request is to be sent again without it. */
-  refused(): void;
+  /**
+   * The upstream refused the injected field: the request is to be sent again without it.
+   * `trusted`: the refusal cannot be an echo of the client's text (usage-injection.ts's
+   * trustedRefusal): only then may the re-send's success turn injection off.
+   */
+  refused(trusted: boolean): void;
   /**
    * Not a refusal: the answer goes to the client as it came, `held` first. `complete`: `held`
    * is the whole body; otherwise (too large to be a refusal) the rest follows on the response,
@@ -44,7 +49,8 @@ export function holdAnswer(response: Readable, status: number, original: Buffer,
   };
   const onEnd = (): void => {
     const body = Buffer.concat(chunks, size);
-    if (rejectsStreamOptions(status, body.toString('utf8'), original)) handlers.refused();
+    const text = body.toString('utf8');
+    if (rejectsStreamOptions(status, text, original)) handlers.refused(trustedRefusal(status, text, original));
     else handlers.passOn([body], size, true);
   };
   response.on('data', onData);

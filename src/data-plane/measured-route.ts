@@ -33,7 +33,9 @@ import { copyBody, holdBody, type BodyCopy } from './request-body.ts';
 import { pathOf } from './request-path.ts';
 import { copyHead, cutWithUpstream, flushIdleHeaders } from './response-head.ts';
 import type { SendUpstream } from './upstream-request.ts';
-import { injectUsage } from './usage-injection.ts';
+import { askIdentity, injectUsage, takesIdentity } from './usage-injection.ts';
+import { utf8FromJsonEncoding } from '../stream-tap/json-encoding.ts';
+import { scanWhole } from '../stream-tap/request-body-scanner.ts';
 
 export interface UsageInjection {
   /** Whether to inject now: on, and the upstream has not refused stream_options. */
@@ -107,6 +109,8 @@ class InferenceCall {
   private attempt = 0;
   /** This request's share of the budget for held bodies, given back when it finishes. */
   private readonly hold: BodyHold;
+  /** The injected field's refusal could only be the engine's (not an echo of the client's text). */
+  private trustedRefusal = false;
 
   constructor(options: MeasuredRouteOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
     this.options = options;
@@ -178,13 +182,18 @@ class InferenceCall {
         this.forward(body);
       },
       scanned: (scan) => exchange.identify(scan),
-      held: (body, scan) => {
+      held: (body, rawScan) => {
+        // A UTF-16 or UTF-32 body (which Python's json.loads takes) is read, and injected, in UTF-8.
+        const recoded = rawScan.ok ? undefined : utf8FromJsonEncoding(body);
+        const scan = recoded === undefined ? rawScan : scanWhole(recoded);
         exchange.identify(scan);
-        const injected = options.usageInjection?.active() === true ? injectUsage(body, scan) : undefined;
+        const injected = options.usageInjection?.active() === true && takesIdentity(this.req.headers['accept-encoding']) ? injectUsage(recoded ?? body, scan) : undefined;
         if (injected === undefined) {
           this.forward(body);
           return;
         }
+        // A compressed answer could not have the usage chunk cut out.
+        askIdentity(this.req.rawHeaders);
         options.usageInjection?.injected();
         exchange.inject(body);
         this.forward(injected);
@@ -260,9 +269,9 @@ class InferenceCall {
       options.log.warnThrottled('upstream_reset', 'upstream closed a response before its end', { path: pathOf(this.req) });
     });
     const injection = exchange.injection;
-    // The client's own body, re-sent after a refusal, was accepted: the field was the only
-    // difference, so the refusal was real and injection stops.
-    if (exchange.resendReason === 'refused_injection' && (response.statusCode ?? 0) < 300) options.usageInjection?.refused();
+    // The client's own body, re-sent after a refusal the engine itself wrote, was accepted: the
+    // field was the only difference, so the refusal was real and injection stops.
+    if (exchange.resendReason === 'refused_injection' && this.trustedRefusal && (response.statusCode ?? 0) < 300) options.usageInjection?.refused();
     if (injection !== undefined && !injection.refused) {
       const status = response.statusCode ?? 0;
       if (mayBeRefusal(status)) this.holdRefusal(response, status, injection.original);
@@ -297,8 +306,9 @@ class InferenceCall {
   private holdRefusal(response: IncomingMessage, status: number, original: Buffer): void {
     const { exchange, options, res } = this;
     holdAnswer(response, status, original, {
-      refused: () => {
+      refused: (trusted) => {
         if (res.writableEnded || res.destroyed) return;
+        this.trustedRefusal = trusted;
         exchange.refuseInjection();
         this.forward(original, 'refused_injection');
       },

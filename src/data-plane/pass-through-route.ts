@@ -44,10 +44,19 @@ type Tagged = IncomingMessage & { [UPSTREAM_RESPONSE]?: IncomingMessage };
 
 export function createPassThroughRoute(options: PassThroughOptions): PassThroughRoute {
   const { log } = options;
-  const proxy = createProxyServer({ target: options.upstream, agent: options.agent, changeOrigin: true, ws: true, connectTimeout: options.connectTimeoutMs });
+  // toProxy: the client's target is sent as it came (http-proxy-3 would otherwise rewrite it
+  // through URL: dot segments resolved, `\` made `/`, the fragment cut), so that the engine
+  // routes the bytes infermeter routed (inference-route.ts), as on the measured route.
+  const proxy = createProxyServer({ target: options.upstream, agent: options.agent, changeOrigin: true, ws: true, connectTimeout: options.connectTimeoutMs, toProxy: true });
   // An upstream silent for longer than the idle timeout is given up on (Node's socket timeout).
   proxy.on('proxyReq', (proxyReq: http.ClientRequest, req: IncomingMessage, res: ServerResponse) => {
     proxyReq.setTimeout(options.idleTimeoutMs, () => proxyReq.destroy(timeoutError()));
+    // Every header of the upstream's head (upstream-request.ts says why). http-proxy-3 emits
+    // this on the request's socket event, after Node gave its parser the default limit of 1000
+    // headers from maxHeadersCount: the parser's own limit (read as the head is parsed) is lifted.
+    proxyReq.maxHeadersCount = 0;
+    const parser = (proxyReq as { parser?: { maxHeaderPairs?: number } | null }).parser;
+    if (parser != null) parser.maxHeaderPairs = 0;
     // A 101 to a request that asked for no upgrade: Node would drop the socket and leave the
     // request waiting for a response that never comes.
     proxyReq.on('upgrade', (_response: IncomingMessage, socket: Duplex) => {

@@ -65,6 +65,9 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     if (held) headers.push('content-length', String(body.length));
     if (requestId !== undefined) headers.push('x-request-id', requestId);
     const proxyReq = request({ hostname, port, method: req.method, path: join(req.url ?? '/'), headers, agent: fresh ? freshAgent : agent });
+    // Every header of the upstream's head, not Node's first 1000 (the rest, content-type among
+    // them, would be dropped unsaid); its size stays bounded by the parser's maxHeaderSize.
+    proxyReq.maxHeadersCount = 0;
     proxyReq.on('socket', onSocket);
     const onError = (error: NodeJS.ErrnoException): void => {
       // The client went away mid-upload: its response's 'close' accounts for it.

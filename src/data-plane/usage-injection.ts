@@ -4,6 +4,7 @@
 // usage-only chunk, which is then removed from what the client receives. An explicit
 // include_usage (true or false), or a stream_options that is not an object, is left alone;
 // `"stream_options":null` (some clients write null for unset fields) counts as absent.
+import { utf8FromJsonEncoding } from '../stream-tap/json-encoding.ts';
 import type { ScanResult } from '../stream-tap/request-body-scanner.ts';
 
 const FIELD = Buffer.from('"stream_options":{"include_usage":true}');
@@ -49,18 +50,55 @@ export function injectUsage(body: Buffer, scan: ScanResult): Buffer | undefined 
 const REFUSAL = /extra[ _](?:inputs?|fields?)|extra_forbidden|not permitted|not allowed|unknown (?:field|parameter|argument|key|property)|unrecognized|unexpected (?:field|keyword|argument|parameter|property)|not supported|unsupported|additional ?properties|invalid (?:field|parameter|argument)/i;
 /** The fields injection adds; an error naming one the client did not write is about ours. */
 const INJECTED = ['stream_options', 'include_usage'];
+/** How near (characters) a refusal's words and the field it names must be to be one statement. */
+const NEAR = 160;
 
 /**
  * Does an upstream's answer to an injected request refuse the injected field? A 400 or 422
- * whose body says a field infermeter added (and the client's `original` body does not hold:
- * the client cannot make an engine echo it) is unknown, extra or unsupported. Any other error
- * (a 404 that echoes a model named "stream_options", a 400 about the client's own fields) is
- * the client's answer.
+ * whose body says a field infermeter added (and the client's `original` body, decoded as the
+ * engine decodes it, does not hold: an error naming a field the client wrote is about the
+ * client's request) is unknown, extra or unsupported. Any other error (a 404 that echoes a
+ * model named "stream_options", a 400 about the client's own fields) is the client's answer.
+ * A refusal read so is only suspected: the request is sent again without the field, and
+ * injection stays on unless `trustedRefusal` holds too.
  */
 export function rejectsStreamOptions(status: number, body: string, original?: Buffer): boolean {
   if (status !== 400 && status !== 422) return false;
   if (!REFUSAL.test(body)) return false;
-  return INJECTED.some((field) => body.includes(field) && original?.includes(field) !== true);
+  const client = original === undefined ? '' : clientText(original);
+  return INJECTED.some((field) => body.includes(field) && !client.includes(field));
+}
+
+/**
+ * Whether a refusal can only have been written by the engine, never echoed from the client:
+ * the client's own body (its escapes decoded, in any case) holds neither a word of refusal nor
+ * a field infermeter added, so no echo of it can; and the error states the refusal next to the
+ * field's name. Only such a refusal, with the re-send without the field succeeding, turns
+ * injection off for everyone: a client whose text says "not supported" or "stream_options"
+ * (the echo attack) gets its own answer and changes nothing for the others.
+ */
+export function trustedRefusal(status: number, body: string, original: Buffer): boolean {
+  if (!rejectsStreamOptions(status, body, original)) return false;
+  const client = clientText(original);
+  if (REFUSAL.test(client) || INJECTED.some((field) => client.includes(field))) return false;
+  const words = new RegExp(REFUSAL.source, 'gi');
+  for (let m = words.exec(body); m !== null; m = words.exec(body)) {
+    const from = Math.max(0, m.index - NEAR);
+    const near = body.slice(from, m.index + m[0].length + NEAR);
+    if (INJECTED.some((field) => near.includes(field))) return true;
+  }
+  return false;
+}
+
+/** A JSON body's text as the engine reads its strings: in UTF-8 (from UTF-16 or UTF-32 too), escapes decoded, lower case. */
+function clientText(original: Buffer): string {
+  const text = (utf8FromJsonEncoding(original) ?? original).toString('utf8');
+  if (!text.includes('\\')) return text.toLowerCase();
+  return text
+    .replace(/\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))/g, (_, hex: string | undefined, c: string | undefined) =>
+      hex !== undefined ? String.fromCharCode(parseInt(hex, 16)) : ({ b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' } as Record<string, string>)[c!] ?? c!,
+    )
+    .toLowerCase();
 }
 
 /**
@@ -85,4 +123,36 @@ export function createInjectionSwitch(
     injected: () => report.injected(),
     stripped: () => report.stripped(),
   };
+}
+
+/**
+ * Whether a client takes an uncompressed answer (RFC 9110 12.5.3: unless it says
+ * `identity;q=0`, or `*;q=0` without naming identity). An injected request asks the upstream for
+ * one: the usage-only chunk it asked for can only be cut out of bytes it can read.
+ */
+export function takesIdentity(acceptEncoding: string | undefined): boolean {
+  if (acceptEncoding === undefined) return true;
+  let star: boolean | undefined;
+  for (const part of acceptEncoding.split(',')) {
+    const [coding, ...params] = part.split(';');
+    const name = coding!.trim().toLowerCase();
+    const q = params.map((p) => /^\s*q\s*=\s*([0-9.]+)\s*$/i.exec(p)?.[1]).find((v) => v !== undefined);
+    const accepted = q === undefined || Number(q) > 0;
+    if (name === 'identity') return accepted;
+    if (name === '*') star = accepted;
+  }
+  return star !== false;
+}
+
+/**
+ * Makes the request ask for an uncompressed answer: its Accept-Encoding (as the client wrote
+ * it, in the raw list the upstream request copies) becomes `identity`. Only for an injected
+ * request, whose answer is read and cut: the client, which takes identity, gets the same content
+ * uncompressed, and never a usage chunk it did not ask for. A request without Accept-Encoding is
+ * left so (servers compress only for a client that names a coding; nothing is added).
+ */
+export function askIdentity(rawHeaders: string[]): void {
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.length === 15 && rawHeaders[i]!.toLowerCase() === 'accept-encoding') rawHeaders[i + 1] = 'identity';
+  }
 }

@@ -95,6 +95,7 @@ class Timer implements RequestTimer {
   private readonly sink: MeasurementSink;
   private readonly tenant: string | undefined;
   private readonly requestId: string | undefined;
+  private accepted: boolean | undefined = undefined;
   private readonly t0: number;
   private info: RequestInfo | undefined = undefined;
   private status = 0;
@@ -152,9 +153,9 @@ class Timer implements RequestTimer {
   }
 
   private infoOf(model: string, stream: boolean): RequestInfo {
-    const { api, tenant, requestId } = this;
-    if (requestId === undefined) return tenant === undefined ? { api, model, stream } : { api, model, stream, tenant };
-    return tenant === undefined ? { api, model, stream, requestId } : { api, model, stream, tenant, requestId };
+    const { api, tenant, requestId, accepted } = this;
+    const info: RequestInfo = tenant === undefined ? { api, model, stream } : accepted === undefined ? { api, model, stream, tenant } : { api, model, stream, tenant, accepted };
+    return requestId === undefined ? info : { ...info, requestId };
   }
 
   identify(model: string, stream: boolean, params?: RequestParams): void {
@@ -175,6 +176,11 @@ class Timer implements RequestTimer {
     this.headersAt ??= this.clock();
     this.status = code;
     this.streamed = isStream;
+    if (this.tenant !== undefined && this.accepted === undefined) {
+      // The engine's word on the request's credentials: every later event carries it.
+      this.accepted = code !== 401 && code !== 403;
+      if (this.info !== undefined) this.info = { ...this.info, accepted: this.accepted };
+    }
     if (code < 200 || code > 299) this.failure ??= 'upstream_status';
   }
 

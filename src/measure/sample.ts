@@ -39,6 +39,12 @@ export interface RequestInfo {
    * token (as the access log takes it), else the id infermeter gives the request.
    */
   readonly requestId?: string | undefined;
+  /**
+   * With a tenant: whether the engine accepted the request (answered with a status other than
+   * 401 and 403); undefined until it answered, or when it never did. Only an accepted request
+   * gives its tenant a place of its own (metrics/recorder.ts).
+   */
+  readonly accepted?: boolean | undefined;
 }
 
 export interface RequestSample extends RequestInfo {

@@ -8,6 +8,8 @@
 export interface LabelGuard {
   /** The label value to use for a model; `count` when a request starts (counts overflows once). */
   model(raw: string, count?: boolean): string;
+  /** The label a value has now, without giving it a place: undefined when it has none. */
+  kept(raw: string): string | undefined;
   /** Models the upstream serves: always kept. */
   admitListed(models: Iterable<string>): void;
   /** Distinct values kept so far. */
@@ -54,6 +56,11 @@ export function createLabelGuard(max: number, overflow: () => void, reserved: re
       }
       if (count) overflow();
       return OTHER;
+    },
+    kept(raw) {
+      if (kept.has(raw)) return raw;
+      const v = sanitizeLabel(raw);
+      return kept.has(v) ? v : undefined;
     },
     admitListed(models) {
       for (const m of models) listed.add(sanitizeLabel(m));

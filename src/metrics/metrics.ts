@@ -15,11 +15,11 @@ import { createEngineScraper, fetchText, type EngineScraper, type EngineScraperO
 import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
 import { registerDerived, type Family } from './families.ts';
 import { createLabelGuard } from './label-guard.ts';
-import { NO_TENANT } from '../config/tenant-config.ts';
+import { NO_TENANT, UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
 import { createLoopDelayMonitor, registerLoopDelay, type LoopDelayReading } from './loop-delay.ts';
 import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
-import { createRecorder, type MeasurementState, type SampleObserver } from './recorder.ts';
+import { createRecorder, tenantLabel as tenantLabelOf, type MeasurementState, type SampleObserver } from './recorder.ts';
 import { createTenantFamilies } from './tenant-families.ts';
 import { createFailureFamilies } from './failure-classes.ts';
 import { createGoodputFamilies, type Goodput } from './goodput-families.ts';
@@ -66,7 +66,7 @@ export interface Metrics {
   /** The model_name label a raw model name is counted under (bounded like the labels; counts nothing). */
   modelLabel(model: string): string;
   /** The tenant label a tenant is counted under (bounded; counts nothing); itself when metering by tenant is off. */
-  tenantLabel(tenant: string): string;
+  tenantLabel(tenant: string, accepted?: boolean): string;
   /** Hears every request's events after the dialects (tests await finished requests with it). */
   addObserver(observer: SampleObserver): void;
   /** Call when a scrape starts; returns what to call with the size of the body served. */
@@ -168,7 +168,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     registers: [],
   });
   const tenants = options.tenants;
-  const tenantGuard = tenants === undefined ? undefined : createLabelGuard(tenants.max, () => tenantOverflowed.inc(), [NO_TENANT]);
+  const tenantGuard = tenants === undefined ? undefined : createLabelGuard(tenants.max, () => tenantOverflowed.inc(), [NO_TENANT, UNAUTHENTICATED_TENANT]);
   if (tenants !== undefined && tenantGuard !== undefined) {
     tenantGuard.admitListed(tenants.aliases.current().values());
     tenants.aliases.onChange((aliases) => tenantGuard.admitListed(aliases.values()));
@@ -346,7 +346,8 @@ export function createMetrics(options: MetricsOptions): Metrics {
     goodput,
     addObserver: recorder.addObserver,
     modelLabel: (model) => guard.model(model),
-    tenantLabel: (tenant) => tenantGuard?.model(tenant) ?? tenant,
+    // As the recorder labels the request's events, never counting an overflow.
+    tenantLabel: (tenant, accepted) => (tenantGuard === undefined ? tenant : tenantLabelOf(tenantGuard, tenant, accepted)),
     modelsListed: () => listing,
     scrapeStarted() {
       const done = dialects.map((d) => d.scrapeStarted?.()).filter((f) => f !== undefined);

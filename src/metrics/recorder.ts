@@ -5,6 +5,7 @@
 import type { Clock } from '../measure/clock.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
 import type { RequestInfo, RequestSample } from '../measure/sample.ts';
+import { UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
 import type { LabelGuard } from './label-guard.ts';
 import { createSlidingSum, type SlidingSum } from './sliding-sum.ts';
 
@@ -59,14 +60,18 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
   const models = new Map<string, ModelState>();
   // Every event's model (and tenant) goes through its guard: a bounded set of label values, the
   // same for every event of one request.
-  const infoOf = <T extends RequestInfo>(i: T, count = false): T => {
+  // A tenant gets a place only once the engine accepted one of its requests: before that (and
+  // for any request the engine refused with 401 or 403) it is `unauthenticated`, so keys the
+  // engine refuses never take the real tenants' places. `started` needs no tenant.
+  // An overflow is counted once per request: the model's when it starts, the tenant's when it ends.
+  const infoOf = <T extends RequestInfo>(i: T, event: 'started' | 'finished' | 'other' = 'other'): T => {
     let info = i;
     if (guard !== undefined) {
-      const m = guard.model(i.model, count);
+      const m = guard.model(i.model, event === 'started');
       if (m !== i.model) info = { ...info, model: m };
     }
-    if (tenants !== undefined && i.tenant !== undefined) {
-      const t = tenants.model(i.tenant, count);
+    if (event !== 'started' && tenants !== undefined && i.tenant !== undefined) {
+      const t = tenantLabel(tenants, i.tenant, i.accepted, event === 'finished');
       if (t !== i.tenant) info = { ...info, tenant: t };
     }
     return info;
@@ -100,7 +105,7 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
 
   const sink: MeasurementSink = {
     started(raw) {
-      const info = infoOf(raw, true);
+      const info = infoOf(raw, 'started');
       const m = model(info.model);
       m.received++;
       m.waiting++;
@@ -121,7 +126,7 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
       for (const o of observers) o.firstVisibleOutput?.(info, seconds, reasoningPhase);
     },
     finished(raw) {
-      let sample = infoOf(raw);
+      let sample = infoOf(raw, 'finished');
       // The upstream's answer names a model too (gen_ai.response.model): bounded the same way.
       if (guard !== undefined && sample.responseModel !== undefined) {
         const responseModel = guard.model(sample.responseModel);
@@ -159,4 +164,17 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
   };
 
   return { state, sink, addObserver: (o) => observers.push(o) };
+}
+
+/**
+ * A tenant's label for an event: `unauthenticated` when the engine refused the request (401,
+ * 403); the tenant's own when it has a place; a place given (or `other` past the cap, counted
+ * once per request with `count`) when the engine accepted the request; else, the engine not
+ * having answered, `unauthenticated`.
+ */
+export function tenantLabel(guard: LabelGuard, tenant: string, accepted: boolean | undefined, count = false): string {
+  if (accepted === false) return UNAUTHENTICATED_TENANT;
+  const kept = guard.kept(tenant);
+  if (kept !== undefined) return kept;
+  return accepted === true ? guard.model(tenant, count) : UNAUTHENTICATED_TENANT;
 }

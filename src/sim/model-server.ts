@@ -38,6 +38,9 @@ export interface SimServer {
   close(): Promise<void>;
 }
 
+/** The most tokens one simulated request generates. */
+export const MAX_SIM_TOKENS = 4096;
+
 const WORDS = ['the', ' model', ' answers', ' with', ' tokens', ' that', ' arrive', ' one', ' by', ' one', ',', ' as', ' a', ' real', ' server', ' would', '.'];
 
 const value = (v: number | (() => number) | undefined, fallback: number): number =>
@@ -106,6 +109,11 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
       const id = `sim-${++counter}`;
       const promptTokens = Math.max(1, Math.round(JSON.stringify(body.messages ?? body.prompt ?? body.input ?? '').length / 4));
       const maxTokens = numberOr(body.max_tokens ?? body.max_completion_tokens ?? body.max_output_tokens, options.defaultTokens ?? 64);
+      // Bounded as an engine's context bounds it: a request for more is refused, as vLLM refuses it.
+      if (maxTokens > MAX_SIM_TOKENS) {
+        json(res, 400, { object: 'error', message: `This model's maximum context length is ${MAX_SIM_TOKENS} tokens. However, you requested ${maxTokens} output tokens.`, type: 'BadRequestError', param: null, code: 400 });
+        return;
+      }
       const scriptedTtft = scripted(req.headers['x-sim-ttft-ms']);
       const scriptedGap = scripted(req.headers['x-sim-gap-ms']);
       const cutAfter = scripted(req.headers['x-sim-cut-after']);

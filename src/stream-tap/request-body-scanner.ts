@@ -4,6 +4,12 @@
 // multi-megabyte prompt costs one linear scan and no allocation, and never blocks the
 // event loop the way JSON.parse of the whole body would. Only the top-level object is
 // understood; nested values are skipped by bracket and string tracking.
+//
+// The body is read as the engines read it (Python's json under vLLM and SGLang, JSON.parse):
+// escapes in keys are decoded (`"str\u0065am"` is `stream`), the last of duplicate keys wins,
+// a UTF-8 byte order mark is skipped (Python's json.loads skips it), NaN and Infinity are values
+// (Python takes them), and `stream` is read as pydantic's lax bool reads it (`1`, `"true"`,
+// `"yes"`, `"on"` ... stream), so that no spelling streams for the engine and not for infermeter.
 
 export type ScanResult =
   | {
@@ -53,12 +59,17 @@ const K_MAX_COMPLETION_TOKENS = 4;
 const K_MAX_TOKENS = 5;
 const K_MAX_OUTPUT_TOKENS = 6;
 const K_N = 7;
-// Key bytes by K_ code, compared as raw bytes: an escaped key never matches, which is fine
-// for clients that write these names plainly.
+// Key bytes by K_ code, compared with a key's decoded bytes (a non-ASCII character, which no
+// name here holds, is kept as 0xff).
 const KEY_BYTES = ['', 'model', 'stream', 'stream_options', 'max_completion_tokens', 'max_tokens', 'max_output_tokens', 'n'].map((k) =>
   Buffer.from(k, 'latin1'),
 );
 const MAX_INT = 0x7fffffff; // larger counts are not credible requests; treated as absent
+const MAX_STREAM_TEXT = 32; // a longer `stream` value is no bool to pydantic either
+// What `\x` stands for in a JSON string, by x (0: not an escape JSON has; `\u` apart).
+const ESCAPES = new Uint8Array(128);
+for (const [c, v] of [['"', 0x22], ['\\', 0x5c], ['/', 0x2f], ['b', 0x08], ['f', 0x0c], ['n', 0x0a], ['r', 0x0d], ['t', 0x09]] as const) ESCAPES[c.charCodeAt(0)] = v;
+const BOM = [0xef, 0xbb, 0xbf];
 
 export function createBodyScanner(): BodyScanner {
   let state = START;
@@ -68,6 +79,11 @@ export function createBodyScanner(): BodyScanner {
   let notObject = false;
   const keyBuf = new Uint8Array(MAX_KEY);
   let keyLen = 0;
+  // A key's \uXXXX escape: hex digits still to come, and the code unit so far.
+  let unicodeLeft = 0;
+  let unicode = 0;
+  let bom = 0; // bytes of a leading byte order mark seen
+  let streamText = ''; // a `stream` string's raw text, up to MAX_STREAM_TEXT
   let key = K_OTHER;
   // A model name is decoded from the chunk it lies in; only one cut by a chunk boundary is
   // copied, part by part, so a request costs no buffer of its own.
@@ -117,8 +133,13 @@ export function createBodyScanner(): BodyScanner {
     else if (key === K_N) choices = value !== undefined && value >= 1 ? value : undefined;
   }
 
+  function keyByte(b: number): void {
+    if (keyLen < MAX_KEY) keyBuf[keyLen] = b;
+    keyLen++;
+  }
+
   function finishPrimitive(): void {
-    if (key === K_STREAM) stream = primitive === 'true' ? true : primitive === 'false' ? false : undefined;
+    if (key === K_STREAM) stream = laxBool(primitive, false);
     else if (key === K_MODEL) model = undefined;
     else if (isIntKey()) setInt(intOk ? int : undefined);
     primitive = '';
@@ -194,6 +215,10 @@ export function createBodyScanner(): BodyScanner {
             else if (b === BACKSLASH) escaped = true;
             else if (b === QUOTE) {
               if (capturingModel) finishModel(chunk, start, i);
+              if (key === K_STREAM) {
+                keepStreamText(chunk, start, i);
+                stream = laxBool(streamText, true);
+              }
               if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i + 1, isObject: false };
               state = AFTER_VALUE;
               i++;
@@ -201,21 +226,41 @@ export function createBodyScanner(): BodyScanner {
             }
           }
           if (state === STRING && capturingModel) keepModelPart(chunk, start, n);
+          if (state === STRING && key === K_STREAM) keepStreamText(chunk, start, n);
           continue;
         }
         case KEY:
-          if (escaped) escaped = false;
-          else if (c === BACKSLASH) escaped = true;
+          // Decoded as it comes: the key as the engine's parser sees it.
+          if (unicodeLeft > 0) {
+            const h = hexValue(c);
+            if (h < 0) state = ERROR;
+            else {
+              unicode = unicode * 16 + h;
+              if (--unicodeLeft === 0) keyByte(unicode < 0x80 ? unicode : 0xff);
+            }
+          } else if (escaped) {
+            escaped = false;
+            if (c === 0x75) {
+              unicodeLeft = 4;
+              unicode = 0;
+            } else {
+              const decoded = c < 0x80 ? ESCAPES[c]! : 0;
+              if (decoded === 0) state = ERROR;
+              else keyByte(decoded);
+            }
+          } else if (c === BACKSLASH) escaped = true;
           else if (c === QUOTE) {
             finishKey();
             state = COLON;
-            break;
-          }
-          if (keyLen < MAX_KEY) keyBuf[keyLen] = c;
-          keyLen++;
+          } else if (c < 0x20) state = ERROR;
+          else keyByte(c);
           break;
         case START:
-          if (c === 0x7b) {
+          if (bom < 3 && offset + i === bom && c === BOM[bom]) bom++;
+          else if (bom !== 0 && bom < 3) {
+            notObject = true;
+            state = ERROR;
+          } else if (c === 0x7b) {
             state = FIRST_KEY;
             objectStart = offset + i;
           }
@@ -229,6 +274,7 @@ export function createBodyScanner(): BodyScanner {
           if (c === QUOTE) {
             state = KEY;
             keyLen = 0;
+            unicodeLeft = 0;
           } else if (c === 0x7d && state === FIRST_KEY) state = DONE;
           else if (!isSpace(c)) state = ERROR;
           break;
@@ -244,8 +290,10 @@ export function createBodyScanner(): BodyScanner {
               capturingModel = true;
               modelParts = undefined;
               modelLen = 0;
-            } else if (key === K_STREAM) stream = undefined;
-            else if (isIntKey()) setInt(undefined);
+            } else if (key === K_STREAM) {
+              stream = undefined;
+              streamText = '';
+            } else if (isIntKey()) setInt(undefined);
           } else if (c === 0x7b || c === 0x5b) {
             state = NESTED;
             nestedDepth = 1;
@@ -270,7 +318,7 @@ export function createBodyScanner(): BodyScanner {
         case PRIMITIVE:
           if (isPrimitiveByte(c)) {
             if (key === K_STREAM) {
-              if (primitive.length < 8) primitive += String.fromCharCode(c);
+              if (primitive.length <= MAX_STREAM_TEXT) primitive += String.fromCharCode(c);
             } else if (intOk) {
               // Digits only, no leading zero (not JSON), and small enough to stay exact.
               if (c >= 0x30 && c <= 0x39 && int !== 0) {
@@ -299,6 +347,11 @@ export function createBodyScanner(): BodyScanner {
     offset += n;
   }
 
+  function keepStreamText(chunk: Uint8Array, start: number, end: number): void {
+    if (streamText.length > MAX_STREAM_TEXT) return;
+    for (let j = start; j < end && streamText.length <= MAX_STREAM_TEXT; j++) streamText += String.fromCharCode(chunk[j]!);
+  }
+
   function end(): ScanResult {
     if (state === DONE) {
       // The newer chat name wins over the older one, and both over the Responses API's.
@@ -317,6 +370,49 @@ function isSpace(c: number): boolean {
 }
 
 function isPrimitiveByte(c: number): boolean {
-  // digits, sign, point, exponent and the letters of true/false/null
-  return (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x2b || c === 0x2e || (c >= 0x61 && c <= 0x7a) || c === 0x45;
+  // digits, sign, point, exponent and the letters of true/false/null, NaN and Infinity
+  return (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x2b || c === 0x2e || (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a);
+}
+
+function hexValue(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  const l = c | 0x20;
+  return l >= 0x61 && l <= 0x66 ? l - 0x61 + 10 : -1;
+}
+
+const LAX_TRUE = new Set(['1', 'on', 't', 'true', 'y', 'yes']);
+const LAX_FALSE = new Set(['0', 'off', 'f', 'false', 'n', 'no']);
+const NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
+
+/**
+ * A `stream` value as pydantic's lax bool reads it (vLLM's and SGLang's request models): the
+ * literals, a number equal to 0 or 1, and the strings it names (any case); anything else is no
+ * bool (the engine refuses it). `text` is a literal's text, or a string's raw JSON content.
+ */
+export function laxBool(text: string, isString: boolean): boolean | undefined {
+  if (text.length > MAX_STREAM_TEXT) return undefined;
+  if (!isString) {
+    if (text === 'true') return true;
+    if (text === 'false') return false;
+    if (!NUMBER.test(text)) return undefined;
+    const v = Number(text);
+    return v === 1 ? true : v === 0 ? false : undefined;
+  }
+  let s = text;
+  if (s.includes('\\')) {
+    try {
+      s = JSON.parse(`"${s}"`) as string;
+    } catch {
+      return undefined;
+    }
+  }
+  s = s.toLowerCase();
+  return LAX_TRUE.has(s) ? true : LAX_FALSE.has(s) ? false : undefined;
+}
+
+/** The scan of a whole body in memory. */
+export function scanWhole(body: Uint8Array): ScanResult {
+  const scanner = createBodyScanner();
+  scanner.feed(body);
+  return scanner.end();
 }

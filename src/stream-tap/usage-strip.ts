@@ -9,9 +9,10 @@
 
 const LF = 0x0a;
 const CR = 0x0d;
-// Only an event containing both needles is parsed; every other event is passed without JSON.parse.
-const EMPTY_CHOICES = Buffer.from('"choices":[]');
-const USAGE = Buffer.from('"usage":');
+// Only an event with an empty "choices" and a "usage" key is parsed; every other event is passed
+// without JSON.parse. Whitespace JSON allows is allowed (Python's json.dumps writes `": "`).
+const CHOICES = Buffer.from('"choices"');
+const USAGE = Buffer.from('"usage"');
 
 export interface UsageStripOptions {
   readonly maxEventBytes: number;
@@ -29,7 +30,7 @@ export interface BodyFilter {
 
 /** Is this complete SSE event (bytes) a usage-only chunk: `choices: []` and a usage object? */
 export function isUsageOnlyEvent(event: Buffer): boolean {
-  if (event.indexOf(EMPTY_CHOICES) === -1 || event.indexOf(USAGE) === -1) return false;
+  if (!hasEmptyChoices(event) || event.indexOf(USAGE) === -1) return false;
   const data: string[] = [];
   for (const line of event.toString('utf8').split(/\r\n|\r|\n/)) {
     if (line.startsWith('data:')) data.push(line.slice(line.charCodeAt(5) === 0x20 ? 6 : 5));
@@ -42,6 +43,24 @@ export function isUsageOnlyEvent(event: Buffer): boolean {
   } catch {
     return false;
   }
+}
+
+/** Whether `"choices"` is followed, whitespace aside, by `: []` somewhere in the event. */
+function hasEmptyChoices(event: Buffer): boolean {
+  for (let at = event.indexOf(CHOICES); at !== -1; at = event.indexOf(CHOICES, at + 1)) {
+    let i = skipSpace(event, at + CHOICES.length);
+    if (event[i] !== 0x3a) continue;
+    i = skipSpace(event, i + 1);
+    if (event[i] !== 0x5b) continue;
+    if (event[skipSpace(event, i + 1)] === 0x5d) return true;
+  }
+  return false;
+}
+
+function skipSpace(bytes: Buffer, from: number): number {
+  let i = from;
+  while (i < bytes.length && (bytes[i] === 0x20 || bytes[i] === 0x09 || bytes[i] === LF || bytes[i] === CR)) i++;
+  return i;
 }
 
 function joined(parts: Buffer[]): Buffer | undefined {

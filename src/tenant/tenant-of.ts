@@ -47,9 +47,19 @@ export function createTenantOf(source: TenantSource, aliases: () => ReadonlyMap<
       return (headers) => {
         const v = headers[header];
         // Node joins a repeated field with ", " (set-cookie aside, which is refused as a source).
-        const value = (Array.isArray(v) ? v.join(', ') : (v ?? '')).trim();
+        const value = utf8((Array.isArray(v) ? v.join(', ') : (v ?? '')).trim());
         return value === '' ? NO_TENANT : named(value);
       };
     }
   }
+}
+
+/**
+ * A header value as its sender wrote it: Node reads header bytes as Latin-1, so a UTF-8 `café`
+ * arrives as `cafÃ©`; read back as UTF-8 (bytes that are not UTF-8 become U+FFFD), it matches
+ * an alias keyed `café`. ASCII, the usual case, is returned as it is.
+ */
+export function utf8(value: string): string {
+  for (let i = 0; i < value.length; i++) if (value.charCodeAt(i) > 0x7f) return Buffer.from(value, 'latin1').toString('utf8');
+  return value;
 }

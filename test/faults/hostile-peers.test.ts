@@ -155,3 +155,20 @@ describe('hostile peers', () => {
     assertSettled(m);
   });
 });
+
+describe('an upstream head with many headers', () => {
+  for (const [route, path] of [['measured', '/v1/chat/completions'], ['pass-through', '/v1/other']] as const) {
+    it(`reaches the client whole, content-type included, past Node's default of 1000 (${route})`, async (t) => {
+      const names = Array.from({ length: 1500 }, (_, i) => `X-H${i}: v\r\n`).join('');
+      const upstream = await startRawUpstream(t, ({ socket }) =>
+        socket.end(`HTTP/1.1 200 OK\r\n${names}Content-Type: text/event-stream\r\nContent-Length: 76\r\n\r\ndata: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n`),
+      );
+      const app = await startProxy(t, upstream.url, { INFERMETER_INJECT_USAGE: 'off' });
+      const { text } = await rawExchange(app.dataUrl, rawRequest('POST', path, 'Content-Type: application/json\r\nConnection: close\r\n'));
+      const head = text.slice(0, text.indexOf('\r\n\r\n'));
+      assert.match(head, /\r\nContent-Type: text\/event-stream/i);
+      assert.equal((head.match(/\r\nX-H\d+: v/gi) ?? []).length, 1500);
+      assert.match(text, /data: \[DONE\]/);
+    });
+  }
+});

@@ -8,7 +8,8 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
-import { scrape, startProxy } from '../helpers/proxy-harness.ts';
+import zlib from 'node:zlib';
+import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 
 const BIG = `data: {"choices":[{"index":0,"delta":{"content":"${'y'.repeat(4000)}"}}]}\n\n`;
 const SMALL = 'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n';
@@ -70,5 +71,105 @@ describe('the usage injection switch', () => {
     assert.equal(m.value('infermeter_usage_injection_active'), 1);
     assert.equal(m.value('infermeter_upstream_retries_total', { reason: 'refused_injection' }), 0);
     assert.equal(m.value('infermeter_usage_chunks_stripped_total'), 1);
+  });
+
+  it('the echo attack: a 400 echoing the client\'s "not supported" beside the injected field, then a re-send that succeeds, leaves injection on', async (t) => {
+    // An engine that refuses any body with stream_options, echoing the whole body (as pydantic's
+    // errors echo `input`), and serves the same body without it: to the raw reading, the
+    // injected field refused; but the words of refusal are the client's own.
+    const bodies: string[] = [];
+    const server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks).toString();
+        bodies.push(body);
+        const parsed = JSON.parse(body) as { stream_options?: unknown; echo?: boolean };
+        if (parsed.stream_options !== undefined && parsed.echo === true) {
+          res.writeHead(400, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ object: 'error', message: `Value error, bad request: ${JSON.stringify(parsed)}`, type: 'BadRequestError', param: null, code: 400 }));
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(`${SMALL}${parsed.stream_options === undefined ? '' : USAGE}data: [DONE]\n\n`);
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => server.close());
+    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+
+    const attack = await post(app.dataUrl, { model: 'm', stream: true, echo: true, messages: [{ role: 'user', content: 'this is not supported' }] });
+    assert.equal(attack.status, 200, 'the client gets the answer to its own body');
+    assert.equal(bodies.length, 2, 'sent again without the field, once');
+    assert.equal(bodies[1], JSON.stringify({ model: 'm', stream: true, echo: true, messages: [{ role: 'user', content: 'this is not supported' }] }));
+
+    const honest = await post(app.dataUrl, { model: 'm', stream: true, messages: [] });
+    assert.equal(honest.status, 200);
+    assert.ok(bodies[2]!.includes('"stream_options":{"include_usage":true}'), 'the next stream is injected still');
+    assert.equal(honest.text, `${SMALL}data: [DONE]\n\n`);
+    const m = await scrape(app);
+    assert.equal(m.value('infermeter_usage_injection_active'), 1);
+    assert.equal(m.value('infermeter_upstream_retries_total', { reason: 'refused_injection' }), 1);
+  });
+
+  it('never delivers the injected usage in a compressed answer: the injected request asks for identity', async (t) => {
+    // An upstream that compresses its event stream in the first coding the request accepts.
+    const encoders: Record<string, () => NodeJS.ReadWriteStream> = { gzip: zlib.createGzip, deflate: zlib.createDeflate, br: zlib.createBrotliCompress, zstd: zlib.createZstdCompress };
+    const asked: string[] = [];
+    const server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const parsed = JSON.parse(Buffer.concat(chunks).toString()) as { stream_options?: { include_usage?: boolean } };
+        asked.push(req.headers['accept-encoding'] ?? '');
+        const coding = (req.headers['accept-encoding'] ?? '').split(',').map((c) => c.trim()).find((c) => c in encoders);
+        const body = `${SMALL}${SMALL}${parsed.stream_options?.include_usage === true ? USAGE : ''}data: [DONE]\n\n`;
+        if (coding === undefined) {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end(body);
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': coding });
+        const encoder = encoders[coding]!();
+        encoder.pipe(res);
+        encoder.end(body);
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => server.close());
+    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const decoders: Record<string, (b: Buffer) => Buffer> = { gzip: zlib.gunzipSync, deflate: zlib.inflateSync, br: zlib.brotliDecompressSync, zstd: zlib.zstdDecompressSync };
+    for (const coding of ['gzip', 'deflate', 'br', 'zstd', 'gzip, deflate, br, zstd']) {
+      const finished = nextFinished(app, 1);
+      const { headers, body } = await new Promise<{ headers: http.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+        const req = http.request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': coding } }, (res) => {
+          const got: Buffer[] = [];
+          res.on('data', (c: Buffer) => got.push(c));
+          res.on('end', () => resolve({ headers: res.headers, body: Buffer.concat(got) }));
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify({ model: 'm', stream: true, messages: [] }));
+      });
+      const encoding = headers['content-encoding'];
+      const text = (encoding === undefined ? body : decoders[encoding]!(body)).toString();
+      assert.equal(text, `${SMALL}${SMALL}data: [DONE]\n\n`, `${coding}: the content the client would get without infermeter, no usage chunk`);
+      const [s] = await finished;
+      assert.equal(s!.completionTokens, 2, `${coding}: the injected usage is read`);
+      assert.equal(asked.at(-1), 'identity', `${coding}: the upstream was asked for identity`);
+    }
+    // A client that refuses identity is not injected: its answer stays as the upstream makes it.
+    const finished = nextFinished(app, 1);
+    await new Promise<void>((resolve, reject) => {
+      const req = http.request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip, identity;q=0' } }, (res) => {
+        res.resume();
+        res.on('end', resolve);
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify({ model: 'm', stream: true, messages: [] }));
+    });
+    await finished;
+    assert.equal(asked.at(-1), 'gzip, identity;q=0');
   });
 });

@@ -182,6 +182,42 @@ describe('infermeter CLI with per-tenant metering', () => {
   });
 });
 
+describe('infermeter CLI and SIGHUP with nothing to reload', () => {
+  for (const workers of ['1', '2']) {
+    it(`ignores SIGHUP (no alias file; INFERMETER_WORKERS=${workers}): a stream in flight finishes, the process stays`, async (t) => {
+      const sim = await startSimServer({ ttftMs: 1, interTokenMs: 20, defaultTokens: 20 });
+      t.after(() => sim.close());
+      const child = run(t, CLI, {
+        INFERMETER_UPSTREAM: sim.url,
+        INFERMETER_PORT: '0',
+        INFERMETER_MANAGEMENT_PORT: '0',
+        INFERMETER_METRICS_PORT: '0',
+        INFERMETER_UPSTREAM_METRICS: 'off',
+        INFERMETER_WORKERS: workers,
+        INFERMETER_TENANT: workers === '2' ? 'header:x-tenant-id' : 'off',
+      });
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      const started = JSON.parse(await lineMatching(child.stderr, /"infermeter started"/)) as Record<string, string>;
+      const res = await fetch(`${started.data}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-llama-8b', stream: true, messages: [] }) });
+      const reader = res.body!.getReader();
+      await reader.read(); // the stream is under way
+      const ignored = lineMatching(child.stderr, /SIGHUP ignored/);
+      child.kill('SIGHUP');
+      await ignored;
+      let text = '';
+      for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
+      assert.match(text, /data: \[DONE\]/, 'the stream in flight finished');
+      assert.equal(child.exitCode, null, 'still running');
+      assert.equal((await fetch(`${started.management}/health`)).status, 200);
+      assert.doesNotMatch(stderr, /worker exited/);
+      child.kill('SIGTERM');
+      const [code] = await once(child, 'exit');
+      assert.equal(code, 0);
+    });
+  }
+});
+
 describe('npm run demo', () => {
   it('runs the simulated server, the proxy and traffic, prints URLs that answer, and shows metrics filling', async (t) => {
     const child = run(t, DEMO, { INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' });
@@ -304,6 +340,28 @@ describe('infermeter on the command line, as a newcomer meets it', () => {
     const busy = await exitOf(run(t, LAUNCHER, {}, ['sim', `--port=${port}`]));
     assert.equal(busy.code, 1);
     assert.match(busy.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: port ${port} is in use; choose another with --port N`));
+  });
+
+  it('sim refuses to listen on every address unless asked, and refuses a max_tokens beyond its bound', async (t) => {
+    for (const host of ['0.0.0.0', '::', '0']) {
+      const refused = await exitOf(run(t, LAUNCHER, {}, ['sim', '--port', '0', '--host', host]));
+      assert.equal(refused.code, 1, host);
+      assert.match(refused.stderr, /listens on every address .*INFERMETER_ALLOW_ALL_ZERO_IP=1/, host);
+    }
+    const child = run(t, LAUNCHER, { INFERMETER_ALLOW_ALL_ZERO_IP: '1' }, ['sim', '--port', '0', '--host', '0.0.0.0']);
+    const line = await lineMatching(child.stdout, /^ {2}url /);
+    const port = /:(\d+)/.exec(line)?.[1];
+    const post = (maxTokens: number) => fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-llama-8b', max_tokens: maxTokens, stream: true, messages: [] }) });
+    const huge = await post(1e9);
+    assert.equal(huge.status, 400);
+    assert.match(await huge.text(), /maximum context length is 4096 tokens/);
+    const fine = await post(2);
+    assert.equal(fine.status, 200);
+    await fine.text();
+    assert.equal(child.exitCode, null, 'alive after max_tokens 1e9');
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 0);
   });
 
   it('an unknown INFERMETER_* variable stops the start, naming the closest known one', async (t) => {

@@ -39,7 +39,9 @@ describe('request body scanner', () => {
 
   it('ignores model and stream below the top level and of the wrong type', () => {
     assert.deepEqual(scan('{"metadata":{"model":"x","stream":true}}'), { ok: true, model: undefined, stream: undefined });
-    assert.deepEqual(scan('{"model":42,"stream":"yes"}'), { ok: true, model: undefined, stream: undefined });
+    assert.deepEqual(scan('{"model":42,"stream":"maybe"}'), { ok: true, model: undefined, stream: undefined });
+    assert.deepEqual(scan('{"stream":2}'), { ok: true, model: undefined, stream: undefined });
+    assert.deepEqual(scan('{"stream":null}'), { ok: true, model: undefined, stream: undefined });
     assert.deepEqual(scan('{"model":["x"],"stream":{"a":1}}'), { ok: true, model: undefined, stream: undefined });
   });
 
@@ -111,6 +113,73 @@ describe('request body scanner', () => {
   });
 });
 
+describe('request body scanner: the body as the engine reads it', () => {
+  it('decodes escapes in keys: an escaped key is that key, the last duplicate wins (issue 30)', () => {
+    // The attack: a stream to a raw-byte reader, not one to Python's json.
+    assert.deepEqual(scan('{"stream":true,"str\\u0065am":false}'), { ok: true, model: undefined, stream: false });
+    assert.deepEqual(scan('{"model":"cheap-model","mod\\u0065l":"expensive-model"}'), { ok: true, model: 'expensive-model', stream: undefined });
+    assert.deepEqual(scan('{"\\u006d\\u006F\\u0064\\u0065\\u006c":"m","\\u0073tream":true}'), { ok: true, model: 'm', stream: true });
+    assert.deepEqual(scan('{"model\\u0000":"x","stre\\/am":true,"mod\\u00e9l":"y"}'), { ok: true, model: undefined, stream: undefined });
+    const r = scanFull('{"stream":true,"stream\\u005foptions":{"include_usage":false}}');
+    assert.ok(r.ok && r.streamOptions !== undefined, 'an escaped stream_options is the client\'s stream_options');
+  });
+  it('refuses keys JSON refuses: a bad escape, a control byte', () => {
+    assert.deepEqual(scan('{"str\\qeam":true}'), { ok: false, reason: 'invalid_json' });
+    assert.deepEqual(scan('{"str\\u00zzeam":true}'), { ok: false, reason: 'invalid_json' });
+    assert.deepEqual(scan('{"str\nam":true}'), { ok: false, reason: 'invalid_json' });
+  });
+  it('reads stream as pydantic\'s lax bool does', () => {
+    for (const [v, expected] of [['1', true], ['0', false], ['1.0', true], ['0e3', false], ['"true"', true], ['"YES"', true], ['"on"', true], ['"t"', true], ['"y"', true], ['"1"', true], ['"off"', false], ['"No"', false], ['"\\u0074rue"', true], ['2', undefined], ['"true "', undefined], ['"yess"', undefined], ['-1', undefined], ['[true]', undefined]] as const) {
+      for (const seed of [undefined, 1, 2]) assert.equal(scan(`{"stream":${v}}`, seed).ok && (scanFull(`{"stream":${v}}`, seed) as { stream: unknown }).stream, expected, `${v}, seed ${seed}`);
+    }
+  });
+  it('skips a UTF-8 byte order mark and takes NaN and Infinity, as Python\'s json.loads does', () => {
+    assert.deepEqual(scan(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"model":"m","stream":true}')])), { ok: true, model: 'm', stream: true });
+    assert.deepEqual(scan(Buffer.concat([Buffer.from([0xef, 0xbb]), Buffer.from('{"model":"m"}')])), { ok: false, reason: 'not_object' });
+    assert.deepEqual(scan('{"temperature":NaN,"top_p":-Infinity,"model":"m","stream":true}'), { ok: true, model: 'm', stream: true });
+  });
+
+  it('agrees with JSON.parse (and pydantic\'s bool) over escaped and duplicated keys, at any chunking', () => {
+    const random = seededRandom(30);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+    const names = ['model', 'stream', 'stream_options', 'n', 'max_tokens', 'max_completion_tokens', 'max_output_tokens', 'messages', 'user', 'streams', 'mode'];
+    const values = ['"m-a"', '"m\\u00e9"', '"caf\\u00e9\\"x"', 'true', 'false', '1', '0', '"yes"', '"off"', 'null', '7', '3', '0.5', '[1,{"model":"in"}]', '{"include_usage":true}', '{}', '"str\\"eam"'];
+    // A key spelt with each character escaped or not, in upper or lower hex, or with \/ for nothing.
+    const spell = (key: string): string => {
+      let out = '';
+      for (const ch of key) {
+        const r = random();
+        const hex = ch.charCodeAt(0).toString(16).padStart(4, '0');
+        out += r < 0.25 ? `\\u${hex}` : r < 0.35 ? `\\u${hex.toUpperCase()}` : ch;
+      }
+      return out;
+    };
+    for (let i = 0; i < 2000; i++) {
+      const members: string[] = [];
+      const count = 1 + Math.floor(random() * 8);
+      for (let m = 0; m < count; m++) members.push(`"${spell(pick(names))}":${pick(values)}`);
+      const text = `{${members.join(random() < 0.5 ? ',' : ' , ')}}`;
+      const parsed = JSON.parse(text) as Record<string, unknown>;
+      const int = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
+      const bool = (v: unknown) => (typeof v === 'boolean' ? v : v === 1 ? true : v === 0 ? false : typeof v === 'string' ? ({ yes: true, off: false } as Record<string, boolean>)[v] : undefined);
+      const r = scanFull(text, i % 3 === 0 ? undefined : i);
+      assert.ok(r.ok, text);
+      const n = int(parsed.n);
+      assert.deepEqual(
+        { model: r.model, stream: r.stream, n: r.n, maxTokens: r.maxTokens, options: r.streamOptions === undefined ? undefined : JSON.parse(Buffer.from(text).subarray(r.streamOptions.start, r.streamOptions.end).toString()) },
+        {
+          model: typeof parsed.model === 'string' ? parsed.model : undefined,
+          stream: bool(parsed.stream),
+          n: n !== undefined && n >= 1 ? n : undefined,
+          maxTokens: int(parsed.max_completion_tokens) ?? int(parsed.max_tokens) ?? int(parsed.max_output_tokens),
+          options: parsed.stream_options,
+        },
+        text,
+      );
+    }
+  });
+});
+
 describe('request body scanner: where stream_options lies', () => {
   const slice = (body: string, seed?: number) => {
     const r = scanFull(body, seed);
@@ -172,10 +241,10 @@ describe('request body scanner: maxTokens and n', () => {
     assert.deepEqual(limits('{"n":0}'), { maxTokens: undefined, n: undefined });
   });
 
-  it('ignores the keys below the top level and with escapes in them', () => {
+  it('ignores the keys below the top level, and reads keys with escapes as the engine does', () => {
     assert.deepEqual(limits('{"x":{"max_tokens":5}}'), { maxTokens: undefined, n: undefined });
     assert.deepEqual(limits('{"x":[{"max_completion_tokens":5,"n":2}],"y":{"max_output_tokens":5}}'), { maxTokens: undefined, n: undefined });
-    assert.deepEqual(limits('{"max\\u005ftokens":5,"\\u006e":2}'), { maxTokens: undefined, n: undefined });
+    assert.deepEqual(limits('{"max\\u005ftokens":5,"\\u006e":2}'), { maxTokens: 5, n: 2 });
     assert.deepEqual(limits('{"max_tokens_x":5,"nn":2,"max_token":5}'), { maxTokens: undefined, n: undefined });
   });
 

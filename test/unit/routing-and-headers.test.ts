@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { forwardHeaders, headerFilter, HOP_BY_HOP_HEADERS, stripHopByHop } from '../../src/data-plane/hop-by-hop.ts';
-import { inferenceApi } from '../../src/data-plane/inference-route.ts';
+import { offersWebsocket } from '../../src/data-plane/data-plane.ts';
+import { inferenceApi, routedPath } from '../../src/data-plane/inference-route.ts';
 import { proxyErrorResponse } from '../../src/data-plane/openai-error.ts';
 import { pathJoiner } from '../../src/data-plane/upstream-request.ts';
 import { seededRandom } from '../helpers/random.ts';
@@ -21,6 +22,39 @@ describe('inferenceApi', () => {
     assert.equal(inferenceApi('POST', '/v1/chat/completions/extra'), undefined);
     assert.equal(inferenceApi('POST', '/v2/chat/completions'), undefined);
     assert.equal(inferenceApi('POST', '/api/chat'), undefined);
+  });
+});
+
+describe('routedPath: the path as engines route it', () => {
+  it('decodes escapes, cuts query and fragment, resolves dot and empty segments and backslashes', () => {
+    assert.equal(routedPath('/v1/chat/completions'), '/v1/chat/completions');
+    assert.equal(routedPath('/v1/chat%2Fcompletions?x=%2F'), '/v1/chat/completions');
+    assert.equal(routedPath('/%761/%63hat/completion%73'), '/v1/chat/completions');
+    assert.equal(routedPath('/v1/chat/completions#x?y'), '/v1/chat/completions');
+    assert.equal(routedPath('/v1/x/../chat/./completions/'), '/v1/chat/completions/');
+    assert.equal(routedPath('/v1/x/%2e%2E/chat//completions'), '/v1/chat/completions');
+    assert.equal(routedPath('/../../v1/chat/completions/..'), '/v1/chat/');
+    assert.equal(routedPath('/v1\\chat\\completions'), '/v1/chat/completions');
+    // Decoded once, as uvicorn decodes: %252F is a literal %2F, not a separator.
+    assert.equal(routedPath('/v1/chat%252Fcompletions'), '/v1/chat%2Fcompletions');
+    // A malformed escape stays as written.
+    assert.equal(routedPath('/v1/chat/completions%zz%4'), '/v1/chat/completions%zz%4');
+    assert.equal(routedPath('/'), '/');
+  });
+  it('makes the spellings uvicorn serves as inference inference', () => {
+    for (const url of ['/v1/chat%2Fcompletions', '/v1/%63hat/completions', '/v1/chat/completion%73', '/%761/chat/completions', '/v1/chat/completions#x']) {
+      assert.equal(inferenceApi('POST', url), 'chat', url);
+    }
+    assert.equal(inferenceApi('POST', '/v1/embedding%73'), 'embeddings');
+    assert.equal(inferenceApi('POST', '/v1/chat%252Fcompletions'), undefined);
+  });
+});
+
+describe('offersWebsocket: which upgrades go to the websocket path', () => {
+  it('takes a websocket offer, alone or among others, in any case; declines h2c and the rest', () => {
+    const offer = (upgrade: string | undefined) => offersWebsocket({ headers: upgrade === undefined ? {} : { upgrade } } as never);
+    for (const u of ['websocket', 'WebSocket', 'h2c, websocket', 'websocket ,foo']) assert.equal(offer(u), true, u);
+    for (const u of ['h2c', 'HTTP/2.0', 'websockets', 'TLS/1.2', '', undefined]) assert.equal(offer(u), false, String(u));
   });
 });
 

@@ -88,4 +88,26 @@ describe('a request\'s tenant', () => {
     assert.equal(ofHeader({ 'x-tenant': '' }), 'none');
     assert.equal(createTenantOf({ kind: 'off' }, () => new Map()), undefined);
   });
+
+  it('reads a header value as the UTF-8 its sender wrote (Node hands its bytes over as Latin-1)', async () => {
+    // Over a real socket: the bytes of UTF-8 `café` as Node's server parses them.
+    const { createServer } = await import('node:http');
+    const { connect } = await import('node:net');
+    const parsed = await new Promise<string>((resolve) => {
+      const server = createServer((req, res) => {
+        resolve(req.headers['x-tenant'] as string);
+        res.end();
+        server.close();
+      }).listen(0, '127.0.0.1', () => {
+        const socket = connect((server.address() as { port: number }).port, '127.0.0.1');
+        socket.on('error', () => {});
+        socket.end(Buffer.concat([Buffer.from('GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Tenant: '), Buffer.from('café', 'utf8'), Buffer.from('\r\n\r\n')]));
+      });
+    });
+    assert.equal(parsed, 'cafÃ©', 'what Node gives');
+    const of = createTenantOf({ kind: 'header', header: 'x-tenant' }, () => new Map([['café', 'Café Team']]))!;
+    assert.equal(of({ 'x-tenant': parsed }), 'Café Team', 'the alias keyed café matches');
+    assert.equal(of({ 'x-tenant': Buffer.from('naïve', 'utf8').toString('latin1') }), 'naïve');
+    assert.equal(of({ 'x-tenant': '\u00ff' }), '\ufffd', 'a byte that is not UTF-8 becomes U+FFFD');
+  });
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { injectUsage, rejectsStreamOptions } from '../../src/data-plane/usage-injection.ts';
+import { injectUsage, rejectsStreamOptions, trustedRefusal } from '../../src/data-plane/usage-injection.ts';
+import { seededRandom } from '../helpers/random.ts';
 import { createBodyScanner } from '../../src/stream-tap/request-body-scanner.ts';
 
 function inject(body: string): string | undefined {
@@ -60,5 +61,65 @@ describe('usage injection', () => {
     assert.equal(rejectsStreamOptions(422, '{"detail":[{"loc":["body","stream_options"],"msg":"extra fields not permitted"}]}'), true);
     assert.equal(rejectsStreamOptions(400, '{"error":{"message":"bad model"}}'), false);
     assert.equal(rejectsStreamOptions(500, 'stream_options'), false, 'a server error is not a refusal');
+  });
+
+  it('trusts a refusal only where the client cannot have written it', () => {
+    const clean = Buffer.from('{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}');
+    const refusals = [
+      "[{'type': 'extra_forbidden', 'loc': ('body', 'stream_options'), 'msg': 'Extra inputs are not permitted', 'input': {'include_usage': True}}]",
+      'Failed to deserialize the JSON body into the target type: unknown field `stream_options`, expected one of `model`',
+      'Unrecognized request argument supplied: stream_options',
+    ];
+    for (const r of refusals) {
+      assert.equal(trustedRefusal(400, JSON.stringify({ message: r }), clean), true, r);
+      // The same words, with the client's text saying "not supported" (in any case, or escaped): not trusted.
+      for (const text of ['not supported', 'NOT SUPPORTED', 'not \\u0073upported', 'extra inputs are not permitted', 'stream\\u005foptions']) {
+        const echoing = Buffer.from(`{"model":"m","stream":true,"messages":[{"role":"user","content":"${text}"}]}`);
+        assert.equal(trustedRefusal(400, JSON.stringify({ message: r }), echoing), false, `${r} / ${text}`);
+      }
+    }
+    // The client's text in UTF-16 (which Python's json reads) is the client's text too.
+    const wide = Buffer.from('{"model":"m","stream":true,"messages":[{"role":"user","content":"not supported"}]}', 'utf16le');
+    assert.equal(trustedRefusal(400, JSON.stringify({ message: refusals[0] }), wide), false, 'a UTF-16 body saying "not supported"');
+    // The field named far from any word of refusal: an echo of the injected body beside an unrelated error.
+    const far = JSON.stringify({ message: `unsupported value for temperature${' '.repeat(200)}input: {'stream_options': {'include_usage': True}}` });
+    assert.equal(rejectsStreamOptions(400, far, clean), true, 'suspected: re-sent without the field');
+    assert.equal(trustedRefusal(400, far, clean), false, 'but not trusted');
+  });
+
+  it('agrees with JSON.parse over escaped and duplicated keys: the engine sees the client\'s fields and include_usage', () => {
+    const random = seededRandom(31);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+    const names = ['model', 'stream', 'stream_options', 'messages', 'n'];
+    const values: Record<string, readonly string[]> = {
+      model: ['"a"', '"b"'],
+      stream: ['true', 'false', '1', '"yes"', 'null'],
+      stream_options: ['{}', '{"x":1}', '{"include_usage":false}', '{"include\\u005fusage":true}', 'null', '1'],
+      messages: ['[]', '[{"content":"stream_options"}]'],
+      n: ['1', '2'],
+    };
+    const spell = (key: string): string => [...key].map((ch) => (random() < 0.3 ? `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}` : ch)).join('');
+    for (let i = 0; i < 2000; i++) {
+      const members: string[] = [];
+      for (let m = 0, count = 1 + Math.floor(random() * 6); m < count; m++) {
+        const name = pick(names);
+        members.push(`"${spell(name)}":${pick(values[name]!)}`);
+      }
+      const body = `{${members.join(',')}}`;
+      const parsed = JSON.parse(body) as Record<string, unknown>;
+      const streams = parsed.stream === true || parsed.stream === 1 || parsed.stream === 'yes';
+      const options = parsed.stream_options;
+      const asked = typeof options === 'object' && options !== null && 'include_usage' in options;
+      const out = inject(body);
+      const expected =
+        streams && (options === undefined || options === null || (typeof options === 'object' && !asked))
+          ? { ...parsed, stream_options: { include_usage: true, ...((options as object | null) ?? {}) } }
+          : undefined;
+      if (expected === undefined) assert.equal(out, undefined, body);
+      else {
+        assert.ok(out !== undefined, body);
+        assert.deepEqual(JSON.parse(out), expected, body);
+      }
+    }
   });
 });

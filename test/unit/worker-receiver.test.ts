@@ -10,6 +10,58 @@ import { createMetrics } from '../../src/metrics/metrics.ts';
 import { parseExposition } from '../helpers/exposition.ts';
 
 describe('worker receiver', () => {
+  it('gives a tenant its place only when the engine accepted a request, over the bus, and keeps in-flight counts right when it gets one mid-request', async () => {
+    const clock = { now: 0 };
+    const metrics = createMetrics({
+      clock: () => clock.now,
+      throughputWindowSeconds: 10,
+      version: 'test',
+      dialects: ['mindie'],
+      buckets: {},
+      aom: { periodSeconds: 30, labels: {} },
+      tenants: { max: 5, aliases: { current: () => new Map(), onChange: () => {} } },
+    });
+    const finished: RequestSample[] = [];
+    metrics.addObserver({ finished: (s) => void finished.push(s) });
+    const messages: WorkerMessage[] = [];
+    const bus = createWorkerBus((m) => messages.push(m), () => 0);
+    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel, metrics.tenantLabel);
+    const deliver = () => {
+      bus.flush();
+      for (const m of messages.splice(0)) if (m.t === 'events') receiver.receive(m.events);
+    };
+    const start = (tenant: string) => {
+      const timer = createRequestTimer('chat', () => clock.now, bus.sink, tenant);
+      timer.identify('m', true);
+      return timer;
+    };
+    // Both start before the tenant has a place; the first is accepted and gives it one.
+    const first = start('acme');
+    const second = start('acme');
+    const refused = start('intruder');
+    deliver();
+    first.responseHeaders(200, true);
+    first.responseBody();
+    first.tokenEvent();
+    refused.responseHeaders(401, false);
+    refused.close(true);
+    deliver();
+    first.responseFinished();
+    first.close(true);
+    deliver();
+    assert.deepEqual(finished.map((s) => [s.tenant, s.outcome]), [['unauthenticated', 'failed'], ['acme', 'success']]);
+    // The second, started when acme had no place, is lost with the worker: counted once, as acme's
+    // now that it has one or under unauthenticated, never twice and never left in flight.
+    assert.equal(receiver.lost(), 1);
+    assert.equal(finished.length, 3);
+    assert.equal(finished[2]!.failure, 'worker_exit');
+    const x = parseExposition(await metrics.render());
+    assert.equal(x.value('num_requests_waiting', { model_name: 'm' }), 0);
+    assert.equal(x.value('num_requests_running', { model_name: 'm' }), 0);
+    void second;
+    metrics.close();
+  });
+
   it('finishes a dead worker\'s waiting and running requests as failed, per model, and only those', async () => {
     const clock = { now: 0 };
     const metrics = createMetrics({ clock: () => clock.now, throughputWindowSeconds: 10, version: 'test', dialects: ['mindie'], buckets: {}, aom: { periodSeconds: 30, labels: {} } });

@@ -1,0 +1,59 @@
+// Tenant places go only to tenants whose requests the engine accepted (issue 30): with
+// INFERMETER_TENANT=api-key, 100 requests with random keys the engine answers 401 take no
+// place; the real tenants that come after get their own series, not `other`; the refused
+// requests are counted under tenant="unauthenticated".
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describe, it } from 'node:test';
+import { keyTenant } from '../../src/tenant/tenant-of.ts';
+import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { seededRandom } from '../helpers/random.ts';
+
+const VALID = ['sk-alpha', 'sk-beta', 'sk-gamma'];
+
+describe('tenant places', () => {
+  it('are given only to tenants the engine accepted: 100 refused keys leave every place to the real tenants', async (t) => {
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const key = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+        if (key === undefined || !VALID.includes(key)) {
+          res.writeHead(401, { 'content-type': 'application/json' });
+          res.end('{"error":{"message":"invalid api key","type":"invalid_request_error","code":"invalid_api_key"}}');
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":2}}');
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => server.close());
+    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`, { INFERMETER_TENANT: 'api-key', INFERMETER_MAX_TENANTS: '3' });
+    const post = async (key: string): Promise<number> => {
+      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: '{"model":"m","messages":[]}' });
+      await res.text();
+      return res.status;
+    };
+    const random = seededRandom(7);
+    let finished = nextFinished(app, 100);
+    for (let i = 0; i < 100; i++) assert.equal(await post(`sk-${Math.floor(random() * 2 ** 48).toString(16)}`), 401);
+    await finished;
+    finished = nextFinished(app, 6);
+    for (const key of [...VALID, ...VALID]) assert.equal(await post(key), 200);
+    await finished;
+
+    const m = await scrape(app);
+    for (const key of VALID) {
+      assert.equal(m.value('infermeter_tenant_requests_total', { tenant: keyTenant(key), model_name: 'm', outcome: 'success' }), 2, `${key}'s own series`);
+      assert.equal(m.value('infermeter_tenant_generation_tokens_total', { tenant: keyTenant(key), model_name: 'm' }), 4);
+    }
+    assert.equal(m.value('infermeter_tenant_requests_total', { tenant: 'unauthenticated', model_name: 'm', outcome: 'failed' }), 100, 'the refused keys are counted, under one label');
+    assert.equal(m.value('infermeter_tenant_requests_total', { tenant: 'other', model_name: 'm', outcome: 'success' }), undefined, 'no real tenant folded into other');
+    assert.equal(m.value('infermeter_tenant_label_overflow_total'), 0);
+    const tenants = new Set(m.series('infermeter_tenant_requests_total').map((s) => s.labels.tenant));
+    assert.deepEqual([...tenants].sort(), [...VALID.map(keyTenant), 'unauthenticated'].sort());
+  });
+});
