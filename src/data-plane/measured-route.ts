@@ -196,6 +196,7 @@ class InferenceCall {
       },
       this.exchange.requestId,
       resend === 'stale_connection',
+      this.res.shouldKeepAlive,
     );
     if (!this.exchange.forwarded(request, resend)) request.destroy();
   }

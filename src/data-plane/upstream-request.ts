@@ -12,6 +12,7 @@ import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { unaskedUpgrade } from './error-answer.ts';
 import { forwardHeaders, headerFilter } from './hop-by-hop.ts';
+import type { UpstreamConnections } from './upstream-connections.ts';
 
 // What the proxy sets itself is dropped from the client's headers: the Host always, the
 // content-length of a held body, the x-request-id when one is given.
@@ -22,10 +23,8 @@ const HELD_WITH_ID = headerFilter(['host', 'content-length', 'x-request-id']);
 
 export interface UpstreamRequestOptions {
   readonly upstream: URL;
-  /** The keep-alive pool every request goes through first. */
-  readonly agent: http.Agent;
-  /** An agent that opens a new connection for each request: a retry's. */
-  readonly freshAgent: http.Agent;
+  /** Which upstream connection a request goes out on (upstream-connections.ts). */
+  readonly connections: UpstreamConnections;
   readonly connectTimeoutMs: number;
 }
 
@@ -39,12 +38,13 @@ export interface UpstreamHandlers {
 /**
  * Sends `req`'s method, path and headers with `body` (held: sent with its content-length, or
  * still streaming) upstream; `requestId`, when given, as its x-request-id; `fresh`: on a new
- * connection, not one from the pool.
+ * connection kept for nothing else; `keepAlive`: the client's connection stays open after this
+ * request (false: the upstream's closes after it too).
  */
-export type SendUpstream = (req: IncomingMessage, body: Buffer | Readable, handlers: UpstreamHandlers, requestId?: string, fresh?: boolean) => ClientRequest;
+export type SendUpstream = (req: IncomingMessage, body: Buffer | Readable, handlers: UpstreamHandlers, requestId?: string, fresh?: boolean, keepAlive?: boolean) => ClientRequest;
 
 export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpstream {
-  const { upstream, agent, freshAgent, connectTimeoutMs } = options;
+  const { upstream, connections, connectTimeoutMs } = options;
   const request = upstream.protocol === 'https:' ? https.request : http.request;
   const hostname = upstream.hostname.startsWith('[') ? upstream.hostname.slice(1, -1) : upstream.hostname;
   const port = upstream.port === '' ? (upstream.protocol === 'https:' ? 443 : 80) : Number(upstream.port);
@@ -56,7 +56,7 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     if (connectTimeoutMs > 0 && socket.connecting) connectTimeout(socket, connectTimeoutMs);
   };
 
-  return (req, body, handlers, requestId, fresh = false) => {
+  return (req, body, handlers, requestId, fresh = false, keepAlive = true) => {
     const held = Buffer.isBuffer(body);
     const filter = requestId === undefined ? (held ? HELD : STREAMED) : held ? HELD_WITH_ID : STREAMED_WITH_ID;
     // As the client wrote them (hop-by-hop ones, `trailer` among them, dropped), then ours.
@@ -64,7 +64,7 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     headers.push('host', host);
     if (held) headers.push('content-length', String(body.length));
     if (requestId !== undefined) headers.push('x-request-id', requestId);
-    const proxyReq = request({ hostname, port, method: req.method, path: join(req.url ?? '/'), headers, agent: fresh ? freshAgent : agent });
+    const proxyReq = request({ hostname, port, method: req.method, path: join(req.url ?? '/'), headers, agent: fresh ? connections.fresh : connections.agentFor(req.socket, keepAlive) });
     proxyReq.on('socket', onSocket);
     const onError = (error: NodeJS.ErrnoException): void => {
       // The client went away mid-upload: its response's 'close' accounts for it.
