@@ -116,6 +116,22 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
     assert.equal(closing.stats.connections, 3, 'close: a connection per request');
   });
 
+  it("the engine scraper's connection is not open between scrapes, and a slow scrape delays no client", async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 10, metricsDelayMs: 600 });
+    const app = await startProxy(t, engine.url, { INFERMETER_UPSTREAM_METRICS: `${engine.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600' });
+    const scraper = app.metrics.engineScraper!;
+    // Two clients at a time (the scrape takes a third thread of four), during the slow scrapes.
+    const scrapes = (async () => {
+      for (let i = 0; i < 3; i++) await scraper.scrapeOnce();
+    })();
+    const during = await run(app.dataUrl, CHAT, NON_STREAMED, 2, 40, new http.Agent({ keepAlive: false }));
+    await scrapes;
+    assert.ok(engine.stats.scrapes >= 3, `scraped (${engine.stats.scrapes})`);
+    assert.equal(engine.stats.scrapesOnKeptConnection, 0, "every scrape on a connection of its own, closed after it");
+    await until(() => engine.openScrapeConnections() === 0, 'no scrape connection left open');
+    assert.deepEqual(during.filter((ms) => ms > 500), [], `no client request waited for a scrape (${summary(during)})`);
+  });
+
   it('fresh-connection clients, non-streamed, one after another: no delayed-ACK gap the client would not meet directly', async (t) => {
     const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
     const app = await startProxy(t, engine.url);

@@ -29,8 +29,9 @@ export interface ThreadServer {
     requests: number;
     /** The longest a connection waited for a thread (ms). */
     maxQueueMs: number;
-    /** /metrics requests answered. */
+    /** /metrics requests answered, and those that came on a connection that had served a request before. */
     scrapes: number;
+    scrapesOnKeptConnection: number;
   };
   /** Connections open now (held by a thread or waiting for one). */
   open(): number;
@@ -46,7 +47,8 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
   const idleMs = options.idleMs ?? 5000;
   const tokens = options.tokens ?? 4;
   const tokenGapMs = options.tokenGapMs ?? 2;
-  const stats = { connections: 0, requests: 0, maxQueueMs: 0, scrapes: 0 };
+  const stats = { connections: 0, requests: 0, maxQueueMs: 0, scrapes: 0, scrapesOnKeptConnection: 0 };
+  const served = new WeakMap<Socket, number>();
   const sockets = new Set<Socket>();
   const scrapeConnections = new Set<Socket>();
   const waiting: Array<{ socket: Socket; at: number }> = [];
@@ -56,6 +58,9 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
+      const before = served.get(req.socket) ?? 0;
+      served.set(req.socket, before + 1);
+      if (req.url === '/metrics' && before > 0) stats.scrapesOnKeptConnection++;
       if (req.url === '/metrics') scrapeConnections.add(req.socket);
       else scrapeConnections.delete(req.socket);
       const work = req.url === '/metrics' ? (options.metricsDelayMs ?? 0) : options.workMs;
