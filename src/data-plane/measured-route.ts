@@ -290,10 +290,11 @@ class InferenceCall {
         if (counting) exchange.bytesOut -= bytes;
       },
     });
-    // Before the pipe's own listeners: the stamps precede the first and the last write.
-    strip.once('data', this.headSent);
-    strip.once('end', this.lastWrite);
-    response.pipe(strip).pipe(this.res);
+    // Relayed as the upstream's own body is: a turn's chunks in one write, and the last event
+    // with the body's end in one write when the upstream sent them in one read (a pipe would end
+    // the response in a write of its own, ticks after the last event).
+    response.pipe(strip);
+    relay(strip, this.res, undefined, { firstWrite: this.headSent, lastWrite: this.lastWrite, complete: () => response.complete });
     const tap = this.startTap(response);
     if (tap !== undefined) listenTap(response, tap); // after the pipe: forward first, then read
     const sent = this.bytesSent();

@@ -6,6 +6,7 @@
 // stream machinery instead of one per upstream chunk, as nginx writes what one read brought.
 // Back-pressure as a pipe has it: a client that reads slowly pauses the upstream.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import type { ResponseTap } from '../stream-tap/response-tap.ts';
 
 export interface RelayHooks {
@@ -15,10 +16,17 @@ export interface RelayHooks {
   readonly firstWrite?: () => void;
   /** Told just before the last bytes are written (the end of e2e). */
   readonly lastWrite?: () => void;
+  /**
+   * Whether the upstream's body is complete (its end came in the read that brought what is
+   * batched): the batch then waits for the source's 'end' and leaves with it, in one write.
+   * Default: the source's own `complete` (an IncomingMessage's).
+   */
+  readonly complete?: () => boolean;
 }
 
-export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
+export function relay(proxyRes: IncomingMessage | Readable, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
   const { sent, lastWrite } = hooks;
+  const complete = hooks.complete ?? (() => (proxyRes as Partial<IncomingMessage>).complete === true);
   let firstWrite = hooks.firstWrite;
   const batch: Buffer[] = [];
   let batchLength = 0;
@@ -36,6 +44,12 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   };
   const flush = (): void => {
     if (batch.length === 0) return; // written already, with the end
+    // The upstream's end came in the same read (the parser saw the body complete): the batch
+    // leaves with it, in one write, as the upstream sent it ('end' follows in this turn).
+    if (complete() && !proxyRes.destroyed) return;
+    write();
+  };
+  const write = (): void => {
     const out = take();
     // A client that is gone takes its upstream request down with it (the data plane's 'close');
     // an answer ended already (the total timeout's 504) gets nothing more.
@@ -71,5 +85,9 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     if (out !== undefined) handOn(out);
     tap?.end();
   });
-  if (tap !== undefined) proxyRes.on('close', tap.close);
+  // Complete but destroyed before its 'end' (its client left): what was held is handed on.
+  proxyRes.on('close', () => {
+    if (batch.length > 0) write();
+    tap?.close();
+  });
 }
