@@ -35,7 +35,7 @@ const accessLog = join(tmp, 'access.log');
 const server = await startLlamaServer({ ...found, slots: 4, context: 4096, threads, alias: SERVED });
 let infermeter: ChildProcess | undefined;
 const others: ChildProcess[] = [];
-const ROUNDS_NOTE = 'chat, max_tokens 8, each cell sent in 2 interleaved rounds to each way (the order rotated), the client\'s whole request timed';
+const ROUNDS_NOTE = 'chat, max_tokens 8, each cell sent in 2 interleaved rounds to each way (the order rotated, 5.5 s between ways so that no way\'s idle connections hold the engine\'s threads into the next), the client\'s whole request timed';
 try {
   const meta = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: Array<{ id: string; meta?: { n_params?: number } }> };
   // Warm-up: the first prompts of a fresh server are slow (allocation); not part of any scenario.
@@ -65,7 +65,9 @@ try {
   const retriesBefore = await Promise.all(policies.map(async (p) => seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0));
   const bases = [{ name: 'direct', url: server.url }, ...policies.map((p) => ({ name: p.name, url: p.url }))];
   const cells: Array<{ cell: ConnectionCell; ways: Map<string, WayResult> }> = [];
-  for (const [k, cell] of CONNECTION_CELLS.entries()) {
+  // LLAMA_BENCH_ONLY=scenarios: the scenario tables alone.
+  const connectionCells = process.env.LLAMA_BENCH_ONLY === 'scenarios' ? [] : CONNECTION_CELLS;
+  for (const [k, cell] of connectionCells.entries()) {
     cells.push({ cell, ways: await runCell(bases, cell, CLIENT_MODEL, `k${k}`) });
     console.error(`done: ${cellName(cell)}\n${connectionsTable(cells.slice(-1), bases.map((b) => b.name))}`);
   }

@@ -31,6 +31,8 @@ export interface WayResult {
 }
 
 const ROUNDS = 2;
+/** llama.cpp's keep-alive idle timeout (cpp-httplib's 5 s), and a margin. */
+const ENGINE_IDLE_MS = 5500;
 const MAX_TOKENS = 8;
 
 /** A cell sent to every base, `ROUNDS` interleaved rounds (the order rotated each round). */
@@ -51,6 +53,9 @@ export async function runCell(bases: ReadonlyArray<{ name: string; url: string }
       } finally {
         agent.destroy();
       }
+      // The engine keeps a thread for each connection until it closes or idles 5 s: a way that
+      // left idle connections (the `pool` policy) would hold threads into the next way.
+      await new Promise((resolve) => setTimeout(resolve, ENGINE_IDLE_MS));
     }
   }
   return out;

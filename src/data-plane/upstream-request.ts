@@ -35,24 +35,35 @@ export interface UpstreamHandlers {
   error(error: Error): void;
 }
 
-/** When an attempt's request went out on its socket, and what the socket had read by then. */
-interface Attempt {
-  sentAt: number;
-  bytesRead: number;
-  socket: Socket | undefined;
-  informational: boolean;
-}
-const ATTEMPTS = new WeakMap<ClientRequest, Attempt>();
+// When an attempt's request went out on its socket, what the socket had read by then, and
+// whether a 1xx came: kept on the request itself (no closure or map entry per request).
+const SENT_AT = Symbol('infermeter.sentAt');
+const READ_BEFORE = Symbol('infermeter.readBefore');
+const INFORMED = Symbol('infermeter.informed');
+type Tracked = ClientRequest & { [SENT_AT]?: number; [READ_BEFORE]?: number; [INFORMED]?: boolean };
 
 /**
  * Whether an upstream request that failed may have been worked on: any byte of a response (a
  * 1xx, or part of a head) came, or the upstream had the request for longer than `boundMs`.
  */
 export function mayHaveBeenServed(proxyReq: ClientRequest, boundMs: number, now = performance.now()): boolean {
-  const attempt = ATTEMPTS.get(proxyReq);
-  if (attempt === undefined || attempt.socket === undefined) return false; // never sent
-  if (attempt.informational || attempt.socket.bytesRead > attempt.bytesRead) return true;
-  return now - attempt.sentAt > boundMs;
+  const tracked = proxyReq as Tracked;
+  const socket = proxyReq.socket;
+  const sentAt = tracked[SENT_AT];
+  if (socket === null || sentAt === undefined) return false; // never sent
+  if (tracked[INFORMED] === true || socket.bytesRead > (tracked[READ_BEFORE] ?? 0)) return true;
+  return now - sentAt > boundMs;
+}
+
+/** The head (and a held body) is written as the socket is assigned: a reused one at once, a new one on connect. */
+function sent(this: Tracked, socket: Socket): void {
+  this[READ_BEFORE] = socket.bytesRead;
+  this[SENT_AT] = performance.now();
+  if (socket.connecting) socket.once('connect', () => (this[SENT_AT] = performance.now()));
+}
+
+function informed(this: Tracked): void {
+  this[INFORMED] = true;
 }
 
 /**
@@ -85,18 +96,9 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     if (held) headers.push('content-length', String(body.length));
     if (requestId !== undefined) headers.push('x-request-id', requestId);
     const proxyReq = request({ hostname, port, method: req.method, path: join(req.url ?? '/'), headers, agent: fresh ? connections.fresh : connections.agentFor(req.socket, keepAlive) });
-    const attempt: Attempt = { sentAt: 0, bytesRead: 0, socket: undefined, informational: false };
-    ATTEMPTS.set(proxyReq, attempt);
-    proxyReq.on('socket', (socket: Socket) => {
-      // The head (and a held body) is written as the socket is assigned: a reused one at once,
-      // a new one on connect.
-      attempt.socket = socket;
-      attempt.bytesRead = socket.bytesRead;
-      attempt.sentAt = performance.now();
-      if (socket.connecting) socket.once('connect', () => (attempt.sentAt = performance.now()));
-      onSocket(socket);
-    });
-    proxyReq.on('information', () => (attempt.informational = true));
+    proxyReq.on('socket', sent);
+    proxyReq.on('socket', onSocket);
+    proxyReq.on('information', informed);
     const onError = (error: NodeJS.ErrnoException): void => {
       // The client went away mid-upload: its response's 'close' accounts for it.
       if (req.socket.destroyed && error.code === 'ECONNRESET') {
