@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ask } from './llamacpp/client.ts';
+import { CONNECTION_CELLS, cellName, connectionsTable, marginLines, runCell, type ConnectionCell, type WayResult } from './llamacpp/connections.ts';
 import { llamaFromEnv, startLlamaServer } from './llamacpp/llama-server.ts';
 import { accessLines, requestsTable, runScenario, SCENARIOS, seriesSums, timesTable, type Row } from './llamacpp/scenarios.ts';
 import { INFERMETER_FLAGS, infermeterEnv, startNode } from './targets.ts';
@@ -33,6 +34,8 @@ const tmp = mkdtempSync(join(tmpdir(), 'infermeter-llamacpp-'));
 const accessLog = join(tmp, 'access.log');
 const server = await startLlamaServer({ ...found, slots: 4, context: 4096, threads, alias: SERVED });
 let infermeter: ChildProcess | undefined;
+const others: ChildProcess[] = [];
+const ROUNDS_NOTE = 'chat, max_tokens 8, each cell sent in 2 interleaved rounds to each way (the order rotated, 5.5 s between ways so that no way\'s idle connections hold the engine\'s threads into the next), the client\'s whole request timed';
 try {
   const meta = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: Array<{ id: string; meta?: { n_params?: number } }> };
   // Warm-up: the first prompts of a fresh server are slow (allocation); not part of any scenario.
@@ -50,8 +53,38 @@ try {
   const urls = JSON.parse(started.line) as { data: string; metrics: string };
   const metricsText = async () => (await fetch(new URL('/metrics', urls.metrics))).text();
 
+  // The connections table: the same client habits directly and through infermeter under each
+  // upstream connection policy (the extra instances do not scrape the engine).
+  const policies: Array<{ name: string; url: string; metrics: string }> = [{ name: 'infermeter (mirror)', url: urls.data, metrics: urls.metrics }];
+  for (const policy of (process.env.LLAMA_BENCH_POLICIES ?? 'pool').split(',').filter(Boolean)) {
+    const extra = await startNode(cli, [], { ...infermeterEnv(server.url), INFERMETER_UPSTREAM_METRICS: 'off', INFERMETER_UPSTREAM_CONNECTIONS: policy }, /"infermeter started"/, 'stderr', INFERMETER_FLAGS.split(' '));
+    others.push(extra.child);
+    const at = JSON.parse(extra.line) as { data: string; metrics: string };
+    policies.push({ name: `infermeter (${policy})`, url: at.data, metrics: at.metrics });
+  }
+  const retriesBefore = await Promise.all(policies.map(async (p) => seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0));
+  const bases = [{ name: 'direct', url: server.url }, ...policies.map((p) => ({ name: p.name, url: p.url }))];
+  const cells: Array<{ cell: ConnectionCell; ways: Map<string, WayResult> }> = [];
+  // LLAMA_BENCH_ONLY=scenarios: the scenario tables alone.
+  const connectionCells = process.env.LLAMA_BENCH_ONLY === 'scenarios' ? [] : CONNECTION_CELLS;
+  for (const [k, cell] of connectionCells.entries()) {
+    cells.push({ cell, ways: await runCell(bases, cell, CLIENT_MODEL, `k${k}`) });
+    console.error(`done: ${cellName(cell)}\n${connectionsTable(cells.slice(-1), bases.map((b) => b.name))}`);
+  }
+  const retries = await Promise.all(policies.map(async (p, i) => (seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0) - retriesBefore[i]!));
+
+  console.log(`Connections: ${ROUNDS_NOTE}; llama-server's HTTP threads: max(slots + 2, cores - 1) = ${Math.max(4 + 2, cpus().length - 1)}\n`);
+  console.log(connectionsTable(cells, bases.map((b) => b.name)));
+  console.log('');
+  console.log(`Re-sent on a fresh upstream connection during the connections table (stale race): ${policies.map((p, i) => `${p.name} ${retries[i]}`).join(', ')}\n`);
+  console.log("Issue 29's margins, infermeter's default (mirror) against direct:");
+  console.log(marginLines(cells, 'direct', 'infermeter (mirror)').join('\n'));
+  console.log('');
+
   const rows: Row[] = [];
-  for (const [k, scenario] of SCENARIOS.entries()) {
+  // LLAMA_BENCH_ONLY=connections: the connections table alone.
+  const scenarios = process.env.LLAMA_BENCH_ONLY === 'connections' ? [] : SCENARIOS;
+  for (const [k, scenario] of scenarios.entries()) {
     const direct = await runScenario(server.url, scenario, `d${k}`, CLIENT_MODEL);
     const before = seriesSums(await metricsText());
     // While it runs, the in-flight gauges are read every 100 ms (concurrency above 1 only).
@@ -83,6 +116,12 @@ try {
   console.log('');
   console.log(timesTable(rows));
 } finally {
+  for (const child of others) {
+    if (child.exitCode !== null) continue;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  }
   if (infermeter !== undefined && infermeter.exitCode === null) {
     const exited = new Promise((resolve) => infermeter!.once('exit', resolve));
     infermeter.kill('SIGTERM');

@@ -198,6 +198,7 @@ export function buildDataPlane(
     accessLog,
     tls: config.security.dataTls,
     upstreamCa: config.security.upstreamCa,
+    upstreamConnections: config.upstreamConnections,
     limits: config.security,
     rejected: events.rejected,
     clientError: events.clientError,

@@ -1,8 +1,9 @@
 // One OpenAI-style request to llama.cpp's llama-server (directly or through infermeter), timed
 // as the client sees it: TTFT at the first chunk that carries text, TPOT over the tokens after
 // the first, e2e at the response's end; the answer's usage and llama.cpp's own `timings` read
-// from the last chunk (or the body). No keep-alive: each request opens its own connection, as
-// the client of the issue's run did, so what fails is the proxy's upstream side.
+// from the last chunk (or the body). By default no keep-alive: each request opens its own
+// connection, as the client of the issue's run did; the connections table passes a kept-alive
+// agent too.
 import http from 'node:http';
 import { readEngineTimings, type EngineTimings } from '../../src/measure/engine-timings.ts';
 
@@ -55,7 +56,7 @@ function hasText(payload: Record<string, unknown>): boolean {
 }
 
 /** Sends one request to `base` (http://host:port) and resolves with what the client saw; never rejects. */
-export function ask(base: string, a: Ask, timeoutMs = 120_000): Promise<Answer> {
+export function ask(base: string, a: Ask, timeoutMs = 120_000, via: http.Agent = agent): Promise<Answer> {
   const { path, body } = pathAndBody(a);
   const url = new URL(path, base);
   return new Promise((resolve) => {
@@ -102,7 +103,7 @@ export function ask(base: string, a: Ask, timeoutMs = 120_000): Promise<Answer> 
         body: text.length > 4096 ? text.slice(0, 4096) : text,
       });
     };
-    const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': a.requestId } }, (res) => {
+    const req = http.request(url, { method: 'POST', agent: via, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': a.requestId } }, (res) => {
       status = res.statusCode ?? 0;
       res.setEncoding('utf8');
       res.on('data', (piece: string) => {

@@ -14,6 +14,7 @@ import { autoWorkers } from './auto-workers.ts';
 import { readCpuQuota, type CpuQuota } from '../metrics/container/cgroup.ts';
 import { parseTenant, type TenantConfig } from './tenant-config.ts';
 import { parseSlo, type SloConfig } from './slo-config.ts';
+import { UPSTREAM_CONNECTION_POLICIES, type UpstreamConnectionPolicy } from '../data-plane/upstream-connections.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -64,6 +65,8 @@ export interface Config {
   readonly jsonJob: string;
   /** Add stream_options.include_usage to streaming chat/completions requests that lack it. */
   readonly injectUsage: boolean;
+  /** Which upstream connection a request goes out on (data-plane/upstream-connections.ts). */
+  readonly upstreamConnections: UpstreamConnectionPolicy;
   /** 'stdout', a file path, or undefined (off). */
   readonly accessLog: string | undefined;
   /** Data-plane processes: 1 runs everything in one process; more run a primary and workers. */
@@ -260,6 +263,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   if (!LABEL_VALUE.test(jsonJob)) problem('INFERMETER_JSON_JOB', 'a name of 1 to 256 printable characters', env.INFERMETER_JSON_JOB);
 
   const injectUsage = parseSwitch(env, 'INFERMETER_INJECT_USAGE', true, problem);
+  const upstreamConnections = parseUpstreamConnections(env.INFERMETER_UPSTREAM_CONNECTIONS, problem);
   const accessLogValue = nonEmpty(env.INFERMETER_ACCESS_LOG);
   const accessLog = accessLogValue === undefined || accessLogValue.toLowerCase() === 'off' ? undefined : accessLogValue === 'stdout' ? 'stdout' : accessLogValue;
   // Opened (and created) once here: a path that cannot be appended to stops the start, instead
@@ -328,6 +332,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     jsonWindow,
     jsonJob,
     injectUsage,
+    upstreamConnections,
     accessLog,
     workers,
     workersFrom: auto?.from,
@@ -443,6 +448,14 @@ function parseInteger(
 }
 
 const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
+
+function parseUpstreamConnections(raw: string | undefined, problem: Problem): UpstreamConnectionPolicy {
+  const value = nonEmpty(raw)?.toLowerCase();
+  if (value === undefined) return 'mirror';
+  if ((UPSTREAM_CONNECTION_POLICIES as readonly string[]).includes(value)) return value as UpstreamConnectionPolicy;
+  problem('INFERMETER_UPSTREAM_CONNECTIONS', UPSTREAM_CONNECTION_POLICIES.join(', '), raw);
+  return 'mirror';
+}
 
 function parseLogLevel(raw: string | undefined, problem: Problem): LogLevel {
   const value = nonEmpty(raw)?.toLowerCase();

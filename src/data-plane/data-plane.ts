@@ -1,7 +1,8 @@
 // The data plane: a node:http server in front of the model server, wiring the routes to the
 // listener. An inference request (inference-route.ts says which) takes the measured route
 // (measured-route.ts), everything else (other routes, websockets) the pass-through route
-// (pass-through-route.ts, http-proxy-3). Both share one upstream agent; the measured route's
+// (pass-through-route.ts, http-proxy-3). Both take their upstream connections from one policy
+// (upstream-connections.ts); the measured route's
 // timeouts are kept by one sweep (deadlines.ts), its admission by the concurrency limit.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
@@ -25,6 +26,7 @@ import { createMeasuredRoute, type UsageInjection } from './measured-route.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
 import { createPassThroughRoute } from './pass-through-route.ts';
 import { BAD_TARGET_BODY, originForm } from './request-target.ts';
+import { createUpstreamConnections, type UpstreamConnectionPolicy } from './upstream-connections.ts';
 import { createUpstreamRequest } from './upstream-request.ts';
 import type { TenantOf } from '../tenant/tenant-of.ts';
 
@@ -60,6 +62,8 @@ export interface DataPlaneOptions {
   readonly tls?: TlsFiles | undefined;
   /** CA certificates trusted for an https:// upstream, besides the system's. */
   readonly upstreamCa?: Buffer | undefined;
+  /** Which upstream connection a request goes out on (upstream-connections.ts); default `mirror`. */
+  readonly upstreamConnections?: UpstreamConnectionPolicy | undefined;
   readonly limits?: DataPlaneLimits;
   /** Counts inference requests refused because the concurrency limit's queue was full. */
   readonly rejected?: () => void;
@@ -105,6 +109,8 @@ export interface DataPlane {
   readonly server: http.Server;
   /** Client connections open now. */
   connections(): number;
+  /** Upstream connections open now (idle or busy). */
+  upstreamConnections(): number;
   /**
    * Stops accepting; lets requests in flight finish (connections close after their current
    * response) for up to `timeoutMs`, then cuts what is left. Resolves when no connection is
@@ -121,16 +127,14 @@ const HEADERS_TOO_LARGE = 'HTTP/1.1 431 Request Header Fields Too Large\r\nConne
 export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const { upstream, log } = options;
   const limits = options.limits ?? DEFAULT_LIMITS;
-  // The pool (LIFO: the warmest connection first); a retry's fresh connection comes from an
-  // agent that keeps none. Node's agent honours an upstream's `Keep-Alive: timeout` hint itself:
-  // it drops an idle connection a second before the upstream would.
+  // The upstream connections (the client's own by default); a retry's fresh connection comes
+  // from an agent that keeps none.
   const ca = options.upstreamCa === undefined ? {} : { ca: [...tlsRootCertificates, options.upstreamCa.toString('utf8')] };
-  const agent = upstream.protocol === 'https:' ? new https.Agent({ keepAlive: true, scheduling: 'lifo', ...ca }) : new http.Agent({ keepAlive: true, scheduling: 'lifo' });
-  const freshAgent = upstream.protocol === 'https:' ? new https.Agent({ keepAlive: false, ...ca }) : new http.Agent({ keepAlive: false });
+  const connections = createUpstreamConnections({ policy: options.upstreamConnections ?? 'mirror', https: upstream.protocol === 'https:', tls: ca });
   const bodyBudget = options.maxHeldBodyBytes === undefined ? undefined : createBodyBudget(options.maxHeldBodyBytes);
   const passThrough = createPassThroughRoute({
     upstream,
-    agent,
+    connections,
     connectTimeoutMs: limits.upstreamConnectTimeoutMs,
     idleTimeoutMs: limits.upstreamIdleTimeoutMs,
     maxHeldBodyBytes: options.maxInspectBytes,
@@ -147,7 +151,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     bodyBudget,
     violation: options.lifecycleViolation ?? ((error) => log.error(error.message, { code: error.code })),
     arrival: createArrivalClock(options.clock),
-    sendUpstream: createUpstreamRequest({ upstream, agent, freshAgent, connectTimeoutMs: limits.upstreamConnectTimeoutMs }),
+    sendUpstream: createUpstreamRequest({ upstream, connections, connectTimeoutMs: limits.upstreamConnectTimeoutMs }),
     deadlines,
     limit: limits.maxConcurrency > 0 ? createConcurrencyLimit(limits.maxConcurrency) : undefined,
     tap: {
@@ -196,7 +200,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   // Slow clients: the headers, then the whole request, must arrive within these.
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = limits.requestTimeoutMs;
-  const connections = trackConnections(server);
+  const clients = trackConnections(server);
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const target = originForm(req.url);
     if (target === undefined) {
@@ -230,18 +234,18 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
 
   return {
     server,
-    connections: connections.count,
+    connections: clients.count,
+    upstreamConnections: connections.open,
     drain(timeoutMs) {
       draining = true;
       server.close();
-      return connections.drain(timeoutMs);
+      return clients.drain(timeoutMs);
     },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        connections.closeIdle();
-        agent.destroy();
-        freshAgent.destroy();
+        clients.closeIdle();
+        connections.destroy();
         deadlines.close();
       }),
   };

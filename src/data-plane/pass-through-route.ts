@@ -1,6 +1,6 @@
 // The pass-through route: every request that is not inference (other paths and methods,
 // websocket upgrades) goes through http-proxy-3 untouched and unmeasured. What it shares with
-// the measured route: the upstream agent, the hop-by-hop rules, a response cut upstream is cut
+// the measured route: the upstream connection policy, the hop-by-hop rules, a response cut upstream is cut
 // for the client, and the proxy's own failures answered and counted the same way.
 import type http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -14,10 +14,12 @@ import { stripHopByHop } from './hop-by-hop.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
 import { pathOf } from './request-path.ts';
 import { cutWithUpstream, flushIdleHeaders, unsendableHead } from './response-head.ts';
+import type { UpstreamConnections } from './upstream-connections.ts';
 
 export interface PassThroughOptions {
   readonly upstream: URL;
-  readonly agent: http.Agent;
+  /** Which upstream connection a request goes out on: the measured route's policy. */
+  readonly connections: UpstreamConnections;
   readonly connectTimeoutMs: number;
   readonly idleTimeoutMs: number;
   /** Largest body held to give it a content-length (a chunked DELETE or OPTIONS). */
@@ -47,7 +49,7 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
   // toProxy: the client's target is sent as it came (http-proxy-3 would otherwise rewrite it
   // through URL: dot segments resolved, `\` made `/`, the fragment cut), so that the engine
   // routes the bytes infermeter routed (inference-route.ts), as on the measured route.
-  const proxy = createProxyServer({ target: options.upstream, agent: options.agent, changeOrigin: true, ws: true, connectTimeout: options.connectTimeoutMs, toProxy: true });
+  const proxy = createProxyServer({ target: options.upstream, changeOrigin: true, ws: true, connectTimeout: options.connectTimeoutMs, toProxy: true });
   // An upstream silent for longer than the idle timeout is given up on (Node's socket timeout).
   proxy.on('proxyReq', (proxyReq: http.ClientRequest, req: IncomingMessage, res: ServerResponse) => {
     proxyReq.setTimeout(options.idleTimeoutMs, () => proxyReq.destroy(timeoutError()));
@@ -118,8 +120,10 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
   proxy.on('error', onError);
   proxy.on('econnreset', ignore); // the client went away mid-upload; res 'close' accounts for it
 
+  const { connections } = options;
   return {
     web(req, res) {
+      const agent = { agent: connections.agentFor(req.socket, res.shouldKeepAlive) };
       // Node's parser let a Transfer-Encoding through only with a chunked body.
       const chunked = req.headers['transfer-encoding'] !== undefined;
       stripHopByHop(req.headers);
@@ -128,7 +132,7 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
       // and with it the idle timeout and the guard against an unasked 101 set there.
       if (req.headers.expect !== undefined) delete req.headers.expect;
       if (!chunked) {
-        proxy.web(req, res, onError);
+        proxy.web(req, res, agent, onError);
         return;
       }
       // The body keeps a framing the upstream reads as this one request: without its
@@ -137,7 +141,7 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
       // OPTIONS a content-length of 0. Chunked again, or held and sent with its length.
       if (req.method !== 'DELETE' && req.method !== 'OPTIONS') {
         req.headers['transfer-encoding'] = 'chunked';
-        proxy.web(req, res, onError);
+        proxy.web(req, res, agent, onError);
         return;
       }
       const hold = options.bodyBudget?.hold();
@@ -158,12 +162,13 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
           return;
         }
         req.headers['content-length'] = String(body.length);
-        proxy.web(req, res, { buffer: Readable.from([body]) }, onError);
+        proxy.web(req, res, { ...agent, buffer: Readable.from([body]) }, onError);
       });
     },
     ws(req, socket, head) {
       socket.on('error', ignore);
-      proxy.ws(req, socket, head, onError);
+      // The upgraded connection is the websocket's alone: never pooled.
+      proxy.ws(req, socket, head, { agent: connections.fresh }, onError);
     },
   };
 }

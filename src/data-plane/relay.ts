@@ -4,7 +4,9 @@
 // when the upstream streams fast) are written as one, in a tick queued at the first of them:
 // the same bytes, leaving in the same turn as before, but one write through Node's HTTP and
 // stream machinery instead of one per upstream chunk, as nginx writes what one read brought.
-// Back-pressure as a pipe has it: a client that reads slowly pauses the upstream.
+// When the upstream's end came in the same read, the batch waits for it and leaves with the
+// end in one write, as the upstream sent them (the last event and the chunked terminator in one
+// packet). Back-pressure as a pipe has it: a client that reads slowly pauses the upstream.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ResponseTap } from '../stream-tap/response-tap.ts';
 import type { BodyFilter } from '../stream-tap/usage-strip.ts';
@@ -44,6 +46,12 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   };
   const flush = (): void => {
     if (batch.length === 0) return; // written already, with the end
+    // The upstream's end came in the same read (the parser saw the body complete): the batch
+    // leaves with it, in one write, as the upstream sent it ('end' follows in this turn).
+    if (proxyRes.complete && !proxyRes.destroyed) return;
+    write();
+  };
+  const write = (): void => {
     const read = take();
     const out = filter === undefined ? read : filter.pass(read);
     // A client that is gone takes its upstream request down with it (the data plane's 'close');
@@ -88,5 +96,9 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     if (read !== undefined) tap?.chunk(read);
     tap?.end();
   });
-  if (tap !== undefined) proxyRes.on('close', tap.close);
+  // Complete but destroyed before its 'end' (its client left): what was held is handed on.
+  proxyRes.on('close', () => {
+    if (batch.length > 0) write();
+    tap?.close();
+  });
 }

@@ -12,6 +12,7 @@ import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { unaskedUpgrade } from './error-answer.ts';
 import { forwardHeaders, headerFilter } from './hop-by-hop.ts';
+import type { UpstreamConnections } from './upstream-connections.ts';
 
 // What the proxy sets itself is dropped from the client's headers: the Host always, the
 // content-length of a held body, the x-request-id when one is given.
@@ -22,10 +23,8 @@ const HELD_WITH_ID = headerFilter(['host', 'content-length', 'x-request-id']);
 
 export interface UpstreamRequestOptions {
   readonly upstream: URL;
-  /** The keep-alive pool every request goes through first. */
-  readonly agent: http.Agent;
-  /** An agent that opens a new connection for each request: a retry's. */
-  readonly freshAgent: http.Agent;
+  /** Which upstream connection a request goes out on (upstream-connections.ts). */
+  readonly connections: UpstreamConnections;
   readonly connectTimeoutMs: number;
 }
 
@@ -36,15 +35,47 @@ export interface UpstreamHandlers {
   error(error: Error): void;
 }
 
+// When an attempt's request went out on its socket, what the socket had read by then, and
+// whether a 1xx came: kept on the request itself (no closure or map entry per request).
+const SENT_AT = Symbol('infermeter.sentAt');
+const READ_BEFORE = Symbol('infermeter.readBefore');
+const INFORMED = Symbol('infermeter.informed');
+type Tracked = ClientRequest & { [SENT_AT]?: number; [READ_BEFORE]?: number; [INFORMED]?: boolean };
+
+/**
+ * Whether an upstream request that failed may have been worked on: any byte of a response (a
+ * 1xx, or part of a head) came, or the upstream had the request for longer than `boundMs`.
+ */
+export function mayHaveBeenServed(proxyReq: ClientRequest, boundMs: number, now = performance.now()): boolean {
+  const tracked = proxyReq as Tracked;
+  const socket = proxyReq.socket;
+  const sentAt = tracked[SENT_AT];
+  if (socket === null || sentAt === undefined) return false; // never sent
+  if (tracked[INFORMED] === true || socket.bytesRead > (tracked[READ_BEFORE] ?? 0)) return true;
+  return now - sentAt > boundMs;
+}
+
+/** The head (and a held body) is written as the socket is assigned: a reused one at once, a new one on connect. */
+function sent(this: Tracked, socket: Socket): void {
+  this[READ_BEFORE] = socket.bytesRead;
+  this[SENT_AT] = performance.now();
+  if (socket.connecting) socket.once('connect', () => (this[SENT_AT] = performance.now()));
+}
+
+function informed(this: Tracked): void {
+  this[INFORMED] = true;
+}
+
 /**
  * Sends `req`'s method, path and headers with `body` (held: sent with its content-length, or
  * still streaming) upstream; `requestId`, when given, as its x-request-id; `fresh`: on a new
- * connection, not one from the pool.
+ * connection kept for nothing else; `keepAlive`: the client's connection stays open after this
+ * request (false: the upstream's closes after it too).
  */
-export type SendUpstream = (req: IncomingMessage, body: Buffer | Readable, handlers: UpstreamHandlers, requestId?: string, fresh?: boolean) => ClientRequest;
+export type SendUpstream = (req: IncomingMessage, body: Buffer | Readable, handlers: UpstreamHandlers, requestId?: string, fresh?: boolean, keepAlive?: boolean) => ClientRequest;
 
 export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpstream {
-  const { upstream, agent, freshAgent, connectTimeoutMs } = options;
+  const { upstream, connections, connectTimeoutMs } = options;
   const request = upstream.protocol === 'https:' ? https.request : http.request;
   const hostname = upstream.hostname.startsWith('[') ? upstream.hostname.slice(1, -1) : upstream.hostname;
   const port = upstream.port === '' ? (upstream.protocol === 'https:' ? 443 : 80) : Number(upstream.port);
@@ -56,7 +87,7 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     if (connectTimeoutMs > 0 && socket.connecting) connectTimeout(socket, connectTimeoutMs);
   };
 
-  return (req, body, handlers, requestId, fresh = false) => {
+  return (req, body, handlers, requestId, fresh = false, keepAlive = true) => {
     const held = Buffer.isBuffer(body);
     const filter = requestId === undefined ? (held ? HELD : STREAMED) : held ? HELD_WITH_ID : STREAMED_WITH_ID;
     // As the client wrote them (hop-by-hop ones, `trailer` among them, dropped), then ours.
@@ -64,11 +95,13 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     headers.push('host', host);
     if (held) headers.push('content-length', String(body.length));
     if (requestId !== undefined) headers.push('x-request-id', requestId);
-    const proxyReq = request({ hostname, port, method: req.method, path: join(req.url ?? '/'), headers, agent: fresh ? freshAgent : agent });
+    const proxyReq = request({ hostname, port, method: req.method, path: join(req.url ?? '/'), headers, agent: fresh ? connections.fresh : connections.agentFor(req.socket, keepAlive) });
     // Every header of the upstream's head, not Node's first 1000 (the rest, content-type among
     // them, would be dropped unsaid); its size stays bounded by the parser's maxHeaderSize.
     proxyReq.maxHeadersCount = 0;
+    proxyReq.on('socket', sent);
     proxyReq.on('socket', onSocket);
+    proxyReq.on('information', informed);
     const onError = (error: NodeJS.ErrnoException): void => {
       // The client went away mid-upload: its response's 'close' accounts for it.
       if (req.socket.destroyed && error.code === 'ECONNRESET') {

@@ -59,7 +59,9 @@ class ScrapeError extends Error {
 export async function fetchText(url: URL, timeoutMs: number, maxBytes: number): Promise<string> {
   let res: Response;
   try {
-    res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'text/plain;version=0.0.4, application/json;q=0.5' } });
+    // A connection per scrape, closed after it: a thread-per-connection engine (llama.cpp) would
+    // otherwise keep one of its few threads for the idle scrape connection between scrapes.
+    res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'text/plain;version=0.0.4, application/json;q=0.5', connection: 'close' } });
   } catch (error) {
     const timedOut = (error as Error).name === 'TimeoutError';
     throw new ScrapeError(timedOut ? 'timeout' : 'unreachable', timedOut ? `no answer within ${timeoutMs} ms` : String((error as Error).cause ?? error));

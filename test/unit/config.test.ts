@@ -45,6 +45,13 @@ describe('loadConfig', () => {
     });
   });
 
+  it('reads INFERMETER_UPSTREAM_CONNECTIONS: mirror by default, pool or close, anything else refused by name', () => {
+    assert.equal(loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000' }).upstreamConnections, 'mirror');
+    assert.equal(loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000', INFERMETER_UPSTREAM_CONNECTIONS: 'Pool' }).upstreamConnections, 'pool');
+    assert.equal(loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000', INFERMETER_UPSTREAM_CONNECTIONS: 'close' }).upstreamConnections, 'close');
+    assert.throws(() => loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000', INFERMETER_UPSTREAM_CONNECTIONS: 'shared' }), /INFERMETER_UPSTREAM_CONNECTIONS: expected mirror, pool, close/);
+  });
+
   it('collects every bad value into one error naming each variable', () => {
     try {
       loadConfig({

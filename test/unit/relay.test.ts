@@ -2,11 +2,13 @@
 // reach the socket: one per turn of the event loop, however many upstream chunks it brought.
 import assert from 'node:assert/strict';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { once } from 'node:events';
+import net, { type AddressInfo, type Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
 import { relay } from '../../src/data-plane/relay.ts';
 import { createUsageStrip, type BodyFilter } from '../../src/stream-tap/usage-strip.ts';
+import { startProxy } from '../helpers/proxy-harness.ts';
 
 interface Stage {
   readonly upstream: PassThrough;
@@ -134,5 +136,57 @@ describe('relay', () => {
     assert.equal(received, `${tokens}data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n`);
     assert.equal(stripped, usage.length);
     assert.ok(s.tapped.join('').includes(usage), 'the tap reads the usage it needs');
+  });
+
+  it("writes the last event and the body's end in one write when they came in one read (the parser marks the body complete)", async (t) => {
+    const s = await stage(t);
+    await turn();
+    s.upstream.write('data: a\n\n');
+    await turn();
+    const before = s.socketWrites();
+    // As node's HTTP parser does when one read holds the last chunk and the terminator: the
+    // chunk pushed, the message marked complete, the end pushed, all in one go.
+    s.upstream.write('data: [DONE]\n\n');
+    (s.upstream as PassThrough & { complete?: boolean }).complete = true;
+    s.upstream.end();
+    assert.equal(await s.received, 'data: a\n\ndata: [DONE]\n\n');
+    assert.equal(s.socketWrites() - before, 1, 'the last event and the chunked terminator: one write');
+    assert.equal(s.lastWrite.length, 1);
+    assert.equal(s.lastWrite[0]!.writes, before, 'the end of e2e stamped before that one write');
+    await s.tapEnded;
+    assert.equal(s.tapped.join(''), 'data: a\n\ndata: [DONE]\n\n');
+  });
+
+  it("through infermeter, a stream whose last events and end came in one read ends in one write to the client, its usage chunk stripped or not (issue 29)", async (t) => {
+    const chunk = (text: string): string => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+    const upstream = net.createServer((socket) => {
+      socket.on('error', () => undefined);
+      socket.once('data', () => {
+        socket.write(`HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunk('data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n')}`);
+        // The usage chunk, [DONE] and the terminator in one write, a moment later.
+        setTimeout(() => socket.end(`${chunk('data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\n')}${chunk('data: [DONE]\n\n')}0\r\n\r\n`), 20);
+      });
+    });
+    upstream.listen(0, '127.0.0.1');
+    await once(upstream, 'listening');
+    t.after(() => upstream.close());
+    const app = await startProxy(t, `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`);
+    const writes: number[] = [];
+    app.dataServer!.on('connection', (socket: Socket & { _writeGeneric(...args: unknown[]): unknown }) => {
+      const original = socket._writeGeneric;
+      socket._writeGeneric = function (this: unknown, ...args: unknown[]) {
+        writes.push(performance.now());
+        return original.apply(this, args);
+      };
+    });
+    for (const includeUsage of [true, false]) {
+      writes.length = 0;
+      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'm', stream: true, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) }) });
+      const text = await res.text();
+      assert.match(text, /data: \[DONE\]\n\n$/);
+      assert.equal(text.includes('"usage"'), includeUsage, 'the injected usage chunk stripped');
+      // The head with the first event, then the rest with the end.
+      assert.equal(writes.length, 2, `include_usage ${includeUsage}: socket writes ${writes.length}`);
+    }
   });
 });

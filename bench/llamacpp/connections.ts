@@ -1,0 +1,114 @@
+// The connections table of the real-engine run (issue 29): the same client habits sent directly
+// to llama-server and through infermeter (one instance per upstream connection policy), side by
+// side in one run, rounds interleaved: a connection per request (curl, most scripts) and a
+// kept-alive pool, streamed and not, one at a time and above the engine's HTTP threads. p50 /
+// p90 / max of the client's whole request, and how many took over 1 s; and the margins of
+// issue 29's Done-when checked for the default policy.
+import http from 'node:http';
+import { ask, type Answer } from './client.ts';
+import { prompt } from './scenarios.ts';
+
+export interface ConnectionCell {
+  readonly habit: 'fresh' | 'kept-alive';
+  readonly stream: boolean;
+  readonly concurrency: number;
+  readonly requests: number;
+}
+
+export const CONNECTION_CELLS: readonly ConnectionCell[] = (['fresh', 'kept-alive'] as const).flatMap((habit) =>
+  [false, true].flatMap((stream) => [
+    { habit, stream, concurrency: 1, requests: 30 },
+    { habit, stream, concurrency: 8, requests: 48 },
+  ]),
+);
+
+export const cellName = (c: ConnectionCell): string => `${c.habit === 'fresh' ? 'connection per request' : 'kept-alive pool'}, ${c.stream ? 'streamed' : 'not streamed'}, c${c.concurrency}`;
+
+/** One way of a cell: what the clients saw. */
+export interface WayResult {
+  readonly times: number[];
+  readonly failed: number;
+}
+
+const ROUNDS = 2;
+/** llama.cpp's keep-alive idle timeout (cpp-httplib's 5 s), and a margin. */
+const ENGINE_IDLE_MS = 5500;
+const MAX_TOKENS = 8;
+
+/** A cell sent to every base, `ROUNDS` interleaved rounds (the order rotated each round). */
+export async function runCell(bases: ReadonlyArray<{ name: string; url: string }>, cell: ConnectionCell, model: string, key: string): Promise<Map<string, WayResult>> {
+  const out = new Map<string, { times: number[]; failed: number }>(bases.map((b) => [b.name, { times: [], failed: 0 }]));
+  const perRound = Math.ceil(cell.requests / ROUNDS);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (let k = 0; k < bases.length; k++) {
+      const base = bases[(k + round) % bases.length]!;
+      const agent = cell.habit === 'fresh' ? new http.Agent({ keepAlive: false }) : new http.Agent({ keepAlive: true, maxSockets: cell.concurrency });
+      try {
+        const answers = await sendMany(base.url, cell, perRound, model, `${key}-${base.name}-${round}`, agent);
+        const into = out.get(base.name)!;
+        for (const a of answers) {
+          if (a.status === 200 && a.complete && a.e2eMs !== undefined) into.times.push(a.e2eMs);
+          else into.failed++;
+        }
+      } finally {
+        agent.destroy();
+      }
+      // The engine keeps a thread for each connection until it closes or idles 5 s: a way that
+      // left idle connections (the `pool` policy) would hold threads into the next way.
+      await new Promise((resolve) => setTimeout(resolve, ENGINE_IDLE_MS));
+    }
+  }
+  return out;
+}
+
+async function sendMany(base: string, cell: ConnectionCell, requests: number, model: string, key: string, agent: http.Agent): Promise<Answer[]> {
+  const answers: Answer[] = [];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < requests) {
+      const i = next++;
+      answers[i] = await ask(base, { api: 'chat', stream: cell.stream, includeUsage: false, prompt: prompt(`${key}-${i}`, i), maxTokens: MAX_TOKENS, model, requestId: `${key}-${i}` }, 60_000, agent);
+    }
+  };
+  await Promise.all(Array.from({ length: cell.concurrency }, worker));
+  return answers;
+}
+
+export function quantile(values: readonly number[], q: number): number | undefined {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+}
+
+const f = (n: number | undefined): string => (n === undefined ? '–' : n.toFixed(1));
+const figures = (w: WayResult): string => `${f(quantile(w.times, 0.5))} / ${f(quantile(w.times, 0.9))} / ${f(w.times.length === 0 ? undefined : Math.max(...w.times))} / ${w.times.filter((ms) => ms > 1000).length}${w.failed > 0 ? ` (${w.failed} failed)` : ''}`;
+
+/** The table: one row per cell, a column per way. */
+export function connectionsTable(cells: ReadonlyArray<{ cell: ConnectionCell; ways: Map<string, WayResult> }>, ways: readonly string[]): string {
+  const out = [`| client, answer, concurrency | ${ways.map((w) => `${w}: p50 / p90 / max ms / over 1 s`).join(' | ')} |`, `|---|${ways.map(() => '---|').join('')}`];
+  for (const { cell, ways: results } of cells) out.push(`| ${cellName(cell)} | ${ways.map((w) => figures(results.get(w)!)).join(' | ')} |`);
+  return out.join('\n');
+}
+
+/** Issue 29's Done-when margins, for `proxied` against `direct`: one line per margin, pass or fail. */
+export function marginLines(cells: ReadonlyArray<{ cell: ConnectionCell; ways: Map<string, WayResult> }>, direct: string, proxied: string): string[] {
+  const lines: string[] = [];
+  const check = (cell: ConnectionCell, what: 'p50' | 'p90' | 'max', margin: number): void => {
+    const found = cells.find((c) => c.cell.habit === cell.habit && c.cell.stream === cell.stream && c.cell.concurrency === cell.concurrency);
+    if (found === undefined) return;
+    const d = found.ways.get(direct)!;
+    const p = found.ways.get(proxied)!;
+    const pick = (w: WayResult): number | undefined => (what === 'max' ? (w.times.length === 0 ? undefined : Math.max(...w.times)) : quantile(w.times, what === 'p50' ? 0.5 : 0.9));
+    const dv = pick(d);
+    const pv = pick(p);
+    const ok = dv !== undefined && pv !== undefined && pv <= dv + margin && p.failed <= d.failed;
+    lines.push(`- ${cellName(cell)}: ${proxied} ${what === 'p50' ? 'median' : what} ${f(pv)} ms <= ${direct} ${f(dv)} + ${margin} ms: ${ok ? 'pass' : 'FAIL'}`);
+  };
+  for (const habit of ['fresh', 'kept-alive'] as const) {
+    check({ habit, stream: false, concurrency: 8, requests: 0 }, 'p90', 10);
+    check({ habit, stream: false, concurrency: 8, requests: 0 }, 'max', 100);
+    check({ habit, stream: false, concurrency: 1, requests: 0 }, 'p50', 5);
+    check({ habit, stream: true, concurrency: 8, requests: 0 }, 'p90', 10);
+  }
+  return lines;
+}

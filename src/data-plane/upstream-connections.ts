@@ -1,0 +1,81 @@
+// Which upstream connection a request goes out on (INFERMETER_UPSTREAM_CONNECTIONS, issue 29).
+// Many engine servers give each connection a thread until it closes or idles (cpp-httplib, in
+// llama.cpp's llama-server: max(slots + 2, cores - 1) threads, 5 s idle): an upstream connection
+// the proxy keeps idle holds a thread that a client then waits for, up to 5 s. The default,
+// `mirror`, gives each client connection upstream connections of its own: reused only for that
+// client connection's next requests, closed when it closes, and `Connection: close` upstream
+// when the client asked for it. The engine then sees the connections it would see directly: a
+// client with a connection per request gets a fresh upstream connection per request (no thread
+// held, no delayed-ACK stall of a reused connection it would not meet directly), a client that
+// keeps its connection gets a kept one. `pool` is one shared keep-alive pool (a client's connect
+// saved, at the cost of idle connections the engine keeps threads for); `close` a new
+// connection per request. Measured side by side in docs/real-engines.md and docs/performance.md.
+import http from 'node:http';
+import https from 'node:https';
+import type { Socket } from 'node:net';
+
+export type UpstreamConnectionPolicy = 'mirror' | 'pool' | 'close';
+export const UPSTREAM_CONNECTION_POLICIES: readonly UpstreamConnectionPolicy[] = ['mirror', 'pool', 'close'];
+
+export interface UpstreamConnections {
+  /** The agent a request from `client` goes out through; `keepAlive`: the client's connection stays open after it. */
+  agentFor(client: Socket, keepAlive: boolean): http.Agent;
+  /** An agent that opens a new connection for each request and keeps none: a retry's. */
+  readonly fresh: http.Agent;
+  /** Upstream connections open now, idle or busy (for tests and the bench). */
+  open(): number;
+  /** Closes every upstream connection. */
+  destroy(): void;
+}
+
+export interface UpstreamConnectionsOptions {
+  readonly policy: UpstreamConnectionPolicy;
+  readonly https: boolean;
+  /** CA certificates of an https upstream (with the system's), or {} */
+  readonly tls: { readonly ca?: string[] };
+}
+
+export function createUpstreamConnections(options: UpstreamConnectionsOptions): UpstreamConnections {
+  const { policy, tls } = options;
+  const make = (keepAlive: boolean, scheduling?: 'lifo'): http.Agent => (options.https ? new https.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }), ...tls }) : new http.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }) }));
+  const fresh = make(false);
+  // The pool (LIFO: the warmest connection first). Node's agent honours an upstream's
+  // `Keep-Alive: timeout` hint itself: it drops an idle connection a second before the upstream would.
+  const pool = policy === 'pool' ? make(true, 'lifo') : undefined;
+  const own = new Map<Socket, http.Agent>();
+
+  const agentFor = (client: Socket, keepAlive: boolean): http.Agent => {
+    if (pool !== undefined) return pool;
+    if (policy === 'close') return fresh;
+    const mine = own.get(client);
+    if (mine !== undefined) return mine;
+    // The client's last request on this connection: the upstream's is its last too.
+    if (!keepAlive) return fresh;
+    const agent = make(true);
+    own.set(client, agent);
+    client.once('close', () => {
+      own.delete(client);
+      agent.destroy();
+    });
+    return agent;
+  };
+
+  const count = (agent: http.Agent): number => {
+    let n = 0;
+    for (const list of Object.values(agent.sockets)) n += list?.length ?? 0;
+    for (const list of Object.values(agent.freeSockets)) n += list?.length ?? 0;
+    return n;
+  };
+
+  return {
+    agentFor,
+    fresh,
+    open: () => count(fresh) + (pool === undefined ? 0 : count(pool)) + [...own.values()].reduce((n, agent) => n + count(agent), 0),
+    destroy() {
+      fresh.destroy();
+      pool?.destroy();
+      for (const agent of own.values()) agent.destroy();
+      own.clear();
+    },
+  };
+}

@@ -1,0 +1,158 @@
+// Neutral in time in front of a thread-per-connection engine (issue 29): llama.cpp's server gives
+// each connection a thread until it closes or idles 5 s, and writes a non-streamed answer's head
+// and body in two writes with Nagle on. A client must not wait longer through infermeter than it
+// waits directly: not for a thread an idle upstream connection holds (a 5 s stall), not for a
+// delayed ACK on a reused upstream connection (40 ms) it would not meet directly. The stand-in is
+// test/helpers/thread-per-connection.ts. Client, proxy and stand-in share one process on what
+// may be a loaded machine, where infermeter's own CPU time stretches with the load (on a 2-core
+// machine at a load of 10, proxied p90s of 2 to 3 times direct's, from CPU alone): the times are
+// held to the stalls they catch (none over 1 s, no connection waiting 1 s for a thread, no 40 ms
+// gap one after another), not to a few milliseconds; the p90 and max margins of issue 29 are a
+// benchmark's, checked against the real llama.cpp by `npm run bench:llamacpp`
+// (docs/real-engines.md).
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { describe, it } from 'node:test';
+import { startProxy } from '../helpers/proxy-harness.ts';
+import { startThreadServer } from '../helpers/thread-per-connection.ts';
+
+const THREADS = 4;
+const CHAT = '/v1/chat/completions';
+const NON_STREAMED = '{"model":"m","messages":[{"role":"user","content":"hi"}]}';
+const STREAMED = '{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}';
+
+/** One request's time from sending to the response's end (ms); rejects on a failure or after 20 s. */
+function timed(base: string, path: string, body: string | undefined, agent: http.Agent): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const headers: Record<string, string | number> = body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+    const req = http.request(new URL(path, base), { method: body === undefined ? 'GET' : 'POST', agent, headers }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`status ${res.statusCode}`))));
+      res.on('error', reject);
+    });
+    req.setTimeout(20_000, () => req.destroy(new Error('no answer within 20 s')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** `requests` requests, `concurrency` at a time; their times in the order they were sent. */
+async function run(base: string, path: string, body: string | undefined, concurrency: number, requests: number, agent: http.Agent): Promise<number[]> {
+  const times: number[] = [];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < requests) {
+      const i = next++;
+      times[i] = await timed(base, path, body, agent);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return times;
+}
+
+/** Resolves once `done()` holds, checked after each turn of I/O (at most 2000 turns, about 2 s). */
+async function until(done: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 2000 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 1));
+  assert.ok(done(), what);
+}
+
+function quantile(values: readonly number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+}
+
+const summary = (v: readonly number[]): string => `p50 ${quantile(v, 0.5).toFixed(1)} / p90 ${quantile(v, 0.9).toFixed(1)} / max ${Math.max(...v).toFixed(1)} ms`;
+
+/** Direct first, then through infermeter; twice, interleaved, so that neither way has the quieter machine. */
+async function sideBySide(direct: string, proxied: string, path: string, body: string | undefined, concurrency: number, requests: number, keepAlive: boolean): Promise<{ direct: number[]; proxied: number[] }> {
+  const out = { direct: [] as number[], proxied: [] as number[] };
+  for (let round = 0; round < 4; round++) {
+    for (const [way, base] of [['direct', direct], ['proxied', proxied]] as const) {
+      // A fresh-connection client's agent has no socket limit: with one, Node's agent hands a
+      // freed socket to a queued request, keep-alive or not.
+      const agent = keepAlive ? new http.Agent({ keepAlive, maxSockets: concurrency }) : new http.Agent({ keepAlive });
+      try {
+        out[way].push(...(await run(base, path, body, concurrency, requests / 4, agent)));
+      } finally {
+        agent.destroy();
+      }
+    }
+  }
+  return out;
+}
+
+describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle on)', () => {
+  for (const [kind, body] of [['non-streamed', NON_STREAMED], ['streamed', STREAMED]] as const) {
+    it(`fresh-connection clients, ${kind}, concurrency 6: no request waits for a thread an idle upstream connection holds`, async (t) => {
+      const engine = await startThreadServer(t, { threads: THREADS, workMs: 10 });
+      const app = await startProxy(t, engine.url);
+      const times = await sideBySide(engine.url, app.dataUrl, CHAT, body, 6, 48, false);
+      const message = `direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
+      assert.deepEqual(times.proxied.filter((ms) => ms > 1000), [], `no request over 1 s (${message})`);
+      assert.ok(engine.stats.maxQueueMs < 1000, `no connection waited 1 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
+    });
+  }
+
+  it('fresh-connection clients, the pass-through route (GET /v1/models), concurrency 6: no request over 1 s', async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 10 });
+    const app = await startProxy(t, engine.url);
+    const times = await sideBySide(engine.url, app.dataUrl, '/v1/models', undefined, 6, 48, false);
+    const message = `direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
+    assert.deepEqual(times.proxied.filter((ms) => ms > 1000), [], `no request over 1 s (${message})`);
+    assert.ok(engine.stats.maxQueueMs < 1000, `no connection waited 1 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
+  });
+
+  it("a client connection's upstream connection is its own: reused for its next requests, closed when it closes; INFERMETER_UPSTREAM_CONNECTIONS=close opens one per request", async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
+    const app = await startProxy(t, engine.url);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    await run(app.dataUrl, CHAT, NON_STREAMED, 1, 3, agent);
+    await run(app.dataUrl, '/v1/models', undefined, 1, 2, agent);
+    assert.equal(engine.stats.connections, 1, 'one client connection, one upstream connection (both routes)');
+    assert.equal(engine.open(), 1);
+    agent.destroy();
+    await until(() => engine.open() === 0, 'the upstream connection closes with the client connection');
+    const closing = await startThreadServer(t, { threads: THREADS, workMs: 1 });
+    const app2 = await startProxy(t, closing.url, { INFERMETER_UPSTREAM_CONNECTIONS: 'close' });
+    const kept = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => kept.destroy());
+    await run(app2.dataUrl, CHAT, NON_STREAMED, 1, 3, kept);
+    assert.equal(closing.stats.connections, 3, 'close: a connection per request');
+  });
+
+  it("the engine scraper's connection is not open between scrapes, and a slow scrape delays no client", async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 10, metricsDelayMs: 600 });
+    const app = await startProxy(t, engine.url, { INFERMETER_UPSTREAM_METRICS: `${engine.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600' });
+    const scraper = app.metrics.engineScraper!;
+    // Two clients at a time (the scrape takes a third thread of four), during the slow scrapes.
+    const scrapes = (async () => {
+      for (let i = 0; i < 3; i++) await scraper.scrapeOnce();
+    })();
+    const during = await run(app.dataUrl, CHAT, NON_STREAMED, 2, 40, new http.Agent({ keepAlive: false }));
+    await scrapes;
+    assert.ok(engine.stats.scrapes >= 3, `scraped (${engine.stats.scrapes})`);
+    assert.equal(engine.stats.scrapesOnKeptConnection, 0, "every scrape on a connection of its own, closed after it");
+    await until(() => engine.openScrapeConnections() === 0, 'no scrape connection left open');
+    assert.deepEqual(during.filter((ms) => ms > 500), [], `no client request waited for a scrape (${summary(during)})`);
+  });
+
+  it('fresh-connection clients, non-streamed, one after another: no delayed-ACK gap the client would not meet directly', async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
+    const app = await startProxy(t, engine.url);
+    const times = await sideBySide(engine.url, app.dataUrl, CHAT, NON_STREAMED, 1, 30, false);
+    const message = `direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
+    assert.ok(quantile(times.proxied, 0.5) <= quantile(times.direct, 0.5) + 20, `median within 20 ms of direct (${message})`);
+  });
+
+  it('kept-alive clients, non-streamed, one after another and at the engine\'s threads: never worse than directly', async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
+    const app = await startProxy(t, engine.url);
+    for (const concurrency of [1, THREADS]) {
+      const times = await sideBySide(engine.url, app.dataUrl, CHAT, NON_STREAMED, concurrency, 24, true);
+      const message = `concurrency ${concurrency}: direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
+      assert.deepEqual(times.proxied.filter((ms) => ms > 1000), [], `no request over 1 s (${message})`);
+      assert.ok(quantile(times.proxied, 0.5) <= quantile(times.direct, 0.5) + 20, `median within 20 ms of direct (${message})`);
+    }
+  });
+});
