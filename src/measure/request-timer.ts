@@ -193,7 +193,9 @@ class Timer implements RequestTimer {
   }
 
   responseBody(at?: number): number {
-    const now = at ?? this.clock();
+    // A chunk handed over after the last write was stamped left in that write (the relay holds
+    // the last read to send it with the end): its time is that write's, never after e2e's end.
+    const now = at ?? this.finishedAt ?? this.clock();
     if (this.closed) return now;
     if (at === undefined && this.arrivedAt !== undefined) {
       this.overheadMs += now - this.arrivedAt;

@@ -52,6 +52,27 @@ describe('request timer', () => {
     assert.deepEqual([s.promptTokens, s.completionTokens, s.usageSource, s.tokenEvents], [7, 9, 'upstream', 5]);
   });
 
+  // Found merging issue 29 (the last read held to leave with the end) with issue 32 (a chunk's
+  // time is its write's): the tap, handed the last read after the last write, stamped its token
+  // after e2e's end.
+  it('gives a chunk handed over after the last write that write\'s time: its token never after e2e', () => {
+    const h = harness();
+    h.timer.identify('m', true);
+    h.timer.responseHeaders(200, true);
+    h.at(100);
+    h.timer.responseBody();
+    h.timer.tokenEvent();
+    h.at(200);
+    h.timer.responseFinished(); // just before the last write
+    h.at(201);
+    h.timer.responseBody(); // the last read, handed to the tap after that write
+    h.timer.tokenEvent();
+    h.timer.usage({ promptTokens: 1, completionTokens: 2 });
+    h.timer.close(true);
+    assert.equal(h.sample.e2e, 0.2);
+    assert.ok(h.sample.lastToken! <= h.sample.e2e!, `last token ${h.sample.lastToken} <= e2e ${h.sample.e2e}`);
+  });
+
   it('ends TTFB when the head is written to the client where the route says so, else at the upstream head', () => {
     const h = harness();
     h.timer.identify('m', true);
