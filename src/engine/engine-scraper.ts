@@ -2,7 +2,7 @@
 // and a size cap: the engine state for the MindIE families and /metrics-json, and (optionally)
 // the whole exposition to relay below infermeter's own. Its health is visible as metrics; the
 // log says once when the engine's metrics cannot be read, and once when they can again.
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from '@prometheus-io/client';
 import type { Logger } from '../log.ts';
 import { dropDuplicateSeries, formatExposition, parseExposition, seriesNames, type Family } from './exposition-parser.ts';
 import { readEngineState, readMindieJson, type EngineSnapshot } from './engine-state.ts';

@@ -1,7 +1,7 @@
 // The exposer_* families of MindIE's Chinese spec edition: how /metrics itself is used. The bytes and
 // latency of a scrape are counted once it is served, so a scrape shows those of the scrapes
 // before it; exposer_scrapes_total includes the scrape being served.
-import { Counter, Summary, type Registry } from 'prom-client';
+import { Counter, Summary, type Registry } from '@prometheus-io/client';
 
 export interface Exposer {
   /** Call when a scrape starts; returns the function to call with the size of what was sent. */

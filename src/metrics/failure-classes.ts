@@ -4,7 +4,7 @@
 // cut upstream, an answer that is not HTTP, an error event in a 2xx stream, a worker that died)
 // is the service's. Alerts that page are written on server failures only. MindIE's
 // request_failed_total keeps the spec's meaning (every failed request).
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { FailureReason, RequestSample } from '../measure/sample.ts';
 import { registerDerived } from './families.ts';
 import type { MeasurementState, SampleObserver } from './recorder.ts';

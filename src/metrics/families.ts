@@ -1,12 +1,12 @@
-// Metric families that plug into a prom-client Registry through its collector interface
-// (`name` + `get()`), for what prom-client's own classes do not do:
+// Metric families that plug into a Prometheus client (@prometheus-io/client) Registry through its collector interface
+// (`name` + `get()`), for what the client's own classes do not do:
 // - a histogram whose observe() takes a weight, so that one request can add completion_tokens - 1
 //   observations of its TPOT in O(1), as MindIE counts time_per_output_token_seconds;
 // - counters and gauges computed at scrape time from the shared measurement state, so that every
 //   dialect reads the same numbers and none can drift from another;
 // - exemplars: a histogram observed with a request's id keeps, per bucket, the last such
 //   observation (id, value, wall-clock time), written only into OpenMetrics renders.
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import { escapeLabelValue, formatLabels, formatValue, header } from './text-format.ts';
 
 type MetricType = 'counter' | 'gauge' | 'histogram';
@@ -29,7 +29,7 @@ export interface Family {
   readonly name: string;
   readonly help: string;
   readonly type: MetricType;
-  /** prom-client's collector interface (JSON, cluster aggregation). */
+  /** the client's collector interface (JSON, cluster aggregation). */
   get(): Collected;
   /**
    * The family in the text format, HELP and TYPE included; what /metrics serves. With
@@ -76,7 +76,7 @@ export interface DerivedOptions {
   readonly help: string;
   /** 'histogram' for samples computed whole (`_bucket`, `_sum`, `_count` as each value's metricName). */
   readonly type: MetricType;
-  /** How prom-client's cluster aggregation combines workers' values. */
+  /** How the client's cluster aggregation combines workers' values. */
   readonly aggregator?: Collected['aggregator'];
   /** Called at every scrape; returns the samples of the family. */
   readonly collect: () => MetricValue[];
@@ -217,7 +217,7 @@ function seriesText(s: Series, p: readonly string[], n: number, exemplars = fals
   return `${out}${p[n]}${s.count}${exemplarText(e, n)}\n${p[n + 1]}${formatValue(s.sum)}\n${p[n + 2]}${s.count}\n`;
 }
 
-/** A series as prom-client's MetricValue list (for get()). */
+/** A series as the client's MetricValue list (for get()). */
 function seriesValues(name: string, s: Series, bounds: Float64Array, labels: Readonly<Record<string, string>>): MetricValue[] {
   const values: MetricValue[] = [];
   let cumulative = 0;

@@ -4,7 +4,7 @@
 // and, with per-tenant metering, per tenant and model. Observed when that output arrives (as
 // TTFT is at the first token), on the TTFT buckets (their override included), so that the two
 // compare bucket by bucket.
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { RequestInfo } from '../measure/sample.ts';
 import { bucketsFor, type BucketOverrides } from './buckets.ts';
 import { registerHistogram, registerLabelledHistogram } from './families.ts';

@@ -5,7 +5,7 @@
 // whose model_name and tenant are already bounded by their guards, so the series are at most
 // models x (4 verdicts + 3 SLOs + 1 + 3 exclusions) and tenants x models x 4. With workers the
 // recorder is the primary's: the counts are exact, a worker's lost requests `failed`.
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import { SLO_KEYS, type SloKey } from '../config/slo-config.ts';
 import type { RequestSample } from '../measure/sample.ts';
 import type { SloPolicy } from '../slo/slo-policy.ts';

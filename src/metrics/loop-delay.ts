@@ -6,7 +6,7 @@
 // at the family's bounds are taken from its percentiles (never reset: a reset loses the delay
 // that spans it), so the family is an ordinary cumulative Prometheus histogram.
 import { monitorEventLoopDelay, type ELDHistogram } from 'node:perf_hooks';
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { Family, MetricValue } from './families.ts';
 import { formatValue, header } from './text-format.ts';
 

@@ -1,6 +1,6 @@
-// Builds the metrics of one infermeter: a prom-client Registry of its own (never the global
+// Builds the metrics of one infermeter: a Prometheus client (@prometheus-io/client) Registry of its own (never the global
 // one), the shared measurement state, the enabled dialects and infermeter's own families.
-import { Counter, Registry } from 'prom-client';
+import { Counter, Registry } from '@prometheus-io/client';
 import type { AomOptions, DialectName } from '../config/config.ts';
 import type { Clock } from '../measure/clock.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
@@ -298,7 +298,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     return relayOm.om;
   };
   async function* renderPieces(openMetrics = false): AsyncGenerator<string> {
-    // Our families write their own text (label strings built once per series); prom-client
+    // Our families write their own text (label strings built once per series); the client
     // formats its own metric types.
     let piece = '';
     let sliceStart = performance.now();

@@ -7,7 +7,7 @@
 // last export is awaited, bounded.
 import type { Attributes, Histogram } from '@opentelemetry/api';
 import type { AggregationOption, AggregationTemporality, InstrumentType, PushMetricExporter, ResourceMetrics } from '@opentelemetry/sdk-metrics';
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { OtlpExportConfig } from '../config/otel-config.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';

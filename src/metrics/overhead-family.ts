@@ -7,7 +7,7 @@
 // takes at the write anyway; observed when the request finishes, from its sample. What it
 // leaves out, the kernel's and libuv's part of the hop (the poll's wake-up, the send on the tick
 // after the write), is what bench:fidelity's tcpdump legs add to it (docs/performance.md).
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { RequestSample } from '../measure/sample.ts';
 import { bucketsFor, type BucketOverrides } from './buckets.ts';
 import { registerLabelledHistogram } from './families.ts';

@@ -1,7 +1,7 @@
 // infermeter's own families: what happened to traffic that the measurement could not read,
-// so that nothing is lost silently. Incremented rarely (per fault), so prom-client's labelled
+// so that nothing is lost silently. Incremented rarely (per fault), so the client's labelled
 // counters are fine here.
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from '@prometheus-io/client';
 import type { HeldBodyUse } from '../data-plane/body-budget.ts';
 import type { ClientErrorKind } from '../data-plane/data-plane.ts';
 import type { ResendReason } from '../data-plane/lifecycle.ts';

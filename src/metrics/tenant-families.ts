@@ -3,7 +3,7 @@
 // whose tenant and model_name are already bounded (the tenant guard: at most
 // INFERMETER_MAX_TENANTS values besides the aliased ones, `none` and `other`; the model guard
 // likewise), so the series are at most tenants x models x (5 counters + 2 histograms).
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { Outcome, RequestInfo, RequestSample } from '../measure/sample.ts';
 import { bucketsFor, type BucketOverrides } from './buckets.ts';
 import { registerDerived, registerLabelledHistogram, type MetricValue } from './families.ts';

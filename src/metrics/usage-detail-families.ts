@@ -4,7 +4,7 @@
 // per-tenant metering, per tenant and model. Only what the upstream stated is added: a model's
 // series appears once its usage reported the field (0 included), so an absent series means
 // "not reported", never "none".
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { RequestSample } from '../measure/sample.ts';
 import { registerDerived, type MetricValue } from './families.ts';
 import type { SampleObserver } from './recorder.ts';

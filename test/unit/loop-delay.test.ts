@@ -3,7 +3,7 @@
 // add up.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Registry } from 'prom-client';
+import { Registry } from '@prometheus-io/client';
 import { addReadings, createLoopDelayMonitor, LOOP_DELAY_BUCKETS, registerLoopDelay, type LoopDelayReading } from '../../src/metrics/loop-delay.ts';
 import { parseExposition } from '../helpers/exposition.ts';
 

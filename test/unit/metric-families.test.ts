@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Registry } from 'prom-client';
+import { Registry } from '@prometheus-io/client';
 import { registerDerived, registerHistogram } from '../../src/metrics/families.ts';
 import { createSlidingSum } from '../../src/metrics/sliding-sum.ts';
 

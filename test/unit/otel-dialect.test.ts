@@ -5,7 +5,7 @@
 // upstream's answer and bounded like model_name, and the OTEL_* configuration.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Registry } from 'prom-client';
+import { Registry } from '@prometheus-io/client';
 import { ConfigError, loadConfig, VARIABLES } from '../../src/config/config.ts';
 import { classifyBody, classifyEvent } from '../../src/measure/openai-events.ts';
 import { createRequestTimer, type RequestTimer } from '../../src/measure/request-timer.ts';

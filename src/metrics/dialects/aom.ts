@@ -3,7 +3,7 @@
 // container resource gauges, with Table 3/4's service labels. Same measurement as every other
 // dialect: this module only maps names, units and labels.
 import { availableParallelism, totalmem } from 'node:os';
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { AomOptions } from '../../config/config.ts';
 import type { InferenceApi, RequestSample } from '../../measure/sample.ts';
 import { bucketsFor, type HistogramFamily } from '../buckets.ts';

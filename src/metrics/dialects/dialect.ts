@@ -4,7 +4,7 @@
 // write a DialectFactory and list it in dialectFactory (metrics/metrics.ts). The context is what
 // every dialect shares; a dialect's own options (AOM's labels, OTel's attributes) are its
 // factory's own argument, so no dialect knows another.
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { BucketOverrides } from '../buckets.ts';
 import type { EngineView } from '../../engine/engine-scraper.ts';
 import type { MeasurementState, SampleObserver } from '../recorder.ts';

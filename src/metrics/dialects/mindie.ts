@@ -6,7 +6,7 @@
 // (the engine's figures where it reports them, waiting never below what the proxy sees). infermeter's additions in the same style:
 // request_cancelled_total{phase}, request_no_first_token_total{reason},
 // inter_token_latency_seconds and time_to_first_byte_seconds.
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { EngineFamily } from '../../engine/engine-map.ts';
 import { inFlightNow } from '../in-flight.ts';
 import { bucketsFor, type HistogramFamily } from '../buckets.ts';

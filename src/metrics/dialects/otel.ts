@@ -7,7 +7,7 @@
 // gives them (dots to underscores, the unit `s` as a `_seconds` suffix, `{token}` dropped); the
 // OTLP export (otlp-export.ts) records the very same measurements from the same mapping.
 // Observed once per finished request; nothing here runs on the data path.
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { InferenceApi, RequestSample } from '../../measure/sample.ts';
 import { bucketsFor, type HistogramFamily } from '../buckets.ts';
 import { registerLabelledHistogram, type LabelledHistogram } from '../families.ts';

@@ -6,7 +6,7 @@
 // where MindIE's is one per token). The queue and scheduler figures come from the engine's own
 // /metrics when it is read, as in the MindIE dialect; the request phases from the engine's own
 // timings where its answers carry them (llama.cpp), else from the proxy's estimate.
-import type { Registry } from 'prom-client';
+import type { Registry } from '@prometheus-io/client';
 import type { EngineFamily } from '../../engine/engine-map.ts';
 import { VLLM_ENGINE_ONLY } from '../../engine/vllm-families.ts';
 import { inFlightNow } from '../in-flight.ts';
