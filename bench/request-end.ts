@@ -11,9 +11,9 @@ let now = 0;
 const clock = () => now;
 const us = (ns: bigint, n: number) => (Number(ns) / n / 1000).toFixed(3);
 
-console.log('| dialects | start µs | per token µs | end µs |\n|---|---|---|---|');
-for (const dialects of [['mindie'], ['mindie', 'aom'], ['mindie', 'aom', 'vllm', 'otel']]) {
-  const metrics = createMetrics({
+/** The metrics of one infermeter with these dialects, on the bench's clock, no container sources. */
+const metricsOf = (dialects: Parameters<typeof createMetrics>[0]['dialects']) =>
+  createMetrics({
     clock,
     throughputWindowSeconds: 10,
     version: 'bench',
@@ -22,7 +22,11 @@ for (const dialects of [['mindie'], ['mindie', 'aom'], ['mindie', 'aom', 'vllm',
     aom: { periodSeconds: 30, labels: { service_id: 'bench' } },
     container: { paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' }, hostCpus: 2, hostMemoryBytes: 1, gpu: false, npu: false, run: async () => undefined, now: clock },
     maxModels: 100,
-  } as Parameters<typeof createMetrics>[0]);
+  });
+
+console.log('| dialects | start µs | per token µs | end µs |\n|---|---|---|---|');
+for (const dialects of [['mindie'], ['mindie', 'aom'], ['mindie', 'aom', 'vllm', 'otel']] as const) {
+  const metrics = metricsOf(dialects);
   const run = (n: number, tokens: number) => {
     let start = 0n;
     let token = 0n;
@@ -55,16 +59,7 @@ for (const dialects of [['mindie'], ['mindie', 'aom'], ['mindie', 'aom', 'vllm',
 }
 
 {
-  const metrics = createMetrics({
-    clock,
-    throughputWindowSeconds: 10,
-    version: 'bench',
-    dialects: ['mindie', 'aom', 'vllm', 'otel'],
-    buckets: {},
-    aom: { periodSeconds: 30, labels: { service_id: 'bench' } },
-    container: { paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' }, hostCpus: 2, hostMemoryBytes: 1, gpu: false, npu: false, run: async () => undefined, now: clock },
-    maxModels: 100,
-  } as Parameters<typeof createMetrics>[0]);
+  const metrics = metricsOf(['mindie', 'aom', 'vllm', 'otel']);
   for (let m = 0; m < 100; m++) {
     const timer = createRequestTimer('chat', clock, metrics.sink);
     timer.identify(`model-${m}`, true);
