@@ -1,6 +1,6 @@
 // `infermeter --help`: the commands and every configuration variable with its default and
 // meaning, printed from the configuration table (config/variables.ts) that the validation and
-// the README share.
+// docs/configuration.md share.
 import { CONFIGURATION_TABLE } from '../config/variables.ts';
 
 const WIDTH = 100;

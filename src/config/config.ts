@@ -154,7 +154,7 @@ export interface LoadOptions {
 
 /**
  * Every variable infermeter reads: the names of the configuration table (variables.ts), which
- * the README, --help and the unknown-variable check share.
+ * docs/configuration.md, --help and the unknown-variable check share.
  */
 export const VARIABLES: readonly string[] = VARIABLE_NAMES;
 

@@ -30,7 +30,7 @@ export interface OtelConfig {
   readonly export: OtlpExportConfig | undefined;
 }
 
-/** Every variable parseOtel reads (the README documents each). */
+/** Every variable parseOtel reads (docs/configuration.md documents each). */
 export const OTEL_VARIABLES = [
   'INFERMETER_OTEL_PROVIDER_NAME',
   'OTEL_EXPORTER_OTLP_ENDPOINT',

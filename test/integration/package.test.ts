@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +29,8 @@ describe('the npm package', () => {
 
   it('ships the launcher, dist/, README, docs and LICENSE; no source map, screenshot, source or test', () => {
     for (const f of ['LICENSE', 'README.md', 'package.json', 'bin/infermeter.js', 'dist/cli.js', 'dist/demo.js', 'dist/management/dashboard/dashboard.js', 'docs/metrics.md']) assert.ok(files.includes(f), `${f} in the package`);
+    // Every page the README links to (docs/*.md), so a user of the package has the configuration table and the rest.
+    for (const f of readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md'))) assert.ok(files.includes(`docs/${f}`), `docs/${f} in the package`);
     assert.deepEqual(files.filter((f) => f.endsWith('.map') || f.endsWith('.png') || /^(src|test|bench)\//.test(f) || f.endsWith('.ts')), []);
   });
 

@@ -1,4 +1,4 @@
-// The ranges the README's configuration table states, at their edges: the smallest and largest
+// The ranges the configuration table (docs/configuration.md) states, at their edges: the smallest and largest
 // values are taken as given, one past either end stops the start naming the variable. A test of
 // a far-off value only (0, or 99999999) passes a range that is off by one.
 import assert from 'node:assert/strict';
@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { loadConfig, type Config } from '../../src/config/config.ts';
 
-/** Variable, range as the README states it, and where the value lands. */
+/** Variable, range as docs/configuration.md states it, and where the value lands. */
 const RANGES: ReadonlyArray<readonly [variable: string, min: number, max: number, read: (c: Config) => number]> = [
   ['INFERMETER_THROUGHPUT_WINDOW_SECONDS', 1, 3600, (c) => c.throughputWindowSeconds],
   ['INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS', 1, 3600, (c) => c.upstreamMetricsIntervalSeconds],
@@ -17,13 +17,13 @@ const RANGES: ReadonlyArray<readonly [variable: string, min: number, max: number
   ['INFERMETER_AOM_PERIOD_SECONDS', 1, 3600, (c) => c.aom.periodSeconds],
 ];
 
-const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const README = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
 
 describe('configuration ranges, at their edges', () => {
   for (const [variable, min, max, read] of RANGES) {
     it(`${variable}: ${min} to ${max}`, () => {
       const row = README.split('\n').find((l) => l.startsWith(`| \`${variable}\` |`)) ?? '';
-      assert.match(row, new RegExp(`\\b${min} to ${max}\\b`), `the README states the range: ${row}`);
+      assert.match(row, new RegExp(`\\b${min} to ${max}\\b`), `docs/configuration.md states the range: ${row}`);
       for (const edge of [min, max]) assert.equal(read(loadConfig({ [variable]: String(edge) })), edge, `${variable}=${edge} is taken`);
       for (const outside of [min - 1, max + 1]) {
         assert.throws(() => loadConfig({ [variable]: String(outside) }), (e: Error) => e.message.includes(`${variable}: expected an integer from ${min} to ${max}`), `${variable}=${outside} stops the start`);

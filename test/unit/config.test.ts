@@ -163,15 +163,15 @@ describe('loadConfig', () => {
     assert.throws(() => loadConfig({ INFERMETER_AOM_PERIOD_SECONDS: '0' }), /INFERMETER_AOM_PERIOD_SECONDS/);
   });
 
-  it('is documented: every variable it reads is in the README configuration table', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  it('is documented: every variable it reads is in the configuration table of docs/configuration.md', () => {
+    const readme = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
     for (const variable of VARIABLES) assert.match(readme, new RegExp(`\\| \`${variable}\` \\|`), `${variable} in README`);
     assert.match(readme, /\| `INFERMETER_BUCKETS_<FAMILY>` \|/);
     for (const family of HISTOGRAM_FAMILIES) assert.match(readme, new RegExp(`\`${family}\``), `histogram family ${family} named in README`);
   });
 
-  it('has one table: the README configuration table is variables.ts row by row', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  it('has one table: the configuration table of docs/configuration.md is variables.ts row by row', () => {
+    const readme = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
     const rows = readme.split('\n').filter((l) => /^\| `[A-Z][A-Z0-9_<>]*` \|/.test(l));
     const documented = rows.map((l) => {
       const cells = l.slice(2, -2).split(' | ');
