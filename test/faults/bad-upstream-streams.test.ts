@@ -3,20 +3,18 @@
 // gets exactly what HTTP framing lets through, the measurement degrades or marks the request
 // failed, and the proxy keeps serving.
 import assert from 'node:assert/strict';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { createServer } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
 import { readToEnd } from '../helpers/held-upstream.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { listen } from '../helpers/listen.ts';
 
 const event = (content: string) => `data: {"choices":[{"index":0,"delta":{"content":"${content}"}}]}\n\n`;
 
 /** An upstream that answers each request with the raw bytes the test gives, then ends or closes. */
 async function startRawUpstream(t: TestContext, answer: () => { bytes: Buffer; then: 'close' | 'keep' }): Promise<string> {
-  const sockets = new Set<Socket>();
   const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
     let head = '';
     socket.on('data', (c: Buffer) => {
       head += c.toString('latin1');
@@ -31,15 +29,7 @@ async function startRawUpstream(t: TestContext, answer: () => { bytes: Buffer; t
       else socket.write(bytes);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(
-    () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  );
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return (await listen(t, server)).url;
 }
 
 const chunked = (body: Buffer) => Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]);

@@ -4,12 +4,11 @@
 // the proxy read and what the upstream parsed must agree: never a request the proxy did not see
 // (the body's bytes read as a request of their own), never a body changed on the way.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { rawExchange } from '../helpers/raw-peers.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
+import { listen } from '../helpers/listen.ts';
 
 const METHODS = ['GET', 'HEAD', 'DELETE', 'OPTIONS', 'POST', 'PUT', 'PATCH'];
 // What an upstream would read as a second request if the body lost its framing.
@@ -50,10 +49,7 @@ describe('request framing', () => {
         res.end('{}');
       });
     });
-    upstream.listen(0, '127.0.0.1');
-    await once(upstream, 'listening');
-    t.after(() => upstream.close());
-    const app = await startProxy(t, `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`);
+    const app = await startProxy(t, (await listen(t, upstream)).url);
     const read = new Map<string, number>();
     app.dataServer!.on('request', (req: http.IncomingMessage) => {
       const tag = req.headers['x-tag'] as string;

@@ -3,7 +3,6 @@
 // stream in flight that must complete, and the in-flight gauges back to 0 afterwards; the
 // request-target class in workers mode too (a worker that died would be restarted and counted).
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
 import { startClusterPrimary } from '../../src/cluster/primary.ts';
@@ -12,6 +11,7 @@ import { silentLogger } from '../../src/log.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
 import { rawExchange, startBystander, startRawUpstream, type RawUpstream } from '../helpers/raw-peers.ts';
 import { scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { freePort } from '../helpers/listen.ts';
 
 const CHAT = '/v1/chat/completions';
 
@@ -130,10 +130,7 @@ describe('hostile peers', () => {
       else socket.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}');
     });
     // A fixed port: workers share it (port 0 would give each its own).
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-    const port = String((probe.address() as { port: number }).port);
-    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const port = String(await freePort());
     const env = { PATH: process.env.PATH ?? '', INFERMETER_UPSTREAM: upstream.url, INFERMETER_PORT: port, INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_UPSTREAM_METRICS: 'off', INFERMETER_LOG_LEVEL: 'error' };
     const app = await startClusterPrimary(loadConfig(env), env, { log: silentLogger, workers: 2 });
     t.after(() => app.close());

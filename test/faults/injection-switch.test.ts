@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import zlib from 'node:zlib';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { listen } from '../helpers/listen.ts';
 
 const BIG = `data: {"choices":[{"index":0,"delta":{"content":"${'y'.repeat(4000)}"}}]}\n\n`;
 const SMALL = 'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n';
@@ -39,10 +39,7 @@ async function startUpstream(t: TestContext): Promise<{ url: string; bodies: str
       res.end(`${SMALL}${BIG}${SMALL}${parsed.stream_options?.include_usage === true ? USAGE : ''}data: [DONE]\n\n`);
     });
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.after(() => server.close());
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, bodies };
+  return { url: (await listen(t, server)).url, bodies };
 }
 
 const post = async (dataUrl: string, body: object): Promise<{ status: number; text: string }> => {
@@ -94,10 +91,7 @@ describe('the usage injection switch', () => {
         res.end(`${SMALL}${parsed.stream_options === undefined ? '' : USAGE}data: [DONE]\n\n`);
       });
     });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    t.after(() => server.close());
-    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const app = await startProxy(t, (await listen(t, server)).url);
 
     const attack = await post(app.dataUrl, { model: 'm', stream: true, echo: true, messages: [{ role: 'user', content: 'this is not supported' }] });
     assert.equal(attack.status, 200, 'the client gets the answer to its own body');
@@ -136,10 +130,7 @@ describe('the usage injection switch', () => {
         encoder.end(body);
       });
     });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    t.after(() => server.close());
-    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const app = await startProxy(t, (await listen(t, server)).url);
     const decoders: Record<string, (b: Buffer) => Buffer> = { gzip: zlib.gunzipSync, deflate: zlib.inflateSync, br: zlib.brotliDecompressSync, zstd: zlib.zstdDecompressSync };
     for (const coding of ['gzip', 'deflate', 'br', 'zstd', 'gzip, deflate, br, zstd']) {
       const finished = nextFinished(app, 1);

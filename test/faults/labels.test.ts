@@ -8,7 +8,7 @@ import { loadConfig } from '../../src/config/config.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createLabelGuard, sanitizeLabel } from '../../src/metrics/label-guard.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
-import { listenForTest } from '../helpers/held-upstream.ts';
+import { listen } from '../helpers/listen.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
 
@@ -37,7 +37,7 @@ async function upstreamWithBystander(t: TestContext): Promise<{ url: string; bys
     });
   });
   return {
-    url: await listenForTest(t, server),
+    url: (await listen(t, server)).url,
     bystanderStarted,
     release: () => held!.end(`${token('b')}data: [DONE]\n\n`),
   };

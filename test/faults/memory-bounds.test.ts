@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
-import { listenForTest } from '../helpers/held-upstream.ts';
+import { listen } from '../helpers/listen.ts';
 import { startMemoryChild, until, type Memory } from '../helpers/memory-child.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { METRICS_MAX_CONNECTIONS } from '../../src/management/metrics-app.ts';
@@ -25,7 +25,7 @@ async function readingUpstream(t: import('node:test').TestContext): Promise<{ ur
     req.resume();
     held.push(res);
   });
-  const url = await listenForTest(t, server);
+  const { url } = await listen(t, server);
   t.after(() => server.closeAllConnections());
   return { url, requests: () => requests };
 }
@@ -103,7 +103,7 @@ describe('memory bounds', () => {
         );
       });
     });
-    const upstreamUrl = await listenForTest(t, server);
+    const upstreamUrl = (await listen(t, server)).url;
     const proxy = await startMemoryChild(t, {
       INFERMETER_UPSTREAM: upstreamUrl,
       INFERMETER_LOG_LEVEL: 'info',
@@ -252,7 +252,7 @@ describe('memory bounds', () => {
         res.end('data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\ndata: [DONE]\n\n');
       });
     });
-    const upstream = await listenForTest(t, server);
+    const upstream = (await listen(t, server)).url;
     const unheld = async (app: Awaited<ReturnType<typeof startProxy>>, use: string) => (await scrape(app)).value('infermeter_request_bodies_unheld_total', { use });
     // A budget of nothing: no body is held.
     const app = await startProxy(t, upstream, { INFERMETER_MAX_HELD_BODY_BYTES: '0' });

@@ -8,6 +8,7 @@ import { gzipSync } from 'node:zlib';
 import type { Infermeter } from '../../src/app.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream, type ReplayUpstream } from '../helpers/replay-upstream.ts';
+import { freePort, listen } from '../helpers/listen.ts';
 
 const SSE = { 'content-type': 'text/event-stream' };
 const event = (content: string) => `data: {"choices":[{"index":0,"delta":{"content":"${content}"}}]}\n\n`;
@@ -88,9 +89,7 @@ describe('faults and bad input', () => {
       };
       more();
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    t.after(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
-    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as { port: number }).port}`, { INFERMETER_INJECT_USAGE: inject });
+    const app = await startProxy(t, (await listen(t, server)).url, { INFERMETER_INJECT_USAGE: inject });
     const finished = nextFinished(app, 1);
     const res = await new Promise<import('node:http').IncomingMessage>((resolve, reject) => {
       const req = request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST' }, resolve);
@@ -161,10 +160,7 @@ describe('faults and bad input', () => {
   });
 
   it('an upstream that is down: 502 with an OpenAI-shaped error, counted as failed', async (t) => {
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const port = (closed.address() as { port: number }).port;
-    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const port = await freePort();
     const app = await startProxy(t, `http://127.0.0.1:${port}`);
     const finished = nextFinished(app, 1);
     const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' });

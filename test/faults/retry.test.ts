@@ -5,9 +5,10 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import net, { type AddressInfo, type Socket } from 'node:net';
+import net, { type Socket } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { listen } from '../helpers/listen.ts';
 
 const SSE_BODY = 'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\ndata: [DONE]\n\n';
 
@@ -53,13 +54,7 @@ async function startUpstream(t: TestContext, close: 'after' | 'reused' | 'never'
   });
   server.on('connection', () => stats.connections++);
   server.keepAliveTimeout = 5000;
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, stats };
+  return { url: (await listen(t, server)).url, stats };
 }
 
 const REQUESTS: ReadonlyArray<{ path: string; body: string }> = [
@@ -125,10 +120,7 @@ describe('retry on a stale upstream connection', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write('data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n', () => setTimeout(() => req.socket.destroy(), 5));
     });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    t.after(() => server.close());
-    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const app = await startProxy(t, (await listen(t, server)).url);
     for (let i = 0; i < 3; i++) {
       const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' });
       assert.equal(res.status, 200);
@@ -198,10 +190,7 @@ describe('retry on a stale upstream connection', () => {
  */
 async function startRawKeptUpstream(t: TestContext, later: (socket: Socket) => void): Promise<{ url: string; requests: () => number }> {
   let requests = 0;
-  const sockets = new Set<Socket>();
   const server = net.createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => {});
     let buffered = Buffer.alloc(0);
     let served = 0;
@@ -224,11 +213,5 @@ async function startRawKeptUpstream(t: TestContext, later: (socket: Socket) => v
       }
     });
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.after(() => {
-    for (const socket of sockets) socket.destroy();
-    server.close();
-  });
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests: () => requests };
+  return { url: (await listen(t, server)).url, requests: () => requests };
 }

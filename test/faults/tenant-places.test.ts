@@ -3,13 +3,12 @@
 // place; the real tenants that come after get their own series, not `other`; the refused
 // requests are counted under tenant="unauthenticated".
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { keyTenant } from '../../src/tenant/tenant-of.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { seededRandom } from '../helpers/random.ts';
+import { listen } from '../helpers/listen.ts';
 
 const VALID = ['sk-alpha', 'sk-beta', 'sk-gamma'];
 
@@ -28,10 +27,7 @@ describe('tenant places', () => {
         res.end('{"choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":2}}');
       });
     });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    t.after(() => server.close());
-    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`, { INFERMETER_TENANT: 'api-key', INFERMETER_MAX_TENANTS: '3' });
+    const app = await startProxy(t, (await listen(t, server)).url, { INFERMETER_TENANT: 'api-key', INFERMETER_MAX_TENANTS: '3' });
     const post = async (key: string): Promise<number> => {
       const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: '{"model":"m","messages":[]}' });
       await res.text();

@@ -1,7 +1,6 @@
 // HTTPS on every plane and to the upstream, with real certificates and sockets.
 import assert from 'node:assert/strict';
 import { request as httpsRequest, createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
@@ -9,6 +8,7 @@ import { certificateValidity } from '../../src/config/security.ts';
 import { createLogger } from '../../src/log.ts';
 import { makeCerts, type TestCerts } from '../helpers/certs.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
+import { listen } from '../helpers/listen.ts';
 
 let certs: TestCerts;
 before(() => {
@@ -35,9 +35,7 @@ describe('TLS', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.end('data: {"choices":[{"delta":{"content":"secure"}}]}\n\ndata: [DONE]\n\n');
     });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    t.after(() => new Promise<void>((resolve) => upstream.close(() => resolve())));
-    const upstreamUrl = `https://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const upstreamUrl = (await listen(t, upstream)).url;
     const app = await startProxy(t, upstreamUrl, {
       INFERMETER_TLS_CERT: certs.certFile,
       INFERMETER_TLS_KEY: certs.encryptedKeyFile,
@@ -61,9 +59,7 @@ describe('TLS', () => {
 
   it('fails an upstream whose certificate it cannot verify, with a 502', async (t) => {
     const upstream = createHttpsServer({ key: certs.key, cert: certs.cert }, (_req, res) => res.end('{}'));
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    t.after(() => new Promise<void>((resolve) => upstream.close(() => resolve())));
-    const app = await startProxy(t, `https://127.0.0.1:${(upstream.address() as AddressInfo).port}`);
+    const app = await startProxy(t, (await listen(t, upstream)).url);
     const res = await fetch(`${app.dataUrl}/v1/completions`, { method: 'POST', body: '{"model":"m"}' });
     assert.equal(res.status, 502);
   });

@@ -2,8 +2,8 @@
 // which writes (or withholds) it, so timeouts, queues and drains are provoked by events, not
 // timers. Plus a reader of a whole response that tells a clean end from a cut one.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { TestContext } from 'node:test';
+import { listen } from './listen.ts';
 
 export interface HeldRequest {
   readonly body: string;
@@ -35,7 +35,7 @@ export async function startHeldUpstream(t: TestContext): Promise<HeldUpstream> {
       for (const w of waiters.splice(0)) (held.length >= w.n ? w.resolve : () => waiters.push(w))();
     });
   });
-  const url = await listenForTest(t, server);
+  const { url } = await listen(t, server);
   const arrived = (n: number): Promise<void> => (held.length >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve })));
   return {
     url,
@@ -47,19 +47,6 @@ export async function startHeldUpstream(t: TestContext): Promise<HeldUpstream> {
       return held[i]!.res;
     },
   };
-}
-
-/** Listens on a free loopback port, closed (with its connections) when the test ends; its URL. */
-export async function listenForTest(t: TestContext, server: http.Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  );
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 /** Reads a whole response: the bytes that arrived, and whether it ended cleanly (not cut). */

@@ -3,7 +3,7 @@
 // (application/x-protobuf, decoded here from the opentelemetry-proto field numbers) or JSON
 // (application/json), into one shape. Tests await the receiver's exports, never a timer.
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { listen } from './listen.ts';
 
 export type AttributeValue = string | number | boolean;
 
@@ -55,7 +55,6 @@ export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Prom
   let refusals = options.refuse ?? 0;
   const exports: ReceivedExport[] = [];
   const waiters: Array<{ predicate: (e: ReceivedExport) => boolean; resolve: (e: ReceivedExport) => void }> = [];
-  const sockets = new Set<Socket>();
   const server = http.createServer((req, res) => {
     if (refusals > 0) {
       refusals--;
@@ -86,14 +85,9 @@ export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Prom
       else res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
     });
   });
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const { url, close } = await listen(undefined, server);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     refused: () => (options.refuse ?? 0) - refusals,
     exports,
     waitFor(predicate, timeoutMs = 15_000) {
@@ -113,11 +107,7 @@ export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Prom
         waiters.push({ predicate, resolve: done });
       });
     },
-    close: () =>
-      new Promise((resolve) => {
-        server.close(() => resolve());
-        for (const s of sockets) s.destroy();
-      }),
+    close,
   };
 }
 

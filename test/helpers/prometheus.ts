@@ -10,10 +10,10 @@
 // (its discovery manager's fixed update interval), so the first scrape comes 5-6 s in.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
+import { freePort } from './listen.ts';
 
 const BINARY = process.env.PROMETHEUS_BIN ?? 'prometheus';
 
@@ -279,18 +279,6 @@ function pathOf(targets: readonly string[]): string {
   return [...paths][0]!;
 }
 
-/** A port that was free a moment ago (listen on 0, read it, close). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Whether `promise` settled within `ms`; the timer is cleared either way. */
 async function within(promise: Promise<void>, ms: number): Promise<boolean> {

@@ -3,8 +3,9 @@
 // upstream that answers each request with the bytes a test chooses (or a well-behaved event
 // stream, held until the test lets it finish: the bystander).
 import { once } from 'node:events';
-import net, { type AddressInfo, type Socket } from 'node:net';
+import net, { type Socket } from 'node:net';
 import type { TestContext } from 'node:test';
+import { listen } from './listen.ts';
 
 /** Sends `bytes` on a fresh connection; resolves with all that came back once the proxy closed it. */
 export async function rawExchange(url: string, bytes: string | Buffer, timeoutMs = 10_000): Promise<{ text: string; closed: boolean }> {
@@ -88,15 +89,12 @@ export async function startRawUpstream(t: TestContext, answer: (request: RawRequ
     };
     socket.on('data', onData);
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
+  const { url } = await listen(t, server);
   t.after(() => {
     for (const ping of pings.values()) clearInterval(ping);
-    for (const socket of held) socket.destroy();
-    server.close();
   });
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url,
     heads,
     release() {
       released = true;

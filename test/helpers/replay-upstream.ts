@@ -2,7 +2,7 @@
 // answered from a script: status, headers, body pieces with delays before each, and how the
 // response ends (cleanly, reset mid-body, or left hanging). Tests await its events, not timers.
 import http, { type IncomingHttpHeaders, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { listen } from './listen.ts';
 
 export interface Script {
   readonly status?: number;
@@ -39,7 +39,6 @@ export async function startReplayUpstream(): Promise<ReplayUpstream> {
   let script: (req: RecordedRequest) => Script = () => ({ status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{}' }] });
   const requests: RecordedRequest[] = [];
   const waiters: Array<{ n: number; resolve: () => void }> = [];
-  const sockets = new Set<Socket>();
 
   const server = http.createServer({ noDelay: true }, (req, res) => {
     const chunks: Buffer[] = [];
@@ -57,15 +56,10 @@ export async function startReplayUpstream(): Promise<ReplayUpstream> {
       void play(res, script(recorded));
     });
   });
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const { url, close } = await listen(undefined, server);
 
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     requests,
     respond(fn) {
       script = fn;
@@ -73,12 +67,7 @@ export async function startReplayUpstream(): Promise<ReplayUpstream> {
     received(n) {
       return requests.length >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve }));
     },
-    close() {
-      return new Promise((resolve) => {
-        server.close(() => resolve());
-        for (const s of sockets) s.destroy();
-      });
-    },
+    close,
   };
 }
 

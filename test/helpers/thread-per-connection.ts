@@ -5,10 +5,10 @@
 // cpp-httplib writes them; a streamed answer closes its connection a millisecond after its end
 // (llama.cpp says `Keep-Alive: timeout=5, max=100` and closes anyway). GET /metrics answers a
 // small exposition, after `metricsDelayMs`.
-import { once } from 'node:events';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import net, { type AddressInfo, type Socket } from 'node:net';
+import net, { type Socket } from 'node:net';
 import type { TestContext } from 'node:test';
+import { listen } from './listen.ts';
 
 export interface ThreadServerOptions {
   readonly threads: number;
@@ -140,15 +140,10 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
     waiting.push({ socket, at: performance.now() });
     dispatch();
   });
-  listener.listen(0, '127.0.0.1');
-  await once(listener, 'listening');
-  t.after(() => {
-    for (const socket of sockets) socket.destroy();
-    listener.close();
-    http1.close();
-  });
+  const { url } = await listen(t, listener);
+  t.after(() => http1.close());
   return {
-    url: `http://127.0.0.1:${(listener.address() as AddressInfo).port}`,
+    url,
     stats,
     open: () => sockets.size,
     openScrapeConnections: () => scrapeConnections.size,

@@ -6,7 +6,7 @@ import { spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_proce
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,7 @@ import { CONFIGURATION_TABLE } from '../../src/config/variables.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
 import { VERSION } from '../../src/version.ts';
 import { collect, spawnNode } from '../helpers/child-process.ts';
+import { listen } from '../helpers/listen.ts';
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 const DEMO = fileURLToPath(new URL('../../src/demo.ts', import.meta.url));
@@ -278,10 +279,7 @@ describe('npm run demo', () => {
 
 /** A port some other process holds for the test's duration. */
 async function busyPort(t: TestContext): Promise<number> {
-  const holder = createServer();
-  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
-  t.after(() => holder.close());
-  return (holder.address() as AddressInfo).port;
+  return (await listen(t, createServer())).port;
 }
 
 async function exitOf(child: ChildProcessWithoutNullStreams): Promise<{ code: number | null; stdout: string; stderr: string }> {

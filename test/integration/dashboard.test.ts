@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync } from 'node:fs';
 import http from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +20,7 @@ import type { DashboardData } from '../../src/management/dashboard-feed.ts';
 import { createSimHandler } from '../../src/sim/model-server.ts';
 import { figures, recordMeasured, span } from '../helpers/measured.ts';
 import { nextFinished, startProxy } from '../helpers/proxy-harness.ts';
+import { freePort, listen } from '../helpers/listen.ts';
 
 // The callbacks given to page.evaluate and page.waitForFunction run in the page; the project's
 // TypeScript has no DOM library, so the page's globals are declared loosely here.
@@ -45,12 +45,7 @@ async function startSim(t: TestContext): Promise<string> {
     req.resume();
     req.on('end', () => setTimeout(() => res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"message":"simulated failure"}}'), 100));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  }));
-  return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  return (await listen(t, server)).url;
 }
 
 /** Clients sending streamed requests to both models (every 12th one failing) until the test ends. */
@@ -85,14 +80,6 @@ async function dashboardData(managementUrl: string, since?: number, headers: Rec
 }
 
 /** A free port, for the one-listener (management = metrics port) case, which wants a fixed one. */
-async function freePort(): Promise<string> {
-  const probe = createNetServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const port = String((probe.address() as { port: number }).port);
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
-
 describe('GET /dashboard', () => {
   it('serves the page and its assets from its own origin, with their content types and cache headers', async (t) => {
     const app = await startProxy(t, await startSim(t));
@@ -135,7 +122,7 @@ describe('GET /dashboard', () => {
 
   it('with a metrics token: the page is served without it, its data only with it (one listener or two)', async (t) => {
     const upstream = await startSim(t);
-    const port = await freePort();
+    const port = String(await freePort());
     for (const env of [{ INFERMETER_METRICS_TOKEN: TOKEN }, { INFERMETER_METRICS_TOKEN: TOKEN, INFERMETER_MANAGEMENT_PORT: port, INFERMETER_METRICS_PORT: port }]) {
       const app = await startProxy(t, upstream, env);
       const page = await fetch(`${app.managementUrl}/dashboard`);
@@ -161,7 +148,7 @@ describe('GET /dashboard', () => {
     const env = {
       PATH: process.env.PATH ?? '',
       INFERMETER_UPSTREAM: upstream,
-      INFERMETER_PORT: await freePort(),
+      INFERMETER_PORT: String(await freePort()),
       INFERMETER_MANAGEMENT_PORT: '0',
       INFERMETER_METRICS_PORT: '0',
       INFERMETER_UPSTREAM_METRICS: 'off',

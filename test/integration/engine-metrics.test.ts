@@ -5,12 +5,12 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import http, { type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
 import { createLogger } from '../../src/log.ts';
 import { scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream, type ReplayUpstream } from '../helpers/replay-upstream.ts';
+import { listen } from '../helpers/listen.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`../../fixtures/engine-metrics/${name}`, import.meta.url), 'utf8');
 const VLLM = fixture('vllm-v1.prom');
@@ -113,12 +113,8 @@ async function llamacppLike(t: TestContext): Promise<{
       });
     }
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => {
-    self.release();
-    return new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  self.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  t.after(() => self.release());
+  self.url = (await listen(t, server)).url;
   return self;
 }
 

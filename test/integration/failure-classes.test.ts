@@ -1,11 +1,11 @@
 // Failures told apart by whose fault they are (infermeter_request_failures_total{class}), per
 // model, while MindIE's request_failed_total keeps counting every failure.
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import { failureClass } from '../../src/metrics/failure-classes.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
+import { freePort } from '../helpers/listen.ts';
 
 const json = (status: number, body: string) => ({ status, headers: { 'content-type': 'application/json' }, body: [{ data: body }] });
 
@@ -66,10 +66,7 @@ describe('failure classes', () => {
   });
 
   it('counts an unreachable upstream as the server\'s', async (t) => {
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-    const port = (probe.address() as { port: number }).port;
-    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const port = await freePort();
     const app = await startProxy(t, `http://127.0.0.1:${port}`); // nothing listens there now
     const finished = nextFinished(app, 1);
     const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","messages":[]}' });

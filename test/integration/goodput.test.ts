@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
@@ -19,6 +18,7 @@ import { startSimServer } from '../../src/sim/model-server.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { freePort } from '../helpers/listen.ts';
 
 const MODEL = 'sim-llama-8b';
 const SLO_ENV = { INFERMETER_SLO: 'ttft:150 tpot:25', INFERMETER_TENANT: 'header:x-tenant' };
@@ -169,10 +169,7 @@ describe('goodput', () => {
   it('is exact with two workers, and a killed worker\'s lost requests are failed', async (t) => {
     const upstream = await sim(t);
     // A fixed port: a worker started again must listen where the others do.
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-    const port = String((probe.address() as { port: number }).port);
-    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const port = String(await freePort());
     const env = {
       PATH: process.env.PATH ?? '',
       INFERMETER_UPSTREAM: upstream.url,
@@ -258,10 +255,7 @@ describe('goodput', () => {
     const file = join(dir, 'slo.json');
     writeFileSync(file, JSON.stringify({ classes: [{ name: 'chat', slo: 'ttft:1000' }] }));
     const upstream = await sim(t);
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-    const port = String((probe.address() as { port: number }).port);
-    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const port = String(await freePort());
     const env = {
       PATH: process.env.PATH ?? '',
       INFERMETER_UPSTREAM: upstream.url,

@@ -9,7 +9,6 @@ import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +18,7 @@ import { startSimServer } from '../../src/sim/model-server.ts';
 import { makeCerts } from '../helpers/certs.ts';
 import { collect, spawnNode } from '../helpers/child-process.ts';
 import { execForm, finalStage, imageEnv, sourceOf } from '../helpers/dockerfile.ts';
+import { freePorts, listen } from '../helpers/listen.ts';
 
 const STAGE = finalStage();
 const IMAGE_ENV = imageEnv(STAGE);
@@ -64,24 +64,9 @@ async function stop(child: ChildProcessWithoutNullStreams): Promise<void> {
   assert.equal(code, 0, 'infermeter drains and exits 0 on SIGTERM');
 }
 
-/**
- * Free ports for a fixed configuration: the probe has to find a port that was configured, so
- * port 0 will not do. Taken from the kernel and released at once (another process could take
- * one meanwhile; the test would then fail at start, loudly, not pass wrongly).
- */
-async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: n }, async () => {
-      const server = http.createServer();
-      server.listen(0, '127.0.0.1');
-      await once(server, 'listening');
-      return server;
-    }),
-  );
-  const ports = servers.map((s) => (s.address() as AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
-  return ports;
-}
+// Free ports for a fixed configuration (freePorts): the probe has to find a port that was
+// configured, so port 0 will not do. Taken from the kernel and released at once (another process
+// could take one meanwhile; the test would then fail at start, loudly, not pass wrongly).
 
 function configFile(t: TestContext, serverConfig: Record<string, unknown>): string {
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-image-'));
@@ -184,10 +169,7 @@ describe('the image health probe', () => {
 
   it('reports a /health that does not answer 200 as unhealthy, naming the status', async (t) => {
     const server = http.createServer((_req, res) => res.writeHead(503).end());
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    t.after(() => server.close());
-    const port = (server.address() as AddressInfo).port;
+    const { port } = await listen(t, server);
     const r = await probe(t, { INFERMETER_HOST: '127.0.0.1', INFERMETER_MANAGEMENT_PORT: String(port) });
     assert.equal(r.code, 1, r.out);
     assert.equal(r.out, `unhealthy: http://127.0.0.1:${port}/health 503\n`);

@@ -3,13 +3,13 @@
 // restarted, and its loss is counted, never silent.
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import { startClusterPrimary } from '../../src/cluster/primary.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { createLogger } from '../../src/log.ts';
 import { parseExposition } from '../helpers/exposition.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
+import { freePort } from '../helpers/listen.ts';
 
 const token = (t: string) => `data: {"choices":[{"index":0,"delta":{"content":"${t}"}}]}\n\n`;
 
@@ -41,10 +41,7 @@ describe('several workers', () => {
       return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"usage":{"prompt_tokens":5,"completion_tokens":2}}' }] };
     });
     // A fixed port: with port 0, workers that all die and start again would get a new one.
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-    const port = String((probe.address() as { port: number }).port);
-    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const port = String(await freePort());
     const env = {
       PATH: process.env.PATH ?? '',
       INFERMETER_UPSTREAM: upstream.url,

@@ -2,9 +2,10 @@
 // stamp; a new turn (the loop waited, or reached its check phase) stamps anew.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { describe, it } from 'node:test';
 import { createArrivalClock } from '../../src/measure/arrival-clock.ts';
+import { listen } from '../helpers/listen.ts';
 
 const checkPhase = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -47,10 +48,9 @@ describe('arrival clock', () => {
     const arrival = createArrivalClock(() => performance.now());
     const first = arrival();
     const server = createServer();
-    t.after(() => server.close());
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = await listen(t, server);
     const read = new Promise<number>((resolve) => server.once('connection', (socket) => socket.once('data', () => (resolve(arrival()), socket.destroy()))));
-    const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    const client = connect(port, '127.0.0.1');
     t.after(() => client.destroy());
     await once(client, 'connect');
     const before = performance.now();

@@ -4,9 +4,9 @@
 // complete stream as one.
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { runLoad, type Scenario } from '../../bench/load.ts';
+import { listen } from '../helpers/listen.ts';
 
 const DONE = 'data: [DONE]\n\n';
 const one: Scenario = { name: 'one', requests: 1, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0 };
@@ -16,18 +16,15 @@ describe('bench load client', () => {
   let behaviour: (req: http.IncomingMessage, res: http.ServerResponse) => void = () => {};
   let server: http.Server;
   let url: string;
+  let close: () => Promise<void>;
   before(async () => {
     server = http.createServer((req, res) => {
       req.resume();
       req.on('end', () => behaviour(req, res));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    ({ url, close } = await listen(undefined, server));
   });
-  after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
+  after(() => close());
 
   it('counts a whole stream as no failure, even with [DONE] split across reads', async () => {
     behaviour = (_req, res) => {

@@ -16,7 +16,7 @@ import { SECURITY_VARIABLES } from '../../src/config/security.ts';
 import { healthUrl } from '../../src/management/health-probe.ts';
 import { bucketVariable, HISTOGRAM_FAMILIES } from '../../src/metrics/buckets.ts';
 import { execForm, finalStage, imageEnv } from '../helpers/dockerfile.ts';
-import { listenForTest } from '../helpers/held-upstream.ts';
+import { listen } from '../helpers/listen.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 
 const DIR = new URL('../../deploy/kubernetes/', import.meta.url);
@@ -239,7 +239,7 @@ async function startNullUpstream(t: TestContext): Promise<string> {
     req.resume();
     res.writeHead(404, { 'content-type': 'application/json' }).end('{}');
   });
-  return listenForTest(t, server);
+  return (await listen(t, server)).url;
 }
 
 // ---- the checks ------------------------------------------------------------------------------

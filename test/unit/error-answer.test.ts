@@ -1,11 +1,10 @@
 // The contract of a failed upstream leg (src/data-plane/error-answer.ts): what the client gets
 // depends only on how far the exchange had got, and the error answer is a well-formed response.
 import { strict as assert } from 'node:assert';
-import { once } from 'node:events';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { decideErrorAnswer, errorKind, writeErrorAnswer, type ErrorState } from '../../src/data-plane/error-answer.ts';
+import { listen } from '../helpers/listen.ts';
 
 const fresh: ErrorState = { clientGone: false, responseBegan: false, responseComplete: false, headSent: false };
 
@@ -54,10 +53,7 @@ describe('error answers', () => {
       res.statusMessage = 'O\x01K';
       written = writeErrorAnswer(res, 'overloaded', undefined, { 'retry-after': '1' });
     });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    t.after(() => server.close());
-    const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+    const res = await fetch(`${(await listen(t, server)).url}/`);
     const body = await res.text();
     assert.equal(res.status, 503);
     assert.equal(res.statusText, 'Service Unavailable');

@@ -3,12 +3,13 @@
 import assert from 'node:assert/strict';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { once } from 'node:events';
-import net, { type AddressInfo, type Socket } from 'node:net';
+import net, { type Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
 import { relay } from '../../src/data-plane/relay.ts';
 import { createUsageStrip, type BodyFilter } from '../../src/stream-tap/usage-strip.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
+import { listen } from '../helpers/listen.ts';
 
 interface Stage {
   readonly upstream: PassThrough;
@@ -44,14 +45,10 @@ async function stage(t: { after(fn: () => unknown): void }, filter?: BodyFilter)
     relay(upstream as unknown as IncomingMessage, res, { chunk: (b) => tapped.push(b.toString()), end: tapEnd, close: () => undefined }, { lastWrite: () => lastWrite.push({ writes, ended: res.writableEnded }), filter });
     ready({ upstream, res, socketWrites: () => writes, tapped, tapEnded, received, lastWrite });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
+  const { url } = await listen(t, server);
   const received = new Promise<string>((resolve, reject) => {
     http
-      .get(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, { agent: false }, (res) => {
+      .get(`${url}/`, { agent: false }, (res) => {
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (c: string) => (text += c));
@@ -167,10 +164,7 @@ describe('relay', () => {
         setTimeout(() => socket.end(`${chunk('data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\n')}${chunk('data: [DONE]\n\n')}0\r\n\r\n`), 20);
       });
     });
-    upstream.listen(0, '127.0.0.1');
-    await once(upstream, 'listening');
-    t.after(() => upstream.close());
-    const app = await startProxy(t, `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`);
+    const app = await startProxy(t, (await listen(t, upstream)).url);
     const writes: number[] = [];
     app.dataServer!.on('connection', (socket: Socket & { _writeGeneric(...args: unknown[]): unknown }) => {
       const original = socket._writeGeneric;

@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
 import { parseTenantAliases } from '../../src/config/tenant-config.ts';
 import { apiKeyOf, createTenantOf, keyTenant } from '../../src/tenant/tenant-of.ts';
+import { listen } from '../helpers/listen.ts';
 
 const problems = (env: Record<string, string>, files: Record<string, string> = {}): string[] => {
   try {
@@ -89,21 +90,20 @@ describe('a request\'s tenant', () => {
     assert.equal(createTenantOf({ kind: 'off' }, () => new Map()), undefined);
   });
 
-  it('reads a header value as the UTF-8 its sender wrote (Node hands its bytes over as Latin-1)', async () => {
+  it('reads a header value as the UTF-8 its sender wrote (Node hands its bytes over as Latin-1)', async (t) => {
     // Over a real socket: the bytes of UTF-8 `café` as Node's server parses them.
     const { createServer } = await import('node:http');
     const { connect } = await import('node:net');
-    const parsed = await new Promise<string>((resolve) => {
-      const server = createServer((req, res) => {
-        resolve(req.headers['x-tenant'] as string);
-        res.end();
-        server.close();
-      }).listen(0, '127.0.0.1', () => {
-        const socket = connect((server.address() as { port: number }).port, '127.0.0.1');
-        socket.on('error', () => {});
-        socket.end(Buffer.concat([Buffer.from('GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Tenant: '), Buffer.from('café', 'utf8'), Buffer.from('\r\n\r\n')]));
-      });
-    });
+    let received!: (header: string) => void;
+    const header = new Promise<string>((resolve) => (received = resolve));
+    const { port } = await listen(t, createServer((req, res) => {
+      received(req.headers['x-tenant'] as string);
+      res.end();
+    }));
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    socket.end(Buffer.concat([Buffer.from('GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Tenant: '), Buffer.from('café', 'utf8'), Buffer.from('\r\n\r\n')]));
+    const parsed = await header;
     assert.equal(parsed, 'cafÃ©', 'what Node gives');
     const of = createTenantOf({ kind: 'header', header: 'x-tenant' }, () => new Map([['café', 'Café Team']]))!;
     assert.equal(of({ 'x-tenant': parsed }), 'Café Team', 'the alias keyed café matches');
