@@ -11,6 +11,7 @@
 // knows each request's figures by construction.
 // Each API answers in OpenAI's shapes (responses-api.ts, embeddings.ts), so that the official
 // SDKs and the Vercel AI SDK accept what it sends.
+// Over 300 lines: one simulated engine: request plan, streaming and /metrics share its state.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serveMessages } from './anthropic.ts';
@@ -39,7 +40,7 @@ export interface SimServer {
 }
 
 /** The most tokens one simulated request generates. */
-export const MAX_SIM_TOKENS = 4096;
+const MAX_SIM_TOKENS = 4096;
 
 const WORDS = ['the', ' model', ' answers', ' with', ' tokens', ' that', ' arrive', ' one', ' by', ' one', ',', ' as', ' a', ' real', ' server', ' would', '.'];
 

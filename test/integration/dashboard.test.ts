@@ -24,6 +24,7 @@ import { nextFinished, startProxy } from '../helpers/proxy-harness.ts';
 
 // The callbacks given to page.evaluate and page.waitForFunction run in the page; the project's
 // TypeScript has no DOM library, so the page's globals are declared loosely here.
+// biome-ignore lint/suspicious/noExplicitAny: the page's globals, untyped without the DOM library
 type Dom = any;
 declare const document: Dom;
 declare const sessionStorage: Dom;

@@ -49,7 +49,10 @@ describe('arrival clock', () => {
     const server = createServer();
     t.after(() => server.close());
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const read = new Promise<number>((resolve) => server.once('connection', (socket) => socket.once('data', () => (resolve(arrival()), socket.destroy()))));
+    const read = new Promise<number>((resolve) => server.once('connection', (socket) => socket.once('data', () => {
+          resolve(arrival());
+          socket.destroy();
+        })));
     const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
     t.after(() => client.destroy());
     await once(client, 'connect');

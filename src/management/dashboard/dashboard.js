@@ -2,6 +2,7 @@
 // last retention of snapshots, and draws them with uPlot. With a metrics token the page asks
 // for it, keeps it in sessionStorage (this tab only) and sends it as an Authorization header;
 // it never goes into a URL.
+// Over 300 lines: one classic <script>, no bundler: the page's state, table and charts in one file.
 (() => {
   'use strict';
   const TOKEN_KEY = 'infermeter.dashboard.token';
@@ -38,7 +39,7 @@
 
   const store = { seq: undefined, t: [], models: new Map(), meta: undefined };
   let selected = decodeURIComponent((location.hash.match(/^#model=(.*)$/) || [])[1] || '');
-  let charts = [];
+  const charts = [];
   let chartsModel;
   let timer;
 
@@ -210,7 +211,7 @@
         [ms(r.ttftP50)],
         [ms(r.ttftP99)],
       ];
-      const g = meta.goodput && meta.goodput.tenants[r.tenant];
+      const g = meta.goodput?.tenants[r.tenant];
       const attained = g ? g.attainment : null;
       cells.push([pct(attained), attained != null && attained < 0.99, 'slo', verdicts(g)]);
       for (const [text, bad, cls, title] of cells) {
@@ -253,7 +254,7 @@
       row.classList.toggle('selected', model === selected);
       const s = entry.series;
       // failedShare is null (shown "–") when nothing finished in the window: not "0.0 %".
-      const g = store.meta.goodput && store.meta.goodput.models[model];
+      const g = store.meta.goodput?.models[model];
       const values = { received: entry.totals.received, attainment: g ? g.attainment : null };
       for (const [i, [field, format]] of COLUMNS.entries()) {
         const cell = row.cells[i + 1];
@@ -317,9 +318,9 @@
           // A fresh page has seconds of data: at least a minute is shown, so that the time axis
           // does not tick every few hundred milliseconds; ticks at least 90 px apart leave room
           // for an h:mm:ss label each.
-          scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 60), max] }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 1] } },
+          scales: { x: { time: true, range: (_u, min, max) => [Math.min(min, max - 60), max] }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.15 : 1] } },
           axes: [{ stroke: '#5f6b7a', space: 90, grid: { stroke: '#eef0f3' } }, { stroke: '#5f6b7a', size: 58, space: 30, grid: { stroke: '#eef0f3' } }],
-          series: [{}, ...def.series.map(([, label, color]) => ({ label, stroke: color, width: 1.6, spanGaps: false, value: (u, v) => (v == null ? '–' : `${fmt(v, Math.abs(v) < 10 ? 2 : 1)}${def.suffix || ''}`) }))],
+          series: [{}, ...def.series.map(([, label, color]) => ({ label, stroke: color, width: 1.6, spanGaps: false, value: (_u, v) => (v == null ? '–' : `${fmt(v, Math.abs(v) < 10 ? 2 : 1)}${def.suffix || ''}`) }))],
         };
         const plot = new uPlot(options, chartData(def, entry), plotBox);
         charts.push({ def, plot, box, plotBox });
