@@ -122,6 +122,7 @@ describe('GET /dashboard', () => {
       'uPlot.min.css': 'text/css; charset=utf-8',
       'dashboard.css': 'text/css; charset=utf-8',
       'uPlot.iife.min.js': 'text/javascript; charset=utf-8',
+      'dashboard-charts.js': 'text/javascript; charset=utf-8',
       'dashboard.js': 'text/javascript; charset=utf-8',
     });
     assert.equal((await fetch(`${app.managementUrl}/dashboard/assets/nothing.js`)).status, 404);
