@@ -3,6 +3,7 @@
 // and the tests alike, so what the tests exercise is what runs. With INFERMETER_WORKERS > 1 the
 // same pieces are split between a primary (metrics, management) and workers (data plane): see
 // cluster/.
+// Over 300 lines: the composition root wires every part once; cluster/ shares its builders.
 import type { Server } from 'node:http';
 import { Hono } from 'hono';
 import type { Config } from './config/config.ts';
@@ -86,7 +87,7 @@ export function tenantAliases(config: Config, log: Logger): TenantAliases | unde
 }
 
 /** Goodput's live SLO classes (watching INFERMETER_SLO_FILE), when an SLO is configured; the metrics close it. */
-export function sloPolicy(config: Config, log: Logger): SloPolicy | undefined {
+function sloPolicy(config: Config, log: Logger): SloPolicy | undefined {
   if (config.slo.classes.length === 0 && config.slo.file === undefined) return undefined;
   return createSloPolicy({ config: config.slo, log });
 }

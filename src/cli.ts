@@ -1,7 +1,10 @@
 #!/usr/bin/env -S node --max-semi-space-size=8 --initial-heap-size=64
 // Entry point: `infermeter` reads the configuration, starts, and stops on SIGTERM/SIGINT;
-// `infermeter sim`, `demo`, `--help` and `--version` do what --help says. The only place that
-// calls process.exit. bin/infermeter.js checks the Node version before it loads this.
+// `infermeter sim`, `demo`, `--help` and `--version` do what --help says. Only the entry points
+// call process.exit: this file, the demo it starts (demo.ts), and the two that run as processes
+// of their own, the image's healthcheck (healthcheck.ts) and a cluster worker
+// (cluster/worker-main.ts); test/unit/architecture.test.ts keeps it so. bin/infermeter.js checks
+// the Node version before it loads this.
 import { ConfigError, loadConfig, type Config } from './config/config.ts';
 import { startInfermeter } from './app.ts';
 import { describeBindError } from './cli/bind-error.ts';

@@ -2,10 +2,10 @@
 // little traffic, so that /metrics fills within seconds. Ports come from the usual INFERMETER_*
 // variables (defaults 1025/1026/1027); `--duration <seconds>` stops it by itself, SIGINT/SIGTERM
 // otherwise. Runs on import: src/cli.ts imports it for `infermeter demo`.
-import { startInfermeter } from './app.ts';
+import { startInfermeter, type Infermeter } from './app.ts';
 import { describeBindError } from './cli/bind-error.ts';
 import { parseDemoArguments } from './cli/demo-arguments.ts';
-import { ConfigError, loadConfig } from './config/config.ts';
+import { ConfigError, loadConfig, type Config } from './config/config.ts';
 import { createLogger } from './log.ts';
 import { startSimServer } from './sim/model-server.ts';
 import { SIM_MODELS, simTimings } from './sim/sim-defaults.ts';
@@ -28,7 +28,7 @@ async function main(): Promise<void> {
   }
   const duration = parsed.durationSeconds ?? Number.NaN;
   const sim = await startSimServer({ models: MODELS, ...simTimings() });
-  let config;
+  let config: Config;
   try {
     // Goodput on, unless the user set SLOs: the sim's TTFT (80 to 320 ms) and gaps (15 to 35 ms)
     // straddle these bounds, so the dashboard's SLO met column has something to say.
@@ -41,7 +41,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  let app;
+  let app: Infermeter;
   try {
     app = await startInfermeter(config, { log: createLogger('warn') });
   } catch (error) {

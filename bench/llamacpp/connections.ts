@@ -74,7 +74,7 @@ async function sendMany(base: string, cell: ConnectionCell, requests: number, mo
   return answers;
 }
 
-export function quantile(values: readonly number[], q: number): number | undefined {
+function quantile(values: readonly number[], q: number): number | undefined {
   if (values.length === 0) return undefined;
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];

@@ -80,7 +80,7 @@ export interface AccessLine {
   readonly completion_tokens?: number;
 }
 
-export function readAccessLog(path: string): Map<string, AccessLine> {
+function readAccessLog(path: string): Map<string, AccessLine> {
   const lines = new Map<string, AccessLine>();
   let text = '';
   try {

@@ -6,7 +6,7 @@ import { resolveListenAddress } from '../config/security.ts';
 import { startSimServer } from '../sim/model-server.ts';
 import { SIM_MODELS, simTimings } from '../sim/sim-defaults.ts';
 
-export const SIM_DEFAULT_PORT = 8000;
+const SIM_DEFAULT_PORT = 8000;
 
 export interface SimArguments {
   readonly host: string;

@@ -16,7 +16,7 @@ import type { UninspectedReason } from '../stream-tap/request-tap.ts';
 import type { TapProblem } from '../stream-tap/response-tap.ts';
 
 /** One event, as compact as structured clone makes cheap. */
-export type BusEvent =
+type BusEvent =
   | readonly [kind: 0, api: InferenceApi, model: string, stream: boolean, tenant: string | undefined] // started
   | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null, tenant: string | undefined, accepted: boolean | undefined, requestId?: string] // first output (the id: its TTFT's exemplar)
   | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number, tenant: string | undefined, accepted: boolean | undefined] // inter-token

@@ -60,7 +60,6 @@ export async function startClusterPrimary(
   const startWaiters: Array<{ n: number; resolve: () => void }> = [];
   const flushWaiters = new Map<number, () => void>();
   let seq = 0;
-  let dataUrl: string | undefined;
   let resolveFirstListening!: (url: string) => void;
   const firstListening = new Promise<string>((resolve) => (resolveFirstListening = resolve));
 
@@ -97,7 +96,7 @@ export async function startClusterPrimary(
     return worker;
   };
 
-  const workers = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected());
+  const workers = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w?.isConnected() === true);
 
   /** Every live worker sends what it has batched before a scrape is answered. */
   const flushAll = async (): Promise<void> => {
@@ -125,7 +124,7 @@ export async function startClusterPrimary(
   };
 
   for (let i = 0; i < options.workers; i++) fork();
-  dataUrl = await firstListening;
+  const dataUrl = await firstListening;
   await new Promise<void>((resolve) => startWaiters.push({ n: options.workers, resolve }));
   const management = await startManagement(config, metrics, dataUrl, flushAll);
   metrics.start();

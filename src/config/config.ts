@@ -86,7 +86,7 @@ export interface Config {
 }
 
 /** The variable (or config.json key) each listen setting came from; undefined: its default. */
-export interface ListenSources {
+interface ListenSources {
   readonly host: string | undefined;
   readonly port: string | undefined;
   readonly managementHost: string | undefined;
@@ -95,7 +95,7 @@ export interface ListenSources {
 }
 
 export type DialectName = 'mindie' | 'aom' | 'vllm' | 'otel';
-export const DIALECT_NAMES: readonly DialectName[] = ['mindie', 'aom', 'vllm', 'otel'];
+const DIALECT_NAMES: readonly DialectName[] = ['mindie', 'aom', 'vllm', 'otel'];
 
 export interface AomOptions {
   /** Collection period of the AOM period gauges and container metrics, in seconds. */

@@ -5,7 +5,7 @@
 // ones infermeter does not (timeout and compression of one export, TLS files, the temporality
 // preference).
 
-export type OtlpProtocol = 'http/protobuf' | 'http/json';
+type OtlpProtocol = 'http/protobuf' | 'http/json';
 
 export interface OtlpExportConfig {
   /** The full URL metrics are POSTed to (…/v1/metrics for OTEL_EXPORTER_OTLP_ENDPOINT). */

@@ -46,7 +46,7 @@ export interface Security {
   readonly warnings: readonly StartWarning[];
 }
 
-export interface StartWarning {
+interface StartWarning {
   readonly msg: string;
   readonly fields: Readonly<Record<string, string>>;
 }

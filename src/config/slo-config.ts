@@ -30,8 +30,6 @@ export interface SloConfig {
   readonly allowance: Readonly<Record<SloKey, number>>;
 }
 
-export const SLO_VARIABLES = ['INFERMETER_SLO', 'INFERMETER_SLO_FILE', 'INFERMETER_SLO_CLIENT_ALLOWANCE'] as const;
-
 /** The class INFERMETER_SLO stands for. */
 export const DEFAULT_CLASS = 'default';
 

@@ -17,11 +17,9 @@ export interface TenantConfig {
   readonly max: number;
 }
 
-export const TENANT_VARIABLES = ['INFERMETER_TENANT', 'INFERMETER_TENANT_ALIASES', 'INFERMETER_MAX_TENANTS'] as const;
-
 /** Reserved tenant values: no tenant, and the fold of tenants past the cap. */
 export const NO_TENANT = 'none';
-export const OTHER_TENANT = 'other';
+const OTHER_TENANT = 'other';
 /**
  * The tenant of requests the engine did not accept (401 or 403), and of those of a tenant
  * without a place that ended before the engine answered: a tenant's place is only ever given to

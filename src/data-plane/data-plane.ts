@@ -30,8 +30,6 @@ import { createUpstreamConnections, type UpstreamConnectionPolicy } from './upst
 import { createUpstreamRequest } from './upstream-request.ts';
 import type { TenantOf } from '../tenant/tenant-of.ts';
 
-export type { UsageInjection } from './measured-route.ts';
-
 export interface DataPlaneOptions {
   readonly upstream: URL;
   readonly clock: Clock;
@@ -85,7 +83,7 @@ export interface DataPlaneOptions {
 /** Why a client connection was dropped before its request was read. */
 export type ClientErrorKind = 'timeout' | 'malformed';
 
-export interface DataPlaneLimits {
+interface DataPlaneLimits {
   readonly headersTimeoutMs: number;
   readonly requestTimeoutMs: number;
   readonly upstreamConnectTimeoutMs: number;

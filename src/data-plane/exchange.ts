@@ -90,10 +90,6 @@ export class Exchange {
   get upstreamResponse(): IncomingMessage | undefined {
     return this.response;
   }
-  /** Still on its way: neither answered nor finished. */
-  get unanswered(): boolean {
-    return this.current !== 'answered' && this.current !== 'finished';
-  }
 
   /**
    * The body told the model, the stream flag and the generation parameters, or why it could

@@ -41,7 +41,7 @@ export interface EngineScraper {
 }
 
 /** Why a scrape failed; label values of infermeter_upstream_metrics_scrape_failures_total. */
-export type ScrapeFailure = 'unreachable' | 'timeout' | 'status' | 'too_large' | 'unparseable' | 'unknown_engine';
+type ScrapeFailure = 'unreachable' | 'timeout' | 'status' | 'too_large' | 'unparseable' | 'unknown_engine';
 const SCRAPE_FAILURES: readonly ScrapeFailure[] = ['unreachable', 'timeout', 'status', 'too_large', 'unparseable', 'unknown_engine'];
 
 const MAX_SCRAPE_BYTES = 8 * 1024 * 1024;

@@ -1,4 +1,4 @@
-// GET /dashboard on the management port: one self-contained page (its HTML, script and style
+// GET /dashboard on the management port: one self-contained page (its HTML, scripts and style
 // sheet beside this module in dashboard/, uPlot's from node_modules/uplot/dist, all read once at
 // start) and GET /dashboard/data, the JSON the page polls (dashboard-feed.ts). No asset comes
 // from another origin; the page's Content-Security-Policy allows only its own.
@@ -55,7 +55,7 @@ function readFiles(): Map<string, Buffer> {
   if (read !== undefined) return read;
   const require = createRequire(import.meta.url);
   const files = new Map<string, Buffer>();
-  for (const name of ['index.html', 'dashboard.js', 'dashboard.css']) files.set(name, readFileSync(fileURLToPath(new URL(`./dashboard/${name}`, import.meta.url))));
+  for (const name of ['index.html', 'dashboard.js', 'dashboard-charts.js', 'dashboard.css']) files.set(name, readFileSync(fileURLToPath(new URL(`./dashboard/${name}`, import.meta.url))));
   for (const name of ['uPlot.iife.min.js', 'uPlot.min.css']) files.set(name, readFileSync(require.resolve(`uplot/dist/${name}`)));
   read = files;
   return files;
@@ -77,6 +77,7 @@ export function loadDashboardAssets(tokenRequired: boolean): DashboardAssets {
     const urls: Record<string, string> = {
       UPLOT_JS: add('uPlot.iife.min.js', uplot('uPlot.iife.min.js'), JS),
       UPLOT_CSS: add('uPlot.min.css', uplot('uPlot.min.css'), CSS),
+      CHARTS_JS: add('dashboard-charts.js', own('dashboard-charts.js'), JS),
       APP_JS: add('dashboard.js', own('dashboard.js'), JS),
       APP_CSS: add('dashboard.css', own('dashboard.css'), CSS),
       AUTH: tokenRequired ? 'bearer' : 'none',

@@ -9,6 +9,7 @@
 // (16 numbers a snapshot) and two quantile windows (dashboard-window.ts), about 120 KB; a model
 // idle for the whole retention gives them back. Models are the recorder's, so at most
 // INFERMETER_MAX_MODELS plus `unknown` and `other`.
+// Over 300 lines: the ring's column layout, its snapshot and its reader share the index constants.
 import type { EngineView } from '../engine/engine-scraper.ts';
 import type { MeasurementState, ModelState, SampleObserver } from '../metrics/recorder.ts';
 import { createDashboardTenants, type TenantRow } from './dashboard-tenants.ts';
@@ -17,7 +18,7 @@ import type { Goodput } from '../metrics/goodput-families.ts';
 import { createQuantileWindow, MAX_RELATIVE_ERROR, type QuantileWindow } from './dashboard-window.ts';
 
 /** What the feed reads of the metrics (a Pick of Metrics). */
-export interface DashboardSource {
+interface DashboardSource {
   readonly state: MeasurementState;
   engineView(): EngineView | undefined;
   addObserver(observer: SampleObserver): void;
@@ -48,7 +49,7 @@ export interface DashboardFeedOptions {
 }
 
 /** The series of one model, aligned with DashboardData.t; null where there is no value. */
-export const SERIES = [
+const SERIES = [
   'requests', // received per second
   'finished', // per second: success + failed + cancelled, so each of those is at most this
   'success', // per second
@@ -67,9 +68,9 @@ export const SERIES = [
   'tpotP90',
   'tpotP99',
 ] as const;
-export type SeriesName = (typeof SERIES)[number];
+type SeriesName = (typeof SERIES)[number];
 
-export interface ModelData {
+interface ModelData {
   readonly model: string;
   /** Lifetime counts at the newest snapshot. */
   readonly totals: { received: number; success: number; failed: number; cancelled: number; promptTokens: number; generationTokens: number };
@@ -218,7 +219,9 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
         // first interval's requests are in the rates.
         if (seq > 1) {
           const prev = ((seq - 1) % size) * COLUMNS;
-          (before ?? [0, 0, 0, 0, 0, 0]).forEach((v, i) => (s!.rows![prev + i] = v));
+          (before ?? [0, 0, 0, 0, 0, 0]).forEach((v, i) => {
+            s!.rows![prev + i] = v;
+          });
           s.firstSeq = seq - 1;
         }
       }
@@ -232,8 +235,12 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
       rows[row + RUNNING] = r ?? m.running;
       rows[row + ENGINE_IN_FLIGHT] = w !== undefined || r !== undefined ? 1 : 0;
       rows[row + KV] = kv?.get(m.model) ?? Number.NaN;
-      s.ttft.quantiles(now, QUANTILES).forEach((v, i) => (rows[row + TTFT + i] = v));
-      s.tpot.quantiles(now, QUANTILES).forEach((v, i) => (rows[row + TPOT + i] = v));
+      s.ttft.quantiles(now, QUANTILES).forEach((v, i) => {
+        rows[row + TTFT + i] = v;
+      });
+      s.tpot.quantiles(now, QUANTILES).forEach((v, i) => {
+        rows[row + TPOT + i] = v;
+      });
       if (s.firstSeq < oldestSeq()) s.firstSeq = oldestSeq();
       // Idle for the whole retention: nothing left to plot.
       if (seq - s.lastActiveSeq >= size) series.delete(m.model);

@@ -8,7 +8,7 @@ import { SLO_KEYS } from '../config/slo-config.ts';
 import type { Goodput } from '../metrics/goodput-families.ts';
 import type { QuantileWindowOptions } from './dashboard-window.ts';
 
-export interface GoodputRow {
+interface GoodputRow {
   /** Finished in the window, by verdict. */
   readonly good: number;
   readonly missed: number;

@@ -8,10 +8,10 @@
 // subtracted from the running totals (weights are whole numbers: no rounding drift).
 
 /** Buckets per octave: each spans a factor of 2^(1/8) ≈ 1.09. */
-export const SUB_BUCKETS = 8;
+const SUB_BUCKETS = 8;
 /** Lower edge of the first bucket, in seconds; smaller values share that bucket. */
 export const MIN_VALUE = 2 ** -14;
-export const OCTAVES = 24;
+const OCTAVES = 24;
 export const BUCKETS = SUB_BUCKETS * OCTAVES;
 /** Largest relative distance between a quantile read and the sample it stands for (in range). */
 export const MAX_RELATIVE_ERROR = 2 ** (1 / (2 * SUB_BUCKETS)) - 1;

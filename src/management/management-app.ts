@@ -22,7 +22,7 @@ export interface ManagementOptions extends MetricsJsonOptions {
   readonly where?: ServiceWhere | undefined;
 }
 
-export interface ServiceWhere {
+interface ServiceWhere {
   /** Whether /metrics is served on this listener too (the ports are the same). */
   readonly metricsHere: boolean;
   /** Where each plane listens, read when asked (ports of 0 are known once bound). */

@@ -11,11 +11,11 @@ import { requireBearer } from './bearer-token.ts';
 import { createScrapeRounds, type ScrapeRoundOptions } from './scrape-rounds.ts';
 
 /** Scrapes in progress or waiting at once (a Prometheus pair and then some); the rest get 503. */
-export const MAX_SCRAPES = 16;
+const MAX_SCRAPES = 16;
 /** A scraper that takes no piece of its answer for this long is dropped (ms). */
-export const SCRAPE_STALL_MS = 5000;
+const SCRAPE_STALL_MS = 5000;
 /** A scrape not done after this long, its wait for a round included, is dropped (ms). */
-export const SCRAPE_TOTAL_MS = 300_000;
+const SCRAPE_TOTAL_MS = 300_000;
 /** Connections open at once on a listener that serves /metrics; Node closes those past it. */
 export const METRICS_MAX_CONNECTIONS = 64;
 

@@ -16,7 +16,7 @@ import type { Clock } from './clock.ts';
 
 const timing = performance.nodeTiming;
 /** The event loop's time spent waiting for I/O so far (ms): it changes only when the loop waited. */
-export const loopIdleTime = (): number => timing.idleTime;
+const loopIdleTime = (): number => timing.idleTime;
 
 export function createArrivalClock(clock: Clock, idleTime: () => number = loopIdleTime): Clock {
   let mark: number | undefined;

@@ -12,7 +12,7 @@ import { readEngineTimings, type EngineTimings } from './engine-timings.ts';
 import { REASONING, readFinishReason, type EventFacts } from './event-facts.ts';
 import { readUsage, type Usage } from './usage.ts';
 
-export { readFinishReason, type EventFacts } from './event-facts.ts';
+export type { EventFacts } from './event-facts.ts';
 
 /** Adds `model` to facts when the payload names one (a non-empty string); the key is absent otherwise. */
 function withModel<T extends object>(facts: T, model: unknown): T & { readonly model?: string } {
@@ -63,7 +63,7 @@ export function classifyEvent(data: string, eventName?: string): EventFacts {
 }
 
 /** Classifies an already-parsed event payload. */
-export function classifyPayload(p: Record<string, unknown>, eventName?: string): EventFacts {
+function classifyPayload(p: Record<string, unknown>, eventName?: string): EventFacts {
   const type = p.type;
   if (typeof type === 'string') {
     if (type.startsWith('response.') || type === 'error') return classifyResponsesEvent(p, type);

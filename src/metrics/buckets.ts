@@ -3,7 +3,7 @@
 // (milliseconds and token counts) are infermeter's choice for LLM traffic, documented in
 // docs/metrics.md; the vLLM defaults are vLLM's own (vllm/v1/metrics/loggers.py, v0.12).
 
-export const DEFAULT_BUCKETS = {
+const DEFAULT_BUCKETS = {
   // MindIE (seconds, tokens): as the spec gives them.
   time_to_first_token_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
   time_per_output_token_seconds: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],

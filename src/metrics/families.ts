@@ -6,6 +6,7 @@
 //   dialect reads the same numbers and none can drift from another;
 // - exemplars: a histogram observed with a request's id keeps, per bucket, the last such
 //   observation (id, value, wall-clock time), written only into OpenMetrics renders.
+// Over 300 lines: the three family kinds share the name checks, parts rendering and exemplars.
 import type { Registry } from '@prometheus-io/client';
 import { escapeLabelValue, formatLabels, formatValue, header } from './text-format.ts';
 
@@ -140,7 +141,7 @@ export interface WeightedHistogram extends Family {
  * OpenMetrics limits an exemplar's label set to 128 characters, names and values together:
  * `request_id` leaves 118 for the id.
  */
-export const MAX_EXEMPLAR_ID = 128 - 'request_id'.length;
+const MAX_EXEMPLAR_ID = 128 - 'request_id'.length;
 
 /** Each bucket's last exemplar: allocated at a series' first one. */
 interface Exemplars {

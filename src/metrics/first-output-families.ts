@@ -10,9 +10,6 @@ import { bucketsFor, type BucketOverrides } from './buckets.ts';
 import { registerHistogram, registerLabelledHistogram } from './families.ts';
 import type { SampleObserver } from './recorder.ts';
 
-export const FIRST_OUTPUT_FAMILIES = ['infermeter_time_to_first_output_seconds', 'infermeter_reasoning_phase_seconds'] as const;
-export const TENANT_FIRST_OUTPUT_FAMILIES = ['infermeter_tenant_time_to_first_output_seconds'] as const;
-
 /** `tenants`: per-tenant metering is on (the tenant family is registered too). */
 export function createFirstOutputFamilies(registry: Registry, buckets: BucketOverrides | undefined, tenants: boolean): SampleObserver {
   const ttfo = registerHistogram(registry, {

@@ -13,17 +13,7 @@ import { registerDerived, type MetricValue } from './families.ts';
 import { EXCLUSIONS, exclusionOf, judge, VERDICTS, type Exclusion, type Judgement, type Verdict } from './goodput-verdict.ts';
 import type { SampleObserver } from './recorder.ts';
 
-export const GOODPUT_FAMILIES = [
-  'infermeter_goodput_requests_total',
-  'infermeter_slo_missed_requests_total',
-  'infermeter_goodput_tokens_total',
-  'infermeter_goodput_excluded_requests_total',
-  'infermeter_slo_threshold_seconds',
-  'infermeter_slo_client_allowance_seconds',
-  'infermeter_tenant_goodput_requests_total',
-] as const;
-
-export interface GoodputCounts {
+interface GoodputCounts {
   readonly verdicts: Record<Verdict, number>;
   readonly missed: Record<SloKey, number>;
   goodTokens: number;

@@ -33,7 +33,7 @@ export interface SloFigures {
 
 
 /** Completion tokens of a request: the upstream's usage when it told one, else one per token event. */
-export function completionTokensOf(sample: RequestSample): number {
+function completionTokensOf(sample: RequestSample): number {
   const usage = sample.usageSource === 'upstream' || sample.usageSource === 'events' ? sample.completionTokens : undefined;
   return usage !== undefined && usage > 0 ? usage : sample.tokenEvents;
 }
@@ -54,7 +54,7 @@ export function figuresOf(sample: RequestSample, n: number): SloFigures | undefi
 }
 
 /** vLLM's check of one request: `s >= r` for every configured SLO s (seconds) and figure r. */
-export function missedSlos(figures: SloFigures, targets: SloTargets, allowanceMs: Readonly<Record<SloKey, number>>): SloKey[] {
+function missedSlos(figures: SloFigures, targets: SloTargets, allowanceMs: Readonly<Record<SloKey, number>>): SloKey[] {
   const missed: SloKey[] = [];
   for (const key of ['ttft', 'tpot', 'e2el'] as const) {
     const slo = targets[key];

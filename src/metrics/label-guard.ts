@@ -16,7 +16,7 @@ export interface LabelGuard {
   readonly distinct: number;
 }
 
-export const OTHER = 'other';
+const OTHER = 'other';
 const MAX_LENGTH = 128;
 
 export function sanitizeLabel(value: string): string {

@@ -10,7 +10,7 @@ import type { Registry } from '@prometheus-io/client';
 import type { Family, MetricValue } from './families.ts';
 import { formatValue, header } from './text-format.ts';
 
-export const LOOP_DELAY_NAME = 'infermeter_event_loop_delay_seconds';
+const LOOP_DELAY_NAME = 'infermeter_event_loop_delay_seconds';
 /** Upper bounds, seconds: a millisecond-true TTFT needs the loop's delay in the lowest ones. */
 export const LOOP_DELAY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 /** Node's sampling interval (ms); each sample is the interval taken, so the delay is that minus this. */
@@ -88,7 +88,9 @@ export function registerLoopDelay(registry: Registry, read: () => ReadonlyArray<
       const before = shown.get(process);
       const now = [...r.buckets, r.count, r.sum].map((v, i) => Math.max(v, before?.[i] ?? 0));
       shown.set(process, now);
-      LOOP_DELAY_BUCKETS.forEach((le, i) => out.push({ metricName: `${LOOP_DELAY_NAME}_bucket`, labels: { process, le: formatValue(le) }, value: now[i]! }));
+      LOOP_DELAY_BUCKETS.forEach((le, i) => {
+        out.push({ metricName: `${LOOP_DELAY_NAME}_bucket`, labels: { process, le: formatValue(le) }, value: now[i]! });
+      });
       const n = LOOP_DELAY_BUCKETS.length;
       out.push({ metricName: `${LOOP_DELAY_NAME}_bucket`, labels: { process, le: '+Inf' }, value: now[n]! });
       out.push({ metricName: `${LOOP_DELAY_NAME}_sum`, labels: { process }, value: now[n + 1]! });

@@ -1,5 +1,6 @@
 // Builds the metrics of one infermeter: a Prometheus client (@prometheus-io/client) Registry of its own (never the global
 // one), the shared measurement state, the enabled dialects and infermeter's own families.
+// Over 300 lines: the one place the registry, the dialects, the families and the render meet.
 import { Counter, Registry } from '@prometheus-io/client';
 import type { AomOptions, DialectName } from '../config/config.ts';
 import type { Clock } from '../measure/clock.ts';
@@ -34,7 +35,7 @@ import { createOverheadFamily } from './overhead-family.ts';
  * How long one piece of a /metrics render may hold the event loop (ms): the series (or the few
  * kilobytes of a derived family) started within it is finished, then the loop is given back.
  */
-export const RENDER_SLICE_MS = 4;
+const RENDER_SLICE_MS = 4;
 /** And how large a piece may grow (its encoding, by the caller, is work of the same slice). */
 const RENDER_PIECE_CHARS = 64 * 1024;
 
@@ -130,7 +131,7 @@ export interface MetricsOptions {
   readonly slo?: SloPolicy | undefined;
 }
 
-export interface TenantMetering {
+interface TenantMetering {
   /** Distinct tenant values kept besides the aliased ones, `none` and `other` (INFERMETER_MAX_TENANTS). */
   readonly max: number;
   /** The alias file's mapping: its names are always kept, also after a reload. */

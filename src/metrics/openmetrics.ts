@@ -151,7 +151,7 @@ export function toOpenMetrics(text: string, timestamps = false): string {
       block = { name, help: help?.name === name ? help.text : undefined, type, samples: [] };
       help = undefined;
     } else if (line.startsWith('#')) {
-      continue; // another comment: OpenMetrics has none
+      // another comment: OpenMetrics has none
     } else if (block !== undefined) block.samples.push(line);
     else {
       // A sample before any TYPE: a family of its own, unknown.

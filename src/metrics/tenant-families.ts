@@ -9,14 +9,6 @@ import { bucketsFor, type BucketOverrides } from './buckets.ts';
 import { registerDerived, registerLabelledHistogram, type MetricValue } from './families.ts';
 import type { SampleObserver } from './recorder.ts';
 
-export const TENANT_FAMILIES = [
-  'infermeter_tenant_requests_total',
-  'infermeter_tenant_prompt_tokens_total',
-  'infermeter_tenant_generation_tokens_total',
-  'infermeter_tenant_time_to_first_token_seconds',
-  'infermeter_tenant_e2e_request_latency_seconds',
-] as const;
-
 interface TenantModel {
   readonly tenant: string;
   readonly model: string;

@@ -29,9 +29,6 @@ const DETAILS: ReadonlyArray<{ readonly key: Detail; readonly name: string; read
   },
 ];
 
-export const USAGE_DETAIL_FAMILIES = DETAILS.map((d) => `infermeter_${d.name}`);
-export const TENANT_USAGE_DETAIL_FAMILIES = DETAILS.map((d) => `infermeter_tenant_${d.name}`);
-
 /** `tenants`: per-tenant metering is on (the tenant families are registered too). */
 export function createUsageDetailFamilies(registry: Registry, tenants: boolean): SampleObserver {
   // Per detail: model -> sum, and (tenant, model) -> sum with its labels.

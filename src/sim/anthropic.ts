@@ -122,7 +122,7 @@ async function stream(res: ServerResponse, plan: Plan, m: MessageState, engine: 
 }
 
 /** An error in the Messages API's shape. */
-export function messagesError(res: ServerResponse, status: number, type: string, message: string): void {
+function messagesError(res: ServerResponse, status: number, type: string, message: string): void {
   send(res, status, anthropicId('req'), { type: 'error', error: { type, message } });
 }
 

@@ -389,7 +389,7 @@ const NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
  * literals, a number equal to 0 or 1, and the strings it names (any case); anything else is no
  * bool (the engine refuses it). `text` is a literal's text, or a string's raw JSON content.
  */
-export function laxBool(text: string, isString: boolean): boolean | undefined {
+function laxBool(text: string, isString: boolean): boolean | undefined {
   if (text.length > MAX_STREAM_TEXT) return undefined;
   if (!isString) {
     if (text === 'true') return true;

@@ -1,6 +1,7 @@
-// Reads an inference response on the side, from the very buffers that are sent to the client:
-// the data plane hands each chunk over after writing it, so the bytes are forwarded first and
-// never wait for this code. A text/event-stream
+// Reads an inference response on the side, from the upstream's bytes as they came (the very
+// buffers sent to the client, except where the usage strip removes the usage-only chunk from
+// what the client gets): the data plane hands each chunk over after writing it, so the bytes
+// are forwarded first and never wait for this code. A text/event-stream
 // body is decoded and split into events (eventsource-parser), each classified and reported to
 // the request timer as it arrives; a JSON body is kept up to a cap and read for `usage` at its
 // end. Nothing here can throw into the data path: a problem is counted and the tap goes quiet.
@@ -48,7 +49,7 @@ const isEventPrefix = (b: Buffer, i: number): boolean =>
   b[i] === 0x65 && b[i + 1] === 0x76 && b[i + 2] === 0x65 && b[i + 3] === 0x6e && b[i + 4] === 0x74 && b[i + 5] === 0x3a;
 
 export function isEventStream(contentType: string | undefined): boolean {
-  return contentType !== undefined && contentType.toLowerCase().includes('text/event-stream');
+  return contentType?.toLowerCase().includes('text/event-stream') === true;
 }
 
 /** What reads a response body: handed each chunk once it was sent on to the client. */

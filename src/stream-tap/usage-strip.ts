@@ -1,8 +1,8 @@
 // Removes the usage-only chunk that injected usage produced, from the bytes going to the
 // client: every other byte passes unchanged and in order. It works on what one upstream read
-// brought and gives back what to write for it, once: a read that ends on an event boundary and
-// holds no usage-only chunk (the usual case) is given back as the very Buffer it came in, so the
-// relay writes it as it writes any other read. Events are cut at their blank line; an event's
+// brought and gives back what to write for it, once: a read that starts and ends on an event
+// boundary and holds no usage-only chunk (the usual case) is given back as the very Buffer it
+// came in, so the relay writes it as it writes any other read. Events are cut at their blank line; an event's
 // bytes are held only until that event is complete. An event that grows past the cap is passed
 // on as its bytes come, unheld, and stripping resumes after it: the usage-only chunk infermeter
 // asked for (small, and last) is still removed from such a stream.

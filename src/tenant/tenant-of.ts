@@ -59,7 +59,7 @@ export function createTenantOf(source: TenantSource, aliases: () => ReadonlyMap<
  * arrives as `cafÃ©`; read back as UTF-8 (bytes that are not UTF-8 become U+FFFD), it matches
  * an alias keyed `café`. ASCII, the usual case, is returned as it is.
  */
-export function utf8(value: string): string {
+function utf8(value: string): string {
   for (let i = 0; i < value.length; i++) if (value.charCodeAt(i) > 0x7f) return Buffer.from(value, 'latin1').toString('utf8');
   return value;
 }

@@ -44,7 +44,7 @@ async function startCli(t: TestContext, upstream: string, env: Record<string, st
   let buffered = '';
   child.stderr.on('data', (chunk: Buffer) => {
     buffered += chunk.toString();
-    let nl;
+    let nl: number;
     while ((nl = buffered.indexOf('\n')) !== -1) {
       const text = buffered.slice(0, nl);
       buffered = buffered.slice(nl + 1);

@@ -40,7 +40,10 @@ describe('memory bounds', () => {
       const path = method === 'POST' ? '/v1/chat/completions' : '/v1/files/x';
       await new Promise<void>((resolve) => {
         const req = http.request(`${proxy.dataUrl}${path}`, { method, headers: { 'content-type': 'application/json' }, timeout: 200 }, (res) => res.resume());
-        req.on('timeout', () => (req.destroy(), resolve()));
+        req.on('timeout', () => {
+          req.destroy();
+          resolve();
+        });
         req.on('error', () => resolve());
         req.on('close', () => resolve());
         req.end('{"model":"warm","stream":true,"messages":[]}');

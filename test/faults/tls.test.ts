@@ -31,7 +31,7 @@ function get(url: string, ca: Buffer, headers: Record<string, string> = {}, meth
 describe('TLS', () => {
   it('serves HTTPS on the data, management and metrics ports, and reaches an HTTPS upstream through its CA', async (t) => {
     // An HTTPS upstream whose certificate only the given CA vouches for.
-    const upstream = createHttpsServer({ key: certs.key, cert: certs.cert }, (req, res) => {
+    const upstream = createHttpsServer({ key: certs.key, cert: certs.cert }, (_req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.end('data: {"choices":[{"delta":{"content":"secure"}}]}\n\ndata: [DONE]\n\n');
     });

@@ -77,7 +77,9 @@ describe('AOM dialect', () => {
     const sockets = [1, 2, 3].map(() => connect(Number(port), hostname, function (this: Socket) {
       this.write(`GET /hold HTTP/1.1\r\nHost: x\r\n\r\n`);
     }));
-    t.after(() => sockets.forEach((s) => s.destroy()));
+    t.after(() => {
+      for (const s of sockets) s.destroy();
+    });
     await upstream.received(3); // each connection's request reached the upstream: all three are accepted
     assert.equal((await scrape(app)).value('infer_service_request_connect_count', { source: hostname_() }), 3);
   });

@@ -24,6 +24,7 @@ import { freePort, listen } from '../helpers/listen.ts';
 
 // The callbacks given to page.evaluate and page.waitForFunction run in the page; the project's
 // TypeScript has no DOM library, so the page's globals are declared loosely here.
+// biome-ignore lint/suspicious/noExplicitAny: the page's globals, untyped without the DOM library
 type Dom = any;
 declare const document: Dom;
 declare const sessionStorage: Dom;
@@ -108,6 +109,7 @@ describe('GET /dashboard', () => {
       'uPlot.min.css': 'text/css; charset=utf-8',
       'dashboard.css': 'text/css; charset=utf-8',
       'uPlot.iife.min.js': 'text/javascript; charset=utf-8',
+      'dashboard-charts.js': 'text/javascript; charset=utf-8',
       'dashboard.js': 'text/javascript; charset=utf-8',
     });
     assert.equal((await fetch(`${app.managementUrl}/dashboard/assets/nothing.js`)).status, 404);

@@ -70,7 +70,10 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
     const utf32 = (s: string, le: boolean) => {
       const points = [...s].map((c) => c.codePointAt(0)!);
       const b = Buffer.alloc(points.length * 4);
-      points.forEach((p, i) => (le ? b.writeUInt32LE(p, i * 4) : b.writeUInt32BE(p, i * 4)));
+      points.forEach((p, i) => {
+        if (le) b.writeUInt32LE(p, i * 4);
+        else b.writeUInt32BE(p, i * 4);
+      });
       return b;
     };
     const bodies: Array<[string, Buffer]> = [

@@ -207,7 +207,9 @@ describe('goodput', () => {
     await app.workersStarted(3);
     const lost = { acme: 0, globex: 0 };
     const late = { acme: 0, globex: 0 };
-    held.forEach((h, i) => (outcomes[i] ? late : lost)[h.tenant]++);
+    held.forEach((h, i) => {
+      (outcomes[i] ? late : lost)[h.tenant]++;
+    });
     assert.ok(lost.acme + lost.globex >= 1 && late.acme + late.globex >= 1, `both workers held some: lost ${JSON.stringify(lost)}, completed ${JSON.stringify(late)}`);
     const after = await metrics();
     assert.equal(after.value('infermeter_worker_lost_requests_total'), lost.acme + lost.globex);

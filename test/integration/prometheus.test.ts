@@ -95,7 +95,10 @@ async function round(app: Infermeter): Promise<void> {
     ...ROUND.nonStreamed.map((m) => nonStreamed(url, m)),
     cancelledStream(url, LLAMA).then(() => 0),
     nonStreamed(url, MISSING),
-    post(url, '{oops, not json').then(async (r) => (await r.arrayBuffer(), r.status)),
+    post(url, '{oops, not json').then(async (r) => {
+      await r.arrayBuffer();
+      return r.status;
+    }),
     nonStreamed(url, LLAMA, SLOW_TOKENS),
     notHttp(url).then((a) => (a.startsWith('HTTP/1.1 400') ? -400 : Number.NaN)),
   ]);

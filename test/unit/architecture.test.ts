@@ -1,6 +1,8 @@
 // The house rules a reader relies on, checked on the sources: no import circle anywhere in
 // src/ (type imports included: a circle of types is still two modules that know each other),
-// and no function in the data plane longer than a reader can hold (about 150 lines).
+// no function in the data plane longer than a reader can hold (about 150 lines), no source file
+// over 400 lines but the hot path's byte walker and each over 300 saying why in its opening
+// comment, and process.exit only in the entry points (src/cli.ts says which).
 import { strict as assert } from 'node:assert';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -10,6 +12,19 @@ import ts from 'typescript';
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
 const MAX_FUNCTION_LINES = 150;
+const MAX_FILE_LINES = 400;
+/** Past this a file says why in its opening comment, on a line `// Over 300 lines...: <why>`. */
+const EXPLAIN_FILE_LINES = 300;
+/** The one file allowed past MAX_FILE_LINES: the hot path's byte walker, kept in one pass. */
+const HOT_PATH_WALKER = 'measure/skim-event.ts';
+/**
+ * Files being split on other branches while this check was added (issue 35): exempt from both
+ * line rules until the split is merged. Empty this set at the merge; a file listed here that no
+ * longer needs it fails the check, so the set cannot outlive its reason.
+ */
+const PENDING_SPLIT = new Set(['config/config.ts', 'data-plane/measured-route.ts', 'stream-tap/request-body-scanner.ts', 'stream-tap/response-tap.ts']);
+/** The modules that may call process.exit: the entry points src/cli.ts names. */
+const EXIT_CALLERS = ['cli.ts', 'cluster/worker-main.ts', 'demo.ts', 'healthcheck.ts'];
 
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -17,6 +32,30 @@ function sources(dir: string): string[] {
     if (entry.isDirectory()) return sources(path);
     return entry.name.endsWith('.ts') ? [path] : [];
   });
+}
+
+/** Every source file of src/ a reader opens: the TypeScript modules and the dashboard's script. */
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(path);
+    return /\.(ts|js)$/.test(entry.name) ? [path] : [];
+  });
+}
+
+/** The file's opening comment: its leading `//` lines (after a #! line), as text. */
+export function openingComment(text: string): string {
+  const lines = text.split('\n');
+  let i = lines[0]?.startsWith('#!') ? 1 : 0;
+  const comment: string[] = [];
+  while (i < lines.length && lines[i]!.startsWith('//')) comment.push(lines[i++]!);
+  return comment.join('\n');
+}
+
+/** The reason an opening comment gives for a long file, or undefined when it gives none. */
+export function lengthReason(text: string): string | undefined {
+  const m = /^\/\/ Over 300 lines[^:\n]*: (.+)$/m.exec(openingComment(text));
+  return m !== null && m[1]!.trim().length >= 20 ? m[1]!.trim() : undefined;
 }
 
 /** The relative .ts modules a file imports or re-exports, resolved. */
@@ -92,5 +131,53 @@ describe('architecture', () => {
     }
     assert.ok(functions > 30, `measured ${functions} functions`);
     assert.deepEqual(long, []);
+  });
+
+  it('reads a length reason only from the opening comment (the check itself)', () => {
+    const why = '// Over 300 lines: one state machine, read best in one place.';
+    assert.equal(lengthReason(`#!/usr/bin/env node\n// What it does.\n${why}\nimport x from 'y';\n`), 'one state machine, read best in one place.');
+    assert.equal(lengthReason(`// What it does.\nimport x from 'y';\n${why}\n`), undefined, 'below the imports it is no opening comment');
+    assert.equal(lengthReason('// What it does.\n// Over 300 lines: long.\n'), undefined, 'a reason of a word or two is none');
+    assert.equal(lengthReason('// What it does.\n'), undefined);
+  });
+
+  it(`has no source file in src/ over ${MAX_FILE_LINES} lines but ${HOT_PATH_WALKER}, each over ${EXPLAIN_FILE_LINES} saying why`, () => {
+    const files = sourceFiles(SRC);
+    assert.ok(files.length > 50, `read ${files.length} files`);
+    const tooLong: string[] = [];
+    const unexplained: string[] = [];
+    const staleReason: string[] = [];
+    const pendingDone: string[] = [];
+    let explained = 0;
+    for (const file of files) {
+      const name = relative(SRC, file);
+      const text = readFileSync(file, 'utf8');
+      const lines = text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
+      const reason = lengthReason(text);
+      if (PENDING_SPLIT.has(name)) {
+        if (lines <= EXPLAIN_FILE_LINES || reason !== undefined) pendingDone.push(`${name} (${lines} lines)`);
+        continue;
+      }
+      if (lines > MAX_FILE_LINES && name !== HOT_PATH_WALKER) tooLong.push(`${name} (${lines} lines)`);
+      if (lines > EXPLAIN_FILE_LINES && reason === undefined) unexplained.push(`${name} (${lines} lines)`);
+      if (lines <= EXPLAIN_FILE_LINES && reason !== undefined) staleReason.push(`${name} (${lines} lines)`);
+      if (reason !== undefined) explained++;
+    }
+    for (const name of PENDING_SPLIT) if (!files.includes(join(SRC, name))) pendingDone.push(`${name} (gone)`);
+    assert.ok(explained > 0, 'no file gives a length reason: is the marker still `// Over 300 lines: <why>`?');
+    assert.deepEqual(tooLong, [], `over ${MAX_FILE_LINES} lines`);
+    assert.deepEqual(unexplained, [], `over ${EXPLAIN_FILE_LINES} lines without "// Over 300 lines: <why>" in the opening comment`);
+    assert.deepEqual(staleReason, [], `a length reason on a file of ${EXPLAIN_FILE_LINES} lines or fewer: remove it`);
+    assert.deepEqual(pendingDone, [], 'in PENDING_SPLIT but split (or explained) now: take it out of the set');
+  });
+
+  it('calls process.exit only in the entry points src/cli.ts names', () => {
+    const callers = sources(SRC)
+      .filter((file) => /\bprocess\.exit\s*\(/.test(readFileSync(file, 'utf8')))
+      .map((file) => relative(SRC, file))
+      .sort();
+    assert.deepEqual(callers, EXIT_CALLERS);
+    const cli = readFileSync(join(SRC, 'cli.ts'), 'utf8');
+    for (const name of EXIT_CALLERS.filter((n) => n !== 'cli.ts')) assert.ok(openingComment(cli).includes(name), `src/cli.ts's opening comment names ${name}`);
   });
 });

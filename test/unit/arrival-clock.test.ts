@@ -49,7 +49,14 @@ describe('arrival clock', () => {
     const first = arrival();
     const server = createServer();
     const { port } = await listen(t, server);
-    const read = new Promise<number>((resolve) => server.once('connection', (socket) => socket.once('data', () => (resolve(arrival()), socket.destroy()))));
+    const read = new Promise<number>((resolve) =>
+      server.once('connection', (socket) =>
+        socket.once('data', () => {
+          resolve(arrival());
+          socket.destroy();
+        }),
+      ),
+    );
     const client = connect(port, '127.0.0.1');
     t.after(() => client.destroy());
     await once(client, 'connect');

@@ -12,7 +12,7 @@ import { createRequestTimer, type RequestTimer } from '../../src/measure/request
 import type { InferenceApi } from '../../src/measure/sample.ts';
 import { errorType, OPERATION_NAMES, prometheusLabel } from '../../src/metrics/dialects/otel.ts';
 import { registerLabelledHistogram } from '../../src/metrics/families.ts';
-import { createMetrics, type Metrics } from '../../src/metrics/metrics.ts';
+import { createMetrics } from '../../src/metrics/metrics.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
 import { OTEL_BUCKETS, les as specLes } from '../helpers/spec-buckets.ts';
 

@@ -1,7 +1,8 @@
 // infermeter's live dashboard: polls dashboard/data (same origin) every interval, keeps the
-// last retention of snapshots, and draws them with uPlot. With a metrics token the page asks
-// for it, keeps it in sessionStorage (this tab only) and sends it as an Authorization header;
-// it never goes into a URL.
+// last retention of snapshots, and shows them in its tables and in the charts of
+// dashboard-charts.js (loaded before this). With a metrics token the page asks for it, keeps it
+// in sessionStorage (this tab only) and sends it as an Authorization header; it never goes into
+// a URL.
 (() => {
   'use strict';
   const TOKEN_KEY = 'infermeter.dashboard.token';
@@ -9,15 +10,6 @@
   const $ = (id) => document.getElementById(id);
 
   const SERIES = ['requests', 'finished', 'success', 'failed', 'cancelled', 'failedShare', 'promptTokens', 'generationTokens', 'waiting', 'running', 'kvCache', 'ttftP50', 'ttftP90', 'ttftP99', 'tpotP50', 'tpotP90', 'tpotP99'];
-  const QUANTILE_COLORS = ['#2f6fd6', '#e08a1e', '#c8372d'];
-  const CHARTS = [
-    { id: 'requests', title: 'Requests', unit: 'per second', series: [['finished', 'finished', '#5f6b7a'], ['success', 'success', '#3a9a4a'], ['failed', 'failed', '#c8372d'], ['cancelled', 'cancelled', '#9b59b6']] },
-    { id: 'ttft', title: 'Time to first token', unit: 'ms', suffix: ' ms', scale: 1000, series: [['ttftP50', 'p50'], ['ttftP90', 'p90'], ['ttftP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
-    { id: 'tpot', title: 'Time per output token', unit: 'ms', suffix: ' ms', scale: 1000, series: [['tpotP50', 'p50'], ['tpotP90', 'p90'], ['tpotP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
-    { id: 'tokens', title: 'Tokens', unit: 'per second', series: [['promptTokens', 'prompt', '#8c6d31'], ['generationTokens', 'generation', '#2f6fd6']] },
-    { id: 'inflight', title: 'In flight', unit: 'requests', series: [['waiting', 'waiting', '#e08a1e'], ['running', 'running', '#3a9a4a']] },
-    { id: 'kv', title: 'KV-cache usage', unit: '% (engine)', suffix: ' %', scale: 100, series: [['kvCache', 'KV cache', '#9b59b6']] },
-  ];
   // Table columns: [series or derived field, decimals/scale].
   const COLUMNS = [
     ['finished', (v) => fmt(v, 2)],
@@ -38,8 +30,7 @@
 
   const store = { seq: undefined, t: [], models: new Map(), meta: undefined };
   let selected = decodeURIComponent((location.hash.match(/^#model=(.*)$/) || [])[1] || '');
-  let charts = [];
-  let chartsModel;
+  let charts; // the chart panel (dashboard-charts.js), made at the first render: it needs the laid-out page
   let timer;
 
   function fmt(v, decimals) {
@@ -177,7 +168,8 @@
     renderSelect(models);
     const meta = store.meta;
     $('notes').textContent = `rates over the last ${meta.rateWindowSeconds} s; quantiles over the last ${meta.quantileWindowSeconds} s (within ±${(meta.quantileRelativeError * 100).toFixed(1)} %); ${Math.round(meta.retentionSeconds / 60)} minutes kept`;
-    renderCharts();
+    charts ??= createDashboardCharts($('charts'), fmt);
+    charts.render(store.t, store.models.get(selected), selected);
     renderTenants(meta);
     renderSlo(meta);
   }
@@ -210,7 +202,7 @@
         [ms(r.ttftP50)],
         [ms(r.ttftP99)],
       ];
-      const g = meta.goodput && meta.goodput.tenants[r.tenant];
+      const g = meta.goodput?.tenants[r.tenant];
       const attained = g ? g.attainment : null;
       cells.push([pct(attained), attained != null && attained < 0.99, 'slo', verdicts(g)]);
       for (const [text, bad, cls, title] of cells) {
@@ -253,7 +245,7 @@
       row.classList.toggle('selected', model === selected);
       const s = entry.series;
       // failedShare is null (shown "–") when nothing finished in the window: not "0.0 %".
-      const g = store.meta.goodput && store.meta.goodput.models[model];
+      const g = store.meta.goodput?.models[model];
       const values = { received: entry.totals.received, attainment: g ? g.attainment : null };
       for (const [i, [field, format]] of COLUMNS.entries()) {
         const cell = row.cells[i + 1];
@@ -284,61 +276,6 @@
     selected = model;
     history.replaceState(null, '', `#model=${encodeURIComponent(model)}`);
     render();
-  }
-
-  function chartData(def, entry) {
-    return [store.t, ...def.series.map(([name]) => {
-      const values = entry ? entry.series[name] : store.t.map(() => null);
-      return def.scale ? values.map((v) => (v == null ? null : v * def.scale)) : values;
-    })];
-  }
-
-  function renderCharts() {
-    const entry = store.models.get(selected);
-    const container = $('charts');
-    if (charts.length === 0) {
-      for (const def of CHARTS) {
-        const box = document.createElement('div');
-        box.className = 'chart';
-        box.dataset.chart = def.id;
-        const title = document.createElement('h2');
-        title.textContent = `${def.title} `;
-        const unit = document.createElement('small');
-        unit.textContent = def.unit;
-        title.appendChild(unit);
-        const plotBox = document.createElement('div');
-        plotBox.className = 'plot';
-        box.append(title, plotBox);
-        container.appendChild(box);
-        const options = {
-          width: Math.max(300, plotBox.clientWidth),
-          height: 190,
-          cursor: { drag: { x: false, y: false } },
-          // A fresh page has seconds of data: at least a minute is shown, so that the time axis
-          // does not tick every few hundred milliseconds; ticks at least 90 px apart leave room
-          // for an h:mm:ss label each.
-          scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 60), max] }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 1] } },
-          axes: [{ stroke: '#5f6b7a', space: 90, grid: { stroke: '#eef0f3' } }, { stroke: '#5f6b7a', size: 58, space: 30, grid: { stroke: '#eef0f3' } }],
-          series: [{}, ...def.series.map(([, label, color]) => ({ label, stroke: color, width: 1.6, spanGaps: false, value: (u, v) => (v == null ? '–' : `${fmt(v, Math.abs(v) < 10 ? 2 : 1)}${def.suffix || ''}`) }))],
-        };
-        const plot = new uPlot(options, chartData(def, entry), plotBox);
-        charts.push({ def, plot, box, plotBox });
-      }
-      const resize = new ResizeObserver(() => {
-        for (const c of charts) c.plot.setSize({ width: Math.max(300, c.plotBox.clientWidth), height: 190 });
-      });
-      for (const c of charts) resize.observe(c.plotBox);
-    } else {
-      for (const c of charts) c.plot.setData(chartData(c.def, entry));
-    }
-    // Away from the cursor, the legends show the newest values.
-    for (const c of charts) if (!(c.plot.cursor.left >= 0) && store.t.length > 0) c.plot.setLegend({ idx: store.t.length - 1 });
-    chartsModel = selected;
-    for (const c of charts) {
-      c.box.dataset.model = chartsModel;
-      c.box.dataset.points = String(store.t.length);
-      c.box.dataset.xspan = String(c.plot.scales.x.max - c.plot.scales.x.min); // seconds shown
-    }
   }
 
   poll();

@@ -21,7 +21,7 @@ export const runTool: RunTool = (command, args) =>
     });
   });
 
-export const NVIDIA_SMI_ARGS = ['--query-gpu=utilization.gpu,memory.used,memory.total', '--format=csv,noheader,nounits'] as const;
+const NVIDIA_SMI_ARGS = ['--query-gpu=utilization.gpu,memory.used,memory.total', '--format=csv,noheader,nounits'] as const;
 
 /** Parses `nvidia-smi --query-gpu=utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits`. */
 export function parseNvidiaSmi(output: string): AcceleratorReading | undefined {

@@ -26,7 +26,7 @@ const ROUTES: Readonly<Record<InferenceApi, string>> = {
 };
 
 /** 2xx, 4xx, 5xx...; a client that left before any status was sent counts as 4xx (nginx's 499). */
-export function codeClass(status: number): string {
+function codeClass(status: number): string {
   return status >= 100 && status <= 599 ? `${Math.floor(status / 100)}xx` : '4xx';
 }
 

@@ -66,7 +66,7 @@ export const OTEL_INSTRUMENTS: Readonly<Record<OtelInstrumentKey, OtelInstrument
 };
 
 /** Every attribute the measurements may carry, in the order they become labels. */
-export const OTEL_ATTRIBUTES = [
+const OTEL_ATTRIBUTES = [
   'gen_ai.operation.name',
   'gen_ai.provider.name',
   'gen_ai.request.model',

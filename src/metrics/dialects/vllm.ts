@@ -24,7 +24,7 @@ const ENGINE = 'engine';
 const ENGINE_INDEX = '0';
 
 /** vLLM's `finished_reason` values (FinishReason of vllm/v1/engine), each with a series from the start. */
-export const VLLM_FINISHED_REASONS = ['stop', 'length', 'abort', 'error'] as const;
+const VLLM_FINISHED_REASONS = ['stop', 'length', 'abort', 'error'] as const;
 export type VllmFinishedReason = (typeof VLLM_FINISHED_REASONS)[number];
 
 /**
