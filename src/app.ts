@@ -104,7 +104,7 @@ export function buildMetrics(config: Config, options: StartOptions, openConnecti
     aom: config.aom,
     openConnections,
     jsonWindow: config.jsonWindow,
-    maxModels: config.security.maxModels,
+    maxModels: config.limits.maxModels,
     modelsUrl: new URL(`${upstream.pathname.replace(/\/$/, '')}/v1/models`, upstream.origin),
     ...(config.upstreamMetrics === undefined
       ? {}
@@ -199,7 +199,7 @@ export function buildDataPlane(
     tls: config.security.dataTls,
     upstreamCa: config.security.upstreamCa,
     upstreamConnections: config.upstreamConnections,
-    limits: config.security,
+    limits: config.limits,
     rejected: events.rejected,
     clientError: events.clientError,
     httpRequest: config.dialects.includes('vllm') ? passThroughHttp(events) : undefined,
@@ -358,7 +358,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       close,
       async drain() {
         m.setReady(false);
-        await drainAndSay(plane, config.security.drainTimeoutMs, log);
+        await drainAndSay(plane, config.limits.drainTimeoutMs, log);
         await close();
       },
     };

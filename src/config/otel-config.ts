@@ -5,6 +5,8 @@
 // ones infermeter does not (timeout and compression of one export, TLS files, the temporality
 // preference).
 
+import { integer, nonEmpty, readWith, type Env, type Problem } from './parse.ts';
+
 export type OtlpProtocol = 'http/protobuf' | 'http/json';
 
 export interface OtlpExportConfig {
@@ -47,15 +49,10 @@ export const OTEL_VARIABLES = [
   'OTEL_SDK_DISABLED',
 ] as const;
 
-type Env = Readonly<Record<string, string | undefined>>;
-type Problem = (variable: string, expected: string, got: string | undefined) => void;
 
 const PRINTABLE = /^[^\u0000-\u001f\u007f]{1,128}$/;
 
-function value(env: Env, variable: string): string | undefined {
-  const v = env[variable];
-  return v === undefined || v.trim() === '' ? undefined : v.trim();
-}
+const value = (env: Env, variable: string): string | undefined => nonEmpty(env[variable]);
 
 export function parseOtel(env: Env, hostname: string, problem: Problem): OtelConfig {
   const providerName = value(env, 'INFERMETER_OTEL_PROVIDER_NAME') ?? 'openai';
@@ -147,15 +144,10 @@ function parseHeaders(env: Env, variable: string, problem: Problem): Record<stri
   return headers;
 }
 
+const MILLIS = integer(1, 86_400_000, 'milliseconds, an integer from 1 to 86400000');
+
 function parseMillis(env: Env, variable: string, fallback: number, problem: Problem): number {
-  const text = value(env, variable);
-  if (text === undefined) return fallback;
-  if (/^\d+$/.test(text)) {
-    const n = Number(text);
-    if (Number.isSafeInteger(n) && n >= 1 && n <= 86_400_000) return n;
-  }
-  problem(variable, 'milliseconds, an integer from 1 to 86400000', env[variable]);
-  return fallback;
+  return readWith(MILLIS, variable, env[variable], fallback, problem);
 }
 
 /**

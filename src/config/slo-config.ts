@@ -5,6 +5,7 @@
 // before they are compared, for a client that sees them later. Self-contained: config.ts calls
 // parseSlo with its problem list.
 import { readFileSync } from 'node:fs';
+import { nonEmpty, type Env, type Problem } from './parse.ts';
 
 export const SLO_KEYS = ['ttft', 'tpot', 'e2el'] as const;
 export type SloKey = (typeof SLO_KEYS)[number];
@@ -35,8 +36,6 @@ export const SLO_VARIABLES = ['INFERMETER_SLO', 'INFERMETER_SLO_FILE', 'INFERMET
 /** The class INFERMETER_SLO stands for. */
 export const DEFAULT_CLASS = 'default';
 
-type Env = Readonly<Record<string, string | undefined>>;
-type Problem = (variable: string, expected: string, got: string | undefined) => void;
 
 const SYNTAX = 'key:milliseconds pairs separated by spaces or commas, keys ttft, tpot and e2el, each at most once, values numbers >= 0 (vLLM\'s --goodput syntax), e.g. "ttft:500 tpot:50"';
 const MAX_CLASSES = 1000;
@@ -72,7 +71,7 @@ export function parseTargets(text: string): TargetsRead {
 
 export function parseSlo(env: Env, problem: Problem, readFile: (path: string) => string = readSloText): SloConfig {
   const classes: SloClass[] = [];
-  const file = env.INFERMETER_SLO_FILE?.trim() || undefined;
+  const file = nonEmpty(env.INFERMETER_SLO_FILE);
   if (file !== undefined) {
     const read = readSloFile(file, readFile);
     if (read.ok) classes.push(...read.classes);

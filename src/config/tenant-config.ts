@@ -1,8 +1,10 @@
 // Per-tenant metering's configuration: where a request's tenant comes from (INFERMETER_TENANT),
 // the readable names of tenants (INFERMETER_TENANT_ALIASES, a JSON file read here at start and
 // again on reload through parseTenantAliases) and how many get series of their own
-// (INFERMETER_MAX_TENANTS). Self-contained: config.ts calls parseTenant with its problem list.
+// (INFERMETER_MAX_TENANTS, a row of the variables table). config.ts calls parseTenant with its
+// problem list.
 import { readFileSync } from 'node:fs';
+import { nonEmpty, type Env, type Problem } from './parse.ts';
 
 /** Where the tenant comes from: nowhere, a request header's value, or the client's API key (hashed). */
 export type TenantSource = { readonly kind: 'off' } | { readonly kind: 'header'; readonly header: string } | { readonly kind: 'api-key' };
@@ -29,8 +31,6 @@ export const OTHER_TENANT = 'other';
  */
 export const UNAUTHENTICATED_TENANT = 'unauthenticated';
 
-type Env = Readonly<Record<string, string | undefined>>;
-type Problem = (variable: string, expected: string, got: string | undefined) => void;
 
 // An RFC 9110 field name.
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
@@ -40,10 +40,10 @@ const MAX_ALIASES = 10_000;
 const MAX_ALIAS_FILE_BYTES = 4 * 1024 * 1024;
 const ALIAS_NAME = /^[^\u0000-\u001f\u007f]{1,128}$/;
 
-export function parseTenant(env: Env, problem: Problem, readFile: (path: string) => string = readAliasFile): TenantConfig {
+/** The tenant's source and aliases (the cap is the table's: config.ts adds it). */
+export function parseTenant(env: Env, problem: Problem, readFile: (path: string) => string = readAliasFile): Omit<TenantConfig, 'max'> {
   const source = parseSource(env.INFERMETER_TENANT, problem);
-  const max = parseMax(env.INFERMETER_MAX_TENANTS, problem);
-  const aliasesFile = env.INFERMETER_TENANT_ALIASES?.trim() || undefined;
+  const aliasesFile = nonEmpty(env.INFERMETER_TENANT_ALIASES);
   let aliases: ReadonlyMap<string, string> = new Map();
   if (aliasesFile !== undefined) {
     if (source.kind === 'off') problem('INFERMETER_TENANT_ALIASES', 'INFERMETER_TENANT to be header:<name> or api-key (aliases name tenants)', aliasesFile);
@@ -51,7 +51,7 @@ export function parseTenant(env: Env, problem: Problem, readFile: (path: string)
     if (read.ok) aliases = read.aliases;
     else problem('INFERMETER_TENANT_ALIASES', read.expected, aliasesFile);
   }
-  return { source, aliasesFile, aliases, max };
+  return { source, aliasesFile, aliases };
 }
 
 function parseSource(raw: string | undefined, problem: Problem): TenantSource {
@@ -67,15 +67,6 @@ function parseSource(raw: string | undefined, problem: Problem): TenantSource {
   }
   problem('INFERMETER_TENANT', 'off, header:<header name> (e.g. header:x-tenant-id) or api-key', raw);
   return { kind: 'off' };
-}
-
-function parseMax(raw: string | undefined, problem: Problem): number {
-  const value = raw?.trim() ?? '';
-  if (value === '') return 100;
-  const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
-  if (n >= 1 && n <= 10_000) return n;
-  problem('INFERMETER_MAX_TENANTS', 'an integer from 1 to 10000', raw);
-  return 100;
 }
 
 function readAliasFile(path: string): string {

@@ -1,0 +1,122 @@
+// The parsing helpers every configuration module shares: the environment's type, the problem
+// callback that collects what is wrong (config.ts turns the list into one ConfigError), and the
+// parsers of the variables table (variables.ts), each a function from the trimmed text to a
+// value, or undefined when the text is not one, with the words a refusal says it expected.
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+/** Notes one bad value: the variable (or config.json key), what it expects, what it got. */
+export type Problem = (variable: string, expected: string, got: string | undefined) => void;
+
+/** Where a setting came from (a variable or a config.json key) and its raw value. */
+export type Source = readonly [variable: string, value: string | number | undefined];
+
+/** The value trimmed, or undefined when unset or blank. */
+export function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+/** The first source with a value (blank strings do not count), in the order given. */
+export function firstDefined(...sources: Source[]): Source | undefined {
+  for (const source of sources) {
+    const value = source[1];
+    if (value === undefined) continue;
+    if (typeof value === 'string' && value.trim() === '') continue;
+    return source;
+  }
+  return undefined;
+}
+
+export interface Parser<T> {
+  /** What a refusal says the variable expects: "an integer from 1 to 3600". */
+  readonly expected: string;
+  /** The value of a set (trimmed, not blank) text; undefined: not one. */
+  readonly read: (text: string) => T | undefined;
+  /** A default as the documentation shows it (Markdown). A method: a table holds parsers of every type. */
+  show(value: T): string;
+  /** An integer's bounds: the documentation's `{range}`, and the range tests' edges. */
+  readonly range?: { readonly min: number; readonly max: number };
+}
+
+const code = (value: unknown): string => `\`${String(value)}\``;
+
+/** A decimal integer from min to max, both included. */
+export function integer(min: number, max: number, expected = `an integer from ${min} to ${max}`): Parser<number> {
+  return {
+    expected,
+    range: { min, max },
+    show: code,
+    read: (text) => {
+      if (!/^\d+$/.test(text)) return undefined;
+      const n = Number(text);
+      return Number.isSafeInteger(n) && n >= min && n <= max ? n : undefined;
+    },
+  };
+}
+
+const MiB = 1024 * 1024;
+
+/** A byte count: an integer, its default shown with its size in MiB when it is a whole number of them. */
+export function byteSize(min: number, max: number): Parser<number> {
+  const base = integer(min, max);
+  return { ...base, show: (n) => (n >= MiB && n % MiB === 0 ? `${code(n)} (${n / MiB} MiB)` : code(n)) };
+}
+
+/** 1 or 0, also true/false and on/off, in any case. */
+export function onOff(): Parser<boolean> {
+  return {
+    expected: '1 or 0 (also true/false, on/off)',
+    show: (on) => code(on ? 1 : 0),
+    read: (text) => switchWord(text),
+  };
+}
+
+/** A switch word as MindIE's config.json and the variables spell it; undefined: not one. */
+export function switchWord(text: string): boolean | undefined {
+  const v = text.toLowerCase();
+  if (v === '1' || v === 'true' || v === 'on') return true;
+  if (v === '0' || v === 'false' || v === 'off') return false;
+  return undefined;
+}
+
+/** One word of a list, in any case. */
+export function oneOf<const T extends string>(words: readonly T[], expected: string): Parser<T> {
+  return {
+    expected,
+    show: code,
+    read: (text) => {
+      const v = text.toLowerCase();
+      return (words as readonly string[]).includes(v) ? (v as T) : undefined;
+    },
+  };
+}
+
+/** Another parser's values, or the word `auto` (which the caller resolves). */
+export function orAuto<T>(parser: Parser<T>): Parser<T | 'auto'> {
+  return {
+    ...parser,
+    show: (v) => (v === 'auto' ? '`auto`' : parser.show(v)),
+    read: (text) => (text.toLowerCase() === 'auto' ? 'auto' : parser.read(text)),
+  };
+}
+
+/** Label values end up in series: printable and of reasonable size. */
+export const LABEL_VALUE = /^[^\u0000-\u001f\u007f]{1,256}$/;
+
+/** A text matching `pattern` (printable characters, a length). */
+export function text(pattern: RegExp, expected: string): Parser<string> {
+  return { expected, show: code, read: (t) => (pattern.test(t) ? t : undefined) };
+}
+
+/**
+ * Reads one variable with a parser: its default when unset or blank, else the parsed value; a
+ * value the parser refuses is noted (with the text as given) and the default kept.
+ */
+export function readWith<T>(parser: Parser<T>, variable: string, raw: string | undefined, fallback: T, problem: Problem): T {
+  const value = nonEmpty(raw);
+  if (value === undefined) return fallback;
+  const parsed = parser.read(value);
+  if (parsed !== undefined) return parsed;
+  problem(variable, parser.expected, raw);
+  return fallback;
+}
