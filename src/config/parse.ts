@@ -1,7 +1,9 @@
 // The parsing helpers every configuration module shares: the environment's type, the problem
 // callback that collects what is wrong (config.ts turns the list into one ConfigError), and the
 // parsers of the variables table (variables.ts), each a function from the trimmed text to a
-// value, or undefined when the text is not one, with the words a refusal says it expected.
+// value, or undefined when the text is not one, with the words a refusal says it expected; and
+// the reading of the JSON files some variables name (the tenant aliases, the SLO classes).
+import { readFileSync } from 'node:fs';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -25,6 +27,28 @@ export function firstDefined(...sources: Source[]): Source | undefined {
     return source;
   }
   return undefined;
+}
+
+/** A file's text as configuration files are read (UTF-8). */
+export const readUtf8 = (path: string): string => readFileSync(path, 'utf8');
+
+/** A JSON file's text read with `readFile`, or what a refusal says of an unreadable one. */
+export function readJsonText(path: string, readFile: (path: string) => string): { readonly ok: true; readonly text: string } | { readonly ok: false; readonly expected: string } {
+  try {
+    return { ok: true, text: readFile(path) };
+  } catch (error) {
+    return { ok: false, expected: `a readable JSON file (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})` };
+  }
+}
+
+/** JSON of at most `maxMiB` MiB parsed, or what is wrong with it (the end of a refusal's words). */
+export function parseJson(text: string, maxMiB: number): { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly what: string } {
+  if (text.length > maxMiB * 1024 * 1024) return { ok: false, what: `the file is larger than ${maxMiB} MiB` };
+  try {
+    return { ok: true, value: JSON.parse(text) as unknown };
+  } catch {
+    return { ok: false, what: 'the file is not valid JSON' };
+  }
 }
 
 export interface Parser<T> {

@@ -3,8 +3,7 @@
 // again on reload through parseTenantAliases) and how many get series of their own
 // (INFERMETER_MAX_TENANTS, a row of the variables table). config.ts calls parseTenant with its
 // problem list.
-import { readFileSync } from 'node:fs';
-import { nonEmpty, type Env, type Problem } from './parse.ts';
+import { nonEmpty, parseJson, readJsonText, readUtf8, type Env, type Problem } from './parse.ts';
 
 /** Where the tenant comes from: nowhere, a request header's value, or the client's API key (hashed). */
 export type TenantSource = { readonly kind: 'off' } | { readonly kind: 'header'; readonly header: string } | { readonly kind: 'api-key' };
@@ -37,11 +36,11 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
 // Headers that carry credentials: metered by their hash (api-key), never by their value.
 const SECRET_HEADERS = new Set(['authorization', 'proxy-authorization', 'api-key', 'x-api-key', 'cookie']);
 const MAX_ALIASES = 10_000;
-const MAX_ALIAS_FILE_BYTES = 4 * 1024 * 1024;
+const MAX_ALIAS_FILE_MIB = 4;
 const ALIAS_NAME = /^[^\u0000-\u001f\u007f]{1,128}$/;
 
 /** The tenant's source and aliases (the cap is the table's: config.ts adds it). */
-export function parseTenant(env: Env, problem: Problem, readFile: (path: string) => string = readAliasFile): Omit<TenantConfig, 'max'> {
+export function parseTenant(env: Env, problem: Problem, readFile: (path: string) => string = readUtf8): Omit<TenantConfig, 'max'> {
   const source = parseSource(env.INFERMETER_TENANT, problem);
   const aliasesFile = nonEmpty(env.INFERMETER_TENANT_ALIASES);
   let aliases: ReadonlyMap<string, string> = new Map();
@@ -69,21 +68,12 @@ function parseSource(raw: string | undefined, problem: Problem): TenantSource {
   return { kind: 'off' };
 }
 
-function readAliasFile(path: string): string {
-  return readFileSync(path, 'utf8');
-}
-
 export type AliasRead = { readonly ok: true; readonly aliases: ReadonlyMap<string, string> } | { readonly ok: false; readonly expected: string };
 
 /** Reads and checks an alias file; what is wrong with it, when something is. */
-export function readTenantAliases(path: string, readFile: (path: string) => string = readAliasFile): AliasRead {
-  let text: string;
-  try {
-    text = readFile(path);
-  } catch (error) {
-    return { ok: false, expected: `a readable JSON file (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})` };
-  }
-  return parseTenantAliases(text);
+export function readTenantAliases(path: string, readFile: (path: string) => string = readUtf8): AliasRead {
+  const read = readJsonText(path, readFile);
+  return read.ok ? parseTenantAliases(read.text) : read;
 }
 
 /**
@@ -94,13 +84,9 @@ export function readTenantAliases(path: string, readFile: (path: string) => stri
  */
 export function parseTenantAliases(text: string): AliasRead {
   const expected = (what: string): AliasRead => ({ ok: false, expected: `a JSON object mapping tenants to names: ${what}` });
-  if (text.length > MAX_ALIAS_FILE_BYTES) return expected('the file is larger than 4 MiB');
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return expected('the file is not valid JSON');
-  }
+  const json = parseJson(text, MAX_ALIAS_FILE_MIB);
+  if (!json.ok) return expected(json.what);
+  const parsed = json.value;
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return expected('the file holds no object');
   const entries = Object.entries(parsed as Record<string, unknown>);
   if (entries.length > MAX_ALIASES) return expected(`more than ${MAX_ALIASES} entries`);

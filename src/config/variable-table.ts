@@ -55,7 +55,7 @@ export function variable<const K extends string, V, const G extends Group = 'con
   return { ...row, group: row.group ?? ('config' as G), meaning };
 }
 
-export const isValueRow = (row: Row): row is ValueRow => 'parse' in row;
+export const isValueRow = <R extends Row>(row: R): row is Extract<R, ValueRow> => 'parse' in row;
 
 /** The values of one group of a table, typed from its rows. */
 export type GroupValues<T extends readonly Row[], G extends Group> = {
