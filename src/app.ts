@@ -3,6 +3,7 @@
 // and the tests alike, so what the tests exercise is what runs. With INFERMETER_WORKERS > 1 the
 // same pieces are split between a primary (metrics, management) and workers (data plane): see
 // cluster/.
+// Over 300 lines: the one place every part is wired to the others, start and stop in order.
 import type { Server } from 'node:http';
 import { Hono } from 'hono';
 import type { Config } from './config/config.ts';

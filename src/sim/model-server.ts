@@ -11,6 +11,7 @@
 // knows each request's figures by construction.
 // Each API answers in OpenAI's shapes (responses-api.ts, embeddings.ts), so that the official
 // SDKs and the Vercel AI SDK accept what it sends.
+// Over 300 lines: one simulated engine, its APIs' routing, scripted timing and its /metrics together.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serveMessages } from './anthropic.ts';
