@@ -8,6 +8,11 @@ import { lookup } from 'node:dns/promises';
 import { isIP, isIPv6 } from 'node:net';
 import type { MindieServerConfig } from './mindie-config.ts';
 import { firstDefined, type Env, type Problem, type Source } from './parse.ts';
+import { readGroup, type GroupValues, type Row } from './variable-table.ts';
+import { CONFIGURATION_TABLE } from './variables.ts';
+
+/** The ports: rows of group `listen` of the variables table. */
+type Ports = GroupValues<typeof CONFIGURATION_TABLE, 'listen'>;
 
 /** The variable (or config.json key) each listen setting came from; undefined: its default. */
 export interface ListenSources {
@@ -34,7 +39,7 @@ export interface ListenAddresses {
   readonly sources: ListenSources;
 }
 
-export function readListenAddresses(env: Env, file: MindieServerConfig, problem: Problem): ListenAddresses {
+export function readListenAddresses(env: Env, file: MindieServerConfig, problem: Problem, table: readonly Row[] = CONFIGURATION_TABLE): ListenAddresses {
   // The operator's address, in MindIE's order; INFERMETER_DEFAULT_HOST only stands in for the
   // built-in 127.0.0.1 (the image sets it to 0.0.0.0), so it never overrides MindIE's settings.
   const hostSource = firstDefined(
@@ -49,24 +54,14 @@ export function readListenAddresses(env: Env, file: MindieServerConfig, problem:
     ['INFERMETER_CONFIG ServerConfig.managementIpAddress', file.managementIpAddress],
   );
   const managementHost = parseHost(managementHostSource, host, problem);
-  const portSource = firstDefined(['INFERMETER_PORT', env.INFERMETER_PORT], ['INFERMETER_CONFIG ServerConfig.port', file.port]);
-  const port = parsePort(portSource, 1025, problem);
-  const managementPortSource = firstDefined(
-    ['INFERMETER_MANAGEMENT_PORT', env.INFERMETER_MANAGEMENT_PORT],
-    ['INFERMETER_CONFIG ServerConfig.managementPort', file.managementPort],
-  );
-  const managementPort = parsePort(managementPortSource, 1026, problem);
-  const metricsPortSource = firstDefined(
-    ['INFERMETER_METRICS_PORT', env.INFERMETER_METRICS_PORT],
-    ['INFERMETER_CONFIG ServerConfig.metricsPort', file.metricsPort],
-  );
-  const metricsPort = parsePort(metricsPortSource, 1027, problem);
+  const portSources: Record<string, string | undefined> = {};
+  const { port, managementPort, metricsPort } = readGroup(table, 'listen', env, problem, file, portSources) as unknown as Ports;
   const sources: ListenSources = Object.freeze({
     host: hostSource?.[0],
-    port: portSource?.[0],
+    port: portSources.port,
     managementHost: managementHostSource?.[0],
-    managementPort: managementPortSource?.[0],
-    metricsPort: metricsPortSource?.[0],
+    managementPort: portSources.managementPort,
+    metricsPort: portSources.metricsPort,
   });
 
   // A fixed port shared by the data plane and a management listener on the same address
@@ -113,21 +108,6 @@ function parseHost(source: Source | undefined, fallback: string, problem: Proble
   const bare = text.startsWith('[') && text.endsWith(']') ? text.slice(1, -1) : text;
   if (isIP(bare) !== 0 || HOSTNAME.test(bare)) return bare;
   problem(name, 'an IPv4 or IPv6 address or a host name', text);
-  return fallback;
-}
-
-function parsePort(source: Source | undefined, fallback: number, problem: Problem): number {
-  if (source === undefined) return fallback;
-  const [name, value] = source;
-  const text = String(value).trim();
-  if (/^\d{1,5}$/.test(text)) {
-    const port = Number(text);
-    if (port <= 65535) return port;
-  }
-  // Kubernetes sets <SERVICE>_PORT=tcp://ip:port for every Service of the namespace: a Service
-  // named infermeter (or infermeter-metrics, ...) lands here. Say so rather than only refuse.
-  const serviceLink = /^tcp:\/\//.test(text) ? '; this looks like a Kubernetes service link from a Service named after the variable: set enableServiceLinks: false on the pod or rename the Service' : '';
-  problem(name, `an integer port from 0 to 65535 (0 picks a free port)${serviceLink}`, text);
   return fallback;
 }
 

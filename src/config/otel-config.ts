@@ -50,13 +50,10 @@ export const OTEL_VARIABLES = [
 ] as const;
 
 
-const PRINTABLE = /^[^\u0000-\u001f\u007f]{1,128}$/;
-
 const value = (env: Env, variable: string): string | undefined => nonEmpty(env[variable]);
 
-export function parseOtel(env: Env, hostname: string, problem: Problem): OtelConfig {
-  const providerName = value(env, 'INFERMETER_OTEL_PROVIDER_NAME') ?? 'openai';
-  if (!PRINTABLE.test(providerName)) problem('INFERMETER_OTEL_PROVIDER_NAME', 'a name of 1 to 128 printable characters, e.g. openai', env.INFERMETER_OTEL_PROVIDER_NAME);
+/** The OTLP export (the provider name is a row of the variables table: config.ts adds it). */
+export function parseOtel(env: Env, hostname: string, problem: Problem): Omit<OtelConfig, 'providerName'> {
 
   const disabled = value(env, 'OTEL_SDK_DISABLED')?.toLowerCase();
   if (disabled !== undefined && disabled !== 'true' && disabled !== 'false') problem('OTEL_SDK_DISABLED', 'true or false', env.OTEL_SDK_DISABLED);
@@ -66,7 +63,7 @@ export function parseOtel(env: Env, hostname: string, problem: Problem): OtelCon
   }
 
   const url = parseEndpoint(env, problem);
-  if (url === undefined || disabled === 'true' || exporters === 'none') return { providerName, export: undefined };
+  if (url === undefined || disabled === 'true' || exporters === 'none') return { export: undefined };
 
   const protocolVariable = value(env, 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL') !== undefined ? 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
   const protocolText = value(env, protocolVariable) ?? 'http/protobuf';
@@ -88,7 +85,6 @@ export function parseOtel(env: Env, hostname: string, problem: Problem): OtelCon
   if (serviceName !== undefined) resource['service.name'] = serviceName;
 
   return {
-    providerName,
     export: {
       url: url.url,
       urlVariable: url.variable,

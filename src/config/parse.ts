@@ -60,6 +60,8 @@ export interface Parser<T> {
   show(value: T): string;
   /** An integer's bounds: the documentation's `{range}`, and the range tests' edges. */
   readonly range?: { readonly min: number; readonly max: number };
+  /** More words for a refusal of this text in particular (a likely cause), appended to `expected`. */
+  readonly explain?: (text: string) => string;
 }
 
 const code = (value: unknown): string => `\`${String(value)}\``;
@@ -75,6 +77,20 @@ export function integer(min: number, max: number, expected = `an integer from ${
       const n = Number(text);
       return Number.isSafeInteger(n) && n >= min && n <= max ? n : undefined;
     },
+  };
+}
+
+/** A TCP port, 0 for a free one. */
+export function port(): Parser<number> {
+  return {
+    expected: 'an integer port from 0 to 65535 (0 picks a free port)',
+    range: { min: 0, max: 65535 },
+    show: code,
+    read: (text) => (/^\d{1,5}$/.test(text) && Number(text) <= 65535 ? Number(text) : undefined),
+    // Kubernetes sets <SERVICE>_PORT=tcp://ip:port for every Service of the namespace: a Service
+    // named infermeter (or infermeter-metrics, ...) lands here. Say so rather than only refuse.
+    explain: (text) =>
+      /^tcp:\/\//.test(text) ? '; this looks like a Kubernetes service link from a Service named after the variable: set enableServiceLinks: false on the pod or rename the Service' : '',
   };
 }
 
@@ -141,6 +157,6 @@ export function readWith<T>(parser: Parser<T>, variable: string, raw: string | u
   if (value === undefined) return fallback;
   const parsed = parser.read(value);
   if (parsed !== undefined) return parsed;
-  problem(variable, parser.expected, raw);
+  problem(variable, parser.expected + (parser.explain?.(value) ?? ''), raw);
   return fallback;
 }

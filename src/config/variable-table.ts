@@ -7,7 +7,7 @@ import type { MindieServerConfig } from './mindie-config.ts';
 import { nonEmpty, readWith, type Env, type Parser, type Problem } from './parse.ts';
 
 /** Where a row's value lands: Config itself, or one of its parts. */
-export type Group = 'config' | 'limits' | 'aom' | 'tenant';
+export type Group = 'config' | 'listen' | 'limits' | 'aom' | 'tenant' | 'otel';
 
 /** A variable read by code of its own (config.ts and the modules it calls). */
 export interface DocumentedRow {
@@ -29,7 +29,7 @@ export interface ValueRow<K extends string = string, V = unknown, G extends Grou
   readonly value: V | ((earlier: Readonly<Record<string, unknown>>) => V);
   /** The default as documented, when `parse.show(value)` does not say it (Markdown). */
   readonly shown?: string;
-  /** MindIE's config.json key read when the variable is unset. */
+  /** MindIE's config.json key read when the variable is unset (documented as "config `key`, else" the default). */
   readonly file?: keyof MindieServerConfig;
   /** What it does (Markdown); `{range}` stands for the parser's "min to max". */
   readonly meaning: readonly string[];
@@ -63,16 +63,25 @@ export type GroupValues<T extends readonly Row[], G extends Group> = {
 };
 
 /**
- * Reads the rows of `group` from the environment (and config.json where a row names its key);
- * each bad value is noted, naming the variable and what it expects, and its default kept.
+ * Reads the rows of `group` from the environment, then config.json where a row names its key;
+ * each bad value is noted, naming the variable (or the file's key) and what it expects, and its
+ * default kept. `sources`, when given, gets what set each value (undefined: its default).
  */
-export function readGroup(table: readonly Row[], group: Group, env: Env, problem: Problem, file: MindieServerConfig = {}): Record<string, unknown> {
+export function readGroup(
+  table: readonly Row[],
+  group: Group,
+  env: Env,
+  problem: Problem,
+  file: MindieServerConfig = {},
+  sources?: Record<string, string | undefined>,
+): Record<string, unknown> {
   const values: Record<string, unknown> = {};
   for (const row of table) {
     if (!isValueRow(row) || row.group !== group) continue;
-    const fromFile = row.file === undefined ? undefined : file[row.file];
-    const raw = nonEmpty(env[row.name]) !== undefined || fromFile === undefined ? env[row.name] : String(fromFile);
-    values[row.key] = readWith(row.parse, row.name, raw, defaultOf(row, values), problem);
+    const fromFile = row.file === undefined ? undefined : nonEmpty(file[row.file]?.toString());
+    const [name, raw] = nonEmpty(env[row.name]) !== undefined || fromFile === undefined ? [row.name, env[row.name]] : [`INFERMETER_CONFIG ServerConfig.${row.file}`, fromFile];
+    if (sources !== undefined) sources[row.key] = nonEmpty(raw) === undefined ? undefined : name;
+    values[row.key] = readWith(row.parse, name, raw, defaultOf(row, values), problem);
   }
   return values;
 }
@@ -101,7 +110,7 @@ export function docOf(row: Row): VariableDoc {
   if (row.shown === undefined && typeof row.value === 'function') throw new Error(`${row.name}: a computed default needs its shown text`);
   return {
     name: row.name,
-    default: row.shown ?? row.parse.show(row.value),
+    default: row.shown ?? (row.file === undefined ? '' : `config \`${row.file}\`, else `) + row.parse.show(row.value),
     meaning: range === undefined ? meaning : meaning.replaceAll('{range}', `${range.min} to ${range.max}`),
   };
 }

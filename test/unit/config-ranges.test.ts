@@ -10,7 +10,7 @@ import { CONFIGURATION_TABLE } from '../../src/config/variables.ts';
 
 /** Where a row's value lands in Config. */
 function valueOf(config: Config, row: ValueRow): unknown {
-  const group = row.group === 'config' ? config : config[row.group];
+  const group = row.group === 'config' || row.group === 'listen' ? config : config[row.group];
   return (group as unknown as Record<string, unknown>)[row.key];
 }
 
@@ -31,7 +31,7 @@ describe('configuration ranges, at their edges', () => {
       for (const outside of [min - 1, max + 1]) {
         assert.throws(
           () => loadConfig({ [row.name]: String(outside) }),
-          (e: Error) => e.message.includes(`${row.name}: expected an integer from ${min} to ${max}`) && e.message.includes(`got "${outside}"`),
+          (e: Error) => e.message.includes(`${row.name}: expected ${row.parse.expected}`) && e.message.includes(`got "${outside}"`),
           `${row.name}=${outside} stops the start`,
         );
       }
@@ -41,6 +41,7 @@ describe('configuration ranges, at their edges', () => {
   it('has every default inside its range, and says so where the documentation states the range', () => {
     for (const row of ranged) {
       const { min, max } = row.parse.range!;
+      assert.match(row.parse.expected, new RegExp(`\\bfrom ${min} to ${max}\\b`), `${row.name}'s refusal states its range`);
       const value = groupDefaults(CONFIGURATION_TABLE, row.group)[row.key];
       assert.ok(typeof value === 'number' && value >= min && value <= max, `${row.name}'s default ${String(value)} in ${min} to ${max}`);
       assert.equal(valueOf(loadConfig({}), row), value, `${row.name}: loadConfig's default is the table's`);

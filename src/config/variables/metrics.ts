@@ -1,6 +1,6 @@
 // The variables table, third part: what /metrics serves (dialects, histogram buckets, the AOM
 // labels) and the OpenTelemetry export's standard OTEL_* variables.
-import { integer } from '../parse.ts';
+import { integer, text } from '../parse.ts';
 import { documented, variable } from '../variable-table.ts';
 
 export const METRICS_VARIABLES = [
@@ -42,11 +42,15 @@ export const METRICS_VARIABLES = [
   documented('INFERMETER_AOM_INSTANCE_NAME', 'unset', 'AOM `instance_name` label, likewise'),
   documented('INFERMETER_AOM_SERVICE_NAME', 'unset', 'AOM `service_name` label, likewise'),
   documented('INFERMETER_AOM_SOURCE', 'the host name (the pod name in Kubernetes)', 'AOM `source` label'),
-  documented('INFERMETER_OTEL_PROVIDER_NAME', '`openai`',
-    '`gen_ai.provider.name` of the `otel` dialect and the OTLP export (`openai`: the OpenAI-compatible API',
-    'flavour, as the conventions ask of OpenAI-API clients, and `anthropic` on `/v1/messages`; set e.g.',
-    '`vllm` to name the engine on every route)',
-  ),
+  variable({
+    name: 'INFERMETER_OTEL_PROVIDER_NAME', group: 'otel', key: 'providerName',
+    parse: text(/^[^\u0000-\u001f\u007f]{1,128}$/, 'a name of 1 to 128 printable characters, e.g. openai'), value: 'openai',
+    meaning: [
+      '`gen_ai.provider.name` of the `otel` dialect and the OTLP export (`openai`: the OpenAI-compatible API',
+      'flavour, as the conventions ask of OpenAI-API clients, and `anthropic` on `/v1/messages`; set e.g.',
+      '`vllm` to name the engine on every route)',
+    ],
+  }),
   documented('OTEL_EXPORTER_OTLP_ENDPOINT', 'unset (no export)',
     'base URL of an OTLP/HTTP receiver (an OpenTelemetry Collector: `http://otel-collector:4318`); set, the',
     '`otel` measurements are pushed to it + `/v1/metrics`, whatever `INFERMETER_DIALECTS` says; an invalid',

@@ -1,7 +1,7 @@
 // The variables table, first part: the listeners, the upstream, the caps on what is inspected
 // and held, the engine's own metrics, /metrics-json, usage injection, the access log and the
 // workers. variables.ts joins the parts into the one table, in the README's order.
-import { byteSize, integer, LABEL_VALUE, onOff, oneOf, orAuto, text } from '../parse.ts';
+import { byteSize, integer, LABEL_VALUE, onOff, oneOf, orAuto, port, text } from '../parse.ts';
 import { documented, variable } from '../variable-table.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -25,19 +25,27 @@ export const PROXY_VARIABLES = [
     'and config `ipAddress` sets it: a packaging\'s default, never above MindIE\'s settings. `0.0.0.0` or `::`',
     'here needs no `INFERMETER_ALLOW_ALL_ZERO_IP`; through the others it does',
   ),
-  documented('INFERMETER_PORT', 'config `port`, else `1025`',
-    'data-plane port; `0` picks a free port (logged at start)',
-  ),
+  variable({
+    name: 'INFERMETER_PORT', group: 'listen', key: 'port',
+    parse: port(), value: 1025, file: 'port',
+    meaning: 'data-plane port; `0` picks a free port (logged at start)',
+  }),
   documented('INFERMETER_MANAGEMENT_HOST', '`MIES_CONTAINER_MANAGEMENT_IP`, else config `managementIpAddress`, else the data-plane host',
     'bind address of the management and metrics ports',
   ),
-  documented('INFERMETER_MANAGEMENT_PORT', 'config `managementPort`, else `1026`',
-    'management port: `GET /` (an index of what is served where), `GET /health`, `GET /ready`, `GET',
-    '/metrics-json`, `GET /dashboard`',
-  ),
-  documented('INFERMETER_METRICS_PORT', 'config `metricsPort`, else `1027`',
-    'port of `GET /metrics`; may equal the management port (one listener then serves both)',
-  ),
+  variable({
+    name: 'INFERMETER_MANAGEMENT_PORT', group: 'listen', key: 'managementPort',
+    parse: port(), value: 1026, file: 'managementPort',
+    meaning: [
+      'management port: `GET /` (an index of what is served where), `GET /health`, `GET /ready`, `GET',
+      '/metrics-json`, `GET /dashboard`',
+    ],
+  }),
+  variable({
+    name: 'INFERMETER_METRICS_PORT', group: 'listen', key: 'metricsPort',
+    parse: port(), value: 1027, file: 'metricsPort',
+    meaning: 'port of `GET /metrics`; may equal the management port (one listener then serves both)',
+  }),
   documented('INFERMETER_CONFIG', 'none',
     'path of a JSON file in MindIE\'s `config.json` layout; its `ServerConfig` keys `ipAddress`,',
     '`managementIpAddress`, `port`, `managementPort`, `metricsPort` are read',
