@@ -171,7 +171,10 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   });
   refuseAllAddresses(listen, security.allowAllZeroIp, problem);
   const auto = values.workers === 'auto' ? autoWorkers(options.hostCpus ?? availableParallelism(), (options.cpuQuota ?? hostCpuQuota)(), MAX_WORKERS) : undefined;
-  const otel = { ...(readGroup(table, 'otel', env, problem, file) as { providerName: string }), ...parseOtel(env, options.hostname ?? hostname(), problem) };
+  const otel = {
+    ...(readGroup(table, 'otel', env, problem, file) as { providerName: string }),
+    ...parseOtel(env, options.hostname ?? hostname(), problem),
+  };
   const tenant = { ...parseTenant(env, problem, options.readFile), ...(readGroup(table, 'tenant', env, problem, file) as { max: number }) };
   const slo = parseSlo(env, problem, options.readFile);
 

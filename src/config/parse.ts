@@ -32,8 +32,10 @@ export function firstDefined(...sources: Source[]): Source | undefined {
 /** A file's text as configuration files are read (UTF-8). */
 export const readUtf8 = (path: string): string => readFileSync(path, 'utf8');
 
+type Read<T> = ({ readonly ok: true } & T) | { readonly ok: false; readonly expected: string };
+
 /** A JSON file's text read with `readFile`, or what a refusal says of an unreadable one. */
-export function readJsonText(path: string, readFile: (path: string) => string): { readonly ok: true; readonly text: string } | { readonly ok: false; readonly expected: string } {
+export function readJsonText(path: string, readFile: (path: string) => string): Read<{ readonly text: string }> {
   try {
     return { ok: true, text: readFile(path) };
   } catch (error) {
@@ -42,7 +44,9 @@ export function readJsonText(path: string, readFile: (path: string) => string): 
 }
 
 /** JSON of at most `maxMiB` MiB parsed, or what is wrong with it (the end of a refusal's words). */
-export function parseJson(text: string, maxMiB: number): { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly what: string } {
+export type JsonRead = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly what: string };
+
+export function parseJson(text: string, maxMiB: number): JsonRead {
   if (text.length > maxMiB * 1024 * 1024) return { ok: false, what: `the file is larger than ${maxMiB} MiB` };
   try {
     return { ok: true, value: JSON.parse(text) as unknown };
@@ -80,6 +84,9 @@ export function integer(min: number, max: number, expected = `an integer from ${
   };
 }
 
+const SERVICE_LINK_HINT =
+  '; this looks like a Kubernetes service link from a Service named after the variable: set enableServiceLinks: false on the pod or rename the Service';
+
 /** A TCP port, 0 for a free one. */
 export function port(): Parser<number> {
   return {
@@ -89,8 +96,7 @@ export function port(): Parser<number> {
     read: (text) => (/^\d{1,5}$/.test(text) && Number(text) <= 65535 ? Number(text) : undefined),
     // Kubernetes sets <SERVICE>_PORT=tcp://ip:port for every Service of the namespace: a Service
     // named infermeter (or infermeter-metrics, ...) lands here. Say so rather than only refuse.
-    explain: (text) =>
-      /^tcp:\/\//.test(text) ? '; this looks like a Kubernetes service link from a Service named after the variable: set enableServiceLinks: false on the pod or rename the Service' : '',
+    explain: (text) => (/^tcp:\/\//.test(text) ? SERVICE_LINK_HINT : ''),
   };
 }
 

@@ -79,7 +79,8 @@ export function readGroup(
   for (const row of table) {
     if (!isValueRow(row) || row.group !== group) continue;
     const fromFile = row.file === undefined ? undefined : nonEmpty(file[row.file]?.toString());
-    const [name, raw] = nonEmpty(env[row.name]) !== undefined || fromFile === undefined ? [row.name, env[row.name]] : [`INFERMETER_CONFIG ServerConfig.${row.file}`, fromFile];
+    const fromEnv = nonEmpty(env[row.name]) !== undefined || fromFile === undefined;
+    const [name, raw] = fromEnv ? [row.name, env[row.name]] : [`INFERMETER_CONFIG ServerConfig.${row.file}`, fromFile];
     if (sources !== undefined) sources[row.key] = nonEmpty(raw) === undefined ? undefined : name;
     values[row.key] = readWith(row.parse, name, raw, defaultOf(row, values), problem);
   }

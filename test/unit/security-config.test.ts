@@ -32,6 +32,11 @@ describe('security configuration', () => {
     const c = loadConfig({ INFERMETER_CONFIG: '/etc/mindie/config.json' }, { readFile });
     assert.deepEqual([c.limits.maxConcurrency, c.host], [300, '0.0.0.0']);
     assert.equal(loadConfig({ INFERMETER_CONFIG: 'c.json', INFERMETER_MAX_CONCURRENCY: '4' }, { readFile }).limits.maxConcurrency, 4);
+    // A bad value from the file names the file's key, where it is to be fixed.
+    assert.match(
+      problemsOf(() => loadConfig({ INFERMETER_CONFIG: 'c.json' }, { readFile: () => '{"ServerConfig":{"maxLinkNum":-3}}' })),
+      /INFERMETER_CONFIG ServerConfig\.maxLinkNum: expected an integer from 0 to 1000000, got "-3"/,
+    );
     assert.match(
       problemsOf(() => loadConfig({ INFERMETER_CONFIG: 'c.json' }, { readFile: () => '{"ServerConfig":{"allowAllZeroIpListening":"maybe"}}' })),
       /ServerConfig\.allowAllZeroIpListening: expected 1 or 0/,
