@@ -8,7 +8,7 @@ import { SECURITY_VARIABLES } from '../../src/config/security.ts';
 import { markdownRows } from '../../src/config/variable-table.ts';
 import { CONFIGURATION_TABLE, closestVariable, unknownVariables } from '../../src/config/variables.ts';
 import { HISTOGRAM_FAMILIES } from '../../src/metrics/buckets.ts';
-import { CONFIGURATION_DOC, documentedRows } from '../helpers/configuration-doc.ts';
+import { CONFIGURATION_DOC, documentedRows, replaceDocumentedRows } from '../helpers/configuration-doc.ts';
 
 const noFile = (path: string): string => {
   throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' });
@@ -174,6 +174,15 @@ describe('loadConfig', () => {
 
   it('has one table: the documented configuration table is variables.ts row by row', () => {
     assert.deepEqual(documentedRows(), markdownRows(CONFIGURATION_TABLE));
+  });
+
+  it('has its documented rows rewritten by npm run docs:config: only the rows, in place', () => {
+    const doc = readFileSync(CONFIGURATION_DOC, 'utf8');
+    const rows = markdownRows(CONFIGURATION_TABLE);
+    const stale = doc.replace(rows[3]!, rows[3]!.replace(' |', ' | stale |')).replace(`${rows.at(-1)!}\n`, '');
+    assert.notEqual(stale, doc);
+    assert.equal(replaceDocumentedRows(stale, rows), doc);
+    assert.throws(() => replaceDocumentedRows(`${rows[0]}\ntext\n${rows[1]}`, rows), /not one block/);
   });
 
   it('reads no INFERMETER_* variable the table lacks: every name written in src/config is in it', () => {
