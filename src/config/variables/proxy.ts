@@ -28,7 +28,7 @@ export const PROXY_VARIABLES = [
   variable({
     name: 'INFERMETER_PORT', group: 'listen', key: 'port',
     parse: port(), value: 1025, file: 'port',
-    meaning: 'data-plane port; `0` picks a free port (logged at start)',
+    meaning: 'data-plane port, {range}; `0` picks a free port (logged at start)',
   }),
   documented('INFERMETER_MANAGEMENT_HOST', '`MIES_CONTAINER_MANAGEMENT_IP`, else config `managementIpAddress`, else the data-plane host',
     'bind address of the management and metrics ports',
@@ -37,14 +37,14 @@ export const PROXY_VARIABLES = [
     name: 'INFERMETER_MANAGEMENT_PORT', group: 'listen', key: 'managementPort',
     parse: port(), value: 1026, file: 'managementPort',
     meaning: [
-      'management port: `GET /` (an index of what is served where), `GET /health`, `GET /ready`, `GET',
-      '/metrics-json`, `GET /dashboard`',
+      'management port, {range}: `GET /` (an index of what is served where), `GET /health`, `GET /ready`,',
+      '`GET /metrics-json`, `GET /dashboard`',
     ],
   }),
   variable({
     name: 'INFERMETER_METRICS_PORT', group: 'listen', key: 'metricsPort',
     parse: port(), value: 1027, file: 'metricsPort',
-    meaning: 'port of `GET /metrics`; may equal the management port (one listener then serves both)',
+    meaning: 'port of `GET /metrics`, {range}; may equal the management port (one listener then serves both)',
   }),
   documented('INFERMETER_CONFIG', 'none',
     'path of a JSON file in MindIE\'s `config.json` layout; its `ServerConfig` keys `ipAddress`,',
@@ -63,7 +63,8 @@ export const PROXY_VARIABLES = [
     parse: byteSize(0, 1024 * MiB), value: 4 * MiB,
     meaning: [
       'bytes of an inference request body scanned for `model`, `stream` and the generation parameters',
-      '(`max_tokens`, `n`); a larger body is still forwarded whole and is counted with `model_name="unknown"`',
+      '(`max_tokens`, `n`); a larger body is still forwarded whole and is counted with `model_name="unknown"`;',
+      '{range}',
     ],
   }),
   variable({
@@ -84,7 +85,7 @@ export const PROXY_VARIABLES = [
     parse: byteSize(0, 1024 * MiB), value: 4 * MiB,
     meaning: [
       'bytes of a non-streamed inference response kept to read its `usage` (after decompression for gzip,',
-      'deflate, br, zstd)',
+      'deflate, br, zstd), {range}',
     ],
   }),
   variable({
@@ -92,7 +93,7 @@ export const PROXY_VARIABLES = [
     parse: byteSize(1024, 256 * MiB), value: MiB,
     meaning: [
       'characters one server-sent event may buffer in the stream tap; past it the rest of that stream is',
-      'forwarded unmeasured and counted',
+      'forwarded unmeasured and counted; {range}',
     ],
   }),
   variable({

@@ -48,8 +48,8 @@ export const SECURITY_AND_LIMITS_VARIABLES = [
     name: 'INFERMETER_MAX_MODELS', group: 'limits', key: 'maxModels',
     parse: integer(1, 100_000), value: 100,
     meaning: [
-      'distinct `model_name` values kept; later new ones are counted under `other` (models the upstream lists',
-      'at `/v1/models` always get their own)',
+      'distinct `model_name` values kept, {range}; later new ones are counted under `other` (models the',
+      'upstream lists at `/v1/models` always get their own)',
     ],
   }),
   documented('INFERMETER_TENANT', '`off`',
@@ -107,24 +107,24 @@ export const SECURITY_AND_LIMITS_VARIABLES = [
     shown: '`0` = no limit (config `maxLinkNum`)',
     file: 'maxLinkNum',
     meaning: [
-      'inference requests in flight at once per process; up to twice as many more wait in order; the rest get',
-      '503 at once',
+      'inference requests in flight at once per process, {range}; up to twice as many more wait in order;',
+      'the rest get 503 at once',
     ],
   }),
   variable({
     name: 'INFERMETER_HEADERS_TIMEOUT_MS', group: 'limits', key: 'headersTimeoutMs',
     parse: integer(100, 3_600_000), value: 60_000,
-    meaning: 'a client must send its request headers within this',
+    meaning: 'a client must send its request headers within this, {range}',
   }),
   variable({
     name: 'INFERMETER_REQUEST_TIMEOUT_MS', group: 'limits', key: 'requestTimeoutMs',
     parse: integer(100, 86_400_000), value: 300_000,
-    meaning: 'a client must send its whole request within this',
+    meaning: 'a client must send its whole request within this, {range}',
   }),
   variable({
     name: 'INFERMETER_UPSTREAM_CONNECT_TIMEOUT_MS', group: 'limits', key: 'upstreamConnectTimeoutMs',
     parse: integer(100, 600_000), value: 10_000,
-    meaning: 'connecting to the upstream',
+    meaning: 'connecting to the upstream, {range}',
   }),
   variable({
     name: 'INFERMETER_UPSTREAM_CONNECTIONS', key: 'upstreamConnections',
@@ -143,7 +143,7 @@ export const SECURITY_AND_LIMITS_VARIABLES = [
     name: 'INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS', group: 'limits', key: 'upstreamIdleTimeoutMs',
     parse: integer(100, 86_400_000), value: 600_000,
     meaning: [
-      'longest silence of the upstream (before its headers, or between chunks); then 504, or a cut stream. On',
+      'longest silence of the upstream (before its headers, or between chunks), {range}; then 504, or a cut stream. On',
       'inference routes it fires up to one sweep late: a quarter of the shorter of the two timeouts, from 25 ms',
       'to 1 s',
     ],
@@ -151,14 +151,14 @@ export const SECURITY_AND_LIMITS_VARIABLES = [
   variable({
     name: 'INFERMETER_TOTAL_TIMEOUT_MS', group: 'limits', key: 'totalTimeoutMs',
     parse: integer(0, 86_400_000), value: 3_600_000,
-    meaning: 'longest inference request, end to end; `0` = none. Kept to the same precision',
+    meaning: 'longest inference request, end to end, {range}; `0` = none. Kept to the same precision',
   }),
   variable({
     name: 'INFERMETER_DRAIN_TIMEOUT_MS', group: 'limits', key: 'drainTimeoutMs',
     parse: integer(0, 3_600_000), value: 30_000,
     meaning: [
-      'on SIGTERM/SIGINT, how long requests in flight may take to finish; the log says when the drain finished,',
-      'or that it timed out and how many requests it cut',
+      'on SIGTERM/SIGINT, how long requests in flight may take to finish, {range}; the log says when the drain',
+      'finished, or that it timed out and how many requests it cut',
     ],
   }),
 ] as const;
