@@ -3,7 +3,7 @@
 // and the tests alike, so what the tests exercise is what runs. With INFERMETER_WORKERS > 1 the
 // same pieces are split between a primary (metrics, management) and workers (data plane): see
 // cluster/.
-// Over 300 lines: the composition root wires every part once; cluster/ shares its builders.
+// Over 300 lines: the one place every part is wired to the others, start and stop in order.
 import type { Server } from 'node:http';
 import { Hono } from 'hono';
 import type { Config } from './config/config.ts';
@@ -105,7 +105,7 @@ export function buildMetrics(config: Config, options: StartOptions, openConnecti
     aom: config.aom,
     openConnections,
     jsonWindow: config.jsonWindow,
-    maxModels: config.security.maxModels,
+    maxModels: config.limits.maxModels,
     modelsUrl: new URL(`${upstream.pathname.replace(/\/$/, '')}/v1/models`, upstream.origin),
     ...(config.upstreamMetrics === undefined
       ? {}
@@ -200,7 +200,7 @@ export function buildDataPlane(
     tls: config.security.dataTls,
     upstreamCa: config.security.upstreamCa,
     upstreamConnections: config.upstreamConnections,
-    limits: config.security,
+    limits: config.limits,
     rejected: events.rejected,
     clientError: events.clientError,
     httpRequest: config.dialects.includes('vllm') ? passThroughHttp(events) : undefined,
@@ -359,7 +359,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       close,
       async drain() {
         m.setReady(false);
-        await drainAndSay(plane, config.security.drainTimeoutMs, log);
+        await drainAndSay(plane, config.limits.drainTimeoutMs, log);
         await close();
       },
     };

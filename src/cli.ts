@@ -61,7 +61,7 @@ async function main(args: readonly string[]): Promise<void> {
       process.exit(1); // a second signal: leave now
     }
     first = { signal, at: now };
-    log.info('draining: not ready, finishing requests in flight', { signal, timeout_ms: started.security.drainTimeoutMs });
+    log.info('draining: not ready, finishing requests in flight', { signal, timeout_ms: started.limits.drainTimeoutMs });
     app.drain().then(
       () => process.exit(0),
       () => process.exit(1),

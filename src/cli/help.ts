@@ -1,12 +1,14 @@
 // `infermeter --help`: the commands and every configuration variable with its default and
 // meaning, printed from the configuration table (config/variables.ts) that the validation and
-// docs/configuration.md share.
+// the README share.
+import { docOf, type Row } from '../config/variable-table.ts';
 import { CONFIGURATION_TABLE } from '../config/variables.ts';
 
 const WIDTH = 100;
 const INDENT = '      ';
 
-export function helpText(version: string): string {
+/** `table`: the variables table (a test adds a row to it). */
+export function helpText(version: string, table: readonly Row[] = CONFIGURATION_TABLE): string {
   const lines = [
     `infermeter ${version}: a metering reverse proxy for OpenAI-compatible model servers`,
     '',
@@ -28,7 +30,7 @@ export function helpText(version: string): string {
     'variable not listed here, stops the start with a message naming it.',
     '',
   ];
-  for (const v of CONFIGURATION_TABLE) {
+  for (const v of table.map(docOf)) {
     lines.push(`  ${v.name}`);
     lines.push(...wrap(`default: ${plain(v.default)}`));
     lines.push(...wrap(plain(v.meaning)));

@@ -2,7 +2,7 @@
 // newcomer can put infermeter in front of "a model server" without one. It serves what the
 // demo's does (chat completions, completions, the Responses API, embeddings, /v1/models and a
 // vLLM-style /metrics) until SIGINT/SIGTERM.
-import { resolveListenAddress } from '../config/security.ts';
+import { resolveListenAddress } from '../config/listen-addresses.ts';
 import { startSimServer } from '../sim/model-server.ts';
 import { SIM_MODELS, simTimings } from '../sim/sim-defaults.ts';
 

@@ -5,7 +5,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import type { Config, Env } from '../config/config.ts';
-import { resolveListenAddress } from '../config/security.ts';
+import { resolveListenAddress } from '../config/listen-addresses.ts';
 import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, tenantAliases, type Infermeter, type StartOptions } from '../app.ts';
 import { addReadings, type LoopDelayReading } from '../metrics/loop-delay.ts';
 import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage, type WorkerReceiver } from './bus.ts';
@@ -159,8 +159,8 @@ export async function startClusterPrimary(
         (w) =>
           new Promise<void>((resolve) => {
             w.once('exit', () => resolve());
-            w.send({ t: 'drain', timeoutMs: config.security.drainTimeoutMs } satisfies PrimaryMessage);
-            setTimeout(() => w.process.kill('SIGKILL'), config.security.drainTimeoutMs + 5000).unref();
+            w.send({ t: 'drain', timeoutMs: config.limits.drainTimeoutMs } satisfies PrimaryMessage);
+            setTimeout(() => w.process.kill('SIGKILL'), config.limits.drainTimeoutMs + 5000).unref();
           }),
       ),
     );

@@ -1,50 +1,41 @@
 // Configuration is read once, from the environment first and an optional MindIE-style
 // config.json second, and validated as a whole: every problem is collected into one
 // ConfigError so that an operator fixes them all in one go. Nothing else reads process.env.
+// The variables table (variables.ts) reads every variable of a row of its own; what needs code
+// (addresses, URLs, TLS, tenants, SLOs, the OTLP export) is read by the modules called here.
 import { closeSync, openSync } from 'node:fs';
-import { isIP } from 'node:net';
 import { availableParallelism, hostname } from 'node:os';
-import { bucketVariable, HISTOGRAM_FAMILIES, parseBuckets, type BucketOverrides, type HistogramFamily } from '../metrics/buckets.ts';
 import { dirname } from 'node:path';
-import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
-import { isAllAddresses, parseSecurity, readBuffer, type Security } from './security.ts';
-import { parseOtel, type OtelConfig } from './otel-config.ts';
-import { unknownVariables, VARIABLE_NAMES } from './variables.ts';
-import { autoWorkers } from './auto-workers.ts';
+import type { BucketOverrides } from '../metrics/buckets.ts';
 import { readCpuQuota, type CpuQuota } from '../metrics/container/cgroup.ts';
-import { parseTenant, type TenantConfig } from './tenant-config.ts';
+import { parseAomLabels } from './aom-labels.ts';
+import { autoWorkers } from './auto-workers.ts';
+import { parseBucketOverrides } from './bucket-overrides.ts';
+import type { Limits } from './limits.ts';
+import { readListenAddresses, refuseAllAddresses, type ListenAddresses } from './listen-addresses.ts';
+import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
+import { parseOtel, type OtelConfig } from './otel-config.ts';
+import { nonEmpty, type Env, type Problem } from './parse.ts';
+import { parseSecurity, readBuffer, type Security } from './security.ts';
 import { parseSlo, type SloConfig } from './slo-config.ts';
-import { UPSTREAM_CONNECTION_POLICIES, type UpstreamConnectionPolicy } from '../data-plane/upstream-connections.ts';
+import { parseTenant, type TenantConfig } from './tenant-config.ts';
+import { parseMetricsUrl, parseUpstream } from './upstream-url.ts';
+import { readGroup, type GroupValues, type Row } from './variable-table.ts';
+import { CONFIGURATION_TABLE, unknownVariables, VARIABLE_NAMES } from './variables.ts';
+import { MAX_WORKERS } from './variables/proxy.ts';
 
-export type Env = Readonly<Record<string, string | undefined>>;
+export type { Env } from './parse.ts';
+export type { LogLevel } from './variables/proxy.ts';
+export { AOM_LABEL_VARIABLES } from './aom-labels.ts';
 
-export interface Config {
+/** The values of the table's rows of group `config`: each is Config's under the row's key. */
+type TableValues = GroupValues<typeof CONFIGURATION_TABLE, 'config'>;
+
+export interface Config extends Omit<TableValues, 'workers'>, ListenAddresses {
   /** Base URL of the model server; undefined only when the caller allows it (tests, demo). */
   readonly upstream: URL | undefined;
-  readonly host: string;
-  /**
-   * The data-plane and management addresses came from a default (INFERMETER_DEFAULT_HOST, the
-   * image's 0.0.0.0, or 127.0.0.1), not from the operator: exempt from the every-address refusal.
-   */
-  readonly hostDefaulted: boolean;
-  readonly managementHostDefaulted: boolean;
-  readonly port: number;
-  readonly managementHost: string;
-  readonly managementPort: number;
-  readonly metricsPort: number;
   /** MIES_SERVICE_MONITOR_MODE: /metrics is served only when this is true. */
   readonly metricsEnabled: boolean;
-  /** Bytes of an inference request body scanned for `model` and `stream`. */
-  readonly maxInspectBytes: number;
-  /** Total bytes of request bodies held at once per process (INFERMETER_MAX_HELD_BODY_BYTES). */
-  readonly maxHeldBodyBytes: number;
-  /** Bytes of a non-streaming inference response kept to read its `usage`. */
-  readonly maxResponseInspectBytes: number;
-  /** Characters one SSE event may span before the stream tap gives up on the stream. */
-  readonly maxEventBytes: number;
-  /** Window of the avg_*_throughput_toks_per_s gauges, in seconds. */
-  readonly throughputWindowSeconds: number;
-  readonly logLevel: LogLevel;
   /** Metric dialects /metrics serves, in order. */
   readonly dialects: readonly DialectName[];
   /** Histogram buckets replaced through INFERMETER_BUCKETS_<FAMILY>. */
@@ -52,28 +43,17 @@ export interface Config {
   readonly aom: AomOptions;
   /** The engine's own /metrics, read on an interval; undefined when off. */
   readonly upstreamMetrics: URL | undefined;
-  readonly upstreamMetricsIntervalSeconds: number;
-  readonly upstreamMetricsTimeoutMs: number;
   /** MindIE's /metrics-json, for remainBlocks; undefined when unset. */
   readonly upstreamMetricsJson: URL | undefined;
-  /** Re-serve the engine's exposition below infermeter's own on /metrics. */
-  readonly relayUpstreamMetrics: boolean;
-  readonly relayIntervalSeconds: number;
-  /** Requests in the /metrics-json averages. */
-  readonly jsonWindow: number;
-  /** The `job` of /metrics-json entries. */
-  readonly jsonJob: string;
-  /** Add stream_options.include_usage to streaming chat/completions requests that lack it. */
-  readonly injectUsage: boolean;
-  /** Which upstream connection a request goes out on (data-plane/upstream-connections.ts). */
-  readonly upstreamConnections: UpstreamConnectionPolicy;
   /** 'stdout', a file path, or undefined (off). */
   readonly accessLog: string | undefined;
   /** Data-plane processes: 1 runs everything in one process; more run a primary and workers. */
   readonly workers: number;
   /** With INFERMETER_WORKERS=auto: what the count was read from (the cgroup's CPU quota or the host's cores). */
   readonly workersFrom: string | undefined;
-  /** TLS, the metrics token, label and concurrency bounds, timeouts, the drain. */
+  /** The label cap on models, the concurrency limit, the timeouts, the drain. */
+  readonly limits: Limits;
+  /** TLS, the metrics token, the every-address allowance. */
   readonly security: Security;
   /** The otel dialect's provider name and the OTLP export (on when an OTLP endpoint is set). */
   readonly otel: OtelConfig;
@@ -81,21 +61,10 @@ export interface Config {
   readonly tenant: TenantConfig;
   /** Goodput: the SLO classes (INFERMETER_SLO, INFERMETER_SLO_FILE) and the client allowance; no classes: off. */
   readonly slo: SloConfig;
-  /** What set each listen address and port, for messages (a bind that fails names it). */
-  readonly sources: ListenSources;
-}
-
-/** The variable (or config.json key) each listen setting came from; undefined: its default. */
-interface ListenSources {
-  readonly host: string | undefined;
-  readonly port: string | undefined;
-  readonly managementHost: string | undefined;
-  readonly managementPort: string | undefined;
-  readonly metricsPort: string | undefined;
 }
 
 export type DialectName = 'mindie' | 'aom' | 'vllm' | 'otel';
-const DIALECT_NAMES: readonly DialectName[] = ['mindie', 'aom', 'vllm', 'otel'];
+export const DIALECT_NAMES: readonly DialectName[] = ['mindie', 'aom', 'vllm', 'otel'];
 
 export interface AomOptions {
   /** Collection period of the AOM period gauges and container metrics, in seconds. */
@@ -103,18 +72,6 @@ export interface AomOptions {
   /** service_id, group_id, project_id, instance_name, service_name (those set) and source. */
   readonly labels: Readonly<Record<string, string>>;
 }
-
-/** The AOM service labels and the variables that set them. */
-export const AOM_LABEL_VARIABLES = {
-  service_id: 'INFERMETER_AOM_SERVICE_ID',
-  group_id: 'INFERMETER_AOM_GROUP_ID',
-  project_id: 'INFERMETER_AOM_PROJECT_ID',
-  instance_name: 'INFERMETER_AOM_INSTANCE_NAME',
-  service_name: 'INFERMETER_AOM_SERVICE_NAME',
-  source: 'INFERMETER_AOM_SOURCE',
-} as const;
-
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
 export interface ConfigProblem {
   readonly variable: string;
@@ -150,6 +107,8 @@ export interface LoadOptions {
   readonly hostCpus?: number;
   /** Open INFERMETER_ACCESS_LOG's file to check it can be appended to (default true; the healthcheck does not). */
   readonly probeAccessLog?: boolean;
+  /** The variables table (default: variables.ts'); a test adds a row to show one row is all a variable takes. */
+  readonly table?: readonly Row[];
 }
 
 /**
@@ -160,11 +119,8 @@ export const VARIABLES: readonly string[] = VARIABLE_NAMES;
 
 const hostCpuQuota = (): CpuQuota | undefined => readCpuQuota({ cgroupRoot: '/sys/fs/cgroup', procRoot: '/proc' });
 
-const MiB = 1024 * 1024;
-/** INFERMETER_MAX_HELD_BODY_BYTES by default: this many bodies of the inspection cap held at once. */
-const HELD_BODIES_PER_CAP = 16;
-
 export function loadConfig(env: Env, options: LoadOptions = {}): Config {
+  const table = options.table ?? CONFIGURATION_TABLE;
   const problems: ConfigProblem[] = [];
   const problem = (variable: string, expected: string, got: string | undefined): void => {
     problems.push({ variable, expected, got });
@@ -179,103 +135,30 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   }
 
   // A mistyped name would otherwise be ignored in silence, its setting left at the default.
-  for (const { variable, closest } of unknownVariables(env)) {
+  for (const { variable, closest } of unknownVariables(env, table)) {
     problem(variable, `a variable infermeter reads${closest === undefined ? '' : `: did you mean ${closest}?`} (infermeter --help lists them all)`, undefined);
   }
 
   const upstream = parseUpstream(env.INFERMETER_UPSTREAM, options.requireUpstream ?? false, problem);
-
-  // The operator's address, in MindIE's order; INFERMETER_DEFAULT_HOST only stands in for the
-  // built-in 127.0.0.1 (the image sets it to 0.0.0.0), so it never overrides MindIE's settings.
-  const hostSource = firstDefined(
-    ['INFERMETER_HOST', env.INFERMETER_HOST],
-    ['MIES_CONTAINER_IP', env.MIES_CONTAINER_IP],
-    ['INFERMETER_CONFIG ServerConfig.ipAddress', file.ipAddress],
-  );
-  const host = parseHost(hostSource ?? firstDefined(['INFERMETER_DEFAULT_HOST', env.INFERMETER_DEFAULT_HOST]), '127.0.0.1', problem);
-  const managementHostSource = firstDefined(
-    ['INFERMETER_MANAGEMENT_HOST', env.INFERMETER_MANAGEMENT_HOST],
-    ['MIES_CONTAINER_MANAGEMENT_IP', env.MIES_CONTAINER_MANAGEMENT_IP],
-    ['INFERMETER_CONFIG ServerConfig.managementIpAddress', file.managementIpAddress],
-  );
-  const managementHost = parseHost(managementHostSource, host, problem);
-  const portSource = firstDefined(['INFERMETER_PORT', env.INFERMETER_PORT], ['INFERMETER_CONFIG ServerConfig.port', file.port]);
-  const port = parsePort(portSource, 1025, problem);
-  const managementPortSource = firstDefined(
-    ['INFERMETER_MANAGEMENT_PORT', env.INFERMETER_MANAGEMENT_PORT],
-    ['INFERMETER_CONFIG ServerConfig.managementPort', file.managementPort],
-  );
-  const managementPort = parsePort(managementPortSource, 1026, problem);
-  const metricsPortSource = firstDefined(
-    ['INFERMETER_METRICS_PORT', env.INFERMETER_METRICS_PORT],
-    ['INFERMETER_CONFIG ServerConfig.metricsPort', file.metricsPort],
-  );
-  const metricsPort = parsePort(metricsPortSource, 1027, problem);
-  const sources: ListenSources = Object.freeze({
-    host: hostSource?.[0],
-    port: portSource?.[0],
-    managementHost: managementHostSource?.[0],
-    managementPort: managementPortSource?.[0],
-    metricsPort: metricsPortSource?.[0],
-  });
-
-  // A fixed port shared by the data plane and a management listener on the same address
-  // would fail at bind time with EADDRINUSE; say so now, naming the variables.
-  if (host === managementHost && port !== 0) {
-    if (port === managementPort) problem('INFERMETER_PORT', 'a port different from INFERMETER_MANAGEMENT_PORT', String(port));
-    if (port === metricsPort) problem('INFERMETER_PORT', 'a port different from INFERMETER_METRICS_PORT', String(port));
-  }
-
+  const listen = readListenAddresses(env, file, problem, table);
   const monitorMode = env.MIES_SERVICE_MONITOR_MODE;
   const metricsEnabled = monitorMode === undefined || monitorMode === '1';
 
-  const maxInspectBytes = parseInteger(env, 'INFERMETER_MAX_INSPECT_BYTES', 4 * MiB, 0, 1024 * MiB, problem);
-  const maxHeldBodyBytes = parseInteger(env, 'INFERMETER_MAX_HELD_BODY_BYTES', HELD_BODIES_PER_CAP * maxInspectBytes, 0, 64 * 1024 * MiB, problem);
-  const maxResponseInspectBytes = parseInteger(
-    env,
-    'INFERMETER_MAX_RESPONSE_INSPECT_BYTES',
-    4 * MiB,
-    0,
-    1024 * MiB,
-    problem,
-  );
-  const maxEventBytes = parseInteger(env, 'INFERMETER_MAX_EVENT_BYTES', 1 * MiB, 1024, 256 * MiB, problem);
-  const throughputWindowSeconds = parseInteger(env, 'INFERMETER_THROUGHPUT_WINDOW_SECONDS', 10, 1, 3600, problem);
-  const logLevel = parseLogLevel(env.INFERMETER_LOG_LEVEL, problem);
+  const values = readGroup(table, 'config', env, problem, file) as unknown as TableValues;
+  const limits = readGroup(table, 'limits', env, problem, file) as unknown as Limits;
   const dialects = parseDialects(env.INFERMETER_DIALECTS, problem);
   const buckets = parseBucketOverrides(env, problem);
   const aom: AomOptions = {
-    periodSeconds: parseInteger(env, 'INFERMETER_AOM_PERIOD_SECONDS', 30, 1, 3600, problem),
+    ...(readGroup(table, 'aom', env, problem, file) as { periodSeconds: number }),
     labels: parseAomLabels(env, options.hostname ?? hostname(), problem),
   };
 
   const upstreamMetrics = parseMetricsUrl('INFERMETER_UPSTREAM_METRICS', env.INFERMETER_UPSTREAM_METRICS, upstream === undefined ? undefined : new URL('/metrics', upstream.origin), problem);
   const upstreamMetricsJson = parseMetricsUrl('INFERMETER_UPSTREAM_METRICS_JSON', env.INFERMETER_UPSTREAM_METRICS_JSON, undefined, problem);
-  const upstreamMetricsIntervalSeconds = parseInteger(env, 'INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS', 5, 1, 3600, problem);
-  const upstreamMetricsTimeoutMs = parseInteger(env, 'INFERMETER_UPSTREAM_METRICS_TIMEOUT_MS', 2000, 100, 60_000, problem);
-  const relayUpstreamMetrics = parseSwitch(env, 'INFERMETER_RELAY_UPSTREAM_METRICS', false, problem);
-  const relayIntervalSeconds = parseInteger(env, 'INFERMETER_RELAY_INTERVAL_SECONDS', 30, 1, 3600, problem);
-  if (relayUpstreamMetrics && upstreamMetrics === undefined && env.INFERMETER_UPSTREAM_METRICS?.trim().toLowerCase() === 'off') {
+  if (values.relayUpstreamMetrics && upstreamMetrics === undefined && env.INFERMETER_UPSTREAM_METRICS?.trim().toLowerCase() === 'off') {
     problem('INFERMETER_RELAY_UPSTREAM_METRICS', 'INFERMETER_UPSTREAM_METRICS not to be off (the relay re-serves what it reads)', env.INFERMETER_RELAY_UPSTREAM_METRICS);
   }
-  const jsonWindow = parseInteger(env, 'INFERMETER_JSON_WINDOW', 1000, 1, 1_000_000, problem);
-  const jsonJob = nonEmpty(env.INFERMETER_JSON_JOB) ?? 'node';
-  if (!LABEL_VALUE.test(jsonJob)) problem('INFERMETER_JSON_JOB', 'a name of 1 to 256 printable characters', env.INFERMETER_JSON_JOB);
-
-  const injectUsage = parseSwitch(env, 'INFERMETER_INJECT_USAGE', true, problem);
-  const upstreamConnections = parseUpstreamConnections(env.INFERMETER_UPSTREAM_CONNECTIONS, problem);
-  const accessLogValue = nonEmpty(env.INFERMETER_ACCESS_LOG);
-  const accessLog = accessLogValue === undefined || accessLogValue.toLowerCase() === 'off' ? undefined : accessLogValue === 'stdout' ? 'stdout' : accessLogValue;
-  // Opened (and created) once here: a path that cannot be appended to stops the start, instead
-  // of a proxy that drops every line with only a counter to say so.
-  if (accessLog !== undefined && accessLog !== 'stdout' && options.probeAccessLog !== false) {
-    try {
-      closeSync(openSync(accessLog, 'a'));
-    } catch (error) {
-      const e = error as NodeJS.ErrnoException;
-      problem('INFERMETER_ACCESS_LOG', `stdout, off, or a file infermeter can append to (opening it failed: ${e.message})`, accessLogValue);
-    }
-  }
+  const accessLog = parseAccessLog(env.INFERMETER_ACCESS_LOG, options.probeAccessLog !== false, problem);
 
   const security = parseSecurity({
     env,
@@ -284,185 +167,52 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     readFile: options.readBinary ?? readBuffer,
     problem,
   });
-  // Listening on every address defeats the separation of the planes: MindIE refuses it unless
-  // told otherwise, and so does infermeter. INFERMETER_DEFAULT_HOST is exempt: it is a
-  // packaging's default (the image's 0.0.0.0), not an address the operator asked for.
-  if (!security.allowAllZeroIp) {
-    const zero = isAllAddresses;
-    const needs = 'a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)';
-    // Name what the operator set: an unset management host follows the data-plane host. A
-    // defaulted host (INFERMETER_DEFAULT_HOST, the image's) is exempt.
-    const follows = managementHostSource === undefined;
-    if (hostSource !== undefined && zero(host)) problem(sources.host ?? 'INFERMETER_HOST', follows ? `${needs}; the management and metrics ports follow it, INFERMETER_MANAGEMENT_HOST being unset` : needs, host);
-    if (!follows && zero(managementHost)) problem(sources.managementHost ?? 'INFERMETER_MANAGEMENT_HOST', needs, managementHost);
-  }
-  const workersRaw = nonEmpty(env.INFERMETER_WORKERS)?.toLowerCase();
-  const auto = workersRaw === 'auto' ? autoWorkers(options.hostCpus ?? availableParallelism(), (options.cpuQuota ?? hostCpuQuota)(), 256) : undefined;
-  const workers = auto?.workers ?? parseInteger(env, 'INFERMETER_WORKERS', 1, 1, 256, problem, 'an integer from 1 to 256, or auto (one per CPU the cgroup\'s quota allows)');
-  const otel = parseOtel(env, options.hostname ?? hostname(), problem);
-  const tenant = parseTenant(env, problem, options.readFile);
+  refuseAllAddresses(listen, security.allowAllZeroIp, problem);
+  const auto = values.workers === 'auto' ? autoWorkers(options.hostCpus ?? availableParallelism(), (options.cpuQuota ?? hostCpuQuota)(), MAX_WORKERS) : undefined;
+  const otel = {
+    ...(readGroup(table, 'otel', env, problem, file) as { providerName: string }),
+    ...parseOtel(env, options.hostname ?? hostname(), problem),
+  };
+  const tenant = { ...parseTenant(env, problem, options.readFile), ...(readGroup(table, 'tenant', env, problem, file) as { max: number }) };
   const slo = parseSlo(env, problem, options.readFile);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
+    ...values,
+    ...listen,
     upstream,
-    host,
-    hostDefaulted: hostSource === undefined,
-    managementHostDefaulted: (managementHostSource ?? hostSource) === undefined,
-    port,
-    managementHost,
-    managementPort,
-    metricsPort,
     metricsEnabled,
-    maxInspectBytes,
-    maxHeldBodyBytes,
-    maxResponseInspectBytes,
-    maxEventBytes,
-    throughputWindowSeconds,
-    logLevel,
     dialects,
     buckets,
     aom,
     upstreamMetrics,
-    upstreamMetricsIntervalSeconds,
-    upstreamMetricsTimeoutMs,
     upstreamMetricsJson,
-    relayUpstreamMetrics,
-    relayIntervalSeconds,
-    jsonWindow,
-    jsonJob,
-    injectUsage,
-    upstreamConnections,
     accessLog,
-    workers,
+    workers: auto?.workers ?? (values.workers as number),
     workersFrom: auto?.from,
+    limits: Object.freeze(limits),
     security,
     otel,
-    sources,
     tenant,
     slo,
   });
 }
 
-type Problem = (variable: string, expected: string, got: string | undefined) => void;
-type Source = readonly [variable: string, value: string | number | undefined];
-
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === '' ? undefined : value.trim();
-}
-
-function firstDefined(...sources: Source[]): Source | undefined {
-  for (const source of sources) {
-    const value = source[1];
-    if (value === undefined) continue;
-    if (typeof value === 'string' && value.trim() === '') continue;
-    return source;
-  }
-  return undefined;
-}
-
-function parseUpstream(raw: string | undefined, required: boolean, problem: Problem): URL | undefined {
+/** 'stdout', a file path, or undefined (off); a path is opened once here to check it can be appended to. */
+function parseAccessLog(raw: string | undefined, probe: boolean, problem: Problem): string | undefined {
   const value = nonEmpty(raw);
-  const expected = 'an http:// or https:// URL of the model server, e.g. http://127.0.0.1:8000';
-  if (value === undefined) {
-    if (required) problem('INFERMETER_UPSTREAM', expected, raw);
-    return undefined;
+  const accessLog = value === undefined || value.toLowerCase() === 'off' ? undefined : value;
+  // Opened (and created) once here: a path that cannot be appended to stops the start, instead
+  // of a proxy that drops every line with only a counter to say so.
+  if (accessLog !== undefined && accessLog !== 'stdout' && probe) {
+    try {
+      closeSync(openSync(accessLog, 'a'));
+    } catch (error) {
+      const e = error as NodeJS.ErrnoException;
+      problem('INFERMETER_ACCESS_LOG', `stdout, off, or a file infermeter can append to (opening it failed: ${e.message})`, value);
+    }
   }
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    problem('INFERMETER_UPSTREAM', expected, raw);
-    return undefined;
-  }
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
-    problem('INFERMETER_UPSTREAM', expected, raw);
-    return undefined;
-  }
-  if (url.username !== '' || url.password !== '' || url.hash !== '' || url.search !== '') {
-    problem('INFERMETER_UPSTREAM', `${expected} without credentials, query or fragment`, redactUrl(url));
-    return undefined;
-  }
-  // The base URL OpenAI clients are given ends in /v1; the model server's does not: clients'
-  // paths already start with /v1, and every request would go to /v1/v1/... and get a 404.
-  if (/\/v1\/?$/.test(url.pathname)) {
-    const fixed = new URL(url.href);
-    fixed.pathname = url.pathname.replace(/\/v1\/?$/, '');
-    problem('INFERMETER_UPSTREAM', `the model server's URL without the trailing /v1 (clients' paths start with /v1 already; with it, requests would go to /v1/v1/...): set ${fixed.href.replace(/\/$/, '')}`, raw);
-    return undefined;
-  }
-  return url;
-}
-
-function redactUrl(url: URL): string {
-  const copy = new URL(url.href);
-  if (copy.password !== '') copy.password = '***';
-  return copy.href;
-}
-
-const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
-
-function parseHost(source: Source | undefined, fallback: string, problem: Problem): string {
-  if (source === undefined) return fallback;
-  const [name, value] = source;
-  const text = String(value).trim();
-  const bare = text.startsWith('[') && text.endsWith(']') ? text.slice(1, -1) : text;
-  if (isIP(bare) !== 0 || HOSTNAME.test(bare)) return bare;
-  problem(name, 'an IPv4 or IPv6 address or a host name', text);
-  return fallback;
-}
-
-function parsePort(source: Source | undefined, fallback: number, problem: Problem): number {
-  if (source === undefined) return fallback;
-  const [name, value] = source;
-  const text = String(value).trim();
-  if (/^\d{1,5}$/.test(text)) {
-    const port = Number(text);
-    if (port <= 65535) return port;
-  }
-  // Kubernetes sets <SERVICE>_PORT=tcp://ip:port for every Service of the namespace: a Service
-  // named infermeter (or infermeter-metrics, ...) lands here. Say so rather than only refuse.
-  const serviceLink = /^tcp:\/\//.test(text) ? '; this looks like a Kubernetes service link from a Service named after the variable: set enableServiceLinks: false on the pod or rename the Service' : '';
-  problem(name, `an integer port from 0 to 65535 (0 picks a free port)${serviceLink}`, text);
-  return fallback;
-}
-
-function parseInteger(
-  env: Env,
-  variable: string,
-  fallback: number,
-  min: number,
-  max: number,
-  problem: Problem,
-  expected = `an integer from ${min} to ${max}`,
-): number {
-  const raw = env[variable];
-  const value = nonEmpty(raw);
-  if (value === undefined) return fallback;
-  if (/^\d+$/.test(value)) {
-    const n = Number(value);
-    if (Number.isSafeInteger(n) && n >= min && n <= max) return n;
-  }
-  problem(variable, expected, raw);
-  return fallback;
-}
-
-const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
-
-function parseUpstreamConnections(raw: string | undefined, problem: Problem): UpstreamConnectionPolicy {
-  const value = nonEmpty(raw)?.toLowerCase();
-  if (value === undefined) return 'mirror';
-  if ((UPSTREAM_CONNECTION_POLICIES as readonly string[]).includes(value)) return value as UpstreamConnectionPolicy;
-  problem('INFERMETER_UPSTREAM_CONNECTIONS', UPSTREAM_CONNECTION_POLICIES.join(', '), raw);
-  return 'mirror';
-}
-
-function parseLogLevel(raw: string | undefined, problem: Problem): LogLevel {
-  const value = nonEmpty(raw)?.toLowerCase();
-  if (value === undefined) return 'info';
-  if ((LOG_LEVELS as readonly string[]).includes(value)) return value as LogLevel;
-  problem('INFERMETER_LOG_LEVEL', `one of ${LOG_LEVELS.join(', ')}`, raw);
-  return 'info';
+  return accessLog;
 }
 
 function parseDialects(raw: string | undefined, problem: Problem): DialectName[] {
@@ -476,59 +226,4 @@ function parseDialects(raw: string | undefined, problem: Problem): DialectName[]
     return ['mindie'];
   }
   return names as DialectName[];
-}
-
-function parseBucketOverrides(env: Env, problem: Problem): BucketOverrides {
-  const overrides: Partial<Record<HistogramFamily, readonly number[]>> = {};
-  const known = new Map(HISTOGRAM_FAMILIES.map((f) => [bucketVariable(f), f]));
-  for (const [variable, raw] of Object.entries(env)) {
-    if (!variable.startsWith('INFERMETER_BUCKETS_') || raw === undefined) continue;
-    const family = known.get(variable);
-    if (family === undefined) {
-      problem(variable, `the name of a histogram family: one of ${[...known.keys()].join(', ')}`, raw);
-      continue;
-    }
-    const buckets = parseBuckets(raw);
-    if (buckets === undefined) problem(variable, 'strictly increasing positive numbers separated by commas, e.g. 0.1,0.5,1,2', raw);
-    else overrides[family] = buckets;
-  }
-  return Object.freeze(overrides);
-}
-
-// Label values end up in every AOM series: keep them printable and of reasonable size.
-const LABEL_VALUE = /^[^\u0000-\u001f\u007f]{1,256}$/;
-
-function parseAomLabels(env: Env, host: string, problem: Problem): Record<string, string> {
-  const labels: Record<string, string> = {};
-  for (const [label, variable] of Object.entries(AOM_LABEL_VARIABLES)) {
-    const raw = env[variable];
-    const value = nonEmpty(raw) ?? (label === 'source' ? host : undefined);
-    if (value === undefined) continue;
-    if (LABEL_VALUE.test(value)) labels[label] = value;
-    else problem(variable, 'a label value of 1 to 256 printable characters', raw);
-  }
-  return Object.freeze(labels);
-}
-
-function parseMetricsUrl(variable: string, raw: string | undefined, fallback: URL | undefined, problem: Problem): URL | undefined {
-  const value = nonEmpty(raw);
-  if (value === undefined) return fallback;
-  if (value.toLowerCase() === 'off') return undefined;
-  try {
-    const url = new URL(value);
-    if (url.protocol === 'http:' || url.protocol === 'https:') return url;
-  } catch {
-    // reported below
-  }
-  problem(variable, 'an http:// or https:// URL, or off', raw);
-  return undefined;
-}
-
-function parseSwitch(env: Env, variable: string, fallback: boolean, problem: Problem): boolean {
-  const value = nonEmpty(env[variable])?.toLowerCase();
-  if (value === undefined) return fallback;
-  if (value === '1' || value === 'true' || value === 'on') return true;
-  if (value === '0' || value === 'false' || value === 'off') return false;
-  problem(variable, '1 or 0 (also true/false, on/off)', env[variable]);
-  return fallback;
 }

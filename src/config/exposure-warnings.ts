@@ -5,7 +5,7 @@
 // the container's own address, so nothing outside reaches it, yet /health answers inside.
 import type { LogFields } from '../log.ts';
 import type { Config } from './config.ts';
-import { isAllAddresses } from './security.ts';
+import { isAllAddresses } from './listen-addresses.ts';
 
 export interface StartWarning {
   readonly msg: string;

@@ -5,6 +5,8 @@
 // ones infermeter does not (timeout and compression of one export, TLS files, the temporality
 // preference).
 
+import { integer, nonEmpty, readWith, type Env, type Problem } from './parse.ts';
+
 type OtlpProtocol = 'http/protobuf' | 'http/json';
 
 export interface OtlpExportConfig {
@@ -47,19 +49,11 @@ export const OTEL_VARIABLES = [
   'OTEL_SDK_DISABLED',
 ] as const;
 
-type Env = Readonly<Record<string, string | undefined>>;
-type Problem = (variable: string, expected: string, got: string | undefined) => void;
 
-const PRINTABLE = /^[^\u0000-\u001f\u007f]{1,128}$/;
+const value = (env: Env, variable: string): string | undefined => nonEmpty(env[variable]);
 
-function value(env: Env, variable: string): string | undefined {
-  const v = env[variable];
-  return v === undefined || v.trim() === '' ? undefined : v.trim();
-}
-
-export function parseOtel(env: Env, hostname: string, problem: Problem): OtelConfig {
-  const providerName = value(env, 'INFERMETER_OTEL_PROVIDER_NAME') ?? 'openai';
-  if (!PRINTABLE.test(providerName)) problem('INFERMETER_OTEL_PROVIDER_NAME', 'a name of 1 to 128 printable characters, e.g. openai', env.INFERMETER_OTEL_PROVIDER_NAME);
+/** The OTLP export (the provider name is a row of the variables table: config.ts adds it). */
+export function parseOtel(env: Env, hostname: string, problem: Problem): Omit<OtelConfig, 'providerName'> {
 
   const disabled = value(env, 'OTEL_SDK_DISABLED')?.toLowerCase();
   if (disabled !== undefined && disabled !== 'true' && disabled !== 'false') problem('OTEL_SDK_DISABLED', 'true or false', env.OTEL_SDK_DISABLED);
@@ -69,7 +63,7 @@ export function parseOtel(env: Env, hostname: string, problem: Problem): OtelCon
   }
 
   const url = parseEndpoint(env, problem);
-  if (url === undefined || disabled === 'true' || exporters === 'none') return { providerName, export: undefined };
+  if (url === undefined || disabled === 'true' || exporters === 'none') return { export: undefined };
 
   const protocolVariable = value(env, 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL') !== undefined ? 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
   const protocolText = value(env, protocolVariable) ?? 'http/protobuf';
@@ -91,7 +85,6 @@ export function parseOtel(env: Env, hostname: string, problem: Problem): OtelCon
   if (serviceName !== undefined) resource['service.name'] = serviceName;
 
   return {
-    providerName,
     export: {
       url: url.url,
       urlVariable: url.variable,
@@ -147,15 +140,10 @@ function parseHeaders(env: Env, variable: string, problem: Problem): Record<stri
   return headers;
 }
 
+const MILLIS = integer(1, 86_400_000, 'milliseconds, an integer from 1 to 86400000');
+
 function parseMillis(env: Env, variable: string, fallback: number, problem: Problem): number {
-  const text = value(env, variable);
-  if (text === undefined) return fallback;
-  if (/^\d+$/.test(text)) {
-    const n = Number(text);
-    if (Number.isSafeInteger(n) && n >= 1 && n <= 86_400_000) return n;
-  }
-  problem(variable, 'milliseconds, an integer from 1 to 86400000', env[variable]);
-  return fallback;
+  return readWith(MILLIS, variable, env[variable], fallback, problem);
 }
 
 /**

@@ -1,19 +1,14 @@
 // The hardening settings: TLS on each plane and to the upstream, the bearer token of the
-// management and metrics ports, label and concurrency bounds, timeouts and the drain. Read and
-// checked with the rest of the configuration: a certificate that cannot be read, or does not
-// go with its key, stops the start with a message that names the variable. Listening on every
-// address is recognised by the address, not its spelling, and checked again on the address a
-// host name resolves to when the port is bound.
+// management and metrics ports, the every-address allowance. Read and checked with the rest of the configuration: a certificate that cannot be read, or does not
+// go with its key, stops the start with a message that names the variable. (The limits and
+// timeouts are rows of the variables table, Config.limits; the every-address refusal is
+// listen-addresses.ts'.)
 import { X509Certificate } from 'node:crypto';
-import { lookup } from 'node:dns/promises';
 import { readFileSync } from 'node:fs';
-import { isIP, isIPv6 } from 'node:net';
 import { isAbsolute, join } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import type { MindieServerConfig } from './mindie-config.ts';
-
-type Env = Readonly<Record<string, string | undefined>>;
-type Problem = (variable: string, expected: string, got: string | undefined) => void;
+import { nonEmpty as trimmed, switchWord, type Env, type Problem } from './parse.ts';
 
 /** Key, certificate chain and passphrase of one TLS listener, read at start. */
 export interface TlsFiles {
@@ -32,16 +27,6 @@ export interface Security {
   readonly allowAllZeroIp: boolean;
   /** Bearer token of the management and metrics ports (undefined: none required). */
   readonly metricsToken: string | undefined;
-  /** Distinct model_name values before new ones fold into "other". */
-  readonly maxModels: number;
-  /** Inference requests in flight at once (0: no limit); as many again, twice, may wait. */
-  readonly maxConcurrency: number;
-  readonly headersTimeoutMs: number;
-  readonly requestTimeoutMs: number;
-  readonly upstreamConnectTimeoutMs: number;
-  readonly upstreamIdleTimeoutMs: number;
-  readonly totalTimeoutMs: number;
-  readonly drainTimeoutMs: number;
   /** Said at start, not refused: certificates outside their validity period. */
   readonly warnings: readonly StartWarning[];
 }
@@ -65,14 +50,6 @@ export const SECURITY_VARIABLES = [
   'INFERMETER_ALLOW_ALL_ZERO_IP',
   'INFERMETER_METRICS_TOKEN',
   'INFERMETER_METRICS_TOKEN_FILE',
-  'INFERMETER_MAX_MODELS',
-  'INFERMETER_MAX_CONCURRENCY',
-  'INFERMETER_HEADERS_TIMEOUT_MS',
-  'INFERMETER_REQUEST_TIMEOUT_MS',
-  'INFERMETER_UPSTREAM_CONNECT_TIMEOUT_MS',
-  'INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS',
-  'INFERMETER_TOTAL_TIMEOUT_MS',
-  'INFERMETER_DRAIN_TIMEOUT_MS',
 ] as const;
 
 interface Reader {
@@ -86,14 +63,11 @@ interface Reader {
   readonly problem: Problem;
 }
 
-const trimmed = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
-
+/** A switch of the variables or config.json; blank is off. */
 function bool(value: string | number | boolean | undefined): boolean | undefined {
   if (value === undefined) return undefined;
-  const v = String(value).trim().toLowerCase();
-  if (v === '1' || v === 'true' || v === 'on') return true;
-  if (v === '0' || v === 'false' || v === 'off' || v === '') return false;
-  return undefined;
+  const v = String(value).trim();
+  return v === '' ? false : switchWord(v);
 }
 
 /** One listener's TLS files: the variables first, then (with httpsEnabled) the config file's keys. */
@@ -186,17 +160,6 @@ export function certificateValidity(pem: Buffer | string, now: number): Array<{ 
   return out;
 }
 
-function int(r: Reader, variable: string, fallback: number, min: number, max: number, fileValue?: string | number | boolean): number {
-  const raw = trimmed(r.env[variable]) ?? (fileValue === undefined ? undefined : String(fileValue));
-  if (raw === undefined) return fallback;
-  if (/^\d+$/.test(raw)) {
-    const n = Number(raw);
-    if (n >= min && n <= max) return n;
-  }
-  r.problem(variable, `an integer from ${min} to ${max}`, raw);
-  return fallback;
-}
-
 export function parseSecurity(reader: Reader): Security {
   const warnings: StartWarning[] = [];
   const r: Reader = { ...reader, warn: (w) => warnings.push(w) };
@@ -249,51 +212,8 @@ export function parseSecurity(reader: Reader): Security {
     upstreamCa,
     allowAllZeroIp: zero === true,
     metricsToken,
-    maxModels: int(r, 'INFERMETER_MAX_MODELS', 100, 1, 100_000),
-    maxConcurrency: int(r, 'INFERMETER_MAX_CONCURRENCY', 0, 0, 1_000_000, r.file.maxLinkNum),
-    headersTimeoutMs: int(r, 'INFERMETER_HEADERS_TIMEOUT_MS', 60_000, 100, 3_600_000),
-    requestTimeoutMs: int(r, 'INFERMETER_REQUEST_TIMEOUT_MS', 300_000, 100, 86_400_000),
-    upstreamConnectTimeoutMs: int(r, 'INFERMETER_UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, 100, 600_000),
-    upstreamIdleTimeoutMs: int(r, 'INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS', 600_000, 100, 86_400_000),
-    totalTimeoutMs: int(r, 'INFERMETER_TOTAL_TIMEOUT_MS', 3_600_000, 0, 86_400_000),
-    drainTimeoutMs: int(r, 'INFERMETER_DRAIN_TIMEOUT_MS', 30_000, 0, 3_600_000),
     warnings,
   };
 }
 
 export const readBuffer = (path: string): Buffer => readFileSync(path);
-
-/**
- * Whether binding `host` listens on every address: the unspecified address however it is
- * spelt. IPv4 as the OS reads a numeric host (`0`, `0x0`, `000.000.000.000`, `0.0`: the URL
- * standard's IPv4 parser takes the same forms as inet_aton), IPv6 in any notation (`::0`,
- * `0:0::0`, `[::]`, with a zone), and the IPv4-mapped `::ffff:0.0.0.0`. A host name is not an
- * address: it is resolved when listening (`resolveListenAddress`).
- */
-export function isAllAddresses(host: string): boolean {
-  let h = host.trim();
-  if (h.startsWith('[') && h.endsWith(']')) h = h.slice(1, -1);
-  const bare = h.replace(/%.*$/, '');
-  const v6 = isIPv6(bare);
-  if (!v6 && !/^[0-9a-fA-FxX.]+$/.test(h)) return false; // a host name, not a numeric address
-  let canonical: string;
-  try {
-    canonical = new URL(`http://${v6 ? `[${bare}]` : h}/`).hostname;
-  } catch {
-    return false;
-  }
-  return canonical === '0.0.0.0' || canonical === '[::]' || canonical === '[::ffff:0:0]';
-}
-
-/**
- * The address to bind for `host`, resolved as Node's listen would (the first answer of
- * dns.lookup), so that what is checked is what is bound: a name that resolves to the
- * unspecified address is refused like the address itself, unless `allowAll`.
- */
-export async function resolveListenAddress(host: string, allowAll: boolean, variable: string): Promise<string> {
-  const address = isIP(host) !== 0 ? host : (await lookup(host)).address;
-  if (!allowAll && isAllAddresses(address)) {
-    throw new Error(`${variable}=${host} listens on every address (${address}); that needs INFERMETER_ALLOW_ALL_ZERO_IP=1 (or allowAllZeroIpListening)`);
-  }
-  return address;
-}

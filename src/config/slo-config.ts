@@ -4,7 +4,7 @@
 // parseSloFile; INFERMETER_SLO_CLIENT_ALLOWANCE, milliseconds added to infermeter's own figures
 // before they are compared, for a client that sees them later. Self-contained: config.ts calls
 // parseSlo with its problem list.
-import { readFileSync } from 'node:fs';
+import { nonEmpty, parseJson, readJsonText, readUtf8, type Env, type Problem } from './parse.ts';
 
 export const SLO_KEYS = ['ttft', 'tpot', 'e2el'] as const;
 export type SloKey = (typeof SLO_KEYS)[number];
@@ -33,12 +33,10 @@ export interface SloConfig {
 /** The class INFERMETER_SLO stands for. */
 export const DEFAULT_CLASS = 'default';
 
-type Env = Readonly<Record<string, string | undefined>>;
-type Problem = (variable: string, expected: string, got: string | undefined) => void;
 
 const SYNTAX = 'key:milliseconds pairs separated by spaces or commas, keys ttft, tpot and e2el, each at most once, values numbers >= 0 (vLLM\'s --goodput syntax), e.g. "ttft:500 tpot:50"';
 const MAX_CLASSES = 1000;
-const MAX_FILE_BYTES = 1024 * 1024;
+const MAX_FILE_MIB = 1;
 const CLASS_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const PATTERN = /^[^\u0000-\u001f\u007f]{1,256}$/;
 
@@ -68,9 +66,9 @@ export function parseTargets(text: string): TargetsRead {
   return { ok: true, targets: Object.freeze(targets) };
 }
 
-export function parseSlo(env: Env, problem: Problem, readFile: (path: string) => string = readSloText): SloConfig {
+export function parseSlo(env: Env, problem: Problem, readFile: (path: string) => string = readUtf8): SloConfig {
   const classes: SloClass[] = [];
-  const file = env.INFERMETER_SLO_FILE?.trim() || undefined;
+  const file = nonEmpty(env.INFERMETER_SLO_FILE);
   if (file !== undefined) {
     const read = readSloFile(file, readFile);
     if (read.ok) classes.push(...read.classes);
@@ -93,20 +91,11 @@ export function parseSlo(env: Env, problem: Problem, readFile: (path: string) =>
   return { classes, file, allowance: Object.freeze(allowance) };
 }
 
-function readSloText(path: string): string {
-  return readFileSync(path, 'utf8');
-}
-
 export type SloFileRead = { readonly ok: true; readonly classes: readonly SloClass[] } | { readonly ok: false; readonly expected: string };
 
-export function readSloFile(path: string, readFile: (path: string) => string = readSloText): SloFileRead {
-  let text: string;
-  try {
-    text = readFile(path);
-  } catch (error) {
-    return { ok: false, expected: `a readable JSON file (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})` };
-  }
-  return parseSloFile(text);
+export function readSloFile(path: string, readFile: (path: string) => string = readUtf8): SloFileRead {
+  const read = readJsonText(path, readFile);
+  return read.ok ? parseSloFile(read.text) : read;
 }
 
 /**
@@ -118,13 +107,9 @@ export function readSloFile(path: string, readFile: (path: string) => string = r
  */
 export function parseSloFile(text: string): SloFileRead {
   const expected = (what: string): SloFileRead => ({ ok: false, expected: `a JSON object {"classes": [{"name", "model", "tenant", "slo"}, ...]}: ${what}` });
-  if (text.length > MAX_FILE_BYTES) return expected('the file is larger than 1 MiB');
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return expected('the file is not valid JSON');
-  }
+  const json = parseJson(text, MAX_FILE_MIB);
+  if (!json.ok) return expected(json.what);
+  const parsed = json.value;
   const list = (parsed as { classes?: unknown } | null)?.classes;
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || !Array.isArray(list)) return expected('no "classes" array');
   if (Object.keys(parsed).some((k) => k !== 'classes')) return expected('a key other than "classes"');

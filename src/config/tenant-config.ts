@@ -1,8 +1,9 @@
 // Per-tenant metering's configuration: where a request's tenant comes from (INFERMETER_TENANT),
 // the readable names of tenants (INFERMETER_TENANT_ALIASES, a JSON file read here at start and
 // again on reload through parseTenantAliases) and how many get series of their own
-// (INFERMETER_MAX_TENANTS). Self-contained: config.ts calls parseTenant with its problem list.
-import { readFileSync } from 'node:fs';
+// (INFERMETER_MAX_TENANTS, a row of the variables table). config.ts calls parseTenant with its
+// problem list.
+import { nonEmpty, parseJson, readJsonText, readUtf8, type Env, type Problem } from './parse.ts';
 
 /** Where the tenant comes from: nowhere, a request header's value, or the client's API key (hashed). */
 export type TenantSource = { readonly kind: 'off' } | { readonly kind: 'header'; readonly header: string } | { readonly kind: 'api-key' };
@@ -27,21 +28,19 @@ const OTHER_TENANT = 'other';
  */
 export const UNAUTHENTICATED_TENANT = 'unauthenticated';
 
-type Env = Readonly<Record<string, string | undefined>>;
-type Problem = (variable: string, expected: string, got: string | undefined) => void;
 
 // An RFC 9110 field name.
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
 // Headers that carry credentials: metered by their hash (api-key), never by their value.
 const SECRET_HEADERS = new Set(['authorization', 'proxy-authorization', 'api-key', 'x-api-key', 'cookie']);
 const MAX_ALIASES = 10_000;
-const MAX_ALIAS_FILE_BYTES = 4 * 1024 * 1024;
+const MAX_ALIAS_FILE_MIB = 4;
 const ALIAS_NAME = /^[^\u0000-\u001f\u007f]{1,128}$/;
 
-export function parseTenant(env: Env, problem: Problem, readFile: (path: string) => string = readAliasFile): TenantConfig {
+/** The tenant's source and aliases (the cap is the table's: config.ts adds it). */
+export function parseTenant(env: Env, problem: Problem, readFile: (path: string) => string = readUtf8): Omit<TenantConfig, 'max'> {
   const source = parseSource(env.INFERMETER_TENANT, problem);
-  const max = parseMax(env.INFERMETER_MAX_TENANTS, problem);
-  const aliasesFile = env.INFERMETER_TENANT_ALIASES?.trim() || undefined;
+  const aliasesFile = nonEmpty(env.INFERMETER_TENANT_ALIASES);
   let aliases: ReadonlyMap<string, string> = new Map();
   if (aliasesFile !== undefined) {
     if (source.kind === 'off') problem('INFERMETER_TENANT_ALIASES', 'INFERMETER_TENANT to be header:<name> or api-key (aliases name tenants)', aliasesFile);
@@ -49,7 +48,7 @@ export function parseTenant(env: Env, problem: Problem, readFile: (path: string)
     if (read.ok) aliases = read.aliases;
     else problem('INFERMETER_TENANT_ALIASES', read.expected, aliasesFile);
   }
-  return { source, aliasesFile, aliases, max };
+  return { source, aliasesFile, aliases };
 }
 
 function parseSource(raw: string | undefined, problem: Problem): TenantSource {
@@ -67,30 +66,12 @@ function parseSource(raw: string | undefined, problem: Problem): TenantSource {
   return { kind: 'off' };
 }
 
-function parseMax(raw: string | undefined, problem: Problem): number {
-  const value = raw?.trim() ?? '';
-  if (value === '') return 100;
-  const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
-  if (n >= 1 && n <= 10_000) return n;
-  problem('INFERMETER_MAX_TENANTS', 'an integer from 1 to 10000', raw);
-  return 100;
-}
-
-function readAliasFile(path: string): string {
-  return readFileSync(path, 'utf8');
-}
-
 export type AliasRead = { readonly ok: true; readonly aliases: ReadonlyMap<string, string> } | { readonly ok: false; readonly expected: string };
 
 /** Reads and checks an alias file; what is wrong with it, when something is. */
-export function readTenantAliases(path: string, readFile: (path: string) => string = readAliasFile): AliasRead {
-  let text: string;
-  try {
-    text = readFile(path);
-  } catch (error) {
-    return { ok: false, expected: `a readable JSON file (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})` };
-  }
-  return parseTenantAliases(text);
+export function readTenantAliases(path: string, readFile: (path: string) => string = readUtf8): AliasRead {
+  const read = readJsonText(path, readFile);
+  return read.ok ? parseTenantAliases(read.text) : read;
 }
 
 /**
@@ -101,13 +82,9 @@ export function readTenantAliases(path: string, readFile: (path: string) => stri
  */
 export function parseTenantAliases(text: string): AliasRead {
   const expected = (what: string): AliasRead => ({ ok: false, expected: `a JSON object mapping tenants to names: ${what}` });
-  if (text.length > MAX_ALIAS_FILE_BYTES) return expected('the file is larger than 4 MiB');
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return expected('the file is not valid JSON');
-  }
+  const json = parseJson(text, MAX_ALIAS_FILE_MIB);
+  if (!json.ok) return expected(json.what);
+  const parsed = json.value;
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return expected('the file holds no object');
   const entries = Object.entries(parsed as Record<string, unknown>);
   if (entries.length > MAX_ALIASES) return expected(`more than ${MAX_ALIASES} entries`);

@@ -8,6 +8,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Duplex } from 'node:stream';
 import { rootCertificates as tlsRootCertificates } from 'node:tls';
+import { DEFAULT_LIMITS, type Limits } from '../config/limits.ts';
 import type { TlsFiles } from '../config/security.ts';
 import type { AccessLog } from '../access-log.ts';
 import type { Clock } from '../measure/clock.ts';
@@ -83,25 +84,8 @@ export interface DataPlaneOptions {
 /** Why a client connection was dropped before its request was read. */
 export type ClientErrorKind = 'timeout' | 'malformed';
 
-interface DataPlaneLimits {
-  readonly headersTimeoutMs: number;
-  readonly requestTimeoutMs: number;
-  readonly upstreamConnectTimeoutMs: number;
-  readonly upstreamIdleTimeoutMs: number;
-  /** 0: none. */
-  readonly totalTimeoutMs: number;
-  /** 0: none. */
-  readonly maxConcurrency: number;
-}
-
-const DEFAULT_LIMITS: DataPlaneLimits = {
-  headersTimeoutMs: 60_000,
-  requestTimeoutMs: 300_000,
-  upstreamConnectTimeoutMs: 10_000,
-  upstreamIdleTimeoutMs: 600_000,
-  totalTimeoutMs: 3_600_000,
-  maxConcurrency: 0,
-};
+/** The limits the data plane keeps (config/limits.ts; totalTimeoutMs and maxConcurrency 0: none). */
+type DataPlaneLimits = Pick<Limits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'upstreamConnectTimeoutMs' | 'upstreamIdleTimeoutMs' | 'totalTimeoutMs' | 'maxConcurrency'>;
 
 export interface DataPlane {
   readonly server: http.Server;

@@ -9,7 +9,7 @@
 // (16 numbers a snapshot) and two quantile windows (dashboard-window.ts), about 120 KB; a model
 // idle for the whole retention gives them back. Models are the recorder's, so at most
 // INFERMETER_MAX_MODELS plus `unknown` and `other`.
-// Over 300 lines: the ring's column layout, its snapshot and its reader share the index constants.
+// Over 300 lines: the snapshot ring, the quantile observer and the served rates share one state.
 import type { EngineView } from '../engine/engine-scraper.ts';
 import type { MeasurementState, ModelState, SampleObserver } from '../metrics/recorder.ts';
 import { createDashboardTenants, type TenantRow } from './dashboard-tenants.ts';

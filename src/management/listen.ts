@@ -4,7 +4,8 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import type { Hono } from 'hono';
-import { resolveListenAddress, type TlsFiles } from '../config/security.ts';
+import { resolveListenAddress } from '../config/listen-addresses.ts';
+import type { TlsFiles } from '../config/security.ts';
 
 /** A node:http server for the app, or node:https with the given key and certificate. */
 export function createAppServer(app: Hono, tls?: TlsFiles): Server {

@@ -1,10 +1,9 @@
 // The SLO classes, live: INFERMETER_SLO_FILE's classes (then INFERMETER_SLO's `default`), read
-// at start by the configuration (a bad file stops the start), read again on SIGHUP (`reload()`)
-// and when the file changes (polled, like the tenant aliases: a ConfigMap's rename replaces the
-// file). A bad file on reload keeps the classes in use and says so in a warning. Which class a
+// again on SIGHUP and when the file changes (config/file-reload.ts, as the tenant aliases are; a
+// bad file on reload keeps the classes in use). Which class a
 // request falls in is decided by its model_name and tenant labels, which are bounded: the
 // answers are cached per pair, and the cache is emptied when the classes change.
-import { unwatchFile, watchFile, type Stats } from 'node:fs';
+import { createFileReload } from '../config/file-reload.ts';
 import { DEFAULT_CLASS, globRegExp, readSloFile, type SloClass, type SloConfig, type SloKey } from '../config/slo-config.ts';
 import type { Logger } from '../log.ts';
 
@@ -43,28 +42,20 @@ export function createSloPolicy(options: SloPolicyOptions): SloPolicy {
   let classes: readonly SloClass[] = config.classes;
   let compiled = compile(classes);
   const cache = new Map<string, SloClass | null>();
-  const reload = (): boolean => {
-    if (file === undefined) return false;
-    const read = readSloFile(file);
-    if (!read.ok) {
-      log.warn('INFERMETER_SLO_FILE not reloaded: the SLO classes in use are kept', { file, expected: read.expected });
-      return false;
-    }
-    classes = [...read.classes, ...fallback];
-    compiled = compile(classes);
-    cache.clear();
-    log.info('INFERMETER_SLO_FILE reloaded', { file, classes: read.classes.length });
-    return true;
-  };
-  const interval = options.watchIntervalMs ?? 2000;
-  let watching = false;
-  if (file !== undefined && interval > 0) {
-    watching = true;
-    watchFile(file, { interval, persistent: false }, (now: Stats, before: Stats) => {
-      if (now.mtimeMs === 0 && now.size === 0) return;
-      if (now.mtimeMs !== before.mtimeMs || now.size !== before.size || now.ino !== before.ino) reload();
-    });
-  }
+  const reloader = createFileReload({
+    file,
+    variable: 'INFERMETER_SLO_FILE',
+    kept: 'the SLO classes in use are kept',
+    read: (path) => readSloFile(path),
+    apply: (read) => {
+      classes = [...read.classes, ...fallback];
+      compiled = compile(classes);
+      cache.clear();
+      return { classes: read.classes.length };
+    },
+    log,
+    watchIntervalMs: options.watchIntervalMs,
+  });
   return {
     classes: () => classes,
     allowance: config.allowance,
@@ -78,11 +69,8 @@ export function createSloPolicy(options: SloPolicyOptions): SloPolicy {
       cache.set(key, found ?? null);
       return found;
     },
-    reload,
-    close() {
-      if (watching) unwatchFile(file!);
-      watching = false;
-    },
+    reload: reloader.reload,
+    close: reloader.close,
   };
 }
 

@@ -296,7 +296,7 @@ describe('infermeter on the command line, as a newcomer meets it', () => {
       for (const v of CONFIGURATION_TABLE) {
         assert.ok(stdout.includes(`\n  ${v.name}\n      default: `), `${v.name} in --help`);
       }
-      assert.match(stdout, /INFERMETER_PORT\n {6}default: config port, else 1025\n {6}data-plane port; 0 picks a free port/);
+      assert.match(stdout, /INFERMETER_PORT\n {6}default: config port, else 1025\n {6}data-plane port, 0 to 65535; 0 picks a free port/);
     }
   });
 

@@ -5,8 +5,10 @@ import { readdirSync } from 'node:fs';
 import { ConfigError, loadConfig, AOM_LABEL_VARIABLES, VARIABLES } from '../../src/config/config.ts';
 import { OTEL_VARIABLES } from '../../src/config/otel-config.ts';
 import { SECURITY_VARIABLES } from '../../src/config/security.ts';
+import { markdownRows } from '../../src/config/variable-table.ts';
 import { CONFIGURATION_TABLE, closestVariable, unknownVariables } from '../../src/config/variables.ts';
 import { HISTOGRAM_FAMILIES } from '../../src/metrics/buckets.ts';
+import { CONFIGURATION_DOC, documentedRows, replaceDocumentedRows } from '../helpers/configuration-doc.ts';
 
 const noFile = (path: string): string => {
   throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' });
@@ -163,21 +165,24 @@ describe('loadConfig', () => {
     assert.throws(() => loadConfig({ INFERMETER_AOM_PERIOD_SECONDS: '0' }), /INFERMETER_AOM_PERIOD_SECONDS/);
   });
 
-  it('is documented: every variable it reads is in the configuration table of docs/configuration.md', () => {
-    const readme = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+  it('is documented: every variable it reads is in the documented configuration table', () => {
+    const readme = readFileSync(CONFIGURATION_DOC, 'utf8');
     for (const variable of VARIABLES) assert.match(readme, new RegExp(`\\| \`${variable}\` \\|`), `${variable} in README`);
     assert.match(readme, /\| `INFERMETER_BUCKETS_<FAMILY>` \|/);
     for (const family of HISTOGRAM_FAMILIES) assert.match(readme, new RegExp(`\`${family}\``), `histogram family ${family} named in README`);
   });
 
-  it('has one table: the configuration table of docs/configuration.md is variables.ts row by row', () => {
-    const readme = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
-    const rows = readme.split('\n').filter((l) => /^\| `[A-Z][A-Z0-9_<>]*` \|/.test(l));
-    const documented = rows.map((l) => {
-      const cells = l.slice(2, -2).split(' | ');
-      return { name: cells[0]!.replaceAll('`', ''), default: cells[1], meaning: cells[2] };
-    });
-    assert.deepEqual(documented, CONFIGURATION_TABLE.map((v) => ({ ...v })));
+  it('has one table: the documented configuration table is variables.ts row by row', () => {
+    assert.deepEqual(documentedRows(), markdownRows(CONFIGURATION_TABLE));
+  });
+
+  it('has its documented rows rewritten by npm run docs:config: only the rows, in place', () => {
+    const doc = readFileSync(CONFIGURATION_DOC, 'utf8');
+    const rows = markdownRows(CONFIGURATION_TABLE);
+    const stale = doc.replace(rows[3]!, rows[3]!.replace(' |', ' | stale |')).replace(`${rows.at(-1)!}\n`, '');
+    assert.notEqual(stale, doc);
+    assert.equal(replaceDocumentedRows(stale, rows), doc);
+    assert.throws(() => replaceDocumentedRows(`${rows[0]}\ntext\n${rows[1]}`, rows), /not one block/);
   });
 
   it('reads no INFERMETER_* variable the table lacks: every name written in src/config is in it', () => {

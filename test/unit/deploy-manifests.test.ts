@@ -270,7 +270,7 @@ describe('deploy/kubernetes manifests', () => {
     // The drain timeout is set explicitly, not left to the default.
     const drain = envOf(infermeter, 'INFERMETER_DRAIN_TIMEOUT_MS')?.value;
     assert.ok(drain !== undefined, 'INFERMETER_DRAIN_TIMEOUT_MS is set explicitly');
-    assert.equal(config().security.drainTimeoutMs, Number(drain));
+    assert.equal(config().limits.drainTimeoutMs, Number(drain));
     // The kubelet and Prometheus reach the pod IP: the management plane must listen on it.
     assert.ok(['0.0.0.0', '::'].includes(config().managementHost), `management host ${config().managementHost} is reachable on the pod IP`);
     assert.ok(['0.0.0.0', '::'].includes(config().host), `data host ${config().host} is reachable on the pod IP`);
@@ -453,7 +453,7 @@ describe('deploy/kubernetes manifests', () => {
       sleepMs = Number(seconds) * 1000;
     }
     assert.ok(sleepMs > 0, 'a preStop sleep: the data port stops accepting at SIGTERM, before every proxy has dropped the pod');
-    const drain = config().security.drainTimeoutMs;
+    const drain = config().limits.drainTimeoutMs;
     assert.ok(grace * 1000 > drain, `terminationGracePeriodSeconds ${grace} s > INFERMETER_DRAIN_TIMEOUT_MS ${drain} ms`);
     assert.ok(grace * 1000 >= sleepMs + drain + 10_000, `grace ${grace} s covers the preStop ${sleepMs} ms + drain ${drain} ms + 10 s`);
     // The model server waits for infermeter's /health (on its management port) to go before it stops.

@@ -10,7 +10,7 @@ import { describe, it } from 'node:test';
 import { startInfermeter } from '../../src/app.ts';
 import { startClusterPrimary } from '../../src/cluster/primary.ts';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
-import { isAllAddresses, resolveListenAddress } from '../../src/config/security.ts';
+import { isAllAddresses, resolveListenAddress } from '../../src/config/listen-addresses.ts';
 import { silentLogger } from '../../src/log.ts';
 import { seededRandom } from '../helpers/random.ts';
 

@@ -33,7 +33,7 @@ describe('README.md', () => {
   });
 
   it("has the two-command quick start, and CI runs exactly its commands", () => {
-    const block = /```sh\n([^]*?)```/.exec(section(README, 'Quick start'))?.[1] ?? '';
+    const block = /```sh\n([\s\S]*?)```/.exec(section(README, 'Quick start'))?.[1] ?? '';
     const commands = block.split('\n').filter(Boolean).map((l) => l.replace(/\s+#.*$/, ''));
     assert.deepEqual(commands, ['npm ci && npm run demo', 'npm test']);
     const ci = read('.ci/run')
@@ -42,7 +42,7 @@ describe('README.md', () => {
     assert.deepEqual(ci, ['npm ci --no-audit --no-fund', 'npm test'], '.ci/run installs with npm ci, then runs the README\'s test command, last');
     assert.equal(read('.ci/run').trimEnd().split('\n').at(-1), 'npm test');
     const scripts = JSON.parse(read('package.json')).scripts as Record<string, string>;
-    assert.match(scripts.test!, /^tsc --noEmit && node --test /, 'npm test type-checks, then runs the suite');
+    assert.match(scripts.test!, /^tsc --noEmit && biome format && biome lint && knip && node --test /, 'npm test type-checks, runs the static checks, then the suite');
     assert.equal(scripts.demo, 'node bin/infermeter.js demo');
   });
 

@@ -18,9 +18,9 @@ function problemsOf(fn: () => unknown): string {
 
 describe('security configuration', () => {
   it('has generous defaults: no limit, no token, long timeouts', () => {
-    const s = loadConfig({}).security;
+    const { security: s, limits: l } = loadConfig({});
     assert.deepEqual(
-      [s.maxModels, s.maxConcurrency, s.metricsToken, s.headersTimeoutMs, s.requestTimeoutMs, s.upstreamConnectTimeoutMs, s.upstreamIdleTimeoutMs, s.totalTimeoutMs, s.drainTimeoutMs],
+      [l.maxModels, l.maxConcurrency, s.metricsToken, l.headersTimeoutMs, l.requestTimeoutMs, l.upstreamConnectTimeoutMs, l.upstreamIdleTimeoutMs, l.totalTimeoutMs, l.drainTimeoutMs],
       [100, 0, undefined, 60_000, 300_000, 10_000, 600_000, 3_600_000, 30_000],
     );
     assert.equal(s.dataTls, undefined);
@@ -30,8 +30,13 @@ describe('security configuration', () => {
   it("reads MindIE's maxLinkNum and allowAllZeroIpListening, below the variables", () => {
     const readFile = () => JSON.stringify({ ServerConfig: { maxLinkNum: 300, allowAllZeroIpListening: true, ipAddress: '0.0.0.0' } });
     const c = loadConfig({ INFERMETER_CONFIG: '/etc/mindie/config.json' }, { readFile });
-    assert.deepEqual([c.security.maxConcurrency, c.host], [300, '0.0.0.0']);
-    assert.equal(loadConfig({ INFERMETER_CONFIG: 'c.json', INFERMETER_MAX_CONCURRENCY: '4' }, { readFile }).security.maxConcurrency, 4);
+    assert.deepEqual([c.limits.maxConcurrency, c.host], [300, '0.0.0.0']);
+    assert.equal(loadConfig({ INFERMETER_CONFIG: 'c.json', INFERMETER_MAX_CONCURRENCY: '4' }, { readFile }).limits.maxConcurrency, 4);
+    // A bad value from the file names the file's key, where it is to be fixed.
+    assert.match(
+      problemsOf(() => loadConfig({ INFERMETER_CONFIG: 'c.json' }, { readFile: () => '{"ServerConfig":{"maxLinkNum":-3}}' })),
+      /INFERMETER_CONFIG ServerConfig\.maxLinkNum: expected an integer from 0 to 1000000, got "-3"/,
+    );
     assert.match(
       problemsOf(() => loadConfig({ INFERMETER_CONFIG: 'c.json' }, { readFile: () => '{"ServerConfig":{"allowAllZeroIpListening":"maybe"}}' })),
       /ServerConfig\.allowAllZeroIpListening: expected 1 or 0/,
