@@ -6,7 +6,12 @@
 // client connection's next requests, closed when it closes, and `Connection: close` upstream
 // when the client asked for it; an upstream's answer that closes its connection (`Connection:
 // close`: cpp-httplib's 100th request on a connection) closes the client's after it too, said in
-// the same head, so the client reconnects where it would have directly. The engine then sees the connections it would see directly: a
+// the same head, so the client reconnects where it would have directly. A close the upstream
+// does not announce (its idle timeout; llama.cpp's close a millisecond after a streamed answer
+// that said keep-alive) is not passed on: directly the client's next request would race it and
+// fail before any answer, which is the stale race infermeter sends again; through infermeter
+// that request goes out on a new upstream connection, the one the client would have opened. The
+// engine then sees the connections it would see directly: a
 // client with a connection per request gets a fresh upstream connection per request (no thread
 // held, no delayed-ACK stall of a reused connection it would not meet directly), a client that
 // keeps its connection gets a kept one. `pool` is one shared keep-alive pool (a client's connect
@@ -43,8 +48,10 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
   const { policy, tls } = options;
   const make = (keepAlive: boolean, scheduling?: 'lifo'): http.Agent => (options.https ? new https.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }), ...tls }) : new http.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }) }));
   const fresh = make(false);
-  // The pool (LIFO: the warmest connection first). Node's agent honours an upstream's
-  // `Keep-Alive: timeout` hint itself: it drops an idle connection a second before the upstream would.
+  // The pool (LIFO: the warmest connection first). Node's agent keeps no connection whose
+  // `Keep-Alive: timeout` hint is 1 s or less; a longer hint it honours only with an agent
+  // timeout, which none of these has: an idle connection stays until the upstream closes it, and
+  // a request that meets that close as it reuses it is sent again (the stale race, measured-route.ts).
   const pool = policy === 'pool' ? make(true, 'lifo') : undefined;
   const own = new Map<Socket, http.Agent>();
   // Each client connection's latest response: the one whose head an upstream answer becomes

@@ -178,6 +178,16 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
     }
   });
 
+  it("kept-alive clients, streamed: the engine's unannounced close after each answer costs the client no request; each next one goes out on a new upstream connection, as the client's would directly", async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
+    const app = await startProxy(t, engine.url);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => agent.destroy());
+    const seen = await connectionHeaders(app.dataUrl, CHAT, STREAMED, 6, agent);
+    assert.equal(seen.headers.length, 6, 'every request answered');
+    assert.equal(engine.stats.connections, 6, 'a new upstream connection per streamed answer: the engine closed each');
+  });
+
   it('fresh-connection clients, non-streamed, one after another: no delayed-ACK gap the client would not meet directly', async (t) => {
     const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
     const app = await startProxy(t, engine.url);
