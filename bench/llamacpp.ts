@@ -8,7 +8,7 @@
 // with a timeout.
 import { spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -65,6 +65,8 @@ try {
   const retriesBefore = await Promise.all(policies.map(async (p) => seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0));
   const bases = [{ name: 'direct', url: server.url }, ...policies.map((p) => ({ name: p.name, url: p.url }))];
   const cells: Array<{ cell: ConnectionCell; ways: Map<string, WayResult> }> = [];
+  // The machine's load around the table: margins of 5 to 100 ms mean little on a busy one.
+  const loadBefore = loadavg()[0]!;
   // LLAMA_BENCH_ONLY=scenarios: the scenario tables alone.
   const connectionCells = process.env.LLAMA_BENCH_ONLY === 'scenarios' ? [] : cellsOfHabits();
   for (const [k, cell] of connectionCells.entries()) {
@@ -73,7 +75,7 @@ try {
   }
   const retries = await Promise.all(policies.map(async (p, i) => (seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0) - retriesBefore[i]!));
 
-  console.log(`Connections: ${ROUNDS_NOTE}; llama-server's HTTP threads: max(slots + 2, cores - 1) = ${Math.max(4 + 2, cpus().length - 1)}\n`);
+  console.log(`Connections: ${ROUNDS_NOTE}; llama-server's HTTP threads: max(slots + 2, cores - 1) = ${Math.max(4 + 2, cpus().length - 1)}; load average ${loadBefore.toFixed(1)} before, ${loadavg()[0]!.toFixed(1)} after\n`);
   console.log(connectionsTable(cells, bases.map((b) => b.name)));
   console.log('');
   console.log(spreadLines(cells, bases.map((b) => b.name)).join('\n'));
