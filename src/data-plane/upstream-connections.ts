@@ -11,10 +11,10 @@
 // that said keep-alive) is not passed on: directly the client's next request would race it and
 // fail before any answer, which is the stale race infermeter sends again; through infermeter
 // that request goes out on a new upstream connection, the one the client would have opened. The
-// engine then sees the connections it would see directly: a
-// client with a connection per request gets a fresh upstream connection per request (no thread
-// held, no delayed-ACK stall of a reused connection it would not meet directly), a client that
-// keeps its connection gets a kept one. `pool` is one shared keep-alive pool (a client's connect
+// engine then sees the connections it would see directly: a client with a connection per
+// request gets a fresh upstream connection per request (no thread held, no delayed-ACK stall of
+// a reused connection it would not meet directly), a client that keeps its connection gets a
+// kept one. `pool` is one shared keep-alive pool (a client's connect
 // saved, at the cost of idle connections the engine keeps threads for); `close` a new
 // connection per request. Measured side by side in docs/real-engines.md and docs/performance.md.
 import http, { type ClientRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';

@@ -2,8 +2,9 @@
 // llama-server; issue 29): `threads` workers, each given a connection when it is accepted (in
 // order; the rest wait for one) and held by it until it closes, idles `idleMs` (cpp-httplib's
 // 5 s keep-alive: the connection closed without a word) or has served `maxRequests`
-// (CPPHTTPLIB_KEEPALIVE_MAX_COUNT, 100: the last answer says `Connection: close`); Nagle on; a non-streamed answer written in two writes (head, then body), as
-// cpp-httplib writes them; a streamed answer closes its connection a millisecond after its end
+// (CPPHTTPLIB_KEEPALIVE_MAX_COUNT, 100: the last answer says `Connection: close`); Nagle on; a
+// non-streamed answer written in two writes (head, then body), as cpp-httplib writes them; a
+// streamed answer closes its connection a millisecond after its end
 // (llama.cpp says `Keep-Alive: timeout=5, max=100` and closes anyway). GET /metrics answers a
 // small exposition, after `metricsDelayMs`.
 import { once } from 'node:events';
@@ -50,7 +51,7 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
   const tokens = options.tokens ?? 4;
   const tokenGapMs = options.tokenGapMs ?? 2;
   const maxRequests = options.maxRequests ?? 100;
-  const KEEP_ALIVE = { 'keep-alive': `timeout=${Math.round(idleMs / 1000)}, max=${maxRequests}` };
+  const KEEP_ALIVE = { 'keep-alive': `timeout=${Math.ceil(idleMs / 1000)}, max=${maxRequests}` };
   const stats = { connections: 0, requests: 0, maxQueueMs: 0, scrapes: 0, scrapesOnKeptConnection: 0 };
   const served = new WeakMap<Socket, number>();
   const sockets = new Set<Socket>();
