@@ -8,12 +8,12 @@
 // with a timeout.
 import { spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ask } from './llamacpp/client.ts';
-import { CONNECTION_CELLS, cellName, connectionsTable, marginLines, runCell, type ConnectionCell, type WayResult } from './llamacpp/connections.ts';
+import { cellName, cellsOfHabits, connectionsTable, marginLines, ROUNDS, runCell, spreadLines, type ConnectionCell, type WayResult } from './llamacpp/connections.ts';
 import { llamaFromEnv, startLlamaServer } from './llamacpp/llama-server.ts';
 import { accessLines, requestsTable, runScenario, SCENARIOS, seriesSums, timesTable, type Row } from './llamacpp/scenarios.ts';
 import { INFERMETER_FLAGS, infermeterEnv, startNode } from './targets.ts';
@@ -35,7 +35,7 @@ const accessLog = join(tmp, 'access.log');
 const server = await startLlamaServer({ ...found, slots: 4, context: 4096, threads, alias: SERVED });
 let infermeter: ChildProcess | undefined;
 const others: ChildProcess[] = [];
-const ROUNDS_NOTE = 'chat, max_tokens 8, each cell sent in 2 interleaved rounds to each way (the order rotated, 5.5 s between ways so that no way\'s idle connections hold the engine\'s threads into the next), the client\'s whole request timed';
+const ROUNDS_NOTE = `chat, max_tokens 8, each cell sent in ${ROUNDS} interleaved rounds to each way (the order rotated, 5.5 s between ways so that no way\'s idle connections hold the engine\'s threads into the next), the client\'s whole request timed`;
 try {
   const meta = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: Array<{ id: string; meta?: { n_params?: number } }> };
   // Warm-up: the first prompts of a fresh server are slow (allocation); not part of any scenario.
@@ -65,16 +65,20 @@ try {
   const retriesBefore = await Promise.all(policies.map(async (p) => seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0));
   const bases = [{ name: 'direct', url: server.url }, ...policies.map((p) => ({ name: p.name, url: p.url }))];
   const cells: Array<{ cell: ConnectionCell; ways: Map<string, WayResult> }> = [];
+  // The machine's load around the table: margins of 5 to 100 ms mean little on a busy one.
+  const loadBefore = loadavg()[0]!;
   // LLAMA_BENCH_ONLY=scenarios: the scenario tables alone.
-  const connectionCells = process.env.LLAMA_BENCH_ONLY === 'scenarios' ? [] : CONNECTION_CELLS;
+  const connectionCells = process.env.LLAMA_BENCH_ONLY === 'scenarios' ? [] : cellsOfHabits();
   for (const [k, cell] of connectionCells.entries()) {
     cells.push({ cell, ways: await runCell(bases, cell, CLIENT_MODEL, `k${k}`) });
     console.error(`done: ${cellName(cell)}\n${connectionsTable(cells.slice(-1), bases.map((b) => b.name))}`);
   }
   const retries = await Promise.all(policies.map(async (p, i) => (seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0) - retriesBefore[i]!));
 
-  console.log(`Connections: ${ROUNDS_NOTE}; llama-server's HTTP threads: max(slots + 2, cores - 1) = ${Math.max(4 + 2, cpus().length - 1)}\n`);
+  console.log(`Connections: ${ROUNDS_NOTE}; llama-server's HTTP threads: max(slots + 2, cores - 1) = ${Math.max(4 + 2, cpus().length - 1)}; load average ${loadBefore.toFixed(1)} before, ${loadavg()[0]!.toFixed(1)} after\n`);
   console.log(connectionsTable(cells, bases.map((b) => b.name)));
+  console.log('');
+  console.log(spreadLines(cells, bases.map((b) => b.name)).join('\n'));
   console.log('');
   console.log(`Re-sent on a fresh upstream connection during the connections table (stale race): ${policies.map((p, i) => `${p.name} ${retries[i]}`).join(', ')}\n`);
   console.log("Issue 29's margins, infermeter's default (mirror) against direct:");

@@ -183,6 +183,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = limits.requestTimeoutMs;
   const clients = trackConnections(server);
+  connections.watch(server);
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const target = originForm(req.url);
     if (target === undefined) {

@@ -4,13 +4,20 @@
 // the proxy keeps idle holds a thread that a client then waits for, up to 5 s. The default,
 // `mirror`, gives each client connection upstream connections of its own: reused only for that
 // client connection's next requests, closed when it closes, and `Connection: close` upstream
-// when the client asked for it. The engine then sees the connections it would see directly: a
-// client with a connection per request gets a fresh upstream connection per request (no thread
-// held, no delayed-ACK stall of a reused connection it would not meet directly), a client that
-// keeps its connection gets a kept one. `pool` is one shared keep-alive pool (a client's connect
+// when the client asked for it; an upstream's answer that closes its connection (`Connection:
+// close`: cpp-httplib's 100th request on a connection) closes the client's after it too, said in
+// the same head, so the client reconnects where it would have directly. A close the upstream
+// does not announce (its idle timeout; llama.cpp's close a millisecond after a streamed answer
+// that said keep-alive) is not passed on: directly the client's next request would race it and
+// fail before any answer, which is the stale race infermeter sends again; through infermeter
+// that request goes out on a new upstream connection, the one the client would have opened. The
+// engine then sees the connections it would see directly: a client with a connection per
+// request gets a fresh upstream connection per request (no thread held, no delayed-ACK stall of
+// a reused connection it would not meet directly), a client that keeps its connection gets a
+// kept one. `pool` is one shared keep-alive pool (a client's connect
 // saved, at the cost of idle connections the engine keeps threads for); `close` a new
 // connection per request. Measured side by side in docs/real-engines.md and docs/performance.md.
-import http from 'node:http';
+import http, { type ClientRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
 
@@ -22,6 +29,8 @@ export interface UpstreamConnections {
   agentFor(client: Socket, keepAlive: boolean): http.Agent;
   /** An agent that opens a new connection for each request and keeps none: a retry's. */
   readonly fresh: http.Agent;
+  /** Follows `server`'s requests: each client connection's latest response (mirror). */
+  watch(server: Server): void;
   /** Upstream connections open now, idle or busy (for tests and the bench). */
   open(): number;
   /** Closes every upstream connection. */
@@ -39,10 +48,33 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
   const { policy, tls } = options;
   const make = (keepAlive: boolean, scheduling?: 'lifo'): http.Agent => (options.https ? new https.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }), ...tls }) : new http.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }) }));
   const fresh = make(false);
-  // The pool (LIFO: the warmest connection first). Node's agent honours an upstream's
-  // `Keep-Alive: timeout` hint itself: it drops an idle connection a second before the upstream would.
+  // The pool (LIFO: the warmest connection first). Node's agent keeps no connection whose
+  // `Keep-Alive: timeout` hint is 1 s or less; a longer hint it honours only with an agent
+  // timeout, which none of these has: an idle connection stays until the upstream closes it, and
+  // a request that meets that close as it reuses it is sent again (the stale race, measured-route.ts).
   const pool = policy === 'pool' ? make(true, 'lifo') : undefined;
   const own = new Map<Socket, http.Agent>();
+  // Each client connection's latest response: the one whose head an upstream answer becomes
+  // (HTTP/1.1 answers a connection's requests in order; pipelining is the rare exception, where a
+  // close meant for an earlier answer closes the connection after a later one: a close is always
+  // allowed).
+  const latest = new WeakMap<Socket, ServerResponse>();
+
+  /** The client connection's agent: each upstream answer that closes its connection closes the client's after it too. */
+  const mirrorOf = (client: Socket): http.Agent => {
+    const agent = make(true);
+    const add = (agent as unknown as AddRequest).addRequest;
+    (agent as unknown as AddRequest).addRequest = function (this: http.Agent, proxyReq: ClientRequest, ...rest: unknown[]): void {
+      const res = latest.get(client);
+      // Before the route's own listener writes the client's head from res.shouldKeepAlive. Node
+      // set proxyReq.shouldKeepAlive from the upstream's head (`Connection: close`, HTTP/1.0).
+      proxyReq.prependOnceListener('response', (_proxyRes: IncomingMessage) => {
+        if (!proxyReq.shouldKeepAlive && res !== undefined && !res.headersSent) res.shouldKeepAlive = false;
+      });
+      add.call(this, proxyReq, ...rest);
+    };
+    return agent;
+  };
 
   const agentFor = (client: Socket, keepAlive: boolean): http.Agent => {
     if (pool !== undefined) return pool;
@@ -51,7 +83,7 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
     if (mine !== undefined) return mine;
     // The client's last request on this connection: the upstream's is its last too.
     if (!keepAlive) return fresh;
-    const agent = make(true);
+    const agent = mirrorOf(client);
     own.set(client, agent);
     client.once('close', () => {
       own.delete(client);
@@ -70,6 +102,11 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
   return {
     agentFor,
     fresh,
+    watch(server) {
+      if (policy !== 'mirror') return;
+      // First, so that a route that sends upstream at once finds it.
+      server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => latest.set(req.socket, res));
+    },
     open: () => count(fresh) + (pool === undefined ? 0 : count(pool)) + [...own.values()].reduce((n, agent) => n + count(agent), 0),
     destroy() {
       fresh.destroy();
@@ -78,4 +115,9 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
       own.clear();
     },
   };
+}
+
+/** Node's Agent#addRequest, through which every request it serves comes (not in its types). */
+interface AddRequest {
+  addRequest(this: http.Agent, req: ClientRequest, ...rest: unknown[]): void;
 }

@@ -37,6 +37,29 @@ function timed(base: string, path: string, body: string | undefined, agent: http
   });
 }
 
+/** `requests` requests one after another on `agent`: each answer's `connection` header, and how many connections carried them. */
+async function connectionHeaders(base: string, path: string, body: string | undefined, requests: number, agent: http.Agent): Promise<{ headers: string[]; connections: number }> {
+  const headers: string[] = [];
+  const sockets = new Set<unknown>();
+  for (let i = 0; i < requests; i++) {
+    headers.push(
+      await new Promise<string>((resolve, reject) => {
+        const head: Record<string, string | number> = body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+        const req = http.request(new URL(path, base), { method: body === undefined ? 'GET' : 'POST', agent, headers: head }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(String(res.headers.connection)));
+          res.on('error', reject);
+        });
+        req.on('socket', (socket) => sockets.add(socket));
+        req.setTimeout(20_000, () => req.destroy(new Error('no answer within 20 s')));
+        req.on('error', reject);
+        req.end(body);
+      }),
+    );
+  }
+  return { headers, connections: sockets.size };
+}
+
 /** `requests` requests, `concurrency` at a time; their times in the order they were sent. */
 async function run(base: string, path: string, body: string | undefined, concurrency: number, requests: number, agent: http.Agent): Promise<number[]> {
   const times: number[] = [];
@@ -135,6 +158,34 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
     assert.equal(engine.stats.scrapesOnKeptConnection, 0, "every scrape on a connection of its own, closed after it");
     await until(() => engine.openScrapeConnections() === 0, 'no scrape connection left open');
     assert.deepEqual(during.filter((ms) => ms > 500), [], `no client request waited for a scrape (${summary(during)})`);
+  });
+
+  it("kept-alive clients: an upstream answer that closes its connection (cpp-httplib's last of `max` requests) closes the client's after it, said in the same head, as directly", async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 1, maxRequests: 3 });
+    const app = await startProxy(t, engine.url);
+    for (const [path, body] of [[CHAT, NON_STREAMED], ['/v1/models', undefined]] as const) {
+      const seen: Record<string, { headers: string[]; connections: number }> = {};
+      for (const [way, base] of [['direct', engine.url], ['proxied', app.dataUrl]] as const) {
+        const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+        try {
+          seen[way] = await connectionHeaders(base, path, body, 7, agent);
+        } finally {
+          agent.destroy();
+        }
+      }
+      assert.deepEqual(seen.direct!.headers, ['keep-alive', 'keep-alive', 'close', 'keep-alive', 'keep-alive', 'close', 'keep-alive'], `${path}: the stand-in closes after 3`);
+      assert.deepEqual(seen.proxied, seen.direct, `${path}: the client's connections through infermeter are those it has directly`);
+    }
+  });
+
+  it("kept-alive clients, streamed: the engine's unannounced close after each answer costs the client no request; each next one goes out on a new upstream connection, as the client's would directly", async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
+    const app = await startProxy(t, engine.url);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => agent.destroy());
+    const seen = await connectionHeaders(app.dataUrl, CHAT, STREAMED, 6, agent);
+    assert.equal(seen.headers.length, 6, 'every request answered');
+    assert.equal(engine.stats.connections, 6, 'a new upstream connection per streamed answer: the engine closed each');
   });
 
   it('fresh-connection clients, non-streamed, one after another: no delayed-ACK gap the client would not meet directly', async (t) => {

@@ -1,8 +1,10 @@
 // A faithful stand-in for a thread-per-connection engine server (cpp-httplib, llama.cpp's
 // llama-server; issue 29): `threads` workers, each given a connection when it is accepted (in
-// order; the rest wait for one) and held by it until it closes or idles `idleMs` (cpp-httplib's
-// 5 s keep-alive); Nagle on; a non-streamed answer written in two writes (head, then body), as
-// cpp-httplib writes them; a streamed answer closes its connection a millisecond after its end
+// order; the rest wait for one) and held by it until it closes, idles `idleMs` (cpp-httplib's
+// 5 s keep-alive: the connection closed without a word) or has served `maxRequests`
+// (CPPHTTPLIB_KEEPALIVE_MAX_COUNT, 100: the last answer says `Connection: close`); Nagle on; a
+// non-streamed answer written in two writes (head, then body), as cpp-httplib writes them; a
+// streamed answer closes its connection a millisecond after its end
 // (llama.cpp says `Keep-Alive: timeout=5, max=100` and closes anyway). GET /metrics answers a
 // small exposition, after `metricsDelayMs`.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
@@ -18,6 +20,8 @@ export interface ThreadServerOptions {
   readonly tokens?: number;
   readonly tokenGapMs?: number;
   readonly idleMs?: number;
+  /** Requests a connection serves; the last one's answer says `Connection: close` (default 100). */
+  readonly maxRequests?: number;
   readonly metricsDelayMs?: number;
 }
 
@@ -41,12 +45,13 @@ export interface ThreadServer {
 
 const SSE = (i: number): string => `data: {"choices":[{"index":0,"delta":{"content":"t${i}"}}]}\n\n`;
 const USAGE = 'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":TOKENS}}\n\ndata: [DONE]\n\n';
-const KEEP_ALIVE = { 'keep-alive': 'timeout=5, max=100' };
 
 export async function startThreadServer(t: TestContext, options: ThreadServerOptions): Promise<ThreadServer> {
   const idleMs = options.idleMs ?? 5000;
   const tokens = options.tokens ?? 4;
   const tokenGapMs = options.tokenGapMs ?? 2;
+  const maxRequests = options.maxRequests ?? 100;
+  const KEEP_ALIVE = { 'keep-alive': `timeout=${Math.ceil(idleMs / 1000)}, max=${maxRequests}` };
   const stats = { connections: 0, requests: 0, maxQueueMs: 0, scrapes: 0, scrapesOnKeptConnection: 0 };
   const served = new WeakMap<Socket, number>();
   const sockets = new Set<Socket>();
@@ -60,6 +65,8 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
     req.on('end', () => {
       const before = served.get(req.socket) ?? 0;
       served.set(req.socket, before + 1);
+      // cpp-httplib's last request on a connection: `Connection: close`, then the connection closes.
+      if (before + 1 >= maxRequests) res.shouldKeepAlive = false;
       if (req.url === '/metrics' && before > 0) stats.scrapesOnKeptConnection++;
       if (req.url === '/metrics') scrapeConnections.add(req.socket);
       else scrapeConnections.delete(req.socket);
@@ -73,7 +80,7 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
     if (req.url === '/metrics') {
       stats.scrapes++;
       const text = '# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 0\n';
-      res.writeHead(200, { ...KEEP_ALIVE, 'content-type': 'text/plain; version=0.0.4', 'content-length': Buffer.byteLength(text) });
+      res.writeHead(200, { ...keepAlive(res), 'content-type': 'text/plain; version=0.0.4', 'content-length': Buffer.byteLength(text) });
       res.end(text);
       return;
     }
@@ -84,7 +91,7 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
       return;
     }
     if (/"stream"\s*:\s*true/.test(body)) {
-      res.writeHead(200, { ...KEEP_ALIVE, 'content-type': 'text/event-stream' });
+      res.writeHead(200, { ...keepAlive(res), 'content-type': 'text/event-stream' });
       let i = 0;
       const next = (): void => {
         if (res.destroyed) return;
@@ -102,15 +109,19 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
     writeInTwo(res, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`);
   };
 
+  const keepAlive = (res: ServerResponse): Record<string, string> => (res.shouldKeepAlive ? KEEP_ALIVE : {});
+
   /** The head in one write, the body in a second, Nagle on: as cpp-httplib answers. */
   const writeInTwo = (res: ServerResponse, text: string): void => {
-    res.writeHead(200, { ...KEEP_ALIVE, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    res.writeHead(200, { ...keepAlive(res), 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
     res.flushHeaders();
     res.end(text);
   };
 
   const http1 = http.createServer({ noDelay: false, keepAliveTimeout: idleMs }, handle);
   http1.keepAliveTimeout = idleMs;
+  // Node waits a second more than it says by default: cpp-httplib closes at its timeout.
+  (http1 as { keepAliveTimeoutBuffer?: number }).keepAliveTimeoutBuffer = 0;
   http1.headersTimeout = idleMs + 1000;
   const dispatch = (): void => {
     while (free > 0 && waiting.length > 0) {
