@@ -15,7 +15,7 @@ export interface ConnectionCell {
   readonly requests: number;
 }
 
-export const CONNECTION_CELLS: readonly ConnectionCell[] = (['fresh', 'kept-alive'] as const).flatMap((habit) =>
+const CONNECTION_CELLS: readonly ConnectionCell[] = (['fresh', 'kept-alive'] as const).flatMap((habit) =>
   [false, true].flatMap((stream) => [
     { habit, stream, concurrency: 1, requests: 30 },
     { habit, stream, concurrency: 8, requests: 48 },
