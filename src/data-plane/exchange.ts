@@ -85,9 +85,14 @@ export class Exchange {
   fail(reason: FailureReason, status?: number): void {
     this.timer.fail(reason, status);
   }
-  /** The response tap on the upstream's answer, reading into this request's timer. */
-  tap(response: IncomingMessage, options: TapOptions): ResponseTap {
-    return tapResponse(response, this.timer, options);
+  /** The response tap on the upstream's answer, reading into this request's timer; undefined (reported) when it cannot start. */
+  tap(response: IncomingMessage, options: TapOptions): ResponseTap | undefined {
+    try {
+      return tapResponse(response, this.timer, options);
+    } catch (error) {
+      options.problem('tap_error', error);
+      return undefined;
+    }
   }
 
   get phase(): Phase {

@@ -16,7 +16,7 @@ import type { BodyBudget, BodyHold } from './body-budget.ts';
 import type { Logger } from '../log.ts';
 import type { InferenceApi } from '../measure/sample.ts';
 import { tapRequestBody } from '../stream-tap/request-tap.ts';
-import { isEventStream, type ResponseTap, type TapOptions } from '../stream-tap/response-tap.ts';
+import { isEventStream, type TapOptions } from '../stream-tap/response-tap.ts';
 import { createUsageStrip } from '../stream-tap/usage-strip.ts';
 import type { TenantOf } from '../tenant/tenant-of.ts';
 import { accessRecord } from './access-record.ts';
@@ -26,13 +26,10 @@ import { actOnFailedLeg, writeErrorAnswer, type UpstreamErrorKind } from './erro
 import { Exchange, type ExchangeOptions } from './exchange.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
 import { relay } from './relay.ts';
-import { holdBody } from './request-body.ts';
+import { holdAndInject } from './injected-request.ts';
 import { pathOf } from './request-path.ts';
 import { copyHead, cutWithUpstream, flushIdleHeaders } from './response-head.ts';
 import { UpstreamAttempt, type HeldBytes, type UpstreamAttemptOptions } from './upstream-attempt.ts';
-import { askIdentity, injectUsage, takesIdentity } from './usage-injection.ts';
-import { utf8FromJsonEncoding } from '../stream-tap/json-encoding.ts';
-import { scanWhole } from '../stream-tap/request-body-scanner.ts';
 
 export type { UsageInjection } from './usage-injection.ts';
 
@@ -139,7 +136,8 @@ class InferenceCall {
     );
     const encoded = req.headers['content-encoding'] !== undefined && req.headers['content-encoding'].trim().toLowerCase() !== 'identity';
     if (options.usageInjection !== undefined && (exchange.api === 'chat' || exchange.api === 'completions') && !encoded) {
-      this.holdAndSend(attempt);
+      // identified: the whole body read first, to inject usage into it.
+      holdAndInject(req, exchange, this.hold, options, (body) => attempt.send(body));
       return;
     }
     tapRequestBody(req, options.maxInspectBytes, (result, size) => {
@@ -147,40 +145,6 @@ class InferenceCall {
       exchange.identify(result);
     });
     attempt.send(req);
-  }
-
-  /** identified: the whole body read first, to inject usage into it. */
-  private holdAndSend(attempt: UpstreamAttempt): void {
-    const { exchange, options } = this;
-    holdBody(this.req, options.maxInspectBytes, this.hold, {
-      read: (bytes) => (exchange.bytesIn += bytes),
-      tooLarge: (body) => {
-        exchange.identify({ ok: false, reason: 'too_large' });
-        attempt.send(body);
-      },
-      // Not injected, and not replayable; still measured (the scan goes on as it streams).
-      overBudget: (body) => {
-        options.bodyUnheld?.('usage_injection');
-        attempt.send(body);
-      },
-      scanned: (scan) => exchange.identify(scan),
-      held: (body, rawScan) => {
-        // A UTF-16 or UTF-32 body (which Python's json.loads takes) is read, and injected, in UTF-8.
-        const recoded = rawScan.ok ? undefined : utf8FromJsonEncoding(body);
-        const scan = recoded === undefined ? rawScan : scanWhole(recoded);
-        exchange.identify(scan);
-        const injected = options.usageInjection?.active() === true && takesIdentity(this.req.headers['accept-encoding']) ? injectUsage(recoded ?? body, scan) : undefined;
-        if (injected === undefined) {
-          attempt.send(body);
-          return;
-        }
-        // A compressed answer could not have the usage chunk cut out.
-        askIdentity(this.req.rawHeaders);
-        options.usageInjection?.injected();
-        exchange.inject(body);
-        attempt.send(injected);
-      },
-    });
   }
 
   /** The upstream attempt's answer: the client is answered with it. */
@@ -206,7 +170,7 @@ class InferenceCall {
   private answerRelayed(response: IncomingMessage): void {
     if (!this.answerWithHead(response, 'relayed', false)) return;
     setImmediate(flushIdleHeaders, this.res, response, this.headSent);
-    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived });
+    relay(response, this.res, this.exchange.tap(response, this.options.tap), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived });
   }
 
   /** answered: an event stream with the usage-only chunk infermeter asked for taken out. */
@@ -219,7 +183,7 @@ class InferenceCall {
       maxEventBytes: options.maxEventBytes,
       stripped: (bytes) => options.usageInjection?.stripped(bytes),
     });
-    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived, filter });
+    relay(response, this.res, this.exchange.tap(response, options.tap), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived, filter });
   }
 
   /** answered: a 4xx to an injected request that was not a refusal, what was read of it first. */
@@ -257,15 +221,6 @@ class InferenceCall {
     response.destroy();
     this.res.destroy();
     return false;
-  }
-
-  private startTap(response: IncomingMessage): ResponseTap | undefined {
-    try {
-      return this.exchange.tap(response, this.options.tap);
-    } catch (error) {
-      this.options.tap.problem('tap_error', error);
-      return undefined;
-    }
   }
 
   /** What counts the bytes handed to the client, when the access log wants them. */
