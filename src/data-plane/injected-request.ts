@@ -13,7 +13,7 @@ import type { Exchange } from './exchange.ts';
 import { holdBody } from './request-body.ts';
 import { askIdentity, injectUsage, takesIdentity, type UsageInjection } from './usage-injection.ts';
 
-export interface InjectedRequestOptions {
+interface InjectedRequestOptions {
   readonly maxInspectBytes: number;
   readonly usageInjection?: UsageInjection | undefined;
   /** Counts bodies not held because the budget was spent, by what holding was for. */

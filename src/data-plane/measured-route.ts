@@ -123,15 +123,12 @@ class InferenceCall {
     // The end of e2e is stamped at the last write where the route makes it; 'finish' (later,
     // once the socket took the bytes) for the answers written otherwise.
     res.on('finish', this.lastWrite);
-    const attempt = new UpstreamAttempt(options, req, res, exchange, this.hold, {
-      response: (response, held) => this.respond(response, held),
-      failed: (error) => this.upstreamFailed(error, undefined),
-      broke: (error) => this.upstreamFailed(error, this.answer),
-    });
+    // The call hears the attempt's outcome itself (response, failed, broke): no closures per request.
+    const attempt = new UpstreamAttempt(options, req, res, exchange, this.hold, this);
     this.attempt = attempt;
     this.unwatch = options.deadlines.watch(
       exchange,
-      () => attempt.destroy(timeoutError('the model server was silent too long')),
+      () => attempt.destroy(Object.assign(new Error('the model server was silent too long'), { code: 'ETIMEDOUT' })),
       () => this.overTime(),
     );
     const encoded = req.headers['content-encoding'] !== undefined && req.headers['content-encoding'].trim().toLowerCase() !== 'identity';
@@ -147,8 +144,18 @@ class InferenceCall {
     attempt.send(req);
   }
 
+  /** The upstream attempt failed: no answer came. */
+  failed(error: Error): void {
+    this.upstreamFailed(error, undefined);
+  }
+
+  /** The answer's own leg failed after it began. */
+  broke(error: Error): void {
+    this.upstreamFailed(error, this.answer);
+  }
+
   /** The upstream attempt's answer: the client is answered with it. */
-  private respond(response: IncomingMessage, held: HeldBytes | undefined): void {
+  response(response: IncomingMessage, held: HeldBytes | undefined): void {
     const { exchange, res, options } = this;
     this.answer = response;
     if (res.writableEnded || res.destroyed) {
@@ -286,10 +293,6 @@ class InferenceCall {
     this.hold.release();
     this.release(); // a request that waited and left gives up its place
   }
-}
-
-function timeoutError(message: string): Error {
-  return Object.assign(new Error(message), { code: 'ETIMEDOUT' });
 }
 
 function ignore(): void {}

@@ -36,7 +36,7 @@ const STALE = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED']);
  * under an 8-way load, 484 races: 480 under 1 ms, 2 under 2 ms, the slowest 8.4 ms (the event
  * loop's own delay). Past this, the upstream may have worked on the request: it is not sent again.
  */
-export const STALE_RACE_MS = 50;
+const STALE_RACE_MS = 50;
 
 /** What was read of a held 4xx that was not a refusal: `complete`, the whole body; else the rest follows on the (paused) response. */
 export interface HeldBytes {
@@ -45,7 +45,7 @@ export interface HeldBytes {
   readonly complete: boolean;
 }
 
-export interface AttemptHandlers {
+interface AttemptHandlers {
   /** The answer: the upstream's head (a held 4xx with what was read of its body). */
   response(response: IncomingMessage, held: HeldBytes | undefined): void;
   /** No answer will come: the upstream could not be reached, failed before answering, or cut a held answer. */
@@ -66,7 +66,7 @@ export interface UpstreamAttemptOptions {
 }
 
 /** The client's side the attempt reads: whether its connection stays open after this request. */
-export interface AttemptClient {
+interface AttemptClient {
   readonly shouldKeepAlive: boolean;
 }
 
