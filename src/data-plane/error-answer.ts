@@ -6,6 +6,8 @@ import type { Logger } from '../log.ts';
 import { proxyErrorResponse, type ProxyErrorKind } from './openai-error.ts';
 
 const TIMEOUTS = new Set(['ECONNECT_TIMEOUT', 'ETIMEDOUT']);
+/** The code of a failure of an answer the upstream closed before its end while infermeter held it unsent. */
+export const HELD_ANSWER_CUT = 'ERR_INFERMETER_HELD_ANSWER_CUT';
 
 /** The failures of the upstream leg (the others are infermeter's own refusals). */
 export type UpstreamErrorKind = Exclude<ProxyErrorKind, 'overloaded' | 'body_too_large'>;
@@ -40,6 +42,7 @@ export type ErrorDecision =
 /** The kind of a failure of the upstream leg, from its error code. */
 export function errorKind(code: string | undefined): UpstreamErrorKind {
   if (code !== undefined && TIMEOUTS.has(code)) return 'upstream_timeout';
+  if (code === HELD_ANSWER_CUT) return 'upstream_reset';
   return code?.startsWith('HPE_') === true ? 'upstream_protocol' : 'upstream_unreachable';
 }
 

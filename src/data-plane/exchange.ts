@@ -1,13 +1,15 @@
 // One inference request on its way through the proxy: its lifecycle (lifecycle.ts) and what
 // each phase owns. The upstream request exists from `forwarded`, the upstream's response from
 // when its head arrived, the answer's kind from `answered`; the request timer measures beside
-// them (measure/request-timer.ts). Only the methods below move a request on, and each checks
-// its move: a move the lifecycle does not allow is reported, not acted on.
+// them (measure/request-timer.ts), driven only through the methods below (the response tap is
+// handed it by `tap`). Only these methods move a request on, and each checks its move: a move
+// the lifecycle does not allow is reported, not acted on.
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import type { Clock } from '../measure/clock.ts';
 import { createRequestTimer, type MeasurementSink, type RequestTimer } from '../measure/request-timer.ts';
-import type { InferenceApi, RequestSample } from '../measure/sample.ts';
+import type { FailureReason, InferenceApi, RequestSample } from '../measure/sample.ts';
 import type { RequestInspection, UninspectedReason } from '../stream-tap/request-tap.ts';
+import { tapResponse, type ResponseTap, type TapOptions } from '../stream-tap/response-tap.ts';
 import { allowed, LifecycleViolation, type AnswerKind, type Phase, type ResendReason } from './lifecycle.ts';
 
 export interface ExchangeOptions {
@@ -31,7 +33,6 @@ const RESEND_BITS: Readonly<Record<ResendReason, number>> = { refused_injection:
 
 export class Exchange {
   readonly api: InferenceApi;
-  readonly timer: RequestTimer;
   readonly requestId: string | undefined;
   /** Body bytes read from the client and handed to it (the access log). */
   bytesIn = 0;
@@ -45,6 +46,7 @@ export class Exchange {
   private request: ClientRequest | undefined = undefined;
   private response: IncomingMessage | undefined = undefined;
   private readonly options: ExchangeOptions;
+  private readonly timer: RequestTimer;
 
   /** `metricsId`: the request's id in its histograms' exemplars (RequestInfo.requestId). */
   constructor(api: InferenceApi, requestId: string | undefined, options: ExchangeOptions, tenant?: string, metricsId?: string) {
@@ -61,6 +63,36 @@ export class Exchange {
    */
   chunkArrived(): void {
     this.timer.chunkArrived(this.options.arrival?.());
+  }
+
+  /** It left the concurrency limit's queue and is forwarded now (only with a limit). */
+  admitted(): void {
+    this.timer.admitted();
+  }
+  /** Just before the client's response head is written: TTFB. */
+  headSent(): void {
+    this.timer.headSent();
+  }
+  /** Just before the last bytes are written to the client: the end of e2e. */
+  responseFinished(): void {
+    this.timer.responseFinished();
+  }
+  /** The upstream's head of an answer the tap does not read (a held 4xx passed on). */
+  heldHead(status: number): void {
+    this.timer.responseHeaders(status, false);
+  }
+  /** The request failed on the upstream's side (or its own timeout); the first reason wins. */
+  fail(reason: FailureReason, status?: number): void {
+    this.timer.fail(reason, status);
+  }
+  /** The response tap on the upstream's answer, reading into this request's timer; undefined (reported) when it cannot start. */
+  tap(response: IncomingMessage, options: TapOptions): ResponseTap | undefined {
+    try {
+      return tapResponse(response, this.timer, options);
+    } catch (error) {
+      options.problem('tap_error', error);
+      return undefined;
+    }
   }
 
   get phase(): Phase {

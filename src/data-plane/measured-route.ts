@@ -2,22 +2,21 @@
 //   received    a place under the concurrency limit, the deadlines armed;
 //   identified  a chat or completions body held to inject usage (request-body.ts), or else
 //               read on the side as it streams upstream (stream-tap/request-tap.ts);
-//   forwarded   on the lean upstream path (upstream-request.ts); re-sent once if the upstream
-//               refuses the injected field (injected-answer.ts);
+//   forwarded   by the upstream attempt (upstream-attempt.ts), which owns the sending and its
+//               re-sends and reports one answer or one failure;
 //   answered    the upstream's head copied (response-head.ts) and its body relayed (relay.ts),
 //               an event stream's usage-only chunk stripped, or infermeter's own error
 //               (error-answer.ts);
 //   finished    the client's side closed: measured, logged.
-// The response tap reads the very buffers the client was sent, after they were written.
+// The response tap reads what the upstream sent, after it was written to the client.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Readable } from 'node:stream';
 import type { AccessLog } from '../access-log.ts';
-import type { BodyBudget, BodyHold, HeldBodyUse } from './body-budget.ts';
+import type { BodyBudget, BodyHold } from './body-budget.ts';
 import type { Logger } from '../log.ts';
 import type { InferenceApi } from '../measure/sample.ts';
 import { tapRequestBody } from '../stream-tap/request-tap.ts';
-import { isEventStream, tapResponse, type ResponseTap, type TapOptions } from '../stream-tap/response-tap.ts';
+import { isEventStream, type TapOptions } from '../stream-tap/response-tap.ts';
 import { createUsageStrip } from '../stream-tap/usage-strip.ts';
 import type { TenantOf } from '../tenant/tenant-of.ts';
 import { accessRecord } from './access-record.ts';
@@ -25,47 +24,28 @@ import type { ConcurrencyLimit } from './concurrency-limit.ts';
 import type { Deadlines } from './deadlines.ts';
 import { actOnFailedLeg, writeErrorAnswer, type UpstreamErrorKind } from './error-answer.ts';
 import { Exchange, type ExchangeOptions } from './exchange.ts';
-import { holdAnswer, mayBeRefusal } from './injected-answer.ts';
-import type { ResendReason } from './lifecycle.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
 import { relay } from './relay.ts';
-import { copyBody, holdBody, type BodyCopy } from './request-body.ts';
+import { holdAndInject } from './injected-request.ts';
 import { pathOf } from './request-path.ts';
 import { copyHead, cutWithUpstream, flushIdleHeaders } from './response-head.ts';
-import { mayHaveBeenServed, type SendUpstream } from './upstream-request.ts';
-import { askIdentity, injectUsage, takesIdentity } from './usage-injection.ts';
-import { utf8FromJsonEncoding } from '../stream-tap/json-encoding.ts';
-import { scanWhole } from '../stream-tap/request-body-scanner.ts';
+import { UpstreamAttempt, type HeldBytes, type UpstreamAttemptOptions } from './upstream-attempt.ts';
 
-export interface UsageInjection {
-  /** Whether to inject now: on, and the upstream has not refused stream_options. */
-  active(): boolean;
-  /** The upstream refused stream_options: stop injecting, say so once. */
-  refused(): void;
-  injected(): void;
-  stripped(bytes: number): void;
-}
+export type { UsageInjection } from './usage-injection.ts';
 
-export interface MeasuredRouteOptions extends ExchangeOptions {
+export interface MeasuredRouteOptions extends ExchangeOptions, UpstreamAttemptOptions {
   readonly log: Logger;
-  readonly sendUpstream: SendUpstream;
   readonly deadlines: Deadlines;
   /** undefined: no concurrency limit. */
   readonly limit: ConcurrencyLimit | undefined;
-  readonly maxInspectBytes: number;
   /** The process's budget for held bodies (INFERMETER_MAX_HELD_BODY_BYTES); undefined: none. */
   readonly bodyBudget?: BodyBudget | undefined;
-  /** Counts bodies not held because the budget was spent, by what holding was for. */
-  readonly bodyUnheld?: ((use: HeldBodyUse) => void) | undefined;
   readonly maxEventBytes: number;
   readonly tap: TapOptions;
   /** Counts failures of the proxy itself to reach or hear the upstream, by kind. */
   readonly proxyError: (kind: ProxyErrorKind) => void;
   /** Counts inference requests refused because the concurrency limit's queue was full. */
   readonly rejected?: (() => void) | undefined;
-  /** Counts inference requests sent upstream again, by why. */
-  readonly retried?: ((reason: ResendReason) => void) | undefined;
-  readonly usageInjection?: UsageInjection | undefined;
   readonly accessLog?: AccessLog | undefined;
   /** Who sent a request, read from its headers (per-tenant metering); undefined: off. */
   readonly tenantOf?: TenantOf | undefined;
@@ -74,16 +54,6 @@ export interface MeasuredRouteOptions extends ExchangeOptions {
 export type MeasuredRoute = (req: IncomingMessage, res: ServerResponse, api: InferenceApi) => void;
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
-/** How a kept-alive connection the upstream closed fails when it is reused. */
-const STALE = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED']);
-/**
- * The longest an upstream may have had a request that failed on a reused connection for the
- * failure to be the stale race (the upstream closed the idle connection as it was reused): that
- * fails within a loopback round trip of the write. Measured through infermeter in one process
- * under an 8-way load, 484 races: 480 under 1 ms, 2 under 2 ms, the slowest 8.4 ms (the event
- * loop's own delay). Past this, the upstream may have worked on the request: it is not sent again.
- */
-const STALE_RACE_MS = 50;
 
 export function createMeasuredRoute(options: MeasuredRouteOptions): MeasuredRoute {
   // Not expected: a write after end would be a bug, but one that must not take the proxy down.
@@ -103,22 +73,18 @@ class InferenceCall {
   private begun = false;
   private release: () => void = ignore;
   /** Just before the last bytes are written to the client: the end of e2e. */
-  private readonly lastWrite = (): void => this.exchange.timer.responseFinished();
+  private readonly lastWrite = (): void => this.exchange.responseFinished();
   /** An upstream chunk arrived: the start of the proxy's own time on it (infermeter_proxy_overhead_seconds). */
   private readonly arrived = (): void => this.exchange.chunkArrived();
   /** Just before the response's head is written to the client: TTFB. */
-  private readonly headSent = (): void => this.exchange.timer.headSent();
+  private readonly headSent = (): void => this.exchange.headSent();
   private unwatch: (() => void) | undefined = undefined;
-  /** What was sent upstream last: a held body is sent again as it is. */
-  private body: Buffer | Readable | undefined = undefined;
-  /** A streamed body's chunks, kept until a response begins, for a retry. */
-  private copy: BodyCopy | undefined = undefined;
-  /** The upstream attempt whose events count (a retry's; a stale one's are ignored). */
-  private attempt = 0;
+  /** The sending upstream, from `begin`. */
+  private attempt: UpstreamAttempt | undefined = undefined;
+  /** The upstream's answer the client is being given. */
+  private answer: IncomingMessage | undefined = undefined;
   /** This request's share of the budget for held bodies, given back when it finishes. */
   private readonly hold: BodyHold;
-  /** The injected field's refusal could only be the engine's (not an echo of the client's text). */
-  private trustedRefusal = false;
 
   constructor(options: MeasuredRouteOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
     this.options = options;
@@ -153,153 +119,65 @@ class InferenceCall {
   private begin(): void {
     const { exchange, req, res, options } = this;
     this.begun = true;
-    if (options.limit !== undefined) exchange.timer.admitted();
+    if (options.limit !== undefined) exchange.admitted();
     // The end of e2e is stamped at the last write where the route makes it; 'finish' (later,
     // once the socket took the bytes) for the answers written otherwise.
     res.on('finish', this.lastWrite);
+    // The call hears the attempt's outcome itself (response, failed, broke): no closures per request.
+    const attempt = new UpstreamAttempt(options, req, res, exchange, this.hold, this);
+    this.attempt = attempt;
     this.unwatch = options.deadlines.watch(
       exchange,
-      () => exchange.upstreamRequest?.destroy(timeoutError('the model server was silent too long')),
+      () => attempt.destroy(Object.assign(new Error('the model server was silent too long'), { code: 'ETIMEDOUT' })),
       () => this.overTime(),
     );
     const encoded = req.headers['content-encoding'] !== undefined && req.headers['content-encoding'].trim().toLowerCase() !== 'identity';
     if (options.usageInjection !== undefined && (exchange.api === 'chat' || exchange.api === 'completions') && !encoded) {
-      this.holdAndForward();
+      // identified: the whole body read first, to inject usage into it.
+      holdAndInject(req, exchange, this.hold, options, (body) => attempt.send(body));
       return;
     }
     tapRequestBody(req, options.maxInspectBytes, (result, size) => {
       exchange.bytesIn = size;
       exchange.identify(result);
     });
-    this.copy = copyBody(req, options.maxInspectBytes, this.hold, () => options.bodyUnheld?.('retry_copy'));
-    this.forward(req);
+    attempt.send(req);
   }
 
-  /** identified: the whole body read first, to inject usage into it. */
-  private holdAndForward(): void {
-    const { exchange, options } = this;
-    holdBody(this.req, options.maxInspectBytes, this.hold, {
-      read: (bytes) => (exchange.bytesIn += bytes),
-      tooLarge: (body) => {
-        exchange.identify({ ok: false, reason: 'too_large' });
-        this.forward(body);
-      },
-      // Not injected, and not replayable; still measured (the scan goes on as it streams).
-      overBudget: (body) => {
-        options.bodyUnheld?.('usage_injection');
-        this.forward(body);
-      },
-      scanned: (scan) => exchange.identify(scan),
-      held: (body, rawScan) => {
-        // A UTF-16 or UTF-32 body (which Python's json.loads takes) is read, and injected, in UTF-8.
-        const recoded = rawScan.ok ? undefined : utf8FromJsonEncoding(body);
-        const scan = recoded === undefined ? rawScan : scanWhole(recoded);
-        exchange.identify(scan);
-        const injected = options.usageInjection?.active() === true && takesIdentity(this.req.headers['accept-encoding']) ? injectUsage(recoded ?? body, scan) : undefined;
-        if (injected === undefined) {
-          this.forward(body);
-          return;
-        }
-        // A compressed answer could not have the usage chunk cut out.
-        askIdentity(this.req.rawHeaders);
-        options.usageInjection?.injected();
-        exchange.inject(body);
-        this.forward(injected);
-      },
-    });
+  /** The upstream attempt failed: no answer came. */
+  failed(error: Error): void {
+    this.upstreamFailed(error, undefined);
   }
 
-  /** forwarded: the body (held: sent with the head in one write; or still streaming) goes upstream. */
-  private forward(body: Buffer | Readable, resend?: ResendReason): void {
-    // A client that left before its body was read is not forwarded.
-    if (this.exchange.phase === 'finished') return;
-    const attempt = ++this.attempt;
-    this.body = body;
-    if (resend !== undefined) this.options.retried?.(resend);
-    const request = this.options.sendUpstream(
-      this.req,
-      body,
-      {
-        response: (response) => {
-          if (attempt === this.attempt) this.respond(response);
-          else response.resume();
-        },
-        error: (error) => {
-          if (attempt === this.attempt) this.upstreamFailed(error, true);
-        },
-      },
-      this.exchange.requestId,
-      resend === 'stale_connection',
-      this.res.shouldKeepAlive,
-    );
-    if (!this.exchange.forwarded(request, resend)) request.destroy();
+  /** The answer's own leg failed after it began. */
+  broke(error: Error): void {
+    this.upstreamFailed(error, this.answer);
   }
 
-  /**
-   * forwarded again: a reused connection that failed before any byte of a response, within
-   * STALE_RACE_MS of the request's write, was the upstream closing it as it was reused, not an
-   * answer. The same body, once, on a new connection; a streamed body only when it was kept
-   * whole (up to the inspection cap). Never once a byte of a response came (a 1xx, part of a
-   * head), nor after the upstream had the request longer: what it said or did stands.
-   */
-  private retryStale(error: Error): boolean {
-    const { exchange, res } = this;
-    const code = (error as NodeJS.ErrnoException).code;
-    const request = exchange.upstreamRequest;
-    if (request?.reusedSocket !== true || !STALE.has(code ?? '') || exchange.upstreamResponse !== undefined) return false;
-    // The upstream may have worked on it: what it did stands (an engine must not compute it twice).
-    if (mayHaveBeenServed(request, STALE_RACE_MS)) return false;
-    if (exchange.resentFor('stale_connection') || res.destroyed || res.writableEnded) return false;
-    const body = this.body;
-    if (Buffer.isBuffer(body)) {
-      this.forward(body, 'stale_connection');
-      return true;
-    }
-    const copy = this.copy;
-    if (copy === undefined || body !== this.req) return false;
-    copy.whole((whole) => {
-      if (whole === undefined || res.destroyed || res.writableEnded) this.upstreamFailed(error, true, false);
-      else this.forward(whole, 'stale_connection');
-    });
-    return true;
-  }
-
-  /** The upstream's head arrived: the client is answered with it, or a held 4xx is read first. */
-  private respond(response: IncomingMessage): void {
+  /** The upstream attempt's answer: the client is answered with it. */
+  response(response: IncomingMessage, held: HeldBytes | undefined): void {
     const { exchange, res, options } = this;
-    exchange.responded(response);
-    // A response began: what it says stands, the body is not sent again.
-    this.copy?.release();
-    this.copy = undefined;
+    this.answer = response;
     if (res.writableEnded || res.destroyed) {
       // Answered already (the total timeout) or the client is gone: nothing to forward.
       response.resume();
       return;
     }
     cutWithUpstream(response, res, () => {
-      exchange.timer.fail('upstream_reset');
+      exchange.fail('upstream_reset');
       options.proxyError('upstream_reset');
       options.log.warnThrottled('upstream_reset', 'upstream closed a response before its end', { path: pathOf(this.req) });
     });
-    const injection = exchange.injection;
-    // The client's own body, re-sent after a refusal the engine itself wrote, was accepted: the
-    // field was the only difference, so the refusal was real and injection stops.
-    if (exchange.resendReason === 'refused_injection' && this.trustedRefusal && (response.statusCode ?? 0) < 300) options.usageInjection?.refused();
-    if (injection !== undefined && !injection.refused) {
-      const status = response.statusCode ?? 0;
-      if (mayBeRefusal(status)) this.holdRefusal(response, status, injection.original);
-      else if (isEventStream(response.headers['content-type'])) this.answerStripped(response);
-      else this.answerRelayed(response);
-      return;
-    }
-    this.answerRelayed(response);
+    if (held !== undefined) this.answerHeld(response, held);
+    else if (exchange.injection?.refused === false && isEventStream(response.headers['content-type'])) this.answerStripped(response);
+    else this.answerRelayed(response);
   }
 
   /** answered: the upstream's response as it came. */
   private answerRelayed(response: IncomingMessage): void {
     if (!this.answerWithHead(response, 'relayed', false)) return;
     setImmediate(flushIdleHeaders, this.res, response, this.headSent);
-    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived });
+    relay(response, this.res, this.exchange.tap(response, this.options.tap), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived });
   }
 
   /** answered: an event stream with the usage-only chunk infermeter asked for taken out. */
@@ -312,35 +190,24 @@ class InferenceCall {
       maxEventBytes: options.maxEventBytes,
       stripped: (bytes) => options.usageInjection?.stripped(bytes),
     });
-    relay(response, this.res, this.startTap(response), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived, filter });
+    relay(response, this.res, this.exchange.tap(response, options.tap), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived, filter });
   }
 
-  /** A 4xx to an injected request: a refusal is re-sent without the field, anything else passed on. */
-  private holdRefusal(response: IncomingMessage, status: number, original: Buffer): void {
+  /** answered: a 4xx to an injected request that was not a refusal, what was read of it first. */
+  private answerHeld(response: IncomingMessage, held: HeldBytes): void {
     const { exchange, options, res } = this;
-    holdAnswer(response, status, original, {
-      refused: (trusted) => {
-        if (res.writableEnded || res.destroyed) return;
-        this.trustedRefusal = trusted;
-        exchange.refuseInjection();
-        this.forward(original, 'refused_injection');
-      },
-      passOn: (held, size, complete) => {
-        if (res.writableEnded || res.destroyed) return;
-        // The tap does not see a held answer: its head is told to the timer here.
-        exchange.timer.responseHeaders(status, false);
-        if (options.accessLog !== undefined) exchange.bytesOut += size;
-        if (!this.answerWithHead(response, 'relayed', false)) return;
-        if (complete) {
-          res.end(held[0]);
-          return;
-        }
-        res.flushHeaders();
-        for (const chunk of held) res.write(chunk);
-        if (options.accessLog !== undefined) response.on('data', (chunk: Buffer) => (exchange.bytesOut += chunk.length));
-        response.pipe(res);
-      },
-    });
+    // The tap does not see a held answer: its head is told to the timer here.
+    exchange.heldHead(response.statusCode ?? 0);
+    if (options.accessLog !== undefined) exchange.bytesOut += held.size;
+    if (!this.answerWithHead(response, 'relayed', false)) return;
+    if (held.complete) {
+      res.end(held.chunks[0]);
+      return;
+    }
+    res.flushHeaders();
+    for (const chunk of held.chunks) res.write(chunk);
+    if (options.accessLog !== undefined) response.on('data', (chunk: Buffer) => (exchange.bytesOut += chunk.length));
+    response.pipe(res);
   }
 
   /**
@@ -353,7 +220,7 @@ class InferenceCall {
     } catch (error) {
       response.destroy();
       const unsendable = Object.assign(new Error(`the upstream's response head cannot be forwarded: ${(error as Error).message}`), { code: 'HPE_UNSENDABLE_HEAD' });
-      this.upstreamFailed(unsendable, false);
+      this.upstreamFailed(unsendable, undefined);
       return false;
     }
     if (this.exchange.answered(kind)) return true;
@@ -363,15 +230,6 @@ class InferenceCall {
     return false;
   }
 
-  private startTap(response: IncomingMessage): ResponseTap | undefined {
-    try {
-      return tapResponse(response, this.exchange.timer, this.options.tap);
-    } catch (error) {
-      this.options.tap.problem('tap_error', error);
-      return undefined;
-    }
-  }
-
   /** What counts the bytes handed to the client, when the access log wants them. */
   private bytesSent(): ((bytes: number) => void) | undefined {
     const { exchange } = this;
@@ -379,20 +237,20 @@ class InferenceCall {
   }
 
   /**
-   * The upstream leg failed: the upstream could not be reached, or failed before answering, or
-   * its head could not be forwarded (`began` false: no response of its counts as begun).
+   * The upstream leg failed: no answer came (`response` undefined: the upstream could not be
+   * reached, failed before answering, or its head could not be forwarded), or the answer being
+   * given broke off.
    */
-  private upstreamFailed(error: Error, began: boolean, retry = true): void {
+  private upstreamFailed(error: Error, response: IncomingMessage | undefined): void {
     const { exchange, options } = this;
-    if (began && retry && this.retryStale(error)) return;
     actOnFailedLeg({
       error,
       res: this.res,
-      response: began ? exchange.upstreamResponse : undefined,
+      response,
       path: pathOf(this.req),
       log: options.log,
       proxyError: options.proxyError,
-      cut: (failure) => exchange.timer.fail(failure),
+      cut: (failure) => exchange.fail(failure),
       answer: (kind, code) => this.answerError(kind, code),
     });
   }
@@ -405,7 +263,7 @@ class InferenceCall {
       return;
     }
     const { status, bytes } = writeErrorAnswer(this.res, kind, detail);
-    exchange.timer.fail(kind, status);
+    exchange.fail(kind, status);
     if (this.options.accessLog !== undefined) exchange.bytesOut += bytes;
   }
 
@@ -413,9 +271,9 @@ class InferenceCall {
   private overTime(): void {
     const { exchange, res, options } = this;
     if (res.writableEnded || res.destroyed) return;
-    exchange.timer.fail('upstream_timeout', 504);
+    exchange.fail('upstream_timeout', 504);
     options.proxyError('upstream_timeout');
-    exchange.upstreamRequest?.destroy();
+    this.attempt?.close(true);
     if (res.headersSent) res.destroy();
     else this.answerError('upstream_timeout', 'total timeout');
   }
@@ -425,7 +283,7 @@ class InferenceCall {
     const { exchange, res, options } = this;
     if (this.begun) {
       // A client that left gives its upstream request up.
-      if (!res.writableFinished) exchange.upstreamRequest?.destroy();
+      this.attempt?.close(!res.writableFinished);
       const sample = exchange.finish(res.writableFinished);
       if (sample !== undefined && options.accessLog !== undefined) options.accessLog.write(accessRecord(this.req, exchange, sample));
     } else {
@@ -435,10 +293,6 @@ class InferenceCall {
     this.hold.release();
     this.release(); // a request that waited and left gives up its place
   }
-}
-
-function timeoutError(message: string): Error {
-  return Object.assign(new Error(message), { code: 'ETIMEDOUT' });
 }
 
 function ignore(): void {}

@@ -7,6 +7,16 @@
 import { utf8FromJsonEncoding } from '../stream-tap/json-encoding.ts';
 import type { ScanResult } from '../stream-tap/request-body-scanner.ts';
 
+/** The on/off switch of usage injection (the data plane's), as the measured route uses it. */
+export interface UsageInjection {
+  /** Whether to inject now: on, and the upstream has not refused stream_options. */
+  active(): boolean;
+  /** The upstream refused stream_options: stop injecting, say so once. */
+  refused(): void;
+  injected(): void;
+  stripped(bytes: number): void;
+}
+
 const FIELD = Buffer.from('"stream_options":{"include_usage":true}');
 const INNER = Buffer.from('"include_usage":true');
 const OPTIONS = Buffer.from('{"include_usage":true}');

@@ -163,4 +163,32 @@ describe('the usage injection switch', () => {
     await finished;
     assert.equal(asked.at(-1), 'gzip, identity;q=0');
   });
+  it('answers a held 4xx the upstream cut before its end with its own 502, never sends the request again, and counts the reset', async (t) => {
+    // The 4xx to an injected request is held to read whether it is a refusal: none of it has
+    // reached the client when the upstream cuts it, so the client gets infermeter's own error.
+    let asked = 0;
+    const server = http.createServer((req, res) => {
+      asked++;
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(400, { 'content-type': 'application/json', 'content-length': '200' });
+        res.write('{"object":"error","message":"stream_options');
+        setImmediate(() => res.socket?.destroy());
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => server.close());
+    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const finished = nextFinished(app, 1);
+    const answer = await post(app.dataUrl, { model: 'm', stream: true, messages: [] });
+    assert.equal(answer.status, 502);
+    assert.equal((JSON.parse(answer.text) as { error: { code: string } }).error.code, 'upstream_reset');
+    const [sample] = await finished;
+    assert.deepEqual([sample!.outcome, sample!.failure, sample!.status], ['failed', 'upstream_reset', 502]);
+    assert.equal(asked, 1, 'sent upstream once');
+    const m = await scrape(app);
+    assert.equal(m.value('infermeter_upstream_errors_total', { kind: 'upstream_reset' }), 1);
+    assert.equal(m.value('infermeter_usage_injection_active'), 1, 'injection stays on');
+  });
 });
