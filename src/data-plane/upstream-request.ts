@@ -28,7 +28,7 @@ export interface UpstreamRequestOptions {
   readonly connectTimeoutMs: number;
 }
 
-interface UpstreamHandlers {
+export interface UpstreamHandlers {
   /** The upstream's status and headers arrived. */
   response(proxyRes: IncomingMessage): void;
   /** The request could not be sent or answered; not called for a client that left. */

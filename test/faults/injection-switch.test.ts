@@ -176,10 +176,8 @@ describe('the usage injection switch', () => {
         setImmediate(() => res.socket?.destroy());
       });
     });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    t.after(() => server.close());
-    const app = await startProxy(t, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const { url } = await listen(t, server);
+    const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
     const answer = await post(app.dataUrl, { model: 'm', stream: true, messages: [] });
     assert.equal(answer.status, 502);
