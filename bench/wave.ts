@@ -121,7 +121,7 @@ export async function stopCapture(capture: Capture): Promise<void> {
   if (dropped === null || dropped[1] !== '0') throw new Error(`the capture lost packets: ${capture.said()}`);
 }
 
-export interface Logged {
+interface Logged {
   request_id?: string;
   ttfb_ms?: number;
   ttft_ms?: number;
@@ -151,7 +151,7 @@ export async function logged(file: string, ids: readonly string[]): Promise<Map<
 export const WAVE = { concurrency: 32, shape: { tokens: 256, ttftMs: 200, gapMs: 5 } };
 
 /** Requests of the waves after the first (lanes start together, so request i is in wave floor(i / 32)). */
-export const laterWaves = (sent: readonly Sent[]): Sent[] => sent.filter((s) => Number(s.id.slice(s.id.lastIndexOf('-') + 1)) >= WAVE.concurrency);
+const laterWaves = (sent: readonly Sent[]): Sent[] => sent.filter((s) => Number(s.id.slice(s.id.lastIndexOf('-') + 1)) >= WAVE.concurrency);
 
 export interface WaveResult {
   /** The client's TTFT of each request of the waves after the first, ms. */
