@@ -4,7 +4,8 @@
 // docs/performance.md; BENCH_COMPARE=<another checkout> adds that build as one more target
 // (BENCH_COMPARE_FLAGS: its node flags), to measure a change before and after in one run;
 // BENCH_WORKERS=N adds infermeter with N worker processes; `--scenario=<name>` runs that scenario
-// alone (with `--no-memory`, a short run).
+// alone (with `--no-memory`, a short run); `--scenario=wave` the wave pattern alone (bench/wave.ts:
+// 32 streams ending together, the next 32 arriving at once; its blind spot needs tcpdump).
 // Loopback only; every loop is bounded in count.
 import http from 'node:http';
 import { execSync } from 'node:child_process';
