@@ -19,16 +19,16 @@
 // t0) and the client's TTFT over direct's, waves after the first. Loopback only; every loop
 // bounded in count. Needs tcpdump and the right to capture (root or CAP_NET_RAW). `--quick`:
 // fewer requests.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import http from 'node:http';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { percentile } from './load.ts';
 import { INFERMETER_FLAGS, infermeterEnv, startNode, startUpstream } from './targets.ts';
 import { wireExchanges } from './wire-times.ts';
+import { capture, load, logged, stopCapture, tcpdumpAvailable, wave, WAVE, type Sent } from './wave.ts';
 
 const quick = process.argv.includes('--quick');
 /** `--wave`: the wave scenario alone. */
@@ -52,121 +52,6 @@ interface Target {
   readonly log: string;
 }
 
-interface Sent {
-  readonly id: string;
-  /** The client's own time to the first body byte. */
-  readonly clientTtftMs: number;
-  readonly clientE2eMs: number;
-  readonly gapsMs: number[];
-  readonly ok: boolean;
-}
-
-const body = (model: string) =>
-  JSON.stringify({ model, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'Measure the hop, not the model.' }] });
-
-/** One streamed request; the gaps between the chunks the client read (after the first). */
-function stream(url: string, id: string, agent: http.Agent, shape = STREAM, model = 'bench-model'): Promise<Sent> {
-  return new Promise((resolve) => {
-    const payload = body(model);
-    const t0 = performance.now();
-    let last: number | undefined;
-    let first: number | undefined;
-    const gapsMs: number[] = [];
-    const req = http.request(
-      new URL('/v1/chat/completions', url),
-      {
-        method: 'POST',
-        agent,
-        headers: {
-          'content-type': 'application/json',
-          'content-length': String(Buffer.byteLength(payload)),
-          'x-request-id': id,
-          'x-bench-tokens': String(shape.tokens),
-          'x-bench-ttft-ms': String(shape.ttftMs),
-          'x-bench-gap-ms': String(shape.gapMs),
-        },
-      },
-      (res) => {
-        res.on('data', () => {
-          const now = performance.now();
-          first ??= now - t0;
-          if (last !== undefined) gapsMs.push(now - last);
-          last = now;
-        });
-        res.on('end', () => resolve({ id, clientTtftMs: first ?? Number.NaN, clientE2eMs: performance.now() - t0, gapsMs, ok: res.statusCode === 200 }));
-        res.on('error', () => resolve({ id, clientTtftMs: Number.NaN, clientE2eMs: Number.NaN, gapsMs, ok: false }));
-      },
-    );
-    req.on('error', () => resolve({ id, clientTtftMs: Number.NaN, clientE2eMs: Number.NaN, gapsMs, ok: false }));
-    req.end(payload);
-  });
-}
-
-async function load(url: string, prefix: string, requests: number, concurrency: number, shape = STREAM, model?: (i: number) => string): Promise<Sent[]> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
-  const sent: Sent[] = [];
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < requests) {
-        const i = next++;
-        sent.push(await stream(url, `${prefix}-${i}`, agent, shape, model?.(i)));
-      }
-    }),
-  );
-  agent.destroy();
-  return sent;
-}
-
-/** tcpdump on loopback, capturing `port`; resolves once it listens. */
-async function capture(port: number, file: string, upstreamPort: number): Promise<{ child: ChildProcess; said: () => string }> {
-  const child = spawn('tcpdump', ['-i', 'lo', '-n', '-U', '--immediate-mode', '-s', '2048', '-B', '65536', '--time-stamp-precision=nano', '-w', file, `tcp port ${port} or tcp port ${upstreamPort}`], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let text = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stderr!.on('data', (c: Buffer) => {
-      text += c.toString();
-      if (text.includes('listening on')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`tcpdump exited with ${code}: ${text}`)));
-  });
-  return { child, said: () => text };
-}
-
-/** Stops the capture; a capture that lost packets is refused (its last byte would read early). */
-async function stopCapture(capture: { child: ChildProcess; said: () => string }): Promise<void> {
-  const exited = new Promise((r) => capture.child.once('exit', r));
-  capture.child.kill('SIGINT');
-  await exited;
-  const dropped = /(\d+) packets? dropped by kernel/.exec(capture.said());
-  if (dropped === null || dropped[1] !== '0') throw new Error(`the capture lost packets: ${capture.said()}`);
-}
-
-interface Logged {
-  request_id?: string;
-  ttfb_ms?: number;
-  ttft_ms?: number;
-  e2e_ms?: number;
-  proxy_overhead_ms?: number;
-}
-
-/** The log's lines for these ids, once all are written (the access log batches every 100 ms). */
-async function logged(file: string, ids: readonly string[]): Promise<Map<string, Logged>> {
-  const wanted = new Set(ids);
-  for (let i = 0; i < 100; i++) {
-    const found = new Map<string, Logged>();
-    if (existsSync(file)) {
-      for (const line of readFileSync(file, 'utf8').split('\n')) {
-        if (line === '') continue;
-        const record = JSON.parse(line) as Logged;
-        if (record.request_id !== undefined && wanted.has(record.request_id)) found.set(record.request_id, record);
-      }
-    }
-    if (found.size === wanted.size) return found;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${file}: not every request was logged`);
-}
-
 interface Spots {
   ttfb: number[];
   ttft: number[];
@@ -185,7 +70,7 @@ async function measure(target: Target, concurrency: number, requests: number, tm
   const file = join(tmp, `${target.name.replace(/\W+/g, '-')}-${concurrency}.pcap`);
   // A warm-up round, unmeasured: the target's paths warm, its connections open.
   await load(target.url, `warm-${target.name}-${concurrency}`, concurrency, concurrency, { tokens: 4, ttftMs: 0, gapMs: 1 });
-  const tcpdump = await capture(port, file, upstreamPort);
+  const tcpdump = await capture(file, [port, upstreamPort]);
   const prefix = `${target.name.replace(/\W+/g, '-')}-c${concurrency}`;
   const sent = await load(target.url, prefix, requests, concurrency, shape);
   await new Promise((r) => setTimeout(r, 100)); // the last segments reach the capture (--immediate-mode: at once)
@@ -214,24 +99,19 @@ async function measure(target: Target, concurrency: number, requests: number, tm
 }
 
 /** vLLM's benchmark client's pattern at a fixed concurrency (see the header). */
-const WAVE = { concurrency: 32, waves: quick ? 3 : 6, shape: { tokens: 256, ttftMs: 200, gapMs: 5 } };
+const WAVES = quick ? 3 : 6;
 
-/** The client's TTFT per request of the waves after the first (lanes start together, so request i is in wave floor(i / 32)). */
-const laterWaves = (sent: readonly Sent[]) => sent.filter((s) => Number(s.id.slice(s.id.lastIndexOf('-') + 1)) >= WAVE.concurrency).map((s) => s.clientTtftMs);
-
-async function waveScenario(targets: readonly Target[], direct: string, tmp: string, upstreamPort: number): Promise<string[]> {
-  const requests = WAVE.concurrency * WAVE.waves;
+async function waveScenario(targets: readonly Target[], direct: string, tmp: string): Promise<string[]> {
   const rows: string[] = [];
   // Direct first, then each target: interleaved by target, the same pattern for each.
-  await load(direct, 'warm-direct-wave', WAVE.concurrency, WAVE.concurrency, { tokens: 4, ttftMs: 0, gapMs: 1 });
-  const directTtft = laterWaves(await load(direct, 'direct-wave', requests, WAVE.concurrency, WAVE.shape));
+  const directTtft = (await wave(direct, 'direct', WAVES, tmp)).ttftMs;
   const dp50 = percentile(directTtft, 50);
   const dp99 = percentile(directTtft, 99);
   rows.push(`| direct | – | – | ${f(dp50)} | ${f(dp99)} | – | – |`);
   for (const target of targets) {
-    const s = await measure(target, WAVE.concurrency, requests, tmp, upstreamPort, WAVE.shape);
-    const ttft = laterWaves(s.sent);
-    rows.push(`| ${target.name} | ${f(percentile(s.ttfb, 50))} | ${f(percentile(s.ttfb, 99))} | ${f(percentile(ttft, 50))} | ${f(percentile(ttft, 99))} | ${f(percentile(ttft, 50) - dp50)} | ${f(percentile(ttft, 99) - dp99)} |`);
+    const s = await wave(target.url, target.name, WAVES, tmp, { log: target.log });
+    if (s.failed > 0) throw new Error(`${target.name}: ${s.failed} wave requests failed`);
+    rows.push(`| ${target.name} | ${f(percentile(s.blindMs, 50))} | ${f(percentile(s.blindMs, 99))} | ${f(percentile(s.ttftMs, 50))} | ${f(percentile(s.ttftMs, 99))} | ${f(percentile(s.ttftMs, 50) - dp50)} | ${f(percentile(s.ttftMs, 99) - dp99)} |`);
   }
   return rows;
 }
@@ -269,7 +149,7 @@ async function scrapeScenario(target: Target): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  if (spawnSync('tcpdump', ['--version']).status !== 0) throw new Error('tcpdump is missing: apt-get install -y tcpdump');
+  if (!tcpdumpAvailable()) throw new Error('tcpdump is missing: apt-get install -y tcpdump');
   const tmp = mkdtempSync(join(tmpdir(), 'infermeter-fidelity-'));
   const children: ChildProcess[] = [];
   const up = await startUpstream();
@@ -315,10 +195,10 @@ async function main(): Promise<void> {
     console.log('| target | concurrency | requests | first byte leg p50 | p99 | max | min | last byte leg p50 | p99 | max | min | logged overhead p50 | p99 | max | min |');
     console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
     for (const line of legs) console.log(line);
-    console.log(`\nWaves: ${WAVE.concurrency} lanes × ${WAVE.waves} waves, streams of ${WAVE.shape.tokens} tokens, first after ${WAVE.shape.ttftMs} ms, then every ${WAVE.shape.gapMs} ms; each lane sends its next the moment its last ends. Blind spot = the request's first byte on the wire to the logged t0 (the TTFB blind spot), ms; the client's TTFT over waves 2 on, ms.\n`);
+    console.log(`\nWaves: ${WAVE.concurrency} lanes × ${WAVES} waves, streams of ${WAVE.shape.tokens} tokens, first after ${WAVE.shape.ttftMs} ms, then every ${WAVE.shape.gapMs} ms; each lane sends its next the moment its last ends. Blind spot = the request's first byte on the wire to the logged t0 (the TTFB blind spot), waves 2 on, ms; the client's TTFT over waves 2 on, ms.\n`);
     console.log('| target | blind spot p50 | blind spot p99 | client TTFT p50 | client TTFT p99 | added over direct, p50 | added over direct, p99 |');
     console.log('|---|---|---|---|---|---|---|');
-    for (const row of await waveScenario(targets, up.url, tmp, upstreamPort)) console.log(row);
+    for (const row of await waveScenario(targets, up.url, tmp)) console.log(row);
     console.log(`\nScrapes: ${SCRAPES} back to back from another process while 8 bystander streams run (300 tokens, every 10 ms), after a request for each of ${MAX_MODELS + 1} models; INFERMETER_DIALECTS=mindie,aom,vllm,otel.\n`);
     console.log('| target | largest gap, no scrapes, ms | largest gap, scraped, ms | added, ms | scrape p50 / max, ms | MiB |');
     console.log('|---|---|---|---|---|---|');

@@ -20,3 +20,5 @@ const server = http.createServer({ noDelay: true, keepAliveTimeout: 120_000 }, (
 server.listen(0, '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ port: (server.address() as { port: number }).port })}\n`);
 });
+// A clean exit on SIGTERM, so that `--cpu-prof` (bench:profile --target=passthrough) is written.
+process.on('SIGTERM', () => process.exit(0));

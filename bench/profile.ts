@@ -2,7 +2,8 @@
 // CPU time goes, inclusive, by function (Node's internals and infermeter's own modules).
 // `--scenario=latency`: the latency scenario's shape instead (one event per read), `--scenario=wave`
 // bench:fidelity's wave pattern; `--top=N`
-// rows. Both without include_usage, as most clients send: infermeter's default path.
+// rows; `--target=passthrough`: the bench's bare Node pass-through instead, to compare. Without
+// include_usage, as most clients send: infermeter's default path.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -27,13 +28,19 @@ const SHAPES: Record<string, Scenario> = {
 };
 
 /** Profiles infermeter under the throughput scenario (or another); returns a markdown summary. */
-export async function profileThroughput(shape = 'throughput', top = 20): Promise<string> {
+export async function profileThroughput(shape = 'throughput', top = 20, target = 'infermeter'): Promise<string> {
 const scenario = SHAPES[shape];
 if (scenario === undefined) throw new Error(`--scenario=${shape}: expected one of ${Object.keys(SHAPES).join(', ')}`);
 const dir = mkdtempSync(join(tmpdir(), 'infermeter-profile-'));
 const up = await startUpstream();
-const { child: inf, line } = await startNode(here('../src/cli.ts'), [], infermeterEnv(up.url), /"infermeter started"/, 'stderr', [...INFERMETER_FLAGS.split(' '), '--cpu-prof', `--cpu-prof-dir=${dir}`]);
-const url = (JSON.parse(line) as { data: string }).data;
+// `--target=passthrough`: the bench's bare Node pass-through under the same load, for comparison.
+const passthrough = target === 'passthrough';
+if (!passthrough && target !== 'infermeter') throw new Error(`--target=${target}: expected infermeter or passthrough`);
+const profFlags = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+const { child: inf, line } = passthrough
+  ? await startNode(here('passthrough.ts'), [up.url], {}, /"port"/, 'stdout', profFlags)
+  : await startNode(here('../src/cli.ts'), [], infermeterEnv(up.url), /"infermeter started"/, 'stderr', [...INFERMETER_FLAGS.split(' '), ...profFlags]);
+const url = passthrough ? `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}` : (JSON.parse(line) as { data: string }).data;
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 const r = await runLoad(url, scenario, agent);
 agent.destroy();
@@ -61,15 +68,16 @@ prof.samples.forEach((id, i) => {
     inclusive.set(name, (inclusive.get(name) ?? 0) + t);
   }
 });
-let out = `${r.events} events in ${r.wallSeconds.toFixed(2)} s; share of infermeter's CPU samples, inclusive (a function's own time and its callees'):\n\n| share | function |\n|---|---|\n`;
-const wanted = /\.ts:|socketOnData|_writev|garbage collector|\(idle\)|\(program\)/;
+const busy = total - [...prof.samples.keys()].reduce((a, i) => (byId.get(prof.samples[i]!)!.callFrame.functionName === '(idle)' ? a + (prof.timeDeltas[i] ?? 0) : a), 0);
+let out = `${r.events} events in ${r.wallSeconds.toFixed(2)} s, ${((busy / r.events)).toFixed(2)} µs of sampled busy time per event; share of ${passthrough ? 'the pass-through' : "infermeter"}'s busy samples (idle excluded), inclusive (a function's own time and its callees'):\n\n| share | function |\n|---|---|\n`;
+const wanted = /\.ts:|socketOnData|_writev|garbage collector|\(program\)|ondata|pipeOnDrain|write_|processTicksAndRejections|writeGeneric|writevGeneric|resOnFinish|parserOnIncoming/;
 for (const [name, t] of [...inclusive].filter(([n]) => wanted.test(n)).sort((a, b) => b[1] - a[1]).slice(0, top)) {
-  out += `| ${((100 * t) / total).toFixed(1)} % | \`${name}\` |\n`;
+  out += `| ${((100 * t) / busy).toFixed(1)} % | \`${name}\` |\n`;
 }
 return out;
 }
 
 if (import.meta.main) {
   const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-  process.stdout.write(await profileThroughput(arg('scenario'), Number(arg('top') ?? 20)));
+  process.stdout.write(await profileThroughput(arg('scenario'), Number(arg('top') ?? 20), arg('target')));
 }

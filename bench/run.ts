@@ -4,7 +4,8 @@
 // docs/performance.md; BENCH_COMPARE=<another checkout> adds that build as one more target
 // (BENCH_COMPARE_FLAGS: its node flags), to measure a change before and after in one run;
 // BENCH_WORKERS=N adds infermeter with N worker processes; `--scenario=<name>` runs that scenario
-// alone (with `--no-memory`, a short run).
+// alone (with `--no-memory`, a short run); `--scenario=wave` the wave pattern alone (bench/wave.ts:
+// 32 streams ending together, the next 32 arriving at once; its blind spot needs tcpdump).
 // Loopback only; every loop is bounded in count.
 import http from 'node:http';
 import { execSync } from 'node:child_process';
@@ -16,6 +17,7 @@ import { cpuSeconds, rssBytes, trimmedRssBytes } from './proc.ts';
 import { renderMillis } from './render.ts';
 import { profileThroughput } from './profile.ts';
 import { counted, failureCounters } from './counters.ts';
+import { capture, stopCapture, tcpdumpAvailable, wave, WAVE } from './wave.ts';
 
 const quick = process.argv.includes('--quick');
 const write = process.argv.includes('--write');
@@ -86,7 +88,7 @@ async function measure(target: Target, scenario: Scenario, agent: http.Agent): P
 }
 
 async function main(): Promise<void> {
-  if (only !== undefined && !SCENARIOS.some((s) => s.name === only)) throw new Error(`--scenario=${only}: expected one of ${SCENARIOS.map((s) => s.name).join(', ')}`);
+  if (only !== undefined && only !== 'wave' && !SCENARIOS.some((s) => s.name === only)) throw new Error(`--scenario=${only}: expected one of ${SCENARIOS.map((s) => s.name).join(', ')}, wave`);
   if (only !== undefined && write) throw new Error('--write takes a full run: docs/performance.md holds every scenario');
   const fleet = await startFleet({ nginx: true });
   const all = [fleet.upstream, ...fleet.targets];
@@ -196,6 +198,8 @@ async function main(): Promise<void> {
       }
     }
 
+    if (!memoryOnly && (only === undefined || only === 'wave')) await waveScenario(all, fleet.tmp, say, goals);
+
     if (!skipMemory) {
       // Memory must stay flat: after a warm-up that brings the process to its steady state under
       // this load, the same 100 000 requests and concurrent long streams again must not raise
@@ -287,6 +291,64 @@ async function main(): Promise<void> {
     for (const a of agents.values()) a.destroy();
     await fleet.stop();
   }
+}
+
+/**
+ * The wave pattern (bench/wave.ts: vLLM's benchmark client at a fixed concurrency, 32 streams
+ * ending together and the next 32 arriving at once), clients without include_usage, every target
+ * interleaved: the client's TTFT over direct's at the waves after the first, and the arrival
+ * blind spot (tcpdump) of the infermeter that writes an access log.
+ */
+async function waveScenario(all: readonly Target[], tmp: string, say: (line?: string) => void, goals: Array<[string, boolean, string]>): Promise<void> {
+  const reps = quick ? 1 : 3;
+  const waves = quick ? 3 : 6;
+  // Whether this process may capture on loopback (root or CAP_NET_RAW): a short trial.
+  let canCapture = tcpdumpAvailable();
+  if (canCapture) {
+    try {
+      await stopCapture(await capture(`${tmp}/trial.pcap`, [9]));
+    } catch {
+      canCapture = false;
+    }
+  }
+  const ttft = new Map<string, number[]>(all.map((t) => [t.name, []]));
+  const blind = new Map<string, number[]>(all.map((t) => [t.name, []]));
+  let failed = 0;
+  for (let rep = 0; rep < reps; rep++) {
+    const order = all.map((_, i) => all[(i + rep) % all.length]!);
+    for (const t of order) {
+      const r = await wave(t.url, t.name, waves, tmp, { includeUsage: false, ...(canCapture && t.log !== undefined ? { log: t.log } : {}) });
+      ttft.get(t.name)!.push(...r.ttftMs);
+      blind.get(t.name)!.push(...r.blindMs);
+      failed += r.failed;
+    }
+  }
+  const p = (name: string, q: number) => percentile(ttft.get(name)!, q);
+  const d50 = p('direct', 50);
+  const d99 = p('direct', 99);
+  const node50 = (p('node pass-through', 50) + p(CONTROL, 50)) / 2 - d50;
+  say(`### wave: ${WAVE.concurrency} lanes × ${waves} waves, ${WAVE.shape.tokens} tokens, TTFT ${WAVE.shape.ttftMs} ms, ${WAVE.shape.gapMs} ms between tokens, no include_usage; ${reps} interleaved repetitions, waves 2 on pooled`);
+  say();
+  say("Each lane sends its next stream the moment its last ended, as vLLM's benchmark client does at a fixed concurrency: 32 streams end together and 32 requests arrive at once. TTFT is the client's; the blind spot is the request's first byte on the client-facing port (tcpdump) to the t0 infermeter logged (through its TTFB: the wire's head minus the request's first byte, minus the logged TTFB), for the target with an access log.");
+  say();
+  say('| target | TTFT p50 ms | TTFT p99 ms | added TTFT p50 ms | added TTFT p99 ms | blind spot p50 ms | blind spot p99 ms |');
+  say('|---|---|---|---|---|---|---|');
+  for (const t of all) {
+    const b = blind.get(t.name)!;
+    const spot = b.length === 0 ? (t.log === undefined ? '- | -' : 'n/a (no capture: tcpdump missing or not allowed) | n/a') : `${f(percentile(b, 50), 3)} | ${f(percentile(b, 99), 3)}`;
+    const isDirect = t.name === 'direct';
+    say(`| ${t.name} | ${f(p(t.name, 50))} | ${f(p(t.name, 99))} | ${isDirect ? '-' : f(p(t.name, 50) - d50, 3)} | ${isDirect ? '-' : f(p(t.name, 99) - d99, 3)} | ${spot} |`);
+  }
+  say();
+  say(failed === 0 ? 'Errors: none at the client.' : `Errors: ${failed} requests failed at the client.`);
+  say();
+  const inf50 = p('infermeter', 50) - d50;
+  const inf99 = p('infermeter', 99) - d99;
+  const apart = Math.abs(p('node pass-through', 50) - p(CONTROL, 50));
+  goals.push([`wave: added TTFT p50 within 1 ms of the Node pass-through's`, inf50 - node50 <= 1, `${f(inf50, 3)} ms vs ${f(node50, 3)} ms (the two pass-through processes: ${f(apart, 3)} ms apart)`]);
+  goals.push([`wave: added TTFT p99 at most 5 ms`, inf99 <= 5, `${f(inf99, 3)} ms (the Node pass-through: ${f((p('node pass-through', 99) + p(CONTROL, 99)) / 2 - d99, 3)} ms)`]);
+  const spots = blind.get('infermeter + access log') ?? [];
+  if (spots.length > 0) goals.push([`wave: arrival blind spot p99 at most 5 ms (tcpdump)`, percentile(spots, 99) <= 5, `${f(percentile(spots, 99), 3)} ms (p50 ${f(percentile(spots, 50), 3)} ms)`]);
 }
 
 main().catch((error: unknown) => {

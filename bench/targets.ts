@@ -15,6 +15,8 @@ export interface Target {
   readonly pids: () => number[];
   /** infermeter's metrics listener, whose failure counters the run reads (bench/counters.ts). */
   readonly metricsUrl?: string;
+  /** Its access log, where the wave scenario reads each request's logged t0 (bench/wave.ts). */
+  readonly log?: string;
 }
 
 export interface Fleet {
@@ -103,7 +105,7 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
     const started = JSON.parse(line) as { data: string; metrics?: string };
     // An older build compared (BENCH_COMPARE) may not say where its metrics are.
     const metricsUrl = started.metrics?.startsWith('http') ? started.metrics : undefined;
-    return { name, url: started.data, pids: () => [child.pid!], ...(metricsUrl === undefined ? {} : { metricsUrl }) };
+    return { name, url: started.data, pids: () => [child.pid!], ...(metricsUrl === undefined ? {} : { metricsUrl }), ...(extra.INFERMETER_ACCESS_LOG === undefined ? {} : { log: extra.INFERMETER_ACCESS_LOG }) };
   };
 
   const pass = await startNode(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');

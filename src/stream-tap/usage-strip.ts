@@ -88,8 +88,21 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
         if (to > run) out.push(chunk.subarray(run, to));
         run = from;
       };
+      // Native scans find the line ends; only terminators are looked at byte by byte, and only an
+      // event that holds "usage" is looked into.
+      let nextCR = chunk.indexOf(CR);
+      let nextUsage = chunk.indexOf(USAGE);
       for (let i = 0; i < chunk.length; i++) {
         const b = chunk[i]!;
+        if (b !== LF && b !== CR && !boundaryAtCR) {
+          if (nextCR !== -1 && nextCR < i) nextCR = chunk.indexOf(CR, i);
+          const lf = chunk.indexOf(LF, i);
+          const end = nextCR !== -1 && (lf === -1 || nextCR < lf) ? nextCR : lf === -1 ? chunk.length : lf;
+          afterCR = false;
+          lineLength += end - i;
+          i = end - 1;
+          continue;
+        }
         if (boundaryAtCR) {
           boundaryAtCR = false;
           if (b === LF) {
@@ -126,7 +139,8 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
           oversized = false;
           lastStripped = false;
         } else if (heldLength === 0) {
-          lastStripped = isUsageOnlyEvent(chunk.subarray(start, i + 1));
+          if (nextUsage !== -1 && nextUsage < start) nextUsage = chunk.indexOf(USAGE, start);
+          lastStripped = nextUsage !== -1 && nextUsage < i && isUsageOnlyEvent(chunk.subarray(start, i + 1));
           if (lastStripped) {
             options.stripped(i + 1 - start);
             cut(i + 1, start);

@@ -6,7 +6,7 @@ import { once } from 'node:events';
 import net, { type Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
-import { relay } from '../../src/data-plane/relay.ts';
+import { chunkFrame, relay } from '../../src/data-plane/relay.ts';
 import { createUsageStrip, type BodyFilter } from '../../src/stream-tap/usage-strip.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 import { listen } from '../helpers/listen.ts';
@@ -103,6 +103,8 @@ describe('relay', () => {
     s.upstream.write('a');
     await turn();
     const before = s.socketWrites();
+    // As Node's parser does when the body's end came in the same read as its last bytes.
+    (s.upstream as unknown as { complete: boolean }).complete = true;
     s.upstream.end('b');
     assert.equal(await s.received, 'ab');
     assert.equal(s.lastWrite.length, 1, JSON.stringify(s.lastWrite));
@@ -182,5 +184,49 @@ describe('relay', () => {
       // The head with the first event, then the rest with the end.
       assert.equal(writes.length, 2, `include_usage ${includeUsage}: socket writes ${writes.length}`);
     }
+  });
+  it('frames a chunk as Node does: its size in hex, CRLF, its bytes, CRLF', () => {
+    assert.equal(chunkFrame(Buffer.from('data: a\n\n')).toString('latin1'), '9\r\ndata: a\n\n\r\n');
+    const big = Buffer.alloc(0x1234, 0x78);
+    assert.equal(chunkFrame(big).toString('latin1'), `1234\r\n${'x'.repeat(0x1234)}\r\n`);
+  });
+
+  it('on the framed path (small batches after the head), a client that stops reading pauses the upstream, then gets every byte in order', async (t) => {
+    let upstream!: PassThrough;
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.flushHeaders(); // the head gone: every batch takes the framed path
+      upstream = new PassThrough();
+      relay(upstream as unknown as IncomingMessage, res, undefined);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => {
+      server.closeAllConnections();
+      server.close();
+    });
+    const res = await new Promise<IncomingMessage>((resolve, reject) => http.get(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, { agent: false }, resolve).on('error', reject));
+    res.pause();
+    // 8 KiB events one per turn, far more than the socket buffers between hold, until the relay pauses the upstream.
+    const piece = (i: number) => `data: ${String(i).padStart(8, '0')}${'x'.repeat(8 * 1024 - 16)}\n\n`;
+    let sent = 0;
+    while (!upstream.isPaused() && sent < 20_000) {
+      upstream.write(piece(sent++));
+      await turn();
+    }
+    assert.ok(upstream.isPaused(), `the relay paused the upstream (after ${sent} events)`);
+    let text = '';
+    res.setEncoding('latin1');
+    res.on('data', (c: string) => (text += c));
+    res.resume();
+    await new Promise<void>((resolve) => {
+      const more = (): void => {
+        if (upstream.isPaused()) return void setImmediate(more);
+        upstream.end(piece(sent++));
+        resolve();
+      };
+      more();
+    });
+    await new Promise((resolve) => res.on('end', resolve));
+    assert.equal(text, Array.from({ length: sent }, (_, i) => piece(i)).join(''));
   });
 });
