@@ -199,12 +199,8 @@ describe('relay', () => {
       upstream = new PassThrough();
       relay(upstream as unknown as IncomingMessage, res, undefined);
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    t.after(() => {
-      server.closeAllConnections();
-      server.close();
-    });
-    const res = await new Promise<IncomingMessage>((resolve, reject) => http.get(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, { agent: false }, resolve).on('error', reject));
+    const { url } = await listen(t, server);
+    const res = await new Promise<IncomingMessage>((resolve, reject) => http.get(`${url}/`, { agent: false }, resolve).on('error', reject));
     res.pause();
     // 8 KiB events one per turn, far more than the socket buffers between hold, until the relay pauses the upstream.
     const piece = (i: number) => `data: ${String(i).padStart(8, '0')}${'x'.repeat(8 * 1024 - 16)}\n\n`;
