@@ -3,7 +3,8 @@
 // the usage strip's pass over the read and the response tap's reading of it (the event
 // splitter, the skim, the timer), as the relay drives them. Three shapes of read: one event a
 // read (the latency scenario: a token every few milliseconds), eight events a read (the
-// throughput scenario: tokens back to back), and 100-byte reads (events split across reads).
+// throughput scenario: tokens back to back), 100-byte reads (events split across reads), and
+// CRLF line ends (the SSE specification's other form).
 // BENCH_COMPARE=<another checkout> runs that checkout's strip and tap too, interleaved round by
 // round in this one process, and prints the ratio: only ratios side by side mean anything on a
 // shared machine. Bounded: a fixed number of streams per round, a fixed number of rounds.
@@ -33,16 +34,18 @@ const TOKENS = 128;
 const events = Array.from({ length: TOKENS }, (_, i) => `data: ${head}tok${i % 64}${tail}\n\n`);
 const finish = 'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}\n\n';
 const usage = `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":${TOKENS},"total_tokens":${12 + TOKENS}}}\n\n`;
-const stream = Buffer.from([...events, finish, usage, 'data: [DONE]\n\n'].join(''));
+const all = [...events, finish, usage, 'data: [DONE]\n\n'];
+const stream = Buffer.from(all.join(''));
+const crlf = Buffer.from(all.join('').replaceAll('\n', '\r\n'));
 
-/** The stream as reads: `perRead` events each, or pieces of `bytes` bytes. */
-function reads(shape: { perRead?: number; bytes?: number }): Buffer[] {
+/** The stream as reads: `perRead` events each, or pieces of `bytes` bytes; CRLF line ends if asked. */
+function reads(shape: { perRead?: number; bytes?: number; crlf?: boolean }): Buffer[] {
+  if (shape.crlf === true) return all.map((e) => Buffer.from(e.replaceAll('\n', '\r\n')));
   if (shape.bytes !== undefined) {
     const out: Buffer[] = [];
     for (let i = 0; i < stream.length; i += shape.bytes) out.push(Buffer.from(stream.subarray(i, i + shape.bytes)));
     return out;
   }
-  const all = [...events, finish, usage, 'data: [DONE]\n\n'];
   const out: Buffer[] = [];
   for (let i = 0; i < all.length; i += shape.perRead!) out.push(Buffer.from(all.slice(i, i + shape.perRead!).join('')));
   return out;
@@ -86,12 +89,14 @@ async function main(): Promise<void> {
     { name: 'one event a read (latency)', perRead: 1 },
     { name: 'eight events a read (throughput)', perRead: 8 },
     { name: '100-byte reads (events split)', bytes: 100 },
+    // Before the one splitter, the tap's general path (TextDecoder and eventsource-parser).
+    { name: 'CRLF line ends, one event a read', crlf: true },
   ];
   console.log(`| shape | ${builds.map((b) => `${b.name} µs per read`).join(' | ')}${builds.length > 1 ? ' | ratio' : ''} |`);
   console.log(`|---|${builds.map(() => '---|').join('')}${builds.length > 1 ? '---|' : ''}`);
   for (const shape of shapes) {
     const input = reads(shape);
-    const expected = stream.length - usage.length;
+    const expected = shape.crlf === true ? crlf.length - usage.length - usage.split('\n').length + 1 : stream.length - usage.length;
     for (const b of builds) {
       for (let i = 0; i < 50; i++) if (oneStream(b, input) !== expected) throw new Error(`${b.name}: wrong bytes written`);
     }
