@@ -51,8 +51,15 @@ function reads(shape: { perRead?: number; bytes?: number; crlf?: boolean }): Buf
   return out;
 }
 
-const sink = { started() {}, firstOutput() {}, finished() {} };
-const options = { maxEventBytes: 1 << 20, maxBodyBytes: 1 << 20, problem() {} };
+let lastTokens = -1;
+const sink = { started() {}, firstOutput() {}, finished: (sample: { tokenEvents: number }) => (lastTokens = sample.tokenEvents) };
+const options = {
+  maxEventBytes: 1 << 20,
+  maxBodyBytes: 1 << 20,
+  problem: (kind: string) => {
+    throw new Error(`tap problem: ${kind}`);
+  },
+};
 let now = 0;
 const clock = () => now;
 
@@ -98,7 +105,10 @@ async function main(): Promise<void> {
     const input = reads(shape);
     const expected = shape.crlf === true ? crlf.length - usage.length - usage.split('\n').length + 1 : stream.length - usage.length;
     for (const b of builds) {
-      for (let i = 0; i < 50; i++) if (oneStream(b, input) !== expected) throw new Error(`${b.name}: wrong bytes written`);
+      for (let i = 0; i < 50; i++) {
+        if (oneStream(b, input) !== expected) throw new Error(`${b.name}: wrong bytes written`);
+        if (lastTokens !== TOKENS) throw new Error(`${b.name}: ${lastTokens} token events read, not ${TOKENS}`);
+      }
     }
     const perRead = builds.map(() => [] as number[]);
     for (let r = 0; r < rounds; r++) {
