@@ -15,7 +15,7 @@ import { pathToFileURL } from 'node:url';
 interface Build {
   readonly name: string;
   readonly createUsageStrip: (o: { maxEventBytes: number; stripped: (n: number) => void }) => { pass(c: Buffer): Buffer | undefined; end(): Buffer | undefined };
-  readonly tapResponse: (res: IncomingMessage, timer: unknown, o: { maxEventBytes: number; maxBodyBytes: number; problem: () => void }) => { chunk(c: Buffer): void; end(): void; close(): void };
+  readonly tapResponse: (res: IncomingMessage, timer: unknown, o: { maxEventBytes: number; maxBodyBytes: number; problem: (kind: string) => void }) => { chunk(c: Buffer): void; end(): void; close(): void };
   readonly createRequestTimer: (api: 'chat', clock: () => number, sink: object) => { identify(m: string, s: boolean): void; responseFinished(): void; close(ok: boolean): void };
 }
 
