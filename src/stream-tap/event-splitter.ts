@@ -37,6 +37,8 @@ export class EventSplitter {
   #atLineStart = true;
   /** The last read ended with a CR: a LF first in this one is the rest of that CRLF. */
   #afterCR = false;
+  /** A held byte may be a CR (else the joined event needs no search for one). */
+  #heldCR = false;
   /** Inside an event over the cap: its bytes are neither held nor reported, up to its end. */
   #skipping = false;
   /** Nothing but the stream's first event can begin with the byte-order mark. */
@@ -64,26 +66,32 @@ export class EventSplitter {
       if (chunk[0] === LF) p = 1; // the rest of a CRLF: belongs to the line (or event) before
     }
     this.#afterCR = chunk[chunk.length - 1] === CR;
+    // CR line ends are rare: one search per read, whose answer every later search starts from
+    // (none again in a read without a CR).
+    let cr = orNone(chunk.indexOf(CR, p));
     if (this.#skipping || this.#heldLength > 0) {
-      const next = this.#endOf(chunk, p);
+      const next = this.#endOf(chunk, p, cr);
       if (next === -1) {
         if (this.#skipping) return chunk.length;
         // All of this read belongs to the held event (a CRLF's LF first in it too).
-        this.#hold(chunk, 0, sink);
+        this.#hold(chunk, 0, cr !== NONE, sink);
         return this.#skipping ? chunk.length : 0;
       }
       if (this.#skipping) this.#skipping = false;
       else {
-        const b = Buffer.concat([...this.#held, chunk.subarray(0, next)], this.#heldLength + next);
-        this.#scan(b, 0, sink);
+        this.#held.push(chunk.subarray(0, next));
+        const b = Buffer.concat(this.#held, this.#heldLength + next);
+        this.#scan(b, 0, this.#heldCR || cr < next ? orNone(b.indexOf(CR)) : NONE, sink);
         this.#held = [];
         this.#heldLength = 0;
+        this.#heldCR = false;
       }
       p = next;
+      if (cr < p) cr = orNone(chunk.indexOf(CR, p));
     }
-    const from = this.#scan(chunk, p, sink);
+    const from = this.#scan(chunk, p, cr, sink);
     if (from === chunk.length) return from;
-    this.#hold(chunk, from, sink);
+    this.#hold(chunk, from, cr !== NONE, sink);
     return this.#skipping ? chunk.length : from;
   }
 
@@ -92,42 +100,49 @@ export class EventSplitter {
     const held = this.#held;
     this.#held = [];
     this.#heldLength = 0;
+    this.#heldCR = false;
     if (held.length === 0) return undefined;
     return held.length === 1 ? held[0] : Buffer.concat(held);
   }
 
-  /** Holds bytes [from, end) of `chunk`, the incomplete event's, unless the event outgrew the cap. */
-  #hold(chunk: Buffer, from: number, sink: EventSink): void {
+  /**
+   * Holds bytes [from, end) of `chunk`, the incomplete event's, unless the event outgrew the cap;
+   * `maybeCR`: the read has a CR (perhaps in those bytes).
+   */
+  #hold(chunk: Buffer, from: number, maybeCR: boolean, sink: EventSink): void {
     const last = chunk[chunk.length - 1];
     this.#atLineStart = last === LF || last === CR;
     if (this.#heldLength + chunk.length - from > this.#maxEventBytes) {
       const held = this.#held;
       this.#held = [];
       this.#heldLength = 0;
+      this.#heldCR = false;
       this.#skipping = true;
       this.#streamStart = false;
       sink.oversized(held);
       return;
     }
     // A copy: a view would keep the whole socket read buffer (up to 64 KiB) alive per stream.
-    const copy = Buffer.from(chunk.subarray(from));
+    const copy = Buffer.copyBytesFrom(chunk, from);
     this.#held.push(copy);
     this.#heldLength += copy.length;
+    if (maybeCR) this.#heldCR = true;
   }
 
   /**
    * Where the held (or skipped) event ends in `chunk`, scanning from `p` with the line state
-   * the last read left: the index after its blank line, or -1 when this read does not end it.
+   * the last read left (`firstCR`: the first CR from `p`, or NONE): the index after its blank
+   * line, or -1 when this read does not end it.
    */
-  #endOf(chunk: Buffer, p: number): number {
+  #endOf(chunk: Buffer, p: number, firstCR: number): number {
     let at = p;
     let atLineStart = this.#atLineStart;
     let lf = -1;
-    let cr = -1;
+    let cr = firstCR;
     while (at < chunk.length) {
       // Each search again only once passed: linear in the read, however many lines it holds.
-      if (lf !== NONE && lf < at) lf = orNone(chunk.indexOf(LF, at));
-      if (cr !== NONE && cr < at) cr = orNone(chunk.indexOf(CR, at));
+      if (lf < at) lf = orNone(chunk.indexOf(LF, at));
+      if (cr < at) cr = orNone(chunk.indexOf(CR, at));
       const eol = lf < cr ? lf : cr;
       if (eol === NONE) {
         this.#atLineStart = false;
@@ -143,16 +158,13 @@ export class EventSplitter {
   }
 
   /**
-   * Reports the events of `b` from `p` (an event's boundary); returns where the incomplete
-   * event it ends with begins (b.length: none).
+   * Reports the events of `b` from `p` (an event's boundary; `firstCR`: the first CR from `p`,
+   * or NONE); returns where the incomplete event it ends with begins (b.length: none).
    */
-  #scan(b: Buffer, p: number, sink: EventSink): number {
+  #scan(b: Buffer, p: number, firstCR: number, sink: EventSink): number {
     const length = b.length;
-    // CR line ends are rare: one search per read, and none again when it finds none.
-    let cr = b.indexOf(CR, p);
-    if (cr === -1) cr = NONE;
-    let lf = b.indexOf(LF, p);
-    if (lf === -1) lf = NONE;
+    let cr = firstCR;
+    let lf = orNone(b.indexOf(LF, p));
     while (p < length) {
       let eol = lf < cr ? lf : cr;
       if (eol === NONE) return p;
@@ -176,14 +188,8 @@ export class EventSplitter {
         let end = eol;
         let at = next;
         for (;;) {
-          if (lf < at) {
-            lf = b.indexOf(LF, at);
-            if (lf === -1) lf = NONE;
-          }
-          if (cr < at) {
-            cr = b.indexOf(CR, at);
-            if (cr === -1) cr = NONE;
-          }
+          if (lf < at) lf = orNone(b.indexOf(LF, at));
+          if (cr < at) cr = orNone(b.indexOf(CR, at));
           eol = lf < cr ? lf : cr;
           if (eol === NONE) return start; // incomplete
           const after = eol + (b[eol] === CR && b[eol + 1] === LF ? 2 : 1);
@@ -198,14 +204,8 @@ export class EventSplitter {
           at = after;
         }
       }
-      if (lf < p) {
-        lf = b.indexOf(LF, p);
-        if (lf === -1) lf = NONE;
-      }
-      if (cr < p) {
-        cr = b.indexOf(CR, p);
-        if (cr === -1) cr = NONE;
-      }
+      if (lf < p) lf = orNone(b.indexOf(LF, p));
+      if (cr < p) cr = orNone(b.indexOf(CR, p));
     }
     return p;
   }
