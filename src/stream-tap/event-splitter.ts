@@ -15,9 +15,10 @@ export interface EventSink {
   /**
    * One complete event: its lines are bytes [start, end) of `b` (the blank line that ends it
    * excluded), `lines` of them, the first ending at `firstEnd` (end: a single line); its bytes
-   * in the stream run to `next`, the blank line included. `b` is the read itself, or, for an
-   * event begun in an earlier read, the held bytes joined with this read's up to `next` (then
-   * the event begins at 0, `heldLength` of its bytes came before this read).
+   * in the stream run to `next`, the blank line included. `b` is the read itself, or, in a read
+   * that completes an event begun in earlier reads, the held bytes joined with the whole read:
+   * then the first `heldLength` bytes of `b` (as it was before this read) came before it, and
+   * the held event begins at 0.
    */
   event(b: Buffer, start: number, end: number, firstEnd: number, lines: number, next: number): void;
   /**
@@ -77,17 +78,25 @@ export class EventSplitter {
         this.#hold(chunk, 0, cr !== NONE, sink);
         return this.#skipping ? chunk.length : 0;
       }
-      if (this.#skipping) this.#skipping = false;
-      else {
-        this.#held.push(chunk.subarray(0, next));
-        const b = Buffer.concat(this.#held, this.#heldLength + next);
-        this.#scan(b, 0, this.#heldCR || cr < next ? orNone(b.indexOf(CR)) : NONE, sink);
+      if (this.#skipping) {
+        this.#skipping = false;
+        p = next;
+        if (cr < p) cr = orNone(chunk.indexOf(CR, p));
+      } else {
+        // The held bytes and this whole read, joined once and read as one: the events after
+        // the held one come as views of the joined bytes (its first `carried` from earlier reads).
+        const carried = this.#heldLength;
+        this.#held.push(chunk);
+        const b = Buffer.concat(this.#held, carried + chunk.length);
+        const heldCR = this.#heldCR;
         this.#held = [];
         this.#heldLength = 0;
         this.#heldCR = false;
+        const from = this.#scan(b, 0, heldCR || cr !== NONE ? orNone(b.indexOf(CR)) : NONE, sink);
+        if (from === b.length) return chunk.length;
+        this.#hold(b, from, cr !== NONE, sink);
+        return this.#skipping ? chunk.length : from - carried;
       }
-      p = next;
-      if (cr < p) cr = orNone(chunk.indexOf(CR, p));
     }
     const from = this.#scan(chunk, p, cr, sink);
     if (from === chunk.length) return from;

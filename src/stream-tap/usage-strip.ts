@@ -86,6 +86,7 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
   let out: Buffer[] = [];
   let run = 0;
   let carried = 0; // bytes of an event begun in earlier reads, held by the splitter
+  let carriedSeen = false; // that event was reported in this read
   // The last read ended with the CR of a removed event's blank line: a LF first in this read
   // completes that CRLF and goes with it.
   let strippedAtCR = false;
@@ -93,22 +94,26 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
   const sink: EventSink = {
     event(b, start, end, _firstEnd, _lines, next) {
       const usage = isUsageOnlyEvent(b, start, end);
-      if (b !== chunk) {
-        // Begun in an earlier read: b is the held bytes joined with this read's [0, next - carried).
-        const inChunk = next - carried;
+      // In a read that completed a held event, b is the held bytes joined with the read.
+      const offset = b === chunk ? 0 : carried;
+      const from = start - offset;
+      const to = next - offset;
+      strippedAtCR = usage && to === chunk.length && chunk[to - 1] === CR;
+      if (offset > 0 && !carriedSeen) {
+        // The first event of the joined bytes, begun in an earlier read (at 0, whatever its
+        // start after a byte-order mark): its held bytes were not passed yet.
+        carriedSeen = true;
         if (usage) {
           options.stripped(next - start);
           if (start > 0) out.push(b.subarray(0, start)); // a byte-order mark before it stays
-          run = inChunk;
+          run = to;
         } else out.push(b.subarray(0, carried)); // then this read's part, with the run
-        strippedAtCR = usage && inChunk === chunk.length && chunk[inChunk - 1] === CR;
         return;
       }
       if (!usage) return;
-      options.stripped(next - start);
-      if (start > run) out.push(chunk.subarray(run, start));
-      run = next;
-      strippedAtCR = next === chunk.length && chunk[next - 1] === CR;
+      options.stripped(to - from);
+      if (from > run) out.push(chunk.subarray(run, from));
+      run = to;
     },
     oversized(held) {
       // Too large to be the usage-only chunk: what was held of it passes now, the rest as it comes.
@@ -122,6 +127,7 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
       out = [];
       run = 0;
       carried = splitter.heldLength;
+      carriedSeen = false;
       if (strippedAtCR) {
         strippedAtCR = false;
         if (read[0] === LF) {
