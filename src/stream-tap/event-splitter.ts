@@ -5,7 +5,7 @@
 // its first line. No decoding: CR and LF never occur inside a UTF-8 character, so the lines are
 // found on the bytes and only what a reader needs is decoded. A complete event is handed over
 // where it lies in the read (no copy); only an event still incomplete at a read's end is copied
-// and held, joined with the rest of it when its blank line comes, and held at most up to a cap.
+// and held, at most up to a cap, and the read that brings its blank line is joined with it once.
 const LF = 0x0a;
 const CR = 0x0d;
 /** Larger than any index: "no such byte in this read". */
