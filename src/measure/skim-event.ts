@@ -8,7 +8,7 @@
 // it answer undefined, and the full classifier (JSON.parse) decides instead: exact either way,
 // and no JSON.parse for the events of a common stream. It assumes what engines send: no key twice
 // in one object (JSON.parse would keep the last; a member here counts wherever it is).
-// Over 300 lines (past 400, the one file allowed): the hot path's byte walker, kept whole for speed.
+// Over 300 lines (past 400, the one file allowed): the hot path's one byte walker, its steps sharing one cursor and state per event.
 import { REASONING, type EventFacts } from './event-facts.ts';
 
 const QUOTE = 0x22;
@@ -59,7 +59,7 @@ const REASONING_KEYS = [k('reasoning_content'), k('reasoning')];
 // ... and those whose value is output when it is a non-empty object (as in openai-events.ts).
 const OBJECT_KEYS = [k('audio'), k('function_call')];
 
-/** Returned inside the walk (in place of an index) to defer to the full classifier; never escapes skimTokenEvent. */
+/** Returned by the walk's steps in place of an index: defer to the full classifier (never escapes skimTokenEvent). */
 const DEFER = -1;
 
 /**

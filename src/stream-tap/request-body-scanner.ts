@@ -10,6 +10,10 @@
 // a UTF-8 byte order mark is skipped (Python's json.loads skips it), NaN and Infinity are values
 // (Python takes them), and `stream` is read as pydantic's lax bool reads it (`1`, `"true"`,
 // `"yes"`, `"on"` ... stream), so that no spelling streams for the engine and not for infermeter.
+// Over 300 lines: one state machine whose states share a few integers of state in one closure,
+// the request's hot loop; pydantic's bool is its own module (lax-bool.ts).
+
+import { laxBool, MAX_STREAM_TEXT } from './lax-bool.ts';
 
 export type ScanResult =
   | {
@@ -65,7 +69,6 @@ const KEY_BYTES = ['', 'model', 'stream', 'stream_options', 'max_completion_toke
   Buffer.from(k, 'latin1'),
 );
 const MAX_INT = 0x7fffffff; // larger counts are not credible requests; treated as absent
-const MAX_STREAM_TEXT = 32; // a longer `stream` value is no bool to pydantic either
 // What `\x` stands for in a JSON string, by x (0: not an escape JSON has; `\u` apart).
 const ESCAPES = new Uint8Array(128);
 for (const [c, v] of [['"', 0x22], ['\\', 0x5c], ['/', 0x2f], ['b', 0x08], ['f', 0x0c], ['n', 0x0a], ['r', 0x0d], ['t', 0x09]] as const) ESCAPES[c.charCodeAt(0)] = v;
@@ -378,36 +381,6 @@ function hexValue(c: number): number {
   if (c >= 0x30 && c <= 0x39) return c - 0x30;
   const l = c | 0x20;
   return l >= 0x61 && l <= 0x66 ? l - 0x61 + 10 : -1;
-}
-
-const LAX_TRUE = new Set(['1', 'on', 't', 'true', 'y', 'yes']);
-const LAX_FALSE = new Set(['0', 'off', 'f', 'false', 'n', 'no']);
-const NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
-
-/**
- * A `stream` value as pydantic's lax bool reads it (vLLM's and SGLang's request models): the
- * literals, a number equal to 0 or 1, and the strings it names (any case); anything else is no
- * bool (the engine refuses it). `text` is a literal's text, or a string's raw JSON content.
- */
-function laxBool(text: string, isString: boolean): boolean | undefined {
-  if (text.length > MAX_STREAM_TEXT) return undefined;
-  if (!isString) {
-    if (text === 'true') return true;
-    if (text === 'false') return false;
-    if (!NUMBER.test(text)) return undefined;
-    const v = Number(text);
-    return v === 1 ? true : v === 0 ? false : undefined;
-  }
-  let s = text;
-  if (s.includes('\\')) {
-    try {
-      s = JSON.parse(`"${s}"`) as string;
-    } catch {
-      return undefined;
-    }
-  }
-  s = s.toLowerCase();
-  return LAX_TRUE.has(s) ? true : LAX_FALSE.has(s) ? false : undefined;
 }
 
 /** The scan of a whole body in memory. */

@@ -1,11 +1,14 @@
 // Removes the usage-only chunk that injected usage produced, from the bytes going to the
 // client: every other byte passes unchanged and in order. It works on what one upstream read
-// brought and gives back what to write for it, once: a read that starts and ends on an event
-// boundary and holds no usage-only chunk (the usual case) is given back as the very Buffer it
-// came in, so the relay writes it as it writes any other read. Events are cut at their blank line; an event's
-// bytes are held only until that event is complete. An event that grows past the cap is passed
-// on as its bytes come, unheld, and stripping resumes after it: the usage-only chunk infermeter
-// asked for (small, and last) is still removed from such a stream.
+// brought and gives back what to write for it, once: a read that ends on an event boundary and
+// holds no usage-only chunk (the usual case) is given back as the very Buffer it came in, and a
+// read with one removed as views of it around the gap (one copy only where two pieces must
+// become one write), so the relay writes it as it writes any other read. Events are cut by the
+// event splitter (event-splitter.ts, the tap's own); an event's bytes are held only until that
+// event is complete. An event that grows past the cap is passed on as its bytes come, unheld,
+// and stripping resumes after it: the usage-only chunk infermeter asked for (small, and last)
+// is still removed from such a stream.
+import { EventSplitter, type EventSink } from './event-splitter.ts';
 
 const LF = 0x0a;
 const CR = 0x0d;
@@ -13,6 +16,7 @@ const CR = 0x0d;
 // without JSON.parse. Whitespace JSON allows is allowed (Python's json.dumps writes `": "`).
 const CHOICES = Buffer.from('"choices"');
 const USAGE = Buffer.from('"usage"');
+const EMPTY = Buffer.alloc(0);
 
 export interface UsageStripOptions {
   readonly maxEventBytes: number;
@@ -28,11 +32,16 @@ export interface BodyFilter {
   end(): Buffer | undefined;
 }
 
-/** Is this complete SSE event (bytes) a usage-only chunk: `choices: []` and a usage object? */
-export function isUsageOnlyEvent(event: Buffer): boolean {
-  if (!hasEmptyChoices(event) || event.indexOf(USAGE) === -1) return false;
+/**
+ * Is this complete SSE event a usage-only chunk: `choices: []` and a usage object? Its lines
+ * are bytes [start, end) of `event` (the whole Buffer by default, its blank line may be in it).
+ */
+export function isUsageOnlyEvent(event: Buffer, start = 0, end = event.length): boolean {
+  if (!hasEmptyChoices(event, start, end)) return false;
+  const usage = event.indexOf(USAGE, start);
+  if (usage === -1 || usage >= end) return false;
   const data: string[] = [];
-  for (const line of event.toString('utf8').split(/\r\n|\r|\n/)) {
+  for (const line of event.toString('utf8', start, end).split(/\r\n|\r|\n/)) {
     if (line.startsWith('data:')) data.push(line.slice(line.charCodeAt(5) === 0x20 ? 6 : 5));
     else if (line !== '' && !line.startsWith(':')) return false; // event:, id: ... keep such events
   }
@@ -45,21 +54,22 @@ export function isUsageOnlyEvent(event: Buffer): boolean {
   }
 }
 
-/** Whether `"choices"` is followed, whitespace aside, by `: []` somewhere in the event. */
-function hasEmptyChoices(event: Buffer): boolean {
-  for (let at = event.indexOf(CHOICES); at !== -1; at = event.indexOf(CHOICES, at + 1)) {
-    let i = skipSpace(event, at + CHOICES.length);
+/** Whether `"choices"` is followed, whitespace aside, by `: []` somewhere in [start, end). */
+function hasEmptyChoices(event: Buffer, start: number, end: number): boolean {
+  for (let at = event.indexOf(CHOICES, start); at !== -1 && at < end; at = event.indexOf(CHOICES, at + 1)) {
+    let i = skipSpace(event, at + CHOICES.length, end);
     if (event[i] !== 0x3a) continue;
-    i = skipSpace(event, i + 1);
+    i = skipSpace(event, i + 1, end);
     if (event[i] !== 0x5b) continue;
-    if (event[skipSpace(event, i + 1)] === 0x5d) return true;
+    i = skipSpace(event, i + 1, end);
+    if (i < end && event[i] === 0x5d) return true;
   }
   return false;
 }
 
-function skipSpace(bytes: Buffer, from: number): number {
+function skipSpace(bytes: Buffer, from: number, end: number): number {
   let i = from;
-  while (i < bytes.length && (bytes[i] === 0x20 || bytes[i] === 0x09 || bytes[i] === LF || bytes[i] === CR)) i++;
+  while (i < end && (bytes[i] === 0x20 || bytes[i] === 0x09 || bytes[i] === LF || bytes[i] === CR)) i++;
   return i;
 }
 
@@ -69,123 +79,72 @@ function joined(parts: Buffer[]): Buffer | undefined {
 }
 
 export function createUsageStrip(options: UsageStripOptions): BodyFilter {
-  let held: Buffer[] = []; // bytes of the current, incomplete event, from earlier reads
-  let heldLength = 0;
-  let lineLength = 0; // bytes of the current line so far, terminator excluded
-  let afterCR = false; // the last byte was a CR (a LF next completes a CRLF)
-  let boundaryAtCR = false; // that CR ended an event: a LF right after belongs to it
-  let oversized = false; // the current event outgrew the cap: its bytes pass as they come
-  let lastStripped = false;
+  const splitter = new EventSplitter(options.maxEventBytes);
+  // The read being passed: what leaves for it is `out`, then the run of its bytes from `run` on
+  // that passes unchanged. A removed event ends the run before it and starts the next after it.
+  let chunk: Buffer = EMPTY;
+  let out: Buffer[] = [];
+  let run = 0;
+  let carried = 0; // bytes of an event begun in earlier reads, held by the splitter
+  let carriedSeen = false; // that event was reported in this read
+  // The last read ended with the CR of a removed event's blank line: a LF first in this read
+  // completes that CRLF and goes with it.
+  let strippedAtCR = false;
+
+  const sink: EventSink = {
+    event(b, start, end, _firstEnd, _lines, next) {
+      const usage = isUsageOnlyEvent(b, start, end);
+      // In a read that completed a held event, b is the held bytes joined with the read.
+      const offset = b === chunk ? 0 : carried;
+      const from = start - offset;
+      const to = next - offset;
+      strippedAtCR = usage && to === chunk.length && chunk[to - 1] === CR;
+      if (offset > 0 && !carriedSeen) {
+        // The first event of the joined bytes, begun in an earlier read (at 0, whatever its
+        // start after a byte-order mark): its held bytes were not passed yet.
+        carriedSeen = true;
+        if (usage) {
+          options.stripped(next - start);
+          if (start > 0) out.push(b.subarray(0, start)); // a byte-order mark before it stays
+          run = to;
+        } else out.push(b.subarray(0, carried)); // then this read's part, with the run
+        return;
+      }
+      if (!usage) return;
+      options.stripped(to - from);
+      if (from > run) out.push(chunk.subarray(run, from));
+      run = to;
+    },
+    oversized(held) {
+      // Too large to be the usage-only chunk: what was held of it passes now, the rest as it comes.
+      out.push(...held);
+    },
+  };
 
   return {
-    pass(chunk: Buffer): Buffer | undefined {
-      // What leaves for this read: `out`, then the run of this chunk's bytes from `run` on that
-      // passes unchanged. A removed event ends the run before it and starts the next after it.
-      const out: Buffer[] = [];
-      let run = 0;
-      let start = 0; // first byte of the current event within this chunk
-      const cut = (from: number, to: number): void => {
-        if (to > run) out.push(chunk.subarray(run, to));
-        run = from;
-      };
-      // Native scans find the line ends; only terminators are looked at byte by byte, and only an
-      // event that holds "usage" is looked into.
-      let nextCR = chunk.indexOf(CR);
-      let nextUsage = chunk.indexOf(USAGE);
-      for (let i = 0; i < chunk.length; i++) {
-        const b = chunk[i]!;
-        if (b !== LF && b !== CR && !boundaryAtCR) {
-          if (nextCR !== -1 && nextCR < i) nextCR = chunk.indexOf(CR, i);
-          const lf = chunk.indexOf(LF, i);
-          const end = nextCR !== -1 && (lf === -1 || nextCR < lf) ? nextCR : lf === -1 ? chunk.length : lf;
-          afterCR = false;
-          lineLength += end - i;
-          i = end - 1;
-          continue;
-        }
-        if (boundaryAtCR) {
-          boundaryAtCR = false;
-          if (b === LF) {
-            // The LF of the CRLF that ended the previous event belongs to it: passed with the
-            // run, or removed with it.
-            if (lastStripped) {
-              options.stripped(1);
-              cut(i + 1, i);
-            }
-            start = i + 1;
-            afterCR = false;
-            continue;
-          }
-        }
-        let lineEnded = false;
-        if (b === LF) {
-          if (afterCR) afterCR = false; // second half of CRLF: the line ended at the CR
-          else lineEnded = true;
-        } else if (b === CR) {
-          afterCR = true;
-          lineEnded = true;
-        } else {
-          afterCR = false;
-          lineLength++;
-        }
-        if (!lineEnded) continue;
-        if (lineLength > 0) {
-          lineLength = 0;
-          continue;
-        }
-        // A blank line: the event ends after this terminator.
-        if (oversized) {
-          // The end of an event too large to be the usage-only chunk: it passed as it came.
-          oversized = false;
-          lastStripped = false;
-        } else if (heldLength === 0) {
-          if (nextUsage !== -1 && nextUsage < start) nextUsage = chunk.indexOf(USAGE, start);
-          lastStripped = nextUsage !== -1 && nextUsage < i && isUsageOnlyEvent(chunk.subarray(start, i + 1));
-          if (lastStripped) {
-            options.stripped(i + 1 - start);
-            cut(i + 1, start);
-          }
-        } else {
-          // An event begun in an earlier read (so `start` and `run` are 0 here).
-          const event = Buffer.concat([...held, chunk.subarray(0, i + 1)], heldLength + i + 1);
-          lastStripped = isUsageOnlyEvent(event);
-          if (lastStripped) {
-            options.stripped(event.length);
-            run = i + 1;
-          } else {
-            out.push(...held);
-          }
-          held = [];
-          heldLength = 0;
-        }
-        start = i + 1;
-        if (b === CR) boundaryAtCR = true;
-      }
-      if (start < chunk.length && !oversized) {
-        // An incomplete event: held (a copy: a view would keep the whole socket read buffer
-        // alive while the event waits), unless it outgrows the cap.
-        if (heldLength + chunk.length - start > options.maxEventBytes) {
-          oversized = true;
-          out.push(...held);
-          held = [];
-          heldLength = 0;
-        } else {
-          cut(chunk.length, start);
-          const rest = Buffer.from(chunk.subarray(start));
-          held.push(rest);
-          heldLength += rest.length;
-          return joined(out);
+    pass(read: Buffer): Buffer | undefined {
+      chunk = read;
+      out = [];
+      run = 0;
+      carried = splitter.heldLength;
+      carriedSeen = false;
+      if (strippedAtCR) {
+        strippedAtCR = false;
+        if (read[0] === LF) {
+          options.stripped(1);
+          run = 1;
         }
       }
-      if (run === 0 && out.length === 0) return chunk;
-      cut(chunk.length, chunk.length);
-      return joined(out);
+      const heldFrom = splitter.feed(read, sink);
+      const parts = out;
+      out = [];
+      chunk = EMPTY;
+      if (run === 0 && parts.length === 0 && heldFrom === read.length) return read;
+      if (heldFrom > run) parts.push(read.subarray(run, heldFrom));
+      return joined(parts);
     },
     end(): Buffer | undefined {
-      const rest = joined(held);
-      held = [];
-      heldLength = 0;
-      return rest;
+      return splitter.rest();
     },
   };
 }

@@ -64,7 +64,7 @@ export function runTap(input: TapInput): TapRun {
 
 /**
  * Splits an SSE body into its blocks (each with its blank-line terminator), marking which
- * blocks dispatch an event (those with a data: line). A reference splitter for well-formed
+ * blocks dispatch an event (those with a data: line; a leading byte-order mark skipped). A reference splitter for well-formed
  * fixtures, written independently of the parser under test.
  */
 export function sseBlocks(bytes: Buffer): Array<{ bytes: Buffer; end: number; isEvent: boolean }> {
@@ -75,7 +75,8 @@ export function sseBlocks(bytes: Buffer): Array<{ bytes: Buffer; end: number; is
   let isEvent = false;
   let m: RegExpExecArray | null;
   while ((m = line.exec(text)) !== null) {
-    const content = m[1]!;
+    // A byte-order mark at the stream's start is not part of its first line.
+    const content = m.index === 0 ? m[1]!.replace(/^\xEF\xBB\xBF/, '') : m[1]!;
     if (content === '') {
       blocks.push({ bytes: Buffer.from(text.slice(start, line.lastIndex), 'latin1'), end: line.lastIndex, isEvent });
       start = line.lastIndex;

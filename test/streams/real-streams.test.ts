@@ -20,6 +20,17 @@ describe('real recorded streams', () => {
     it(`${file}: same figures at random chunk boundaries`, () => {
       checkRechunked(api, realStreamBytes(file), expect, file);
     });
+    // The event splitter's other forms (event-splitter.ts): the SSE specification's CRLF and CR
+    // line ends and a byte-order mark read as the recording's own LF.
+    it(`${file}: same figures with CRLF or CR line ends, and after a byte-order mark`, () => {
+      const bytes = realStreamBytes(file);
+      if (bytes.includes(0x0d)) return; // has CRs of its own: rewritten, its lines would change
+      const text = bytes.toString('latin1');
+      for (const [form, nl] of [['CRLF', '\r\n'], ['CR', '\r']] as const) {
+        checkRechunked(api, Buffer.from(text.replaceAll('\n', nl), 'latin1'), expect, `${file} (${form})`, 6);
+      }
+      checkRechunked(api, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), bytes]), expect, `${file} (byte-order mark)`, 6);
+    });
   }
 
   const json = { 'content-type': 'application/json' };

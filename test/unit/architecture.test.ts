@@ -17,12 +17,6 @@ const MAX_FILE_LINES = 400;
 const EXPLAIN_FILE_LINES = 300;
 /** The one file allowed past MAX_FILE_LINES: the hot path's byte walker, kept in one pass. */
 const HOT_PATH_WALKER = 'measure/skim-event.ts';
-/**
- * Files being split on other branches while this check was added (issue 35): exempt from both
- * line rules until the split is merged. Empty this set at the merge; a file listed here that no
- * longer needs it fails the check, so the set cannot outlive its reason.
- */
-const PENDING_SPLIT = new Set(['stream-tap/request-body-scanner.ts', 'stream-tap/response-tap.ts']);
 /** The modules that may call process.exit: the entry points src/cli.ts names. */
 const EXIT_CALLERS = ['cli.ts', 'cluster/worker-main.ts', 'demo.ts', 'healthcheck.ts'];
 
@@ -147,28 +141,21 @@ describe('architecture', () => {
     const tooLong: string[] = [];
     const unexplained: string[] = [];
     const staleReason: string[] = [];
-    const pendingDone: string[] = [];
     let explained = 0;
     for (const file of files) {
       const name = relative(SRC, file);
       const text = readFileSync(file, 'utf8');
       const lines = text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
       const reason = lengthReason(text);
-      if (PENDING_SPLIT.has(name)) {
-        if (lines <= EXPLAIN_FILE_LINES || reason !== undefined) pendingDone.push(`${name} (${lines} lines)`);
-        continue;
-      }
       if (lines > MAX_FILE_LINES && name !== HOT_PATH_WALKER) tooLong.push(`${name} (${lines} lines)`);
       if (lines > EXPLAIN_FILE_LINES && reason === undefined) unexplained.push(`${name} (${lines} lines)`);
       if (lines <= EXPLAIN_FILE_LINES && reason !== undefined) staleReason.push(`${name} (${lines} lines)`);
       if (reason !== undefined) explained++;
     }
-    for (const name of PENDING_SPLIT) if (!files.includes(join(SRC, name))) pendingDone.push(`${name} (gone)`);
     assert.ok(explained > 0, 'no file gives a length reason: is the marker still `// Over 300 lines: <why>`?');
     assert.deepEqual(tooLong, [], `over ${MAX_FILE_LINES} lines`);
     assert.deepEqual(unexplained, [], `over ${EXPLAIN_FILE_LINES} lines without "// Over 300 lines: <why>" in the opening comment`);
     assert.deepEqual(staleReason, [], `a length reason on a file of ${EXPLAIN_FILE_LINES} lines or fewer: remove it`);
-    assert.deepEqual(pendingDone, [], 'in PENDING_SPLIT but split (or explained) now: take it out of the set');
   });
 
   it('calls process.exit only in the entry points src/cli.ts names', () => {

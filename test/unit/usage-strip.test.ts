@@ -46,6 +46,38 @@ describe('usage strip', () => {
     }
   });
 
+  // The splitter it shares with the tap (event-splitter.ts): a read cut at every byte of every
+  // line-end form, a byte-order mark and comments around the usage-only chunk.
+  it('removes the usage-only chunk and only it with a read cut at every byte, any line ends', () => {
+    for (const nl of ['\n', '\r\n', '\r']) {
+      const keep = `\uFEFF: hi${nl}${nl}data: {"choices":[{"delta":{"content":"a"}}]}${nl}${nl}${nl}`;
+      const usage = `: before${nl}data: {"choices": [ ],${nl}data: "usage": {"prompt_tokens": 1}}${nl}${nl}`;
+      const done = `data: [DONE]${nl}${nl}`;
+      const input = Buffer.from(keep + usage + done);
+      const expected = Buffer.from(keep + done);
+      for (let at = 0; at <= input.length; at++) {
+        const { out, stripped } = strip([input.subarray(0, at), input.subarray(at)]);
+        assert.ok(out.equals(expected), `${JSON.stringify(nl)} cut at ${at}: ${JSON.stringify(out.toString())}`);
+        assert.equal(stripped.reduce((a, b) => a + b, 0), Buffer.byteLength(usage));
+      }
+      const bytes = strip([...input].map((b) => Buffer.from([b])));
+      assert.ok(bytes.out.equals(expected), `${JSON.stringify(nl)}, a byte a read`);
+    }
+  });
+
+  it('keeps a byte-order mark before a usage-only first event', () => {
+    const { out } = strip([Buffer.from('\uFEFFdata: {"choices":[],"usage":{"prompt_tokens":1}}\n\ndata: [DONE]\n\n')]);
+    assert.equal(out.toString(), '\uFEFFdata: [DONE]\n\n');
+  });
+
+  it('gives back views of the read around a removed chunk, no copy', () => {
+    const token = 'data: {"choices":[{"delta":{"content":"x"}}]}\n\n';
+    const read = Buffer.from(`${token}data: {"choices":[],"usage":{"prompt_tokens":1}}\n\n`);
+    const { writes } = strip([read]);
+    assert.equal(writes[0]!.toString(), token);
+    assert.equal(writes[0]!.buffer, read.buffer, 'a view of the read');
+  });
+
   it('passes a chunk that ends on an event boundary as the same bytes, with nothing held', () => {
     const event = Buffer.from('data: {"choices":[{"delta":{"content":"x"}}]}\n\n');
     const twice = Buffer.concat([event, event]);

@@ -1,0 +1,232 @@
+// Cuts a text/event-stream body into its events on the bytes, as they come in reads cut
+// anywhere: the one splitter of the response tap (which reads each event) and the usage strip
+// (which removes one). An event ends at a blank line; any of LF, CR and CRLF ends a line (a CRLF
+// split across two reads is one line end); a byte-order mark at the stream's start is not part of
+// its first line. No decoding: CR and LF never occur inside a UTF-8 character, so the lines are
+// found on the bytes and only what a reader needs is decoded. A complete event is handed over
+// where it lies in the read (no copy); only an event still incomplete at a read's end is copied
+// and held, at most up to a cap, and the read that brings its blank line is joined with it once.
+const LF = 0x0a;
+const CR = 0x0d;
+/** Larger than any index: "no such byte in this read". */
+const NONE = 0x7fffffff;
+
+export interface EventSink {
+  /**
+   * One complete event: its lines are bytes [start, end) of `b` (the blank line that ends it
+   * excluded), `lines` of them, the first ending at `firstEnd` (end: a single line); its bytes
+   * in the stream run to `next`, the blank line included. `b` is the read itself, or, in a read
+   * that completes an event begun in earlier reads, the held bytes joined with the whole read:
+   * then the first `heldLength` bytes of `b` (as it was before this read) came before it, and
+   * the held event begins at 0.
+   */
+  event(b: Buffer, start: number, end: number, firstEnd: number, lines: number, next: number): void;
+  /**
+   * The incomplete event at the end of this read, with what was held of it, is over the cap:
+   * `held` (copies from earlier reads) is given back, nothing of that event is held any more,
+   * and the splitter looks only for its end, reporting nothing of it.
+   */
+  oversized(held: readonly Buffer[]): void;
+}
+
+export class EventSplitter {
+  readonly #maxEventBytes: number;
+  /** Copies of the current incomplete event's bytes from earlier reads, from its first byte. */
+  #held: Buffer[] = [];
+  #heldLength = 0;
+  /** The last byte read so far ended a line (so a line end next is a blank line). */
+  #atLineStart = true;
+  /** The last read ended with a CR: a LF first in this one is the rest of that CRLF. */
+  #afterCR = false;
+  /** A held byte may be a CR (else the joined event needs no search for one). */
+  #heldCR = false;
+  /** Inside an event over the cap: its bytes are neither held nor reported, up to its end. */
+  #skipping = false;
+  /** Nothing but the stream's first event can begin with the byte-order mark. */
+  #streamStart = true;
+
+  constructor(maxEventBytes: number) {
+    this.#maxEventBytes = maxEventBytes;
+  }
+
+  /** Bytes held from earlier reads: those of an event not complete yet. */
+  get heldLength(): number {
+    return this.#heldLength;
+  }
+
+  /**
+   * Reports every event that completes in this read; returns where in `chunk` the bytes it
+   * now holds (copied) begin: those of the incomplete event it ends with (chunk.length: none,
+   * also when that event is over the cap and so not held).
+   */
+  feed(chunk: Buffer, sink: EventSink): number {
+    if (chunk.length === 0) return 0;
+    let p = 0;
+    if (this.#afterCR) {
+      this.#afterCR = false;
+      if (chunk[0] === LF) p = 1; // the rest of a CRLF: belongs to the line (or event) before
+    }
+    this.#afterCR = chunk[chunk.length - 1] === CR;
+    // CR line ends are rare: one search per read, whose answer every later search starts from
+    // (none again in a read without a CR).
+    let cr = orNone(chunk.indexOf(CR, p));
+    if (this.#skipping || this.#heldLength > 0) {
+      const next = this.#endOf(chunk, p, cr);
+      if (next === -1) {
+        if (this.#skipping) return chunk.length;
+        // All of this read belongs to the held event (a CRLF's LF first in it too).
+        this.#hold(chunk, 0, cr !== NONE, sink);
+        return this.#skipping ? chunk.length : 0;
+      }
+      if (this.#skipping) {
+        this.#skipping = false;
+        p = next;
+        if (cr < p) cr = orNone(chunk.indexOf(CR, p));
+      } else {
+        // The held bytes and this whole read, joined once and read as one: the events after
+        // the held one come as views of the joined bytes (its first `carried` from earlier reads).
+        const carried = this.#heldLength;
+        this.#held.push(chunk);
+        const b = Buffer.concat(this.#held, carried + chunk.length);
+        const heldCR = this.#heldCR;
+        this.#held = [];
+        this.#heldLength = 0;
+        this.#heldCR = false;
+        const from = this.#scan(b, 0, heldCR || cr !== NONE ? orNone(b.indexOf(CR)) : NONE, sink);
+        if (from === b.length) return chunk.length;
+        this.#hold(b, from, cr !== NONE, sink);
+        return this.#skipping ? chunk.length : from - carried;
+      }
+    }
+    const from = this.#scan(chunk, p, cr, sink);
+    if (from === chunk.length) return from;
+    this.#hold(chunk, from, cr !== NONE, sink);
+    return this.#skipping ? chunk.length : from;
+  }
+
+  /** The bytes held (an event cut before its end), handed back; nothing is held after. */
+  rest(): Buffer | undefined {
+    const held = this.#held;
+    this.#held = [];
+    this.#heldLength = 0;
+    this.#heldCR = false;
+    if (held.length === 0) return undefined;
+    return held.length === 1 ? held[0] : Buffer.concat(held);
+  }
+
+  /**
+   * Holds bytes [from, end) of `chunk`, the incomplete event's, unless the event outgrew the cap;
+   * `maybeCR`: the read has a CR (perhaps in those bytes).
+   */
+  #hold(chunk: Buffer, from: number, maybeCR: boolean, sink: EventSink): void {
+    const last = chunk[chunk.length - 1];
+    this.#atLineStart = last === LF || last === CR;
+    if (this.#heldLength + chunk.length - from > this.#maxEventBytes) {
+      const held = this.#held;
+      this.#held = [];
+      this.#heldLength = 0;
+      this.#heldCR = false;
+      this.#skipping = true;
+      this.#streamStart = false;
+      sink.oversized(held);
+      return;
+    }
+    // A copy: a view would keep the whole socket read buffer (up to 64 KiB) alive per stream.
+    const copy = Buffer.copyBytesFrom(chunk, from);
+    this.#held.push(copy);
+    this.#heldLength += copy.length;
+    if (maybeCR) this.#heldCR = true;
+  }
+
+  /**
+   * Where the held (or skipped) event ends in `chunk`, scanning from `p` with the line state
+   * the last read left (`firstCR`: the first CR from `p`, or NONE): the index after its blank
+   * line, or -1 when this read does not end it.
+   */
+  #endOf(chunk: Buffer, p: number, firstCR: number): number {
+    let at = p;
+    let atLineStart = this.#atLineStart;
+    let lf = -1;
+    let cr = firstCR;
+    while (at < chunk.length) {
+      // Each search again only once passed: linear in the read, however many lines it holds.
+      if (lf < at) lf = orNone(chunk.indexOf(LF, at));
+      if (cr < at) cr = orNone(chunk.indexOf(CR, at));
+      const eol = lf < cr ? lf : cr;
+      if (eol === NONE) {
+        this.#atLineStart = false;
+        return -1;
+      }
+      const after = eol + (chunk[eol] === CR && chunk[eol + 1] === LF ? 2 : 1);
+      if (eol === at && atLineStart) return after;
+      atLineStart = true;
+      at = after;
+    }
+    this.#atLineStart = atLineStart;
+    return -1;
+  }
+
+  /**
+   * Reports the events of `b` from `p` (an event's boundary; `firstCR`: the first CR from `p`,
+   * or NONE); returns where the incomplete event it ends with begins (b.length: none).
+   */
+  #scan(b: Buffer, p: number, firstCR: number, sink: EventSink): number {
+    const length = b.length;
+    let cr = firstCR;
+    let lf = orNone(b.indexOf(LF, p));
+    while (p < length) {
+      let eol = lf < cr ? lf : cr;
+      if (eol === NONE) return p;
+      let start = p;
+      let next = eol + 1;
+      if (b[eol] === CR && b[next] === LF) next++;
+      if (eol === start) {
+        // A blank line between events: it ends no event.
+        this.#streamStart = false;
+        p = next;
+      } else if (b[eol] === LF && b[next] === LF) {
+        // The fast byte path, the shape engines send: one line ended by LF, then the blank line
+        // (`data: {...}\n\n`), found with one search for the LF.
+        if (this.#streamStart) start = this.#afterBom(b, start);
+        sink.event(b, start, eol, eol, 1, next + 1);
+        p = next + 1;
+      } else {
+        // The general path: lines up to a blank line, any line ends.
+        const firstEnd = eol;
+        let lines = 1;
+        let end = eol;
+        let at = next;
+        for (;;) {
+          if (lf < at) lf = orNone(b.indexOf(LF, at));
+          if (cr < at) cr = orNone(b.indexOf(CR, at));
+          eol = lf < cr ? lf : cr;
+          if (eol === NONE) return start; // incomplete
+          const after = eol + (b[eol] === CR && b[eol + 1] === LF ? 2 : 1);
+          if (eol === at) {
+            if (this.#streamStart) start = this.#afterBom(b, start);
+            sink.event(b, start, end, firstEnd, lines, after);
+            p = after;
+            break;
+          }
+          lines++;
+          end = eol;
+          at = after;
+        }
+      }
+      if (lf < p) lf = orNone(b.indexOf(LF, p));
+      if (cr < p) cr = orNone(b.indexOf(CR, p));
+    }
+    return p;
+  }
+
+  /** The stream's first event: past a byte-order mark it begins with. */
+  #afterBom(b: Buffer, start: number): number {
+    this.#streamStart = false;
+    return b[start] === 0xef && b[start + 1] === 0xbb && b[start + 2] === 0xbf ? start + 3 : start;
+  }
+}
+
+/** An index found, or NONE for indexOf's -1. */
+function orNone(i: number): number {
+  return i === -1 ? NONE : i;
+}
