@@ -4,7 +4,10 @@
 import { closeSync, openSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { availableParallelism, hostname } from 'node:os';
-import { bucketVariable, HISTOGRAM_FAMILIES, parseBuckets, type BucketOverrides, type HistogramFamily } from '../metrics/buckets.ts';
+import { bucketVariable, parseBuckets, type BucketOverrides } from '../metrics/buckets.ts';
+import type { AomOptions } from '../metrics/dialects/aom.ts';
+import type { LogLevel } from '../log.ts';
+import { DIALECTS, histogramFamilies, type DialectRow } from '../metrics/dialects/index.ts';
 import { dirname } from 'node:path';
 import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
 import { isAllAddresses, parseSecurity, readBuffer, type Security } from './security.ts';
@@ -45,8 +48,8 @@ export interface Config {
   /** Window of the avg_*_throughput_toks_per_s gauges, in seconds. */
   readonly throughputWindowSeconds: number;
   readonly logLevel: LogLevel;
-  /** Metric dialects /metrics serves, in order. */
-  readonly dialects: readonly DialectName[];
+  /** Metric dialects /metrics serves, in order: names of the dialect table (metrics/dialects/index.ts). */
+  readonly dialects: readonly string[];
   /** Histogram buckets replaced through INFERMETER_BUCKETS_<FAMILY>. */
   readonly buckets: BucketOverrides;
   readonly aom: AomOptions;
@@ -94,15 +97,7 @@ export interface ListenSources {
   readonly metricsPort: string | undefined;
 }
 
-export type DialectName = 'mindie' | 'aom' | 'vllm' | 'otel';
-export const DIALECT_NAMES: readonly DialectName[] = ['mindie', 'aom', 'vllm', 'otel'];
-
-export interface AomOptions {
-  /** Collection period of the AOM period gauges and container metrics, in seconds. */
-  readonly periodSeconds: number;
-  /** service_id, group_id, project_id, instance_name, service_name (those set) and source. */
-  readonly labels: Readonly<Record<string, string>>;
-}
+export type { AomOptions };
 
 /** The AOM service labels and the variables that set them. */
 export const AOM_LABEL_VARIABLES = {
@@ -114,7 +109,7 @@ export const AOM_LABEL_VARIABLES = {
   source: 'INFERMETER_AOM_SOURCE',
 } as const;
 
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export type { LogLevel };
 
 export interface ConfigProblem {
   readonly variable: string;
@@ -150,6 +145,8 @@ export interface LoadOptions {
   readonly hostCpus?: number;
   /** Open INFERMETER_ACCESS_LOG's file to check it can be appended to (default true; the healthcheck does not). */
   readonly probeAccessLog?: boolean;
+  /** The dialects INFERMETER_DIALECTS may name (default: DIALECTS; a test adds its own). */
+  readonly dialectTable?: readonly DialectRow[];
 }
 
 /**
@@ -242,8 +239,9 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   const maxEventBytes = parseInteger(env, 'INFERMETER_MAX_EVENT_BYTES', 1 * MiB, 1024, 256 * MiB, problem);
   const throughputWindowSeconds = parseInteger(env, 'INFERMETER_THROUGHPUT_WINDOW_SECONDS', 10, 1, 3600, problem);
   const logLevel = parseLogLevel(env.INFERMETER_LOG_LEVEL, problem);
-  const dialects = parseDialects(env.INFERMETER_DIALECTS, problem);
-  const buckets = parseBucketOverrides(env, problem);
+  const dialectTable = options.dialectTable ?? DIALECTS;
+  const dialects = parseDialects(env.INFERMETER_DIALECTS, problem, dialectTable);
+  const buckets = parseBucketOverrides(env, problem, histogramFamilies(dialectTable));
   const aom: AomOptions = {
     periodSeconds: parseInteger(env, 'INFERMETER_AOM_PERIOD_SECONDS', 30, 1, 3600, problem),
     labels: parseAomLabels(env, options.hostname ?? hostname(), problem),
@@ -465,22 +463,23 @@ function parseLogLevel(raw: string | undefined, problem: Problem): LogLevel {
   return 'info';
 }
 
-function parseDialects(raw: string | undefined, problem: Problem): DialectName[] {
+function parseDialects(raw: string | undefined, problem: Problem, table: readonly DialectRow[]): string[] {
   const value = nonEmpty(raw);
   if (value === undefined) return ['mindie'];
   const names = value.split(',').map((n) => n.trim().toLowerCase());
-  const expected = `a comma-separated list of ${DIALECT_NAMES.join(', ')}, each at most once`;
-  const valid = names.every((n) => (DIALECT_NAMES as readonly string[]).includes(n)) && new Set(names).size === names.length;
+  const known = table.map((row) => row.name);
+  const expected = `a comma-separated list of ${known.join(', ')}, each at most once`;
+  const valid = names.every((n) => known.includes(n)) && new Set(names).size === names.length;
   if (!valid) {
     problem('INFERMETER_DIALECTS', expected, raw);
     return ['mindie'];
   }
-  return names as DialectName[];
+  return names;
 }
 
-function parseBucketOverrides(env: Env, problem: Problem): BucketOverrides {
-  const overrides: Partial<Record<HistogramFamily, readonly number[]>> = {};
-  const known = new Map(HISTOGRAM_FAMILIES.map((f) => [bucketVariable(f), f]));
+function parseBucketOverrides(env: Env, problem: Problem, families: readonly string[]): BucketOverrides {
+  const overrides: Record<string, readonly number[]> = {};
+  const known = new Map(families.map((f) => [bucketVariable(f), f]));
   for (const [variable, raw] of Object.entries(env)) {
     if (!variable.startsWith('INFERMETER_BUCKETS_') || raw === undefined) continue;
     const family = known.get(variable);

@@ -1,7 +1,9 @@
 // The configuration's one table: every variable infermeter reads, with its default and meaning,
 // written as the README's configuration table shows them. loadConfig refuses an INFERMETER_*
 // variable that is not here, `infermeter --help` prints it, and a test checks the README's table
-// against it row by row, so the three cannot drift apart. Defaults and meanings are Markdown.
+// against it row by row, so the three cannot drift apart. Defaults and meanings are Markdown;
+// the dialects' and the bucket families' come from the dialect table (metrics/dialects/index.ts).
+import { bucketFamiliesHelp, dialectsHelp } from '../metrics/dialects/index.ts';
 
 export interface VariableDoc {
   /** The variable's name; `<FAMILY>` stands for a family of names (INFERMETER_BUCKETS_<FAMILY>). */
@@ -67,8 +69,8 @@ export const CONFIGURATION_TABLE: readonly VariableDoc[] = [
   { name: 'INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS', default: '`600000`', meaning: 'longest silence of the upstream (before its headers, or between chunks); then 504, or a cut stream. On inference routes it fires up to one sweep late: a quarter of the shorter of the two timeouts, from 25 ms to 1 s' },
   { name: 'INFERMETER_TOTAL_TIMEOUT_MS', default: '`3600000`', meaning: 'longest inference request, end to end; `0` = none. Kept to the same precision' },
   { name: 'INFERMETER_DRAIN_TIMEOUT_MS', default: '`30000`', meaning: 'on SIGTERM/SIGINT, how long requests in flight may take to finish; the log says when the drain finished, or that it timed out and how many requests it cut' },
-  { name: 'INFERMETER_DIALECTS', default: '`mindie`', meaning: 'metric dialects `/metrics` serves, comma-separated: `mindie`, `aom`, `vllm` (vLLM\'s own `vllm:*` names, for vLLM dashboards), `otel` (the OpenTelemetry GenAI semantic conventions\' `gen_ai_*` histograms), e.g. `mindie,aom` or `mindie,vllm`; each works alone' },
-  { name: 'INFERMETER_BUCKETS_<FAMILY>', default: 'the family\'s default', meaning: 'histogram buckets of one family, comma-separated, strictly increasing, e.g. `INFERMETER_BUCKETS_TIME_TO_FIRST_TOKEN_SECONDS=0.25,0.5,1,2,4`; `<FAMILY>` is the family name in capitals: `time_to_first_token_seconds`, `time_per_output_token_seconds`, `e2e_request_latency_seconds`, `request_prompt_tokens`, `request_generation_tokens`, `inter_token_latency_seconds`, `time_to_first_byte_seconds`, `infer_service_request_cost`, `infer_service_first_token_cost`, `infer_service_per_token_cost`, `infer_service_input_token_quantity`, `infer_service_output_token_quantity`, and vLLM\'s, whose `:` is written `_` (`INFERMETER_BUCKETS_VLLM_E2E_REQUEST_LATENCY_SECONDS`): `vllm:time_to_first_token_seconds`, `vllm:inter_token_latency_seconds`, `vllm:request_time_per_output_token_seconds`, `vllm:e2e_request_latency_seconds`, `vllm:request_decode_time_seconds`, `vllm:request_queue_time_seconds`, `vllm:request_prefill_time_seconds`, `vllm:request_inference_time_seconds`, `vllm:request_prompt_tokens`, `vllm:request_generation_tokens`, `vllm:request_params_max_tokens`, `vllm:request_max_num_generation_tokens`, `vllm:request_params_n`, and the `otel` dialect\'s (the OTLP export uses the same): `gen_ai_server_time_to_first_token_seconds`, `gen_ai_server_time_per_output_token_seconds`, `gen_ai_server_request_duration_seconds`, `gen_ai_client_token_usage`, and per-tenant metering\'s: `infermeter_tenant_time_to_first_token_seconds`, `infermeter_tenant_e2e_request_latency_seconds`, and `infermeter_proxy_overhead_seconds` (defaults in [docs/metrics.md](docs/metrics.md))' },
+  { name: 'INFERMETER_DIALECTS', default: '`mindie`', meaning: dialectsHelp() },
+  { name: 'INFERMETER_BUCKETS_<FAMILY>', default: 'the family\'s default', meaning: bucketFamiliesHelp() },
   { name: 'INFERMETER_AOM_PERIOD_SECONDS', default: '`30`', meaning: 'AOM collection period: the period gauges and the container metrics\' sampling, 1 to 3600' },
   { name: 'INFERMETER_AOM_SERVICE_ID', default: 'unset', meaning: 'AOM `service_id` label on every AOM series; unset: the label is not emitted' },
   { name: 'INFERMETER_AOM_GROUP_ID', default: 'unset', meaning: 'AOM `group_id` label, likewise' },

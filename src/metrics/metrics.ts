@@ -1,16 +1,11 @@
 // Builds the metrics of one infermeter: a Prometheus client (@prometheus-io/client) Registry of its own (never the global
 // one), the shared measurement state, the enabled dialects and infermeter's own families.
 import { Counter, Registry } from '@prometheus-io/client';
-import type { AomOptions, DialectName } from '../config/config.ts';
 import type { Clock } from '../measure/clock.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
-import { createAomDialect } from './dialects/aom.ts';
-import type { Dialect, DialectContext, DialectFactory } from './dialects/dialect.ts';
-import { createMindieDialect } from './dialects/mindie.ts';
-import { createVllmDialect } from './dialects/vllm.ts';
-import { createOtelDialect, type OtelOptions } from './dialects/otel.ts';
+import type { Dialect, DialectContext } from './dialects/dialect.ts';
+import { dialectRows, type DialectOptions, type DialectRow } from './dialects/index.ts';
 import type { BucketOverrides } from './buckets.ts';
-import type { ContainerSamplerOptions } from './container/container-sampler.ts';
 import { createEngineScraper, fetchText, type EngineScraper, type EngineScraperOptions, type EngineView } from '../engine/engine-scraper.ts';
 import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
 import { registerDerived, type Family } from './families.ts';
@@ -40,20 +35,6 @@ const RENDER_PIECE_CHARS = 64 * 1024;
 
 /** Resolves in the check phase of this turn of the event loop, after its I/O. */
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-
-/** Every dialect by its INFERMETER_DIALECTS name, given its own options. */
-function dialectFactory(name: DialectName, options: MetricsOptions): DialectFactory {
-  switch (name) {
-    case 'mindie':
-      return createMindieDialect;
-    case 'aom':
-      return (registry, state, context) => createAomDialect(registry, state, context, { aom: options.aom, container: options.container });
-    case 'vllm':
-      return createVllmDialect;
-    case 'otel':
-      return (registry, state, context) => createOtelDialect(registry, state, context, options.otel);
-  }
-}
 
 export interface Metrics {
   readonly registry: Registry;
@@ -101,17 +82,16 @@ export interface Metrics {
   close(): void;
 }
 
-export interface MetricsOptions {
+/** The dialects' own options (AOM's, the container sources, OTel's) are DialectOptions'. */
+export interface MetricsOptions extends DialectOptions {
   readonly buckets: BucketOverrides | undefined;
-  readonly aom: AomOptions;
-  /** Sources of the container metrics; tests pass fixture trees and a fake nvidia-smi. */
-  readonly container?: ContainerSamplerOptions;
-  /** The otel dialect's constant attributes (provider, upstream address); its defaults when unset. */
-  readonly otel?: OtelOptions;
   readonly clock: Clock;
   readonly throughputWindowSeconds: number;
   readonly version: string;
-  readonly dialects: readonly DialectName[];
+  /** The dialects to serve, in order: names of `dialectTable`. */
+  readonly dialects: readonly string[];
+  /** The dialect table the names are looked up in (default: DIALECTS; a test adds its own). */
+  readonly dialectTable?: readonly DialectRow[];
   /** Client connections open on the data plane now (read at scrape time). */
   readonly openConnections?: () => number;
   /** Size of the /metrics-json window, in requests. */
@@ -180,17 +160,13 @@ export function createMetrics(options: MetricsOptions): Metrics {
     openConnections: options.openConnections ?? (() => 0),
     engine: () => scraper?.view(),
   };
-  const dialects = options.dialects.map((name) => dialectFactory(name, options)(registry, recorder.state, context));
+  const dialects = dialectRows(options.dialects, options.dialectTable).map((row) => row.create(registry, recorder.state, context, options));
   for (const dialect of dialects) recorder.addObserver(dialect);
-  const httpObservers = dialects.filter((d) => d.httpRequest !== undefined);
+  // A pass-through request is addressed to the dialect whose labels it carries.
+  const httpObservers = new Map(dialects.filter((d) => d.httpRequest !== undefined).map((d) => [d.name, d]));
   const proxy: ProxyFamilies = {
     ...createProxyFamilies(registry, options.version),
-    httpRequest:
-      httpObservers.length === 0
-        ? undefined
-        : (handler, method, status, seconds) => {
-            for (const d of httpObservers) d.httpRequest!(handler, method, status, seconds);
-          },
+    httpRequest: httpObservers.size === 0 ? undefined : (dialect, route, method, status, seconds) => httpObservers.get(dialect)?.httpRequest!(route, method, status, seconds),
   };
   const loopDelay = createLoopDelayMonitor();
   registerLoopDelay(registry, () => {
