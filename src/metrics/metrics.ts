@@ -8,7 +8,6 @@ import { dialectRows, type DialectOptions, type DialectRow } from './dialects/in
 import type { BucketOverrides } from './buckets.ts';
 import { createEngineScraper, fetchText, type EngineScraper, type EngineScraperOptions, type EngineView } from '../engine/engine-scraper.ts';
 import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
-import { registerDerived, type Family } from './families.ts';
 import { createLabelGuard } from './label-guard.ts';
 import { NO_TENANT, UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
 import { createLoopDelayMonitor, registerLoopDelay, type LoopDelayReading } from './loop-delay.ts';
@@ -20,21 +19,13 @@ import { createFailureFamilies } from './failure-classes.ts';
 import { createGoodputFamilies, type Goodput } from './goodput-families.ts';
 import { createGoodputWindow } from './goodput-window.ts';
 import type { SloPolicy } from '../slo/slo-policy.ts';
-import { OPENMETRICS_CONTENT_TYPE, OPENMETRICS_EOF, openMetricsParts, toOpenMetrics } from './openmetrics.ts';
+import { OPENMETRICS_CONTENT_TYPE } from './openmetrics.ts';
+import { createRenderPieces } from './render-pieces.ts';
+import { registerAccountingFamilies } from './accounting-families.ts';
 import { createUsageDetailFamilies } from './usage-detail-families.ts';
 import { createFirstOutputFamilies } from './first-output-families.ts';
 import { createOverheadFamily } from './overhead-family.ts';
 
-/**
- * How long one piece of a /metrics render may hold the event loop (ms): the series (or the few
- * kilobytes of a derived family) started within it is finished, then the loop is given back.
- */
-export const RENDER_SLICE_MS = 4;
-/** And how large a piece may grow (its encoding, by the caller, is work of the same slice). */
-const RENDER_PIECE_CHARS = 64 * 1024;
-
-/** Resolves in the check phase of this turn of the event loop, after its I/O. */
-const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 export interface Metrics {
   readonly registry: Registry;
@@ -192,54 +183,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   recorder.addObserver(createUsageDetailFamilies(registry, tenantGuard !== undefined));
   recorder.addObserver(createFirstOutputFamilies(registry, options.buckets, tenantGuard !== undefined));
   recorder.addObserver(createOverheadFamily(registry, options.buckets));
-  registerDerived(registry, {
-    name: 'infermeter_model_labels',
-    help: 'Distinct model_name values kept (unknown and other included).',
-    type: 'gauge',
-    collect: () => [{ value: guard.distinct, labels: {} }],
-  });
-  // Requests whose answer carried the engine's own timings: the vllm dialect's phases of these
-  // are the engine's, of the others the proxy's estimate (phase-split.ts).
-  const engineTimed = new Map<string, number>();
-  recorder.addObserver({
-    finished: (s) => {
-      if (s.engineTimings !== undefined) engineTimed.set(s.model, (engineTimed.get(s.model) ?? 0) + 1);
-    },
-  });
-  registerDerived(registry, {
-    name: 'infermeter_engine_timings_total',
-    help: "Finished inference requests whose answer carried the engine's own timings (llama.cpp's timings); the vllm dialect's phase histograms take these requests' phases from them, the others' are the proxy's estimate.",
-    type: 'counter',
-    collect: () => [...recorder.state.models.values()].map((m) => ({ value: engineTimed.get(m.model) ?? 0, labels: { model_name: m.model } })),
-  });
-  // Requests the engine read a prompt for, whose prompt tokens no count has: a stream the client
-  // left (or that broke off) before its usage chunk. Their generation tokens are counted from the
-  // events; their prompt tokens are missing from every prompt-token figure (docs/metrics.md).
-  const promptUnknown = new Map<string, { cancelled: number; failed: number }>();
-  recorder.addObserver({
-    finished: (s) => {
-      if (s.promptTokens !== undefined || s.outcome === 'success' || !s.outputSeen || s.api === 'embeddings') return;
-      let c = promptUnknown.get(s.model);
-      if (c === undefined) promptUnknown.set(s.model, (c = { cancelled: 0, failed: 0 }));
-      c[s.outcome]++;
-    },
-  });
-  registerDerived(registry, {
-    name: 'infermeter_prompt_tokens_unknown_total',
-    help: 'Inference requests cancelled or cut after their output began and before the upstream told their usage: the engine read their prompt, but their prompt tokens are in no prompt-token count.',
-    type: 'counter',
-    collect: () =>
-      [...recorder.state.models.values()].flatMap((m) => {
-        const c = promptUnknown.get(m.model);
-        return (['cancelled', 'failed'] as const).map((outcome) => ({ value: c?.[outcome] ?? 0, labels: { model_name: m.model, outcome } }));
-      }),
-  });
-  registerDerived(registry, {
-    name: 'infermeter_streams_without_usage_total',
-    help: 'Streamed inference requests that succeeded without a usage report (injection off or refused, or an upstream that sends none): their tokens are counted as 0, so token figures are missing for them, not zero.',
-    type: 'counter',
-    collect: () => Array.from(recorder.state.models.values(), (m) => ({ value: m.withoutUsage, labels: { model_name: m.model } })),
-  });
+  registerAccountingFamilies(registry, recorder.state, recorder.addObserver, () => guard.distinct);
   const recent = createRecentRequests(options.jsonWindow ?? 1000);
   recorder.addObserver({
     finished: (s) => recent.add(s.ttft === undefined ? undefined : s.ttft * 1000, s.tpot === undefined ? undefined : s.tpot.seconds * 1000),
@@ -266,52 +210,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     );
   }
 
-  /** The exposition in pieces, giving the event loop back between them (Metrics.renderPieces). */
-  // The relayed families in OpenMetrics, converted once per relay text (one per engine scrape).
-  let relayOm: { text: string; om: string } | undefined;
-  const relayOpenMetrics = (text: string): string => {
-    if (relayOm?.text !== text) relayOm = { text, om: toOpenMetrics(text, true) };
-    return relayOm.om;
-  };
-  async function* renderPieces(openMetrics = false): AsyncGenerator<string> {
-    // Our families write their own text (label strings built once per series); the client
-    // formats its own metric types.
-    let piece = '';
-    let sliceStart = performance.now();
-    const relayed = scraper?.relayedFamilies();
-    for (const metric of registry.getMetricsAsArray()) {
-      if (relayed !== undefined && engineFirst.has(metric.name) && relayed.has(metric.name)) continue;
-      const family = metric as unknown as Partial<Family>;
-      let parts: Iterable<string>;
-      if (family.renderParts !== undefined) {
-        const own = family.renderParts(openMetrics);
-        if (openMetrics) {
-          const convert = openMetricsParts();
-          parts = (function* () {
-            for (const part of own) yield convert(part);
-          })();
-        } else parts = own;
-      } else {
-        const text = family.renderText !== undefined ? family.renderText(openMetrics) : `${await registry.getSingleMetricAsString(metric.name)}\n`;
-        parts = [openMetrics ? toOpenMetrics(text) : text];
-      }
-      for (const part of parts) {
-        piece += part;
-        if (piece.length < RENDER_PIECE_CHARS && performance.now() - sliceStart < RENDER_SLICE_MS) continue;
-        yield piece;
-        piece = '';
-        // The loop's other work (the streams' reads and writes) runs before the next slice.
-        await nextTurn();
-        sliceStart = performance.now();
-      }
-    }
-    if (!openMetrics) {
-      yield piece + (scraper?.relayText() ?? '');
-      return;
-    }
-    const relay = scraper?.relayText();
-    yield piece + (relay === undefined || relay === '' ? '' : relayOpenMetrics(relay)) + OPENMETRICS_EOF;
-  }
+  const renderPieces = createRenderPieces(registry, () => scraper, engineFirst);
 
   return {
     registry,
