@@ -46,7 +46,7 @@ export interface Metrics {
   /** The exposition text of every family (`openMetrics`: in OpenMetrics, with exemplars, `# EOF` last). */
   render(openMetrics?: boolean): Promise<string>;
   /**
-   * The same text in pieces, each rendered within about RENDER_SLICE_MS of the event loop,
+   * The same text in pieces, each rendered within about RENDER_SLICE_MS (render-pieces.ts) of the event loop,
    * which it is given back between pieces: a scrape of thousands of series never holds the
    * data plane's streams for long. A piece holds whole series; a large family spans pieces.
    */
