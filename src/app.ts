@@ -10,7 +10,7 @@ import type { Config } from './config/config.ts';
 import { exposureWarnings } from './config/exposure-warnings.ts';
 import { containerEvidence } from './metrics/container/in-container.ts';
 import { createAccessLog, type AccessLog } from './access-log.ts';
-import { createDataPlane, type DataPlane, type DataPlaneOptions } from './data-plane/data-plane.ts';
+import { createDataPlane, type DataPlane } from './data-plane/data-plane.ts';
 import type { LifecycleViolation } from './data-plane/lifecycle.ts';
 import { createInjectionSwitch } from './data-plane/usage-injection.ts';
 import type { Logger } from './log.ts';
@@ -25,7 +25,7 @@ import type { MeasurementSink } from './measure/request-timer.ts';
 import type { ContainerSamplerOptions } from './metrics/container/container-sampler.ts';
 import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import type { OtelOptions } from './metrics/dialects/otel.ts';
-import { vllmHandler, vllmMethod } from './metrics/dialects/vllm-http.ts';
+import { DIALECTS, dialectRows, passThroughReport, type DialectRow } from './metrics/dialects/index.ts';
 import { startOtlpExport, type OtlpExport } from './metrics/otlp-export.ts';
 import type { ProxyEvents } from './metrics/proxy-families.ts';
 import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases.ts';
@@ -69,6 +69,11 @@ export interface StartOptions {
   readonly container?: ContainerSamplerOptions;
   /** An impossible move of a request's lifecycle (default: logged as an error; tests fail on it). */
   readonly lifecycleViolation?: (error: LifecycleViolation) => void;
+  /**
+   * The dialect table `config.dialects` was validated against (default: DIALECTS; a test adds a
+   * dialect of its own). In one process only: a worker builds its data plane with DIALECTS.
+   */
+  readonly dialectTable?: readonly DialectRow[];
 }
 
 function requireUpstream(config: Config): URL {
@@ -101,6 +106,7 @@ export function buildMetrics(config: Config, options: StartOptions, openConnecti
     throughputWindowSeconds: config.throughputWindowSeconds,
     version: VERSION,
     dialects: config.dialects,
+    ...(options.dialectTable === undefined ? {} : { dialectTable: options.dialectTable }),
     buckets: config.buckets,
     aom: config.aom,
     openConnections,
@@ -142,16 +148,6 @@ export async function startExport(config: Config, metrics: Metrics, log: Logger)
   return startOtlpExport({ config: config.otel.export, otel: otelOptions(config), buckets: config.buckets, metrics, log });
 }
 
-/** vLLM's HTTP families for the pass-through route: its bounded labels, then the event. */
-function passThroughHttp(events: ProxyEvents): DataPlaneOptions['httpRequest'] {
-  const report = events.httpRequest;
-  if (report === undefined) return undefined;
-  return (target, method, status, seconds) => {
-    const handler = vllmHandler(target);
-    if (handler !== undefined) report(handler, vllmMethod(method), status, seconds);
-  };
-}
-
 /** The data plane of one process, reporting to `sink` and `events`. */
 export function buildDataPlane(
   config: Config,
@@ -161,6 +157,7 @@ export function buildDataPlane(
   events: ProxyEvents,
   lifecycleViolation?: (error: LifecycleViolation) => void,
   aliases?: TenantAliases,
+  dialectTable: readonly DialectRow[] = DIALECTS,
 ): { dataPlane: DataPlane; accessLog: AccessLog | undefined } {
   const accessLog =
     config.accessLog === undefined
@@ -203,7 +200,7 @@ export function buildDataPlane(
     limits: config.limits,
     rejected: events.rejected,
     clientError: events.clientError,
-    httpRequest: config.dialects.includes('vllm') ? passThroughHttp(events) : undefined,
+    httpRequest: passThroughReport(dialectRows(config.dialects, dialectTable), events),
     lifecycleViolation,
     tenantOf: aliases === undefined ? undefined : createTenantOf(config.tenant.source, aliases.current),
   });
@@ -323,7 +320,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   let dataPlane: DataPlane | undefined;
   const aliases = tenantAliases(config, log);
   const metrics = buildMetrics(config, options, () => dataPlane?.connections() ?? 0, aliases);
-  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation, aliases);
+  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation, aliases, options.dialectTable);
   dataPlane = built.dataPlane;
   const plane = dataPlane;
   let management: Management | undefined;

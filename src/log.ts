@@ -1,6 +1,5 @@
 // One JSON object per line on stderr: machine-readable for log pipelines, readable enough by eye.
 // Callers pass fields explicitly; nothing logs request headers or bodies.
-import type { LogLevel } from './config/config.ts';
 
 export type LogFields = Readonly<Record<string, string | number | boolean | undefined>>;
 
@@ -12,6 +11,9 @@ export interface Logger {
   /** Logs at warn level at most once per `intervalMs` for the same key: for faults that repeat per request. */
   warnThrottled(key: string, msg: string, fields?: LogFields, intervalMs?: number): void;
 }
+
+/** INFERMETER_LOG_LEVEL's values. */
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
 const RANK: Readonly<Record<LogLevel, number>> = { debug: 10, info: 20, warn: 30, error: 40 };
 

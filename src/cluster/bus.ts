@@ -22,7 +22,7 @@ type BusEvent =
   | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number, tenant: string | undefined, accepted: boolean | undefined] // inter-token
   | readonly [kind: 3, sample: RequestSample] // finished
   | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null] // a proxy event
-  | readonly [kind: 5, handler: string, method: string, status: number, seconds: number] // a pass-through request (httpRequest)
+  | readonly [kind: 5, dialect: string, route: string, method: string, status: number, seconds: number] // a pass-through request (httpRequest)
   | readonly [kind: 6, api: InferenceApi, model: string, stream: boolean, seconds: number, reasoningPhase: number | null, tenant: string | undefined, accepted: boolean | undefined, requestId?: string]; // first visible output
 
 type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'retried' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected' | 'clientError' | 'bodyUnheld';
@@ -91,7 +91,7 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
       rejected: proxy('rejected'),
       clientError: proxy('clientError') as (k: ClientErrorKind) => void,
       bodyUnheld: proxy('bodyUnheld') as (u: HeldBodyUse) => void,
-      httpRequest: (handler, method, status, seconds) => push([5, handler, method, status, seconds]),
+      httpRequest: (dialect, route, method, status, seconds) => push([5, dialect, route, method, status, seconds]),
     },
   };
 }
@@ -172,7 +172,7 @@ export function createWorkerReceiver(
             break;
           }
           case 5:
-            events.httpRequest?.(e[1], e[2], e[3], e[4]);
+            events.httpRequest?.(e[1], e[2], e[3], e[4], e[5]);
             break;
           case 6: {
             const info = infoOf(e[1], e[2], e[3], e[6], e[7]);

@@ -1,11 +1,11 @@
 // INFERMETER_BUCKETS_<FAMILY>: histogram buckets replaced by family. A name that is no family's
 // is refused with the list of those that are (it would otherwise be ignored in silence).
-import { bucketVariable, HISTOGRAM_FAMILIES, parseBuckets, type BucketOverrides, type HistogramFamily } from '../metrics/buckets.ts';
+import { bucketVariable, parseBuckets, type BucketOverrides } from '../metrics/buckets.ts';
 import type { Env, Problem } from './parse.ts';
 
-export function parseBucketOverrides(env: Env, problem: Problem): BucketOverrides {
-  const overrides: Partial<Record<HistogramFamily, readonly number[]>> = {};
-  const known = new Map(HISTOGRAM_FAMILIES.map((f) => [bucketVariable(f), f]));
+export function parseBucketOverrides(env: Env, problem: Problem, families: readonly string[]): BucketOverrides {
+  const overrides: Record<string, readonly number[]> = {};
+  const known = new Map(families.map((f) => [bucketVariable(f), f]));
   for (const [variable, raw] of Object.entries(env)) {
     if (!variable.startsWith('INFERMETER_BUCKETS_') || raw === undefined) continue;
     const family = known.get(variable);

@@ -7,6 +7,8 @@ import { closeSync, openSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
 import { dirname } from 'node:path';
 import type { BucketOverrides } from '../metrics/buckets.ts';
+import type { AomOptions } from '../metrics/dialects/aom.ts';
+import { DIALECTS, histogramFamilies, type DialectRow } from '../metrics/dialects/index.ts';
 import { readCpuQuota, type CpuQuota } from '../metrics/container/cgroup.ts';
 import { parseAomLabels } from './aom-labels.ts';
 import { autoWorkers } from './auto-workers.ts';
@@ -25,7 +27,6 @@ import { CONFIGURATION_TABLE, unknownVariables, VARIABLE_NAMES } from './variabl
 import { MAX_WORKERS } from './variables/proxy.ts';
 
 export type { Env } from './parse.ts';
-export type { LogLevel } from './variables/proxy.ts';
 export { AOM_LABEL_VARIABLES } from './aom-labels.ts';
 
 /** The values of the table's rows of group `config`: each is Config's under the row's key. */
@@ -36,8 +37,8 @@ export interface Config extends Omit<TableValues, 'workers'>, ListenAddresses {
   readonly upstream: URL | undefined;
   /** MIES_SERVICE_MONITOR_MODE: /metrics is served only when this is true. */
   readonly metricsEnabled: boolean;
-  /** Metric dialects /metrics serves, in order. */
-  readonly dialects: readonly DialectName[];
+  /** Metric dialects /metrics serves, in order: names of the dialect table (metrics/dialects/index.ts). */
+  readonly dialects: readonly string[];
   /** Histogram buckets replaced through INFERMETER_BUCKETS_<FAMILY>. */
   readonly buckets: BucketOverrides;
   readonly aom: AomOptions;
@@ -63,15 +64,6 @@ export interface Config extends Omit<TableValues, 'workers'>, ListenAddresses {
   readonly slo: SloConfig;
 }
 
-export type DialectName = 'mindie' | 'aom' | 'vllm' | 'otel';
-export const DIALECT_NAMES: readonly DialectName[] = ['mindie', 'aom', 'vllm', 'otel'];
-
-export interface AomOptions {
-  /** Collection period of the AOM period gauges and container metrics, in seconds. */
-  readonly periodSeconds: number;
-  /** service_id, group_id, project_id, instance_name, service_name (those set) and source. */
-  readonly labels: Readonly<Record<string, string>>;
-}
 
 export interface ConfigProblem {
   readonly variable: string;
@@ -109,6 +101,8 @@ export interface LoadOptions {
   readonly probeAccessLog?: boolean;
   /** The variables table (default: variables.ts'); a test adds a row to show one row is all a variable takes. */
   readonly table?: readonly Row[];
+  /** The dialects INFERMETER_DIALECTS may name (default: DIALECTS; a test adds its own). */
+  readonly dialectTable?: readonly DialectRow[];
 }
 
 /**
@@ -146,8 +140,9 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
 
   const values = readGroup(table, 'config', env, problem, file) as unknown as TableValues;
   const limits = readGroup(table, 'limits', env, problem, file) as unknown as Limits;
-  const dialects = parseDialects(env.INFERMETER_DIALECTS, problem);
-  const buckets = parseBucketOverrides(env, problem);
+  const dialectTable = options.dialectTable ?? DIALECTS;
+  const dialects = parseDialects(env.INFERMETER_DIALECTS, problem, dialectTable);
+  const buckets = parseBucketOverrides(env, problem, histogramFamilies(dialectTable));
   const aom: AomOptions = {
     ...(readGroup(table, 'aom', env, problem, file) as { periodSeconds: number }),
     labels: parseAomLabels(env, options.hostname ?? hostname(), problem),
@@ -215,15 +210,16 @@ function parseAccessLog(raw: string | undefined, probe: boolean, problem: Proble
   return accessLog;
 }
 
-function parseDialects(raw: string | undefined, problem: Problem): DialectName[] {
+function parseDialects(raw: string | undefined, problem: Problem, table: readonly DialectRow[]): string[] {
   const value = nonEmpty(raw);
   if (value === undefined) return ['mindie'];
   const names = value.split(',').map((n) => n.trim().toLowerCase());
-  const expected = `a comma-separated list of ${DIALECT_NAMES.join(', ')}, each at most once`;
-  const valid = names.every((n) => (DIALECT_NAMES as readonly string[]).includes(n)) && new Set(names).size === names.length;
+  const known = table.map((row) => row.name);
+  const expected = `a comma-separated list of ${known.join(', ')}, each at most once`;
+  const valid = names.every((n) => known.includes(n)) && new Set(names).size === names.length;
   if (!valid) {
     problem('INFERMETER_DIALECTS', expected, raw);
     return ['mindie'];
   }
-  return names as DialectName[];
+  return names;
 }

@@ -6,7 +6,8 @@
 // compare bucket by bucket.
 import type { Registry } from '@prometheus-io/client';
 import type { RequestInfo } from '../measure/sample.ts';
-import { bucketsFor, type BucketOverrides } from './buckets.ts';
+import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from './buckets.ts';
+import { MINDIE_BUCKETS } from './dialects/mindie.ts';
 import { registerHistogram, registerLabelledHistogram } from './families.ts';
 import type { SampleObserver } from './recorder.ts';
 
@@ -15,20 +16,20 @@ export function createFirstOutputFamilies(registry: Registry, buckets: BucketOve
   const ttfo = registerHistogram(registry, {
     name: 'infermeter_time_to_first_output_seconds',
     help: 'Time from arrival to the first visible output of streamed inference requests (content text or a tool call; not reasoning), in seconds; TTFT when the stream does not open with reasoning. Observed when that output arrives; never for a stream that showed no visible output.',
-    buckets: bucketsFor('time_to_first_token_seconds', buckets),
+    buckets: bucketsFor(MINDIE_BUCKETS, 'time_to_first_token_seconds', buckets),
     labelName: 'model_name',
   });
   const phase = registerHistogram(registry, {
     name: 'infermeter_reasoning_phase_seconds',
     help: 'Time from the first token to the first visible output of streamed inference requests that opened with reasoning, in seconds: the reasoning the user waited through. Observed when that output arrives.',
-    buckets: bucketsFor('time_to_first_token_seconds', buckets),
+    buckets: bucketsFor(MINDIE_BUCKETS, 'time_to_first_token_seconds', buckets),
     labelName: 'model_name',
   });
   const tenant = tenants
     ? registerLabelledHistogram(registry, {
         name: 'infermeter_tenant_time_to_first_output_seconds',
         help: 'Time to the first visible output of streamed inference requests per tenant and model, in seconds (the TTFT buckets of the tenant families).',
-        buckets: bucketsFor('infermeter_tenant_time_to_first_token_seconds', buckets),
+        buckets: bucketsFor(OWN_BUCKETS, 'infermeter_tenant_time_to_first_token_seconds', buckets),
         labelNames: ['tenant', 'model_name'],
       })
     : undefined;

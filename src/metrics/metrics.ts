@@ -1,20 +1,13 @@
 // Builds the metrics of one infermeter: a Prometheus client (@prometheus-io/client) Registry of its own (never the global
 // one), the shared measurement state, the enabled dialects and infermeter's own families.
-// Over 300 lines: the one place the registry, the dialects, the families and the render meet.
 import { Counter, Registry } from '@prometheus-io/client';
-import type { AomOptions, DialectName } from '../config/config.ts';
 import type { Clock } from '../measure/clock.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
-import { createAomDialect } from './dialects/aom.ts';
-import type { Dialect, DialectContext, DialectFactory } from './dialects/dialect.ts';
-import { createMindieDialect } from './dialects/mindie.ts';
-import { createVllmDialect } from './dialects/vllm.ts';
-import { createOtelDialect, type OtelOptions } from './dialects/otel.ts';
+import type { Dialect, DialectContext } from './dialects/dialect.ts';
+import { dialectRows, type DialectOptions, type DialectRow } from './dialects/index.ts';
 import type { BucketOverrides } from './buckets.ts';
-import type { ContainerSamplerOptions } from './container/container-sampler.ts';
 import { createEngineScraper, fetchText, type EngineScraper, type EngineScraperOptions, type EngineView } from '../engine/engine-scraper.ts';
 import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
-import { registerDerived, type Family } from './families.ts';
 import { createLabelGuard } from './label-guard.ts';
 import { NO_TENANT, UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
 import { createLoopDelayMonitor, registerLoopDelay, type LoopDelayReading } from './loop-delay.ts';
@@ -26,35 +19,13 @@ import { createFailureFamilies } from './failure-classes.ts';
 import { createGoodputFamilies, type Goodput } from './goodput-families.ts';
 import { createGoodputWindow } from './goodput-window.ts';
 import type { SloPolicy } from '../slo/slo-policy.ts';
-import { OPENMETRICS_CONTENT_TYPE, OPENMETRICS_EOF, openMetricsParts, toOpenMetrics } from './openmetrics.ts';
+import { OPENMETRICS_CONTENT_TYPE } from './openmetrics.ts';
+import { createRenderPieces } from './render-pieces.ts';
+import { registerAccountingFamilies } from './accounting-families.ts';
 import { createUsageDetailFamilies } from './usage-detail-families.ts';
 import { createFirstOutputFamilies } from './first-output-families.ts';
 import { createOverheadFamily } from './overhead-family.ts';
 
-/**
- * How long one piece of a /metrics render may hold the event loop (ms): the series (or the few
- * kilobytes of a derived family) started within it is finished, then the loop is given back.
- */
-const RENDER_SLICE_MS = 4;
-/** And how large a piece may grow (its encoding, by the caller, is work of the same slice). */
-const RENDER_PIECE_CHARS = 64 * 1024;
-
-/** Resolves in the check phase of this turn of the event loop, after its I/O. */
-const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-
-/** Every dialect by its INFERMETER_DIALECTS name, given its own options. */
-function dialectFactory(name: DialectName, options: MetricsOptions): DialectFactory {
-  switch (name) {
-    case 'mindie':
-      return createMindieDialect;
-    case 'aom':
-      return (registry, state, context) => createAomDialect(registry, state, context, { aom: options.aom, container: options.container });
-    case 'vllm':
-      return createVllmDialect;
-    case 'otel':
-      return (registry, state, context) => createOtelDialect(registry, state, context, options.otel);
-  }
-}
 
 export interface Metrics {
   readonly registry: Registry;
@@ -75,7 +46,7 @@ export interface Metrics {
   /** The exposition text of every family (`openMetrics`: in OpenMetrics, with exemplars, `# EOF` last). */
   render(openMetrics?: boolean): Promise<string>;
   /**
-   * The same text in pieces, each rendered within about RENDER_SLICE_MS of the event loop,
+   * The same text in pieces, each rendered within about RENDER_SLICE_MS (render-pieces.ts) of the event loop,
    * which it is given back between pieces: a scrape of thousands of series never holds the
    * data plane's streams for long. A piece holds whole series; a large family spans pieces.
    */
@@ -102,17 +73,16 @@ export interface Metrics {
   close(): void;
 }
 
-export interface MetricsOptions {
+/** The dialects' own options (AOM's, the container sources, OTel's) are DialectOptions'. */
+export interface MetricsOptions extends DialectOptions {
   readonly buckets: BucketOverrides | undefined;
-  readonly aom: AomOptions;
-  /** Sources of the container metrics; tests pass fixture trees and a fake nvidia-smi. */
-  readonly container?: ContainerSamplerOptions;
-  /** The otel dialect's constant attributes (provider, upstream address); its defaults when unset. */
-  readonly otel?: OtelOptions;
   readonly clock: Clock;
   readonly throughputWindowSeconds: number;
   readonly version: string;
-  readonly dialects: readonly DialectName[];
+  /** The dialects to serve, in order: names of `dialectTable`. */
+  readonly dialects: readonly string[];
+  /** The dialect table the names are looked up in (default: DIALECTS; a test adds its own). */
+  readonly dialectTable?: readonly DialectRow[];
   /** Client connections open on the data plane now (read at scrape time). */
   readonly openConnections?: () => number;
   /** Size of the /metrics-json window, in requests. */
@@ -181,17 +151,13 @@ export function createMetrics(options: MetricsOptions): Metrics {
     openConnections: options.openConnections ?? (() => 0),
     engine: () => scraper?.view(),
   };
-  const dialects = options.dialects.map((name) => dialectFactory(name, options)(registry, recorder.state, context));
+  const dialects = dialectRows(options.dialects, options.dialectTable).map((row) => row.create(registry, recorder.state, context, options));
   for (const dialect of dialects) recorder.addObserver(dialect);
-  const httpObservers = dialects.filter((d) => d.httpRequest !== undefined);
+  // A pass-through request is addressed to the dialect whose labels it carries.
+  const httpObservers = new Map(dialects.filter((d) => d.httpRequest !== undefined).map((d) => [d.name, d]));
   const proxy: ProxyFamilies = {
     ...createProxyFamilies(registry, options.version),
-    httpRequest:
-      httpObservers.length === 0
-        ? undefined
-        : (handler, method, status, seconds) => {
-            for (const d of httpObservers) d.httpRequest!(handler, method, status, seconds);
-          },
+    httpRequest: httpObservers.size === 0 ? undefined : (dialect, route, method, status, seconds) => httpObservers.get(dialect)?.httpRequest?.(route, method, status, seconds),
   };
   const loopDelay = createLoopDelayMonitor();
   registerLoopDelay(registry, () => {
@@ -217,54 +183,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   recorder.addObserver(createUsageDetailFamilies(registry, tenantGuard !== undefined));
   recorder.addObserver(createFirstOutputFamilies(registry, options.buckets, tenantGuard !== undefined));
   recorder.addObserver(createOverheadFamily(registry, options.buckets));
-  registerDerived(registry, {
-    name: 'infermeter_model_labels',
-    help: 'Distinct model_name values kept (unknown and other included).',
-    type: 'gauge',
-    collect: () => [{ value: guard.distinct, labels: {} }],
-  });
-  // Requests whose answer carried the engine's own timings: the vllm dialect's phases of these
-  // are the engine's, of the others the proxy's estimate (phase-split.ts).
-  const engineTimed = new Map<string, number>();
-  recorder.addObserver({
-    finished: (s) => {
-      if (s.engineTimings !== undefined) engineTimed.set(s.model, (engineTimed.get(s.model) ?? 0) + 1);
-    },
-  });
-  registerDerived(registry, {
-    name: 'infermeter_engine_timings_total',
-    help: "Finished inference requests whose answer carried the engine's own timings (llama.cpp's timings); the vllm dialect's phase histograms take these requests' phases from them, the others' are the proxy's estimate.",
-    type: 'counter',
-    collect: () => [...recorder.state.models.values()].map((m) => ({ value: engineTimed.get(m.model) ?? 0, labels: { model_name: m.model } })),
-  });
-  // Requests the engine read a prompt for, whose prompt tokens no count has: a stream the client
-  // left (or that broke off) before its usage chunk. Their generation tokens are counted from the
-  // events; their prompt tokens are missing from every prompt-token figure (docs/metrics.md).
-  const promptUnknown = new Map<string, { cancelled: number; failed: number }>();
-  recorder.addObserver({
-    finished: (s) => {
-      if (s.promptTokens !== undefined || s.outcome === 'success' || !s.outputSeen || s.api === 'embeddings') return;
-      let c = promptUnknown.get(s.model);
-      if (c === undefined) promptUnknown.set(s.model, (c = { cancelled: 0, failed: 0 }));
-      c[s.outcome]++;
-    },
-  });
-  registerDerived(registry, {
-    name: 'infermeter_prompt_tokens_unknown_total',
-    help: 'Inference requests cancelled or cut after their output began and before the upstream told their usage: the engine read their prompt, but their prompt tokens are in no prompt-token count.',
-    type: 'counter',
-    collect: () =>
-      [...recorder.state.models.values()].flatMap((m) => {
-        const c = promptUnknown.get(m.model);
-        return (['cancelled', 'failed'] as const).map((outcome) => ({ value: c?.[outcome] ?? 0, labels: { model_name: m.model, outcome } }));
-      }),
-  });
-  registerDerived(registry, {
-    name: 'infermeter_streams_without_usage_total',
-    help: 'Streamed inference requests that succeeded without a usage report (injection off or refused, or an upstream that sends none): their tokens are counted as 0, so token figures are missing for them, not zero.',
-    type: 'counter',
-    collect: () => Array.from(recorder.state.models.values(), (m) => ({ value: m.withoutUsage, labels: { model_name: m.model } })),
-  });
+  registerAccountingFamilies(registry, recorder.state, recorder.addObserver, () => guard.distinct);
   const recent = createRecentRequests(options.jsonWindow ?? 1000);
   recorder.addObserver({
     finished: (s) => recent.add(s.ttft === undefined ? undefined : s.ttft * 1000, s.tpot === undefined ? undefined : s.tpot.seconds * 1000),
@@ -291,52 +210,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     );
   }
 
-  /** The exposition in pieces, giving the event loop back between them (Metrics.renderPieces). */
-  // The relayed families in OpenMetrics, converted once per relay text (one per engine scrape).
-  let relayOm: { text: string; om: string } | undefined;
-  const relayOpenMetrics = (text: string): string => {
-    if (relayOm?.text !== text) relayOm = { text, om: toOpenMetrics(text, true) };
-    return relayOm.om;
-  };
-  async function* renderPieces(openMetrics = false): AsyncGenerator<string> {
-    // Our families write their own text (label strings built once per series); the client
-    // formats its own metric types.
-    let piece = '';
-    let sliceStart = performance.now();
-    const relayed = scraper?.relayedFamilies();
-    for (const metric of registry.getMetricsAsArray()) {
-      if (relayed !== undefined && engineFirst.has(metric.name) && relayed.has(metric.name)) continue;
-      const family = metric as unknown as Partial<Family>;
-      let parts: Iterable<string>;
-      if (family.renderParts !== undefined) {
-        const own = family.renderParts(openMetrics);
-        if (openMetrics) {
-          const convert = openMetricsParts();
-          parts = (function* () {
-            for (const part of own) yield convert(part);
-          })();
-        } else parts = own;
-      } else {
-        const text = family.renderText !== undefined ? family.renderText(openMetrics) : `${await registry.getSingleMetricAsString(metric.name)}\n`;
-        parts = [openMetrics ? toOpenMetrics(text) : text];
-      }
-      for (const part of parts) {
-        piece += part;
-        if (piece.length < RENDER_PIECE_CHARS && performance.now() - sliceStart < RENDER_SLICE_MS) continue;
-        yield piece;
-        piece = '';
-        // The loop's other work (the streams' reads and writes) runs before the next slice.
-        await nextTurn();
-        sliceStart = performance.now();
-      }
-    }
-    if (!openMetrics) {
-      yield piece + (scraper?.relayText() ?? '');
-      return;
-    }
-    const relay = scraper?.relayText();
-    yield piece + (relay === undefined || relay === '' ? '' : relayOpenMetrics(relay)) + OPENMETRICS_EOF;
-  }
+  const renderPieces = createRenderPieces(registry, () => scraper, engineFirst);
 
   return {
     registry,

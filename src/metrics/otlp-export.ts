@@ -12,7 +12,7 @@ import type { OtlpExportConfig } from '../config/otel-config.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
 import { bucketsFor, type BucketOverrides } from './buckets.ts';
-import { OTEL_INSTRUMENTS, otelMeasurements, type OtelInstrumentKey, type OtelOptions } from './dialects/otel.ts';
+import { OTEL_BUCKETS, OTEL_INSTRUMENTS, otelMeasurements, type OtelInstrumentKey, type OtelOptions } from './dialects/otel.ts';
 import { registerDerived } from './families.ts';
 import type { SampleObserver } from './recorder.ts';
 
@@ -100,7 +100,7 @@ export async function startOtlpExport(options: OtlpExportOptions): Promise<OtlpE
       instrumentName: OTEL_INSTRUMENTS[key].name,
       aggregation: {
         type: sdk.AggregationType.EXPLICIT_BUCKET_HISTOGRAM,
-        options: { boundaries: [...bucketsFor(OTEL_INSTRUMENTS[key].family, options.buckets)], recordMinMax: true },
+        options: { boundaries: [...bucketsFor(OTEL_BUCKETS, OTEL_INSTRUMENTS[key].family, options.buckets)], recordMinMax: true },
       },
     })),
     readers: [new sdk.PeriodicExportingMetricReader({ exporter, exportIntervalMillis: config.intervalMs, exportTimeoutMillis: config.timeoutMs })],
@@ -112,7 +112,7 @@ export async function startOtlpExport(options: OtlpExportOptions): Promise<OtlpE
     instruments[key] = meter.createHistogram(name, {
       unit,
       description,
-      advice: { explicitBucketBoundaries: [...bucketsFor(family, options.buckets)] },
+      advice: { explicitBucketBoundaries: [...bucketsFor(OTEL_BUCKETS, family, options.buckets)] },
     });
   }
   const record = (key: OtelInstrumentKey, value: number, attributes: Attributes): void => instruments[key].record(value, attributes);

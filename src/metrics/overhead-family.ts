@@ -9,7 +9,7 @@
 // after the write), is what bench:fidelity's tcpdump legs add to it (docs/performance.md).
 import type { Registry } from '@prometheus-io/client';
 import type { RequestSample } from '../measure/sample.ts';
-import { bucketsFor, type BucketOverrides } from './buckets.ts';
+import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from './buckets.ts';
 import { registerLabelledHistogram } from './families.ts';
 import type { SampleObserver } from './recorder.ts';
 
@@ -19,7 +19,7 @@ export function createOverheadFamily(registry: Registry, buckets: BucketOverride
   const overhead = registerLabelledHistogram(registry, {
     name: 'infermeter_proxy_overhead_seconds',
     help: "The proxy's own time on each streamed inference response, in seconds: from an upstream chunk's arrival in the data plane to its write to the client, the mean over the response's writes; observed when the request finishes.",
-    buckets: bucketsFor('infermeter_proxy_overhead_seconds', buckets),
+    buckets: bucketsFor(OWN_BUCKETS, 'infermeter_proxy_overhead_seconds', buckets),
     labelNames: NO_LABELS,
   });
   return {

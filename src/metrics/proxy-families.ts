@@ -28,10 +28,11 @@ export interface ProxyEvents {
   /** A request body not held because INFERMETER_MAX_HELD_BODY_BYTES were held already. */
   bodyUnheld(use: HeldBodyUse): void;
   /**
-   * A request of a route infermeter forwards without measuring, with its bounded labels
-   * (vllm-http.ts); undefined when no dialect serves HTTP families.
+   * A request of a route infermeter forwards without measuring, for `dialect`, with the bounded
+   * labels that dialect's passThroughLabels gave it (dialects/index.ts); undefined when no
+   * dialect counts such requests.
    */
-  readonly httpRequest?: ((handler: string, method: string, status: number, seconds: number) => void) | undefined;
+  readonly httpRequest?: ((dialect: string, route: string, method: string, status: number, seconds: number) => void) | undefined;
 }
 
 

@@ -5,7 +5,7 @@
 // likewise), so the series are at most tenants x models x (5 counters + 2 histograms).
 import type { Registry } from '@prometheus-io/client';
 import type { Outcome, RequestInfo, RequestSample } from '../measure/sample.ts';
-import { bucketsFor, type BucketOverrides } from './buckets.ts';
+import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from './buckets.ts';
 import { registerDerived, registerLabelledHistogram, type MetricValue } from './families.ts';
 import type { SampleObserver } from './recorder.ts';
 
@@ -57,13 +57,13 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
   const ttft = registerLabelledHistogram(registry, {
     name: 'infermeter_tenant_time_to_first_token_seconds',
     help: 'Time to first token of streamed inference requests per tenant and model, in seconds (few buckets: one series set per tenant and model).',
-    buckets: bucketsFor('infermeter_tenant_time_to_first_token_seconds', buckets),
+    buckets: bucketsFor(OWN_BUCKETS, 'infermeter_tenant_time_to_first_token_seconds', buckets),
     labelNames,
   });
   const e2e = registerLabelledHistogram(registry, {
     name: 'infermeter_tenant_e2e_request_latency_seconds',
     help: 'End-to-end latency of successful inference requests per tenant and model, in seconds (few buckets).',
-    buckets: bucketsFor('infermeter_tenant_e2e_request_latency_seconds', buckets),
+    buckets: bucketsFor(OWN_BUCKETS, 'infermeter_tenant_e2e_request_latency_seconds', buckets),
     labelNames,
   });
   const labels: [string, string] = ['', ''];

@@ -1,5 +1,5 @@
 // Histogram bucket boundaries as their specifications give them, written out here rather than
-// read from src/metrics/buckets.ts: a test that compares the code's buckets with the code's own
+// read from src (each dialect's *_BUCKETS, buckets.ts' OWN_BUCKETS): a test that compares the code's buckets with the code's own
 // table cannot catch a wrong boundary. Change a value here only with its source.
 
 /**

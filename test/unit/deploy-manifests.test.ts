@@ -14,7 +14,8 @@ import { parse, parseAllDocuments } from 'yaml';
 import { ConfigError, loadConfig, VARIABLES, type Config, type Env } from '../../src/config/config.ts';
 import { SECURITY_VARIABLES } from '../../src/config/security.ts';
 import { healthUrl } from '../../src/management/health-probe.ts';
-import { bucketVariable, HISTOGRAM_FAMILIES } from '../../src/metrics/buckets.ts';
+import { bucketVariable } from '../../src/metrics/buckets.ts';
+import { histogramFamilies } from '../../src/metrics/dialects/index.ts';
 import { execForm, finalStage, imageEnv } from '../helpers/dockerfile.ts';
 import { listen } from '../helpers/listen.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
@@ -181,7 +182,7 @@ const IMAGE_ENV = imageEnv(STAGE);
 /** A token as an operator would put in the Secret. */
 const TOKEN = 'k8s-test-token-0123456789abcdef';
 
-const ALLOWED = new Set<string>([...VARIABLES, ...HISTOGRAM_FAMILIES.map(bucketVariable)]);
+const ALLOWED = new Set<string>([...VARIABLES, ...histogramFamilies().map(bucketVariable)]);
 
 /** The image's ENV, then the container's env: literal values, a token for a secretKeyRef. */
 function containerEnv(c: Container): Record<string, string> {

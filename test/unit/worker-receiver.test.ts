@@ -116,9 +116,9 @@ describe('worker receiver', () => {
     const messages: WorkerMessage[] = [];
     const bus = createWorkerBus((m) => messages.push(m), () => 0);
     const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel);
-    bus.events.httpRequest!('/v1/models', 'GET', 200, 0.05);
-    bus.events.httpRequest!('/v1/models', 'GET', 200, 0.7);
-    bus.events.httpRequest!('none', 'GET', 404, 0.01);
+    bus.events.httpRequest!('vllm', '/v1/models', 'GET', 200, 0.05);
+    bus.events.httpRequest!('vllm', '/v1/models', 'GET', 200, 0.7);
+    bus.events.httpRequest!('vllm', 'none', 'GET', 404, 0.01);
     bus.flush();
     for (const m of messages) if (m.t === 'events') receiver.receive(m.events);
     const x = parseExposition(await metrics.render());

@@ -1,34 +1,13 @@
 // The variables table, third part: what /metrics serves (dialects, histogram buckets, the AOM
-// labels) and the OpenTelemetry export's standard OTEL_* variables.
+// labels) and the OpenTelemetry export's standard OTEL_* variables. The dialects' and the
+// bucket families' text comes from the dialect table (metrics/dialects/index.ts).
+import { bucketFamiliesHelp, dialectsHelp } from '../../metrics/dialects/index.ts';
 import { integer, text } from '../parse.ts';
 import { documented, variable } from '../variable-table.ts';
 
 export const METRICS_VARIABLES = [
-  documented('INFERMETER_DIALECTS', '`mindie`',
-    'metric dialects `/metrics` serves, comma-separated: `mindie`, `aom`, `vllm` (vLLM\'s own `vllm:*` names,',
-    'for vLLM dashboards), `otel` (the OpenTelemetry GenAI semantic conventions\' `gen_ai_*` histograms), e.g.',
-    '`mindie,aom` or `mindie,vllm`; each works alone',
-  ),
-  documented('INFERMETER_BUCKETS_<FAMILY>', 'the family\'s default',
-    'histogram buckets of one family, comma-separated, strictly increasing, e.g.',
-    '`INFERMETER_BUCKETS_TIME_TO_FIRST_TOKEN_SECONDS=0.25,0.5,1,2,4`; `<FAMILY>` is the family name in',
-    'capitals: `time_to_first_token_seconds`, `time_per_output_token_seconds`, `e2e_request_latency_seconds`,',
-    '`request_prompt_tokens`, `request_generation_tokens`, `inter_token_latency_seconds`,',
-    '`time_to_first_byte_seconds`, `infer_service_request_cost`, `infer_service_first_token_cost`,',
-    '`infer_service_per_token_cost`, `infer_service_input_token_quantity`,',
-    '`infer_service_output_token_quantity`, and vLLM\'s, whose `:` is written `_`',
-    '(`INFERMETER_BUCKETS_VLLM_E2E_REQUEST_LATENCY_SECONDS`): `vllm:time_to_first_token_seconds`,',
-    '`vllm:inter_token_latency_seconds`, `vllm:request_time_per_output_token_seconds`,',
-    '`vllm:e2e_request_latency_seconds`, `vllm:request_decode_time_seconds`,',
-    '`vllm:request_queue_time_seconds`, `vllm:request_prefill_time_seconds`,',
-    '`vllm:request_inference_time_seconds`, `vllm:request_prompt_tokens`, `vllm:request_generation_tokens`,',
-    '`vllm:request_params_max_tokens`, `vllm:request_max_num_generation_tokens`, `vllm:request_params_n`, and',
-    'the `otel` dialect\'s (the OTLP export uses the same): `gen_ai_server_time_to_first_token_seconds`,',
-    '`gen_ai_server_time_per_output_token_seconds`, `gen_ai_server_request_duration_seconds`,',
-    '`gen_ai_client_token_usage`, and per-tenant metering\'s: `infermeter_tenant_time_to_first_token_seconds`,',
-    '`infermeter_tenant_e2e_request_latency_seconds`, and `infermeter_proxy_overhead_seconds` (defaults in',
-    '[docs/metrics.md](metrics.md))',
-  ),
+  documented('INFERMETER_DIALECTS', '`mindie`', dialectsHelp()),
+  documented('INFERMETER_BUCKETS_<FAMILY>', 'the family\'s default', bucketFamiliesHelp()),
   variable({
     name: 'INFERMETER_AOM_PERIOD_SECONDS', group: 'aom', key: 'periodSeconds',
     parse: integer(1, 3600), value: 30,

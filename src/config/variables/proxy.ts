@@ -3,8 +3,8 @@
 // workers. variables.ts joins the parts into the one table, in the documented table's order.
 import { byteSize, integer, LABEL_VALUE, onOff, oneOf, orAuto, port, text } from '../parse.ts';
 import { documented, variable } from '../variable-table.ts';
+import type { LogLevel } from '../../log.ts';
 
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
 export const MAX_WORKERS = 256;
 

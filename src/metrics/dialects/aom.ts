@@ -4,9 +4,8 @@
 // dialect: this module only maps names, units and labels.
 import { availableParallelism, totalmem } from 'node:os';
 import type { Registry } from '@prometheus-io/client';
-import type { AomOptions } from '../../config/config.ts';
 import type { InferenceApi, RequestSample } from '../../measure/sample.ts';
-import { bucketsFor, type HistogramFamily } from '../buckets.ts';
+import { bucketsFor, type BucketTable } from '../buckets.ts';
 import { runTool } from '../container/accelerators.ts';
 import { createContainerSampler, onPath, type ContainerReading, type ContainerSamplerOptions } from '../container/container-sampler.ts';
 import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
@@ -56,12 +55,31 @@ interface ModelPeriod {
 
 type Period = Map<string, ModelPeriod>;
 
+/** The AOM settings of the configuration (INFERMETER_AOM_*). */
+export interface AomOptions {
+  /** Collection period of the AOM period gauges and container metrics, in seconds. */
+  readonly periodSeconds: number;
+  /** service_id, group_id, project_id, instance_name, service_name (those set) and source. */
+  readonly labels: Readonly<Record<string, string>>;
+}
+
 /** The AOM dialect's own options. */
 export interface AomDialectOptions {
   readonly aom: AomOptions;
   /** Sources of the container metrics; tests pass fixture trees and a fake nvidia-smi. */
   readonly container?: ContainerSamplerOptions | undefined;
 }
+
+/** Default buckets of the AOM histograms (INFERMETER_BUCKETS_<FAMILY> overrides them). */
+export const AOM_BUCKETS = {
+  // ModelArts AOM (milliseconds, tokens): the spec names upper limits of 3.7K (request cost) and
+  // 110K (the others); the last finite bounds reach past them so that the top is resolved.
+  infer_service_request_cost: [10, 25, 50, 100, 250, 500, 1000, 2000, 3700, 5000, 10000, 20000, 30000, 60000, 120000, 300000],
+  infer_service_first_token_cost: [5, 10, 25, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 7500, 10000, 20000, 30000, 60000, 110000],
+  infer_service_per_token_cost: [1, 2, 5, 10, 15, 20, 25, 30, 40, 50, 75, 100, 150, 200, 300, 500, 1000, 2500, 110000],
+  infer_service_input_token_quantity: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 110000, 131072],
+  infer_service_output_token_quantity: [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 110000, 131072],
+} as const satisfies BucketTable;
 
 export function createAomDialect(registry: Registry, state: MeasurementState, context: DialectContext, options: AomDialectOptions): Dialect {
   const serviceLabels = options.aom.labels;
@@ -82,9 +100,9 @@ export function createAomDialect(registry: Registry, state: MeasurementState, co
   };
 
   const names: string[] = [];
-  const histogram = (name: HistogramFamily, help: string) => {
+  const histogram = (name: keyof typeof AOM_BUCKETS, help: string) => {
     names.push(name);
-    return registerHistogram(registry, { name, help, buckets: bucketsFor(name, context.buckets), labelName: MODEL, constLabels: serviceLabels });
+    return registerHistogram(registry, { name, help, buckets: bucketsFor(AOM_BUCKETS, name, context.buckets), labelName: MODEL, constLabels: serviceLabels });
   };
   const requestCost = histogram('infer_service_request_cost', 'Request latency of a real-time service, in milliseconds (successful requests).');
   const firstTokenCost = histogram('infer_service_first_token_cost', 'Time to first token, in milliseconds.');

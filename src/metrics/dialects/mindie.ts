@@ -9,13 +9,27 @@
 import type { Registry } from '@prometheus-io/client';
 import type { EngineFamily } from '../../engine/engine-map.ts';
 import { inFlightNow } from '../in-flight.ts';
-import { bucketsFor, type HistogramFamily } from '../buckets.ts';
+import { bucketsFor, type BucketTable } from '../buckets.ts';
 import { createExposer } from '../exposer.ts';
 import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
 import type { MeasurementState, ModelState } from '../recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 
 const LABEL = 'model_name';
+
+/** Default buckets of the MindIE histograms (INFERMETER_BUCKETS_<FAMILY> overrides them). */
+export const MINDIE_BUCKETS = {
+  // MindIE (seconds, tokens): as the spec gives them.
+  time_to_first_token_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+  time_per_output_token_seconds: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+  e2e_request_latency_seconds: [1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60],
+  request_prompt_tokens: [10, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
+  request_generation_tokens: [10, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
+  // infermeter's additions in MindIE style: the gap between tokens, resolved below 10 ms where
+  // fast decoders live; the first response byte on the TTFT buckets, so the two compare.
+  inter_token_latency_seconds: [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5],
+  time_to_first_byte_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+} as const satisfies BucketTable;
 
 export function createMindieDialect(registry: Registry, state: MeasurementState, context: DialectContext): Dialect {
   // The exposer_* families lead the exposition, as in the spec's example.
@@ -79,8 +93,8 @@ export function createMindieDialect(registry: Registry, state: MeasurementState,
   family('cpu_cache_usage_perc', 'CPU KV-cache usage. 1 means 100 percent usage.', 'gauge', engineOnly('cpu_cache_usage_perc'), 'average');
   family('npu_prefix_cache_hit_rate', 'NPU prefix cache block hit rate.', 'gauge', engineOnly('npu_prefix_cache_hit_rate'), 'average');
 
-  const histogram = (name: HistogramFamily, help: string) => {
-    const h = registerHistogram(registry, { name, help, buckets: bucketsFor(name, context.buckets), labelName: LABEL });
+  const histogram = (name: keyof typeof MINDIE_BUCKETS, help: string) => {
+    const h = registerHistogram(registry, { name, help, buckets: bucketsFor(MINDIE_BUCKETS, name, context.buckets), labelName: LABEL });
     names.push(name);
     return h;
   };

@@ -9,7 +9,7 @@
 // Observed once per finished request; nothing here runs on the data path.
 import type { Registry } from '@prometheus-io/client';
 import type { InferenceApi, RequestSample } from '../../measure/sample.ts';
-import { bucketsFor, type HistogramFamily } from '../buckets.ts';
+import { bucketsFor, type BucketTable } from '../buckets.ts';
 import { registerLabelledHistogram, type LabelledHistogram } from '../families.ts';
 import type { MeasurementState } from '../recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
@@ -26,6 +26,17 @@ export const OPERATION_NAMES: Readonly<Record<InferenceApi, string>> = {
   messages: 'chat',
 };
 
+/** Default buckets of the OTel histograms (INFERMETER_BUCKETS_<FAMILY> overrides them, on /metrics and in the OTLP export). */
+export const OTEL_BUCKETS = {
+  // OpenTelemetry GenAI semantic conventions (seconds, tokens): the ExplicitBucketBoundaries the
+  // conventions advise (semconv v1.37-v1.41 gen-ai-metrics), under the Prometheus names; the
+  // OTLP export uses the same boundaries.
+  gen_ai_server_time_to_first_token_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+  gen_ai_server_time_per_output_token_seconds: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+  gen_ai_server_request_duration_seconds: [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92],
+  gen_ai_client_token_usage: [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864],
+} as const satisfies BucketTable;
+
 export interface OtelInstrument {
   /** The semantic-convention name (what OTLP carries). */
   readonly name: string;
@@ -33,7 +44,7 @@ export interface OtelInstrument {
   readonly unit: string;
   readonly description: string;
   /** The Prometheus name: the family on /metrics, its buckets and their override. */
-  readonly family: HistogramFamily;
+  readonly family: keyof typeof OTEL_BUCKETS;
 }
 
 export type OtelInstrumentKey = 'ttft' | 'tpot' | 'duration' | 'tokens';
@@ -165,7 +176,7 @@ export function createOtelDialect(registry: Registry, _state: MeasurementState, 
     families[key] = registerLabelledHistogram(registry, {
       name: instrument.family,
       help: instrument.description,
-      buckets: bucketsFor(instrument.family, context.buckets),
+      buckets: bucketsFor(OTEL_BUCKETS, instrument.family, context.buckets),
       labelNames: LABELS,
     });
     names.push(instrument.family);

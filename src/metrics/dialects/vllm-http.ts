@@ -43,3 +43,9 @@ export function vllmHandler(target: string): string | undefined {
 export function vllmMethod(method: string | undefined): string {
   return method !== undefined && METHODS.has(method) ? method : 'OTHER';
 }
+
+/** The vllm dialect's passThroughLabels (dialects/index.ts): its handler and method, or undefined for a route vLLM does not count. */
+export function vllmPassThroughLabels(target: string, method: string | undefined): readonly [handler: string, method: string] | undefined {
+  const handler = vllmHandler(target);
+  return handler === undefined ? undefined : [handler, vllmMethod(method)];
+}

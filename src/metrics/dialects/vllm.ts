@@ -11,7 +11,7 @@ import type { EngineFamily } from '../../engine/engine-map.ts';
 import { VLLM_ENGINE_ONLY } from '../../engine/vllm-families.ts';
 import { inFlightNow } from '../in-flight.ts';
 import type { RequestSample } from '../../measure/sample.ts';
-import { bucketsFor, type HistogramFamily } from '../buckets.ts';
+import { bucketsFor, type BucketTable } from '../buckets.ts';
 import { phaseSplit } from '../phase-split.ts';
 import { registerDerived, registerHistogram, registerLabelledHistogram, type Family, type MetricValue } from '../families.ts';
 import { formatPythonFloat } from '../text-format.ts';
@@ -58,6 +58,26 @@ const HANDLERS: Readonly<Record<RequestSample['api'], string>> = {
 
 /** A bucket bound of get() (a number, or "+Inf") in Python's spelling. */
 const formatLe = (le: string | number): string => (typeof le === 'number' ? formatPythonFloat(le) : le);
+
+/** Default buckets of the vLLM histograms (INFERMETER_BUCKETS_<FAMILY> overrides them, `:` written `_`). */
+export const VLLM_BUCKETS = {
+  // vLLM (seconds, tokens): vLLM's own buckets. Its token buckets are 1-2-5 steps up to the
+  // served model's max_model_len, which a proxy does not know: these are what vLLM emits for a
+  // max_model_len from 100000 to 199999 (131072, say).
+  'vllm:time_to_first_token_seconds': [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560],
+  'vllm:inter_token_latency_seconds': [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80],
+  'vllm:request_time_per_output_token_seconds': [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80],
+  'vllm:e2e_request_latency_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
+  'vllm:request_decode_time_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
+  'vllm:request_queue_time_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
+  'vllm:request_prefill_time_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
+  'vllm:request_inference_time_seconds': [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
+  'vllm:request_prompt_tokens': [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
+  'vllm:request_generation_tokens': [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
+  'vllm:request_params_max_tokens': [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
+  'vllm:request_max_num_generation_tokens': [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000],
+  'vllm:request_params_n': [1, 2, 5, 10, 20],
+} as const satisfies BucketTable;
 
 export function createVllmDialect(registry: Registry, state: MeasurementState, context: DialectContext): Dialect {
   const names: string[] = [];
@@ -128,11 +148,11 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     if (seconds !== undefined) httpDuration.observe([handler, method], seconds);
   };
 
-  const histogram = (name: HistogramFamily, help: string) => {
+  const histogram = (name: keyof typeof VLLM_BUCKETS, help: string) => {
     const h = registerHistogram(registry, {
       name,
       help,
-      buckets: bucketsFor(name, context.buckets),
+      buckets: bucketsFor(VLLM_BUCKETS, name, context.buckets),
       labelName: MODEL,
       constLabels: { [ENGINE]: ENGINE_INDEX },
       // `le` as vLLM (Python's prometheus_client) writes it, "1.0": dashboards match it as text.
