@@ -4,7 +4,7 @@
 // the dialects turn them into metrics. So /metrics, /metrics-json and the AOM periods are those
 // of all workers' traffic, exactly, and nothing has to be merged after the fact.
 import { UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
-import type { ClientErrorKind } from '../data-plane/data-plane.ts';
+import type { ClientErrorKind } from '../data-plane/client-connections.ts';
 import type { HeldBodyUse } from '../data-plane/body-budget.ts';
 import type { ResendReason } from '../data-plane/lifecycle.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';

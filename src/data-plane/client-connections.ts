@@ -3,6 +3,9 @@
 import type http from 'node:http';
 import type { Socket } from 'node:net';
 
+/** Why a client connection was answered 400/408 before any request was read (`clientError`). */
+export type ClientErrorKind = 'timeout' | 'malformed';
+
 export interface ClientConnections {
   /** Connections open now. */
   count(): number;

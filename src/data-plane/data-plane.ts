@@ -30,6 +30,7 @@ import { BAD_TARGET_BODY, originForm } from './request-target.ts';
 import { createUpstreamConnections, type UpstreamConnectionPolicy } from './upstream-connections.ts';
 import { createUpstreamRequest } from './upstream-request.ts';
 import type { TenantOf } from '../tenant/tenant-of.ts';
+import type { ClientErrorKind } from './client-connections.ts';
 
 export interface DataPlaneOptions {
   readonly upstream: URL;
@@ -82,7 +83,6 @@ export interface DataPlaneOptions {
 }
 
 /** Why a client connection was dropped before its request was read. */
-export type ClientErrorKind = 'timeout' | 'malformed';
 
 /** The limits the data plane keeps (config/limits.ts; totalTimeoutMs and maxConcurrency 0: none). */
 type DataPlaneLimits = Pick<Limits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'upstreamConnectTimeoutMs' | 'upstreamIdleTimeoutMs' | 'totalTimeoutMs' | 'maxConcurrency'>;

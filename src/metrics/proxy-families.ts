@@ -3,7 +3,7 @@
 // counters are fine here.
 import { Counter, Gauge, type Registry } from '@prometheus-io/client';
 import type { HeldBodyUse } from '../data-plane/body-budget.ts';
-import type { ClientErrorKind } from '../data-plane/data-plane.ts';
+import type { ClientErrorKind } from '../data-plane/client-connections.ts';
 import type { ResendReason } from '../data-plane/lifecycle.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';

@@ -102,7 +102,7 @@ describe('the dialect table: a new dialect is one module plus one row', () => {
     const own = Object.keys(OWN_BUCKETS);
     assert.deepEqual(histogramFamilies(table), [...histogramFamilies().slice(0, -own.length), 'dummy_request_milliseconds', ...own], "after the other dialects', before infermeter's own");
     // The configuration table (--help, and the README's rows, compared in config.test.ts) is the real table's text.
-    const meaning = (name: string) => CONFIGURATION_TABLE.find((v) => v.name === name)?.meaning;
+    const meaning = (name: string) => CONFIGURATION_TABLE.find((v) => v.name === name)?.meaning.join(' ');
     assert.equal(meaning('INFERMETER_DIALECTS'), dialectsHelp(DIALECTS));
     assert.equal(meaning('INFERMETER_BUCKETS_<FAMILY>'), bucketFamiliesHelp(DIALECTS));
     for (const row of DIALECTS) assert.ok(meaning('INFERMETER_DIALECTS')!.includes(`\`${row.name}\` (${row.help})`), row.name);
