@@ -1,7 +1,8 @@
 // What infermeter itself counted as going wrong, read from its /metrics: with the load client's
 // own classification (load.ts), a failure in a run is told apart as the client's, the
 // proxy's or the upstream's.
-const FAILURE_SERIES = /^(infermeter_(upstream_errors|stream_tap_problems|client_errors|request_body_uninspected|requests_rejected|worker_lost_requests)_total|request_failed_total|request_cancelled_total)\b/;
+const FAILURE_SERIES =
+  /^(infermeter_(upstream_errors|stream_tap_problems|client_errors|request_body_uninspected|requests_rejected|worker_lost_requests)_total|request_failed_total|request_cancelled_total)\b/;
 
 /** Every failure series of infermeter's exposition, by its name and labels. */
 export async function failureCounters(metricsUrl: string): Promise<Map<string, number>> {

@@ -16,19 +16,16 @@ const server = http.createServer({ noDelay: true, keepAliveTimeout: 120_000 }, (
   let ttfb: number | undefined;
   let ttft: number | undefined;
   let end: number | undefined;
-  const upstream = http.request(
-    { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent },
-    (up) => {
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      res.flushHeaders();
-      ttfb = performance.now();
-      // Before the pipe's own 'end' listener: the stamp precedes the last write.
-      up.prependListener('end', () => (end = performance.now()));
-      up.pipe(res);
-      // After the pipe's listener: the chunk was handed to the client.
-      up.once('data', () => (ttft = performance.now()));
-    },
-  );
+  const upstream = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (up) => {
+    res.writeHead(up.statusCode ?? 502, up.headers);
+    res.flushHeaders();
+    ttfb = performance.now();
+    // Before the pipe's own 'end' listener: the stamp precedes the last write.
+    up.prependListener('end', () => (end = performance.now()));
+    up.pipe(res);
+    // After the pipe's listener: the chunk was handed to the client.
+    up.once('data', () => (ttft = performance.now()));
+  });
   upstream.on('error', () => res.destroy());
   res.on('close', () => {
     upstream.destroy();

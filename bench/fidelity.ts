@@ -65,7 +65,14 @@ interface Spots {
   overhead: number[];
 }
 
-async function measure(target: Target, concurrency: number, requests: number, tmp: string, upstreamPort: number, shape = STREAM): Promise<Spots & { sent: Sent[] }> {
+async function measure(
+  target: Target,
+  concurrency: number,
+  requests: number,
+  tmp: string,
+  upstreamPort: number,
+  shape = STREAM,
+): Promise<Spots & { sent: Sent[] }> {
   const port = Number(new URL(target.url).port);
   const file = join(tmp, `${target.name.replace(/\W+/g, '-')}-${concurrency}.pcap`);
   // A warm-up round, unmeasured: the target's paths warm, its connections open.
@@ -78,16 +85,21 @@ async function measure(target: Target, concurrency: number, requests: number, tm
   const pcap = readFileSync(file);
   const wire = new Map(wireExchanges(pcap, port).map((w) => [w.requestId, w]));
   const upstreamWire = new Map(wireExchanges(pcap, upstreamPort).map((w) => [w.requestId, w]));
-  const log = await logged(target.log, sent.map((s) => s.id));
+  const log = await logged(
+    target.log,
+    sent.map((s) => s.id),
+  );
   const spots: Spots = { ttfb: [], ttft: [], e2e: [], overClient: [], firstLeg: [], lastLeg: [], overhead: [] };
   for (const s of sent) {
     const w = wire.get(s.id);
     const l = log.get(s.id);
-    if (w === undefined || l === undefined || !s.ok) throw new Error(`${s.id}: ${w === undefined ? 'not on the wire' : l === undefined ? 'not logged' : 'failed'}`);
+    if (w === undefined || l === undefined || !s.ok)
+      throw new Error(`${s.id}: ${w === undefined ? 'not on the wire' : l === undefined ? 'not logged' : 'failed'}`);
     if (w.headAt !== undefined && l.ttfb_ms !== undefined) spots.ttfb.push(w.headAt - w.requestAt - l.ttfb_ms);
     if (w.bodyAt !== undefined && l.ttft_ms !== undefined) spots.ttft.push(w.bodyAt - w.requestAt - l.ttft_ms);
     if (w.lastAt !== undefined && l.e2e_ms !== undefined) spots.e2e.push(w.lastAt - w.requestAt - l.e2e_ms);
-    if (process.env.FIDELITY_DEBUG !== undefined && w.lastAt !== undefined && l.e2e_ms !== undefined && Math.abs(w.lastAt - w.requestAt - l.e2e_ms) > 5) console.error(s.id, JSON.stringify(w), JSON.stringify(l), s.clientE2eMs);
+    if (process.env.FIDELITY_DEBUG !== undefined && w.lastAt !== undefined && l.e2e_ms !== undefined && Math.abs(w.lastAt - w.requestAt - l.e2e_ms) > 5)
+      console.error(s.id, JSON.stringify(w), JSON.stringify(l), s.clientE2eMs);
     if (l.e2e_ms !== undefined) spots.overClient.push(l.e2e_ms - s.clientE2eMs);
     const u = upstreamWire.get(s.id);
     if (u?.bodyAt !== undefined && w.bodyAt !== undefined) spots.firstLeg.push(w.bodyAt - u.bodyAt);
@@ -111,13 +123,16 @@ async function waveScenario(targets: readonly Target[], direct: string, tmp: str
   for (const target of targets) {
     const s = await wave(target.url, target.name, WAVES, tmp, { log: target.log });
     if (s.failed > 0) throw new Error(`${target.name}: ${s.failed} wave requests failed`);
-    rows.push(`| ${target.name} | ${f(percentile(s.blindMs, 50))} | ${f(percentile(s.blindMs, 99))} | ${f(percentile(s.ttftMs, 50))} | ${f(percentile(s.ttftMs, 99))} | ${f(percentile(s.ttftMs, 50) - dp50)} | ${f(percentile(s.ttftMs, 99) - dp99)} |`);
+    rows.push(
+      `| ${target.name} | ${f(percentile(s.blindMs, 50))} | ${f(percentile(s.blindMs, 99))} | ${f(percentile(s.ttftMs, 50))} | ${f(percentile(s.ttftMs, 99))} | ${f(percentile(s.ttftMs, 50) - dp50)} | ${f(percentile(s.ttftMs, 99) - dp99)} |`,
+    );
   }
   return rows;
 }
 
 const f = (n: number) => (Number.isFinite(n) ? n.toFixed(3) : 'n/a');
-const stats = (values: readonly number[]) => `${f(percentile(values, 50))} | ${f(percentile(values, 99))} | ${f(Math.max(...values))} | ${f(Math.min(...values))}`;
+const stats = (values: readonly number[]) =>
+  `${f(percentile(values, 50))} | ${f(percentile(values, 99))} | ${f(Math.max(...values))} | ${f(Math.min(...values))}`;
 
 /** The largest gap between chunks of bystander streams, with and without back-to-back scrapes. */
 async function scrapeScenario(target: Target): Promise<string> {
@@ -157,7 +172,13 @@ async function main(): Promise<void> {
   const flags = (process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS).split(' ').filter(Boolean);
   const infermeter = async (name: string, extra: Record<string, string>, cli = here('../src/cli.ts')): Promise<Target> => {
     const log = join(tmp, `${name.replace(/\W+/g, '-')}.log`);
-    const env = { ...infermeterEnv(up.url), INFERMETER_DIALECTS: 'mindie,aom,vllm,otel', INFERMETER_MAX_MODELS: String(MAX_MODELS), INFERMETER_ACCESS_LOG: log, ...extra };
+    const env = {
+      ...infermeterEnv(up.url),
+      INFERMETER_DIALECTS: 'mindie,aom,vllm,otel',
+      INFERMETER_MAX_MODELS: String(MAX_MODELS),
+      INFERMETER_ACCESS_LOG: log,
+      ...extra,
+    };
     const { child, line } = await startNode(cli, [], env, /"infermeter started"/, 'stderr', flags);
     children.push(child);
     child.stderr!.resume();
@@ -177,8 +198,12 @@ async function main(): Promise<void> {
   try {
     const load0 = loadavg()[0]!;
     console.log(`Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.versions.node}, load average ${load0.toFixed(2)} at the start.`);
-    console.log(`Streams: ${STREAM.tokens} tokens, first after ${STREAM.ttftMs} ms, then every ${STREAM.gapMs} ms. Blind spot = wire − logged, ms: p50 | p99 | max | min (min < 0: the figure read high).\n`);
-    console.log('| target | concurrency | requests | TTFT p50 | p99 | max | min | TTFB p50 | p99 | max | min | e2e p50 | p99 | max | min | logged e2e − client e2e, max |');
+    console.log(
+      `Streams: ${STREAM.tokens} tokens, first after ${STREAM.ttftMs} ms, then every ${STREAM.gapMs} ms. Blind spot = wire − logged, ms: p50 | p99 | max | min (min < 0: the figure read high).\n`,
+    );
+    console.log(
+      '| target | concurrency | requests | TTFT p50 | p99 | max | min | TTFB p50 | p99 | max | min | e2e p50 | p99 | max | min | logged e2e − client e2e, max |',
+    );
     console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
     const legs: string[] = [];
     const upstreamPort = Number(new URL(up.url).port);
@@ -186,20 +211,30 @@ async function main(): Promise<void> {
       // Interleaved: every target at one level before the next level.
       for (const target of targets) {
         const s = await measure(target, level.concurrency, level.requests, tmp, upstreamPort);
-        console.log(`| ${target.name} | ${level.concurrency} | ${s.ttft.length} | ${stats(s.ttft)} | ${stats(s.ttfb)} | ${stats(s.e2e)} | ${f(Math.max(...s.overClient))} |`);
+        console.log(
+          `| ${target.name} | ${level.concurrency} | ${s.ttft.length} | ${stats(s.ttft)} | ${stats(s.ttfb)} | ${stats(s.e2e)} | ${f(Math.max(...s.overClient))} |`,
+        );
         const logged = s.overhead.length === 0 ? 'n/a | n/a | n/a | n/a' : stats(s.overhead);
         legs.push(`| ${target.name} | ${level.concurrency} | ${s.firstLeg.length} | ${stats(s.firstLeg)} | ${stats(s.lastLeg)} | ${logged} |`);
       }
     }
-    console.log('\nThe proxy leg on the wire (client port − upstream port: the first body byte, the last byte) against the time the target logged as its own (proxy_overhead_ms: infermeter_proxy_overhead_seconds), ms: p50 | p99 | max | min.\n');
-    console.log('| target | concurrency | requests | first byte leg p50 | p99 | max | min | last byte leg p50 | p99 | max | min | logged overhead p50 | p99 | max | min |');
+    console.log(
+      '\nThe proxy leg on the wire (client port − upstream port: the first body byte, the last byte) against the time the target logged as its own (proxy_overhead_ms: infermeter_proxy_overhead_seconds), ms: p50 | p99 | max | min.\n',
+    );
+    console.log(
+      '| target | concurrency | requests | first byte leg p50 | p99 | max | min | last byte leg p50 | p99 | max | min | logged overhead p50 | p99 | max | min |',
+    );
     console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
     for (const line of legs) console.log(line);
-    console.log(`\nWaves: ${WAVE.concurrency} lanes × ${WAVES} waves, streams of ${WAVE.shape.tokens} tokens, first after ${WAVE.shape.ttftMs} ms, then every ${WAVE.shape.gapMs} ms; each lane sends its next the moment its last ends. Blind spot = the request's first byte on the wire to the logged t0 (the TTFB blind spot), waves 2 on, ms; the client's TTFT over waves 2 on, ms.\n`);
+    console.log(
+      `\nWaves: ${WAVE.concurrency} lanes × ${WAVES} waves, streams of ${WAVE.shape.tokens} tokens, first after ${WAVE.shape.ttftMs} ms, then every ${WAVE.shape.gapMs} ms; each lane sends its next the moment its last ends. Blind spot = the request's first byte on the wire to the logged t0 (the TTFB blind spot), waves 2 on, ms; the client's TTFT over waves 2 on, ms.\n`,
+    );
     console.log('| target | blind spot p50 | blind spot p99 | client TTFT p50 | client TTFT p99 | added over direct, p50 | added over direct, p99 |');
     console.log('|---|---|---|---|---|---|---|');
     for (const row of await waveScenario(targets, up.url, tmp)) console.log(row);
-    console.log(`\nScrapes: ${SCRAPES} back to back from another process while 8 bystander streams run (300 tokens, every 10 ms), after a request for each of ${MAX_MODELS + 1} models; INFERMETER_DIALECTS=mindie,aom,vllm,otel.\n`);
+    console.log(
+      `\nScrapes: ${SCRAPES} back to back from another process while 8 bystander streams run (300 tokens, every 10 ms), after a request for each of ${MAX_MODELS + 1} models; INFERMETER_DIALECTS=mindie,aom,vllm,otel.\n`,
+    );
     console.log('| target | largest gap, no scrapes, ms | largest gap, scraped, ms | added, ms | scrape p50 / max, ms | MiB |');
     console.log('|---|---|---|---|---|---|');
     if (!waveOnly) for (const target of targets) if (target.metricsUrl !== undefined) console.log(await scrapeScenario(target));

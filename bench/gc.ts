@@ -61,10 +61,16 @@ async function measure(label: string, script: string, flags: string, upstream: s
 
 const up = await startUpstream();
 const upstream = up.url;
-const cap = INFERMETER_FLAGS.split(' ').filter((f) => f.startsWith('--max-semi-space-size')).join(' ');
+const cap = INFERMETER_FLAGS.split(' ')
+  .filter((f) => f.startsWith('--max-semi-space-size'))
+  .join(' ');
 try {
-  process.stdout.write(`Per repetition of ${THROUGHPUT.requests} requests × ${THROUGHPUT.tokens} tokens at concurrency ${THROUGHPUT.concurrency}, mean of ${REPS}, after one unmeasured:\n\n`);
-  process.stdout.write('| process | node flags | scavenges | full collections | promoted MB | main-thread GC pause ms | CPU µs/event |\n|---|---|---|---|---|---|---|\n');
+  process.stdout.write(
+    `Per repetition of ${THROUGHPUT.requests} requests × ${THROUGHPUT.tokens} tokens at concurrency ${THROUGHPUT.concurrency}, mean of ${REPS}, after one unmeasured:\n\n`,
+  );
+  process.stdout.write(
+    '| process | node flags | scavenges | full collections | promoted MB | main-thread GC pause ms | CPU µs/event |\n|---|---|---|---|---|---|---|\n',
+  );
   process.stdout.write(`${await measure('infermeter', '../src/cli.ts', INFERMETER_FLAGS, upstream)}\n`);
   process.stdout.write(`${await measure('infermeter', '../src/cli.ts', cap, upstream)}\n`);
   process.stdout.write(`${await measure('node pass-through', 'passthrough.ts', cap, upstream)}\n`);

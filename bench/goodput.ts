@@ -95,7 +95,13 @@ function createHandler(): (chunk: string) => string[] {
 
 /** vLLM's async_request_openai_chat_completions, on node:http (aiohttp's iter_any: each read as it comes). */
 function vllmChatRequest(url: string, agent: http.Agent, model: string, id: string, s: Scenario): Promise<Output> {
-  const payload = JSON.stringify({ model, messages: [{ role: 'user', content: 'Judge the goodput.' }], max_completion_tokens: TOKENS, stream: true, stream_options: { include_usage: true } });
+  const payload = JSON.stringify({
+    model,
+    messages: [{ role: 'user', content: 'Judge the goodput.' }],
+    max_completion_tokens: TOKENS,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
   return new Promise((resolve) => {
     const output: Output = { id, success: false, latency: 0, ttft: 0, outputTokens: 0 };
     let ttft = 0;
@@ -193,7 +199,9 @@ async function run(url: string, metricsUrl: string, log: string, s: Scenario, la
   agent.destroy();
   // infermeter's count, from its /metrics (the access log is written in batches: wait for every line).
   const metrics = await (await fetch(metricsUrl)).text();
-  const infermeterGood = Number(new RegExp(`^infermeter_goodput_requests_total\\{model_name="${s.model}",verdict="good"\\} (\\S+)$`, 'm').exec(metrics)?.[1] ?? Number.NaN);
+  const infermeterGood = Number(
+    new RegExp(`^infermeter_goodput_requests_total\\{model_name="${s.model}",verdict="good"\\} (\\S+)$`, 'm').exec(metrics)?.[1] ?? Number.NaN,
+  );
   const logged = new Map<string, Logged>();
   for (let tries = 0; tries < 100 && logged.size < REQUESTS; tries++) {
     logged.clear();
@@ -250,9 +258,15 @@ async function main(): Promise<void> {
       return { url: started.data, metricsUrl: started.metrics, log };
     };
     const plain = await start('infermeter', {});
-    console.log(`Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.versions.node}, load average ${loadavg()[0]!.toFixed(2)} at the start.`);
-    console.log(`${REQUESTS} streams per scenario, concurrency ${CONCURRENCY}, ${TOKENS} tokens each, through infermeter (its own process); the judge: vLLM's benchmark client and goodput check, ported, on this client's own readings.\n`);
-    console.log('| scenario | SLO | allowance | requests | infermeter good (/metrics) | the port on infermeter\'s own figures | vLLM\'s logic on the client\'s view: good | verdicts agreeing | client − infermeter TTFT, ms: p50 / p99 | e2e: p50 / p99 |');
+    console.log(
+      `Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.versions.node}, load average ${loadavg()[0]!.toFixed(2)} at the start.`,
+    );
+    console.log(
+      `${REQUESTS} streams per scenario, concurrency ${CONCURRENCY}, ${TOKENS} tokens each, through infermeter (its own process); the judge: vLLM's benchmark client and goodput check, ported, on this client's own readings.\n`,
+    );
+    console.log(
+      "| scenario | SLO | allowance | requests | infermeter good (/metrics) | the port on infermeter's own figures | vLLM's logic on the client's view: good | verdicts agreeing | client − infermeter TTFT, ms: p50 / p99 | e2e: p50 / p99 |",
+    );
     console.log('|---|---|---|---|---|---|---|---|---|---|');
     const row = (s: Scenario, allowance: string, r: Awaited<ReturnType<typeof run>>) =>
       console.log(
@@ -270,7 +284,9 @@ async function main(): Promise<void> {
     const aligned = await start('infermeter-allowance', { INFERMETER_SLO_CLIENT_ALLOWANCE: `ttft:${allowance.ttft} e2el:${allowance.e2el}` });
     const s = SCENARIOS.find((x) => x.model === 'mode')!;
     row(s, `ttft:${allowance.ttft} e2el:${allowance.e2el}`, await run(aligned.url, aligned.metricsUrl, aligned.log, s, 'aligned', allowance));
-    console.log('\n"the port on infermeter\'s own figures": vLLM\'s check applied to the TTFT, e2e and tokens infermeter logged for each request (plus the allowance): it must equal infermeter\'s own count. "verdicts agreeing": requests whose verdict from infermeter\'s figures equals the judge\'s from the client\'s.');
+    console.log(
+      "\n\"the port on infermeter's own figures\": vLLM's check applied to the TTFT, e2e and tokens infermeter logged for each request (plus the allowance): it must equal infermeter's own count. \"verdicts agreeing\": requests whose verdict from infermeter's figures equals the judge's from the client's.",
+    );
   } finally {
     for (const c of children) if (c.pid !== undefined && c.exitCode === null) c.kill('SIGTERM');
     rmSync(tmp, { recursive: true, force: true });

@@ -13,7 +13,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ask } from './llamacpp/client.ts';
-import { cellName, cellsOfHabits, connectionsTable, marginLines, ROUNDS, runCell, spreadLines, type ConnectionCell, type WayResult } from './llamacpp/connections.ts';
+import {
+  cellName,
+  cellsOfHabits,
+  connectionsTable,
+  marginLines,
+  ROUNDS,
+  runCell,
+  spreadLines,
+  type ConnectionCell,
+  type WayResult,
+} from './llamacpp/connections.ts';
 import { llamaFromEnv, startLlamaServer } from './llamacpp/llama-server.ts';
 import { accessLines, requestsTable, runScenario, SCENARIOS, seriesSums, timesTable, type Row } from './llamacpp/scenarios.ts';
 import { INFERMETER_FLAGS, infermeterEnv, startNode } from './targets.ts';
@@ -23,12 +33,20 @@ const SERVED = 'tiny.gguf';
 
 const found = llamaFromEnv();
 if (typeof found === 'string') {
-  console.error(`bench:llamacpp: ${found}. Build llama.cpp's llama-server yourself, following llama.cpp's own build instructions, and set both (docs/real-engines.md).`);
+  console.error(
+    `bench:llamacpp: ${found}. Build llama.cpp's llama-server yourself, following llama.cpp's own build instructions, and set both (docs/real-engines.md).`,
+  );
   process.exit(2);
 }
 const threads = Number(process.env.LLAMA_THREADS ?? '2');
 const version = spawnSync(found.binary, ['--version'], { encoding: 'utf8' });
-const versionLine = process.env.LLAMA_CPP_REF ?? `${version.stdout}${version.stderr}`.split('\n').find((l) => l.startsWith('version:'))?.replace('version: ', 'build ') ?? 'build unknown';
+const versionLine =
+  process.env.LLAMA_CPP_REF ??
+  `${version.stdout}${version.stderr}`
+    .split('\n')
+    .find((l) => l.startsWith('version:'))
+    ?.replace('version: ', 'build ') ??
+  'build unknown';
 
 const tmp = mkdtempSync(join(tmpdir(), 'infermeter-llamacpp-'));
 const accessLog = join(tmp, 'access.log');
@@ -39,7 +57,16 @@ const ROUNDS_NOTE = `chat, max_tokens 8, each cell sent in ${ROUNDS} interleaved
 try {
   const meta = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: Array<{ id: string; meta?: { n_params?: number } }> };
   // Warm-up: the first prompts of a fresh server are slow (allocation); not part of any scenario.
-  for (let i = 0; i < 4; i++) await ask(server.url, { api: 'chat', stream: false, includeUsage: false, prompt: `warm-up ${i}`, maxTokens: 8, model: CLIENT_MODEL, requestId: `warm-${i}` });
+  for (let i = 0; i < 4; i++)
+    await ask(server.url, {
+      api: 'chat',
+      stream: false,
+      includeUsage: false,
+      prompt: `warm-up ${i}`,
+      maxTokens: 8,
+      model: CLIENT_MODEL,
+      requestId: `warm-${i}`,
+    });
 
   const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
   const env = {
@@ -57,12 +84,21 @@ try {
   // upstream connection policy (the extra instances do not scrape the engine).
   const policies: Array<{ name: string; url: string; metrics: string }> = [{ name: 'infermeter (mirror)', url: urls.data, metrics: urls.metrics }];
   for (const policy of (process.env.LLAMA_BENCH_POLICIES ?? 'pool').split(',').filter(Boolean)) {
-    const extra = await startNode(cli, [], { ...infermeterEnv(server.url), INFERMETER_UPSTREAM_METRICS: 'off', INFERMETER_UPSTREAM_CONNECTIONS: policy }, /"infermeter started"/, 'stderr', INFERMETER_FLAGS.split(' '));
+    const extra = await startNode(
+      cli,
+      [],
+      { ...infermeterEnv(server.url), INFERMETER_UPSTREAM_METRICS: 'off', INFERMETER_UPSTREAM_CONNECTIONS: policy },
+      /"infermeter started"/,
+      'stderr',
+      INFERMETER_FLAGS.split(' '),
+    );
     others.push(extra.child);
     const at = JSON.parse(extra.line) as { data: string; metrics: string };
     policies.push({ name: `infermeter (${policy})`, url: at.data, metrics: at.metrics });
   }
-  const retriesBefore = await Promise.all(policies.map(async (p) => seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0));
+  const retriesBefore = await Promise.all(
+    policies.map(async (p) => seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0),
+  );
   const bases = [{ name: 'direct', url: server.url }, ...policies.map((p) => ({ name: p.name, url: p.url }))];
   const cells: Array<{ cell: ConnectionCell; ways: Map<string, WayResult> }> = [];
   // The machine's load around the table: margins of 5 to 100 ms mean little on a busy one.
@@ -71,16 +107,40 @@ try {
   const connectionCells = process.env.LLAMA_BENCH_ONLY === 'scenarios' ? [] : cellsOfHabits();
   for (const [k, cell] of connectionCells.entries()) {
     cells.push({ cell, ways: await runCell(bases, cell, CLIENT_MODEL, `k${k}`) });
-    console.error(`done: ${cellName(cell)}\n${connectionsTable(cells.slice(-1), bases.map((b) => b.name))}`);
+    console.error(
+      `done: ${cellName(cell)}\n${connectionsTable(
+        cells.slice(-1),
+        bases.map((b) => b.name),
+      )}`,
+    );
   }
-  const retries = await Promise.all(policies.map(async (p, i) => (seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0) - retriesBefore[i]!));
+  const retries = await Promise.all(
+    policies.map(
+      async (p, i) =>
+        (seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0) - retriesBefore[i]!,
+    ),
+  );
 
-  console.log(`Connections: ${ROUNDS_NOTE}; llama-server's HTTP threads: max(slots + 2, cores - 1) = ${Math.max(4 + 2, cpus().length - 1)}; load average ${loadBefore.toFixed(1)} before, ${loadavg()[0]!.toFixed(1)} after\n`);
-  console.log(connectionsTable(cells, bases.map((b) => b.name)));
+  console.log(
+    `Connections: ${ROUNDS_NOTE}; llama-server's HTTP threads: max(slots + 2, cores - 1) = ${Math.max(4 + 2, cpus().length - 1)}; load average ${loadBefore.toFixed(1)} before, ${loadavg()[0]!.toFixed(1)} after\n`,
+  );
+  console.log(
+    connectionsTable(
+      cells,
+      bases.map((b) => b.name),
+    ),
+  );
   console.log('');
-  console.log(spreadLines(cells, bases.map((b) => b.name)).join('\n'));
+  console.log(
+    spreadLines(
+      cells,
+      bases.map((b) => b.name),
+    ).join('\n'),
+  );
   console.log('');
-  console.log(`Re-sent on a fresh upstream connection during the connections table (stale race): ${policies.map((p, i) => `${p.name} ${retries[i]}`).join(', ')}\n`);
+  console.log(
+    `Re-sent on a fresh upstream connection during the connections table (stale race): ${policies.map((p, i) => `${p.name} ${retries[i]}`).join(', ')}\n`,
+  );
   console.log("Issue 29's margins, infermeter's default (mirror) against direct:");
   console.log(marginLines(cells, 'direct', 'infermeter (mirror)').join('\n'));
   console.log('');
@@ -108,14 +168,19 @@ try {
     const proxied = await runScenario(urls.data, scenario, `p${k}`, CLIENT_MODEL, (n) => (clientInFlight = n));
     polling = false;
     await poller;
-    const log = await accessLines(accessLog, proxied.map((a) => a.requestId));
+    const log = await accessLines(
+      accessLog,
+      proxied.map((a) => a.requestId),
+    );
     const after = seriesSums(await metricsText());
     const metrics = new Map([...after].map(([name, v]) => [name, v - (before.get(name) ?? 0)]));
     rows.push({ scenario, direct, proxied, log, metrics, inFlightSeen: scenario.concurrency > 1 ? { max, excess } : undefined });
     console.error(`done: ${scenario.name}`);
   }
 
-  console.log(`llama.cpp llama-server ${versionLine}, ${SERVED} (${meta.data[0]?.meta?.n_params ?? '?'} parameters, random weights), 4 slots, context 4096, ${threads} threads, CPU (${cpus()[0]?.model ?? 'unknown'}, ${cpus().length} cores); clients ask for model "${CLIENT_MODEL}", one connection per request; ${new Date().toISOString()}\n`);
+  console.log(
+    `llama.cpp llama-server ${versionLine}, ${SERVED} (${meta.data[0]?.meta?.n_params ?? '?'} parameters, random weights), 4 slots, context 4096, ${threads} threads, CPU (${cpus()[0]?.model ?? 'unknown'}, ${cpus().length} cores); clients ask for model "${CLIENT_MODEL}", one connection per request; ${new Date().toISOString()}\n`,
+  );
   console.log(requestsTable(rows));
   console.log('');
   console.log(timesTable(rows));

@@ -6,13 +6,10 @@ const target = new URL(process.argv[2] ?? 'http://127.0.0.1:8000');
 const agent = new http.Agent({ keepAlive: true, scheduling: 'lifo' });
 
 const server = http.createServer({ noDelay: true, keepAliveTimeout: 120_000 }, (req, res) => {
-  const upstream = http.request(
-    { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent },
-    (up) => {
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      up.pipe(res);
-    },
-  );
+  const upstream = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers, agent }, (up) => {
+    res.writeHead(up.statusCode ?? 502, up.headers);
+    up.pipe(res);
+  });
   upstream.on('error', () => res.destroy());
   res.on('close', () => upstream.destroy());
   req.pipe(upstream);

@@ -29,52 +29,57 @@ const SHAPES: Record<string, Scenario> = {
 
 /** Profiles infermeter under the throughput scenario (or another); returns a markdown summary. */
 export async function profileThroughput(shape = 'throughput', top = 20, target = 'infermeter'): Promise<string> {
-const scenario = SHAPES[shape];
-if (scenario === undefined) throw new Error(`--scenario=${shape}: expected one of ${Object.keys(SHAPES).join(', ')}`);
-const dir = mkdtempSync(join(tmpdir(), 'infermeter-profile-'));
-const up = await startUpstream();
-// `--target=passthrough`: the bench's bare Node pass-through under the same load, for comparison.
-const passthrough = target === 'passthrough';
-if (!passthrough && target !== 'infermeter') throw new Error(`--target=${target}: expected infermeter or passthrough`);
-const profFlags = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
-const { child: inf, line } = passthrough
-  ? await startNode(here('passthrough.ts'), [up.url], {}, /"port"/, 'stdout', profFlags)
-  : await startNode(here('../src/cli.ts'), [], infermeterEnv(up.url), /"infermeter started"/, 'stderr', [...INFERMETER_FLAGS.split(' '), ...profFlags]);
-const url = passthrough ? `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}` : (JSON.parse(line) as { data: string }).data;
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-const r = await runLoad(url, scenario, agent);
-agent.destroy();
-inf.kill('SIGTERM');
-await new Promise((resolve) => inf.once('exit', resolve));
-up.child.kill();
+  const scenario = SHAPES[shape];
+  if (scenario === undefined) throw new Error(`--scenario=${shape}: expected one of ${Object.keys(SHAPES).join(', ')}`);
+  const dir = mkdtempSync(join(tmpdir(), 'infermeter-profile-'));
+  const up = await startUpstream();
+  // `--target=passthrough`: the bench's bare Node pass-through under the same load, for comparison.
+  const passthrough = target === 'passthrough';
+  if (!passthrough && target !== 'infermeter') throw new Error(`--target=${target}: expected infermeter or passthrough`);
+  const profFlags = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+  const { child: inf, line } = passthrough
+    ? await startNode(here('passthrough.ts'), [up.url], {}, /"port"/, 'stdout', profFlags)
+    : await startNode(here('../src/cli.ts'), [], infermeterEnv(up.url), /"infermeter started"/, 'stderr', [...INFERMETER_FLAGS.split(' '), ...profFlags]);
+  const url = passthrough ? `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}` : (JSON.parse(line) as { data: string }).data;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  const r = await runLoad(url, scenario, agent);
+  agent.destroy();
+  inf.kill('SIGTERM');
+  await new Promise((resolve) => inf.once('exit', resolve));
+  up.child.kill();
 
-const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))!;
-const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
-rmSync(dir, { recursive: true, force: true });
-const byId = new Map(prof.nodes.map((n) => [n.id, n]));
-const parent = new Map<number, number>();
-for (const n of prof.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-const inclusive = new Map<string, number>();
-let total = 0;
-prof.samples.forEach((id, i) => {
-  const t = prof.timeDeltas[i] ?? 0;
-  total += t;
-  const seen = new Set<string>();
-  for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
-    const cf = byId.get(cur)!.callFrame;
-    const name = `${cf.functionName || '(anonymous)'} ${cf.url.replace(/.*\//, '')}:${cf.lineNumber + 1}`;
-    if (seen.has(name)) continue;
-    seen.add(name);
-    inclusive.set(name, (inclusive.get(name) ?? 0) + t);
+  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))!;
+  const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
+  rmSync(dir, { recursive: true, force: true });
+  const byId = new Map(prof.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of prof.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const inclusive = new Map<string, number>();
+  let total = 0;
+  prof.samples.forEach((id, i) => {
+    const t = prof.timeDeltas[i] ?? 0;
+    total += t;
+    const seen = new Set<string>();
+    for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
+      const cf = byId.get(cur)!.callFrame;
+      const name = `${cf.functionName || '(anonymous)'} ${cf.url.replace(/.*\//, '')}:${cf.lineNumber + 1}`;
+      if (seen.has(name)) continue;
+      seen.add(name);
+      inclusive.set(name, (inclusive.get(name) ?? 0) + t);
+    }
+  });
+  const busy =
+    total - [...prof.samples.keys()].reduce((a, i) => (byId.get(prof.samples[i]!)!.callFrame.functionName === '(idle)' ? a + (prof.timeDeltas[i] ?? 0) : a), 0);
+  let out = `${r.events} events in ${r.wallSeconds.toFixed(2)} s, ${(busy / r.events).toFixed(2)} µs of sampled busy time per event; share of ${passthrough ? 'the pass-through' : 'infermeter'}'s busy samples (idle excluded), inclusive (a function's own time and its callees'):\n\n| share | function |\n|---|---|\n`;
+  const wanted =
+    /\.ts:|socketOnData|_writev|garbage collector|\(program\)|ondata|pipeOnDrain|write_|processTicksAndRejections|writeGeneric|writevGeneric|resOnFinish|parserOnIncoming/;
+  for (const [name, t] of [...inclusive]
+    .filter(([n]) => wanted.test(n))
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top)) {
+    out += `| ${((100 * t) / busy).toFixed(1)} % | \`${name}\` |\n`;
   }
-});
-const busy = total - [...prof.samples.keys()].reduce((a, i) => (byId.get(prof.samples[i]!)!.callFrame.functionName === '(idle)' ? a + (prof.timeDeltas[i] ?? 0) : a), 0);
-let out = `${r.events} events in ${r.wallSeconds.toFixed(2)} s, ${((busy / r.events)).toFixed(2)} µs of sampled busy time per event; share of ${passthrough ? 'the pass-through' : "infermeter"}'s busy samples (idle excluded), inclusive (a function's own time and its callees'):\n\n| share | function |\n|---|---|\n`;
-const wanted = /\.ts:|socketOnData|_writev|garbage collector|\(program\)|ondata|pipeOnDrain|write_|processTicksAndRejections|writeGeneric|writevGeneric|resOnFinish|parserOnIncoming/;
-for (const [name, t] of [...inclusive].filter(([n]) => wanted.test(n)).sort((a, b) => b[1] - a[1]).slice(0, top)) {
-  out += `| ${((100 * t) / busy).toFixed(1)} % | \`${name}\` |\n`;
-}
-return out;
+  return out;
 }
 
 if (import.meta.main) {

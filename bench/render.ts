@@ -12,7 +12,15 @@ export async function renderMillis(models = 100): Promise<{ ms: number; bytes: n
     dialects: ['mindie', 'aom'],
     buckets: {},
     aom: { periodSeconds: 30, labels: { service_id: 'bench', source: 'bench' } },
-    container: { paths: { cgroupRoot: '/sys/fs/cgroup', procRoot: '/proc' }, hostCpus: 2, hostMemoryBytes: 1, gpu: false, npu: false, run: async () => undefined, now: () => now },
+    container: {
+      paths: { cgroupRoot: '/sys/fs/cgroup', procRoot: '/proc' },
+      hostCpus: 2,
+      hostMemoryBytes: 1,
+      gpu: false,
+      npu: false,
+      run: async () => undefined,
+      now: () => now,
+    },
   });
   for (let m = 0; m < models; m++) {
     for (let r = 0; r < 5; r++) {

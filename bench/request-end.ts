@@ -20,7 +20,15 @@ const metricsOf = (dialects: Parameters<typeof createMetrics>[0]['dialects']) =>
     dialects,
     buckets: {},
     aom: { periodSeconds: 30, labels: { service_id: 'bench' } },
-    container: { paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' }, hostCpus: 2, hostMemoryBytes: 1, gpu: false, npu: false, run: async () => undefined, now: clock },
+    container: {
+      paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' },
+      hostCpus: 2,
+      hostMemoryBytes: 1,
+      gpu: false,
+      npu: false,
+      run: async () => undefined,
+      now: clock,
+    },
     maxModels: 100,
   });
 
@@ -79,7 +87,8 @@ for (const dialects of [['mindie'], ['mindie', 'aom'], ['mindie', 'aom', 'vllm',
   for (let i = 0; i < 5; i++) await metrics.render();
   const r0 = performance.now();
   for (let i = 0; i < 30; i++) await metrics.render();
-  console.log(`\nA proxy counter's increment (the Prometheus client's Counter): ${inc.toFixed(1)} ns. A /metrics render, 100 models, every dialect: ${((performance.now() - r0) / 30).toFixed(2)} ms.`);
+  console.log(
+    `\nA proxy counter's increment (the Prometheus client's Counter): ${inc.toFixed(1)} ns. A /metrics render, 100 models, every dialect: ${((performance.now() - r0) / 30).toFixed(2)} ms.`,
+  );
   metrics.close();
 }
-

@@ -41,7 +41,16 @@ const SCENARIOS: ReadonlyArray<Scenario & { reps: number }> = [
   { name: 'throughput', requests: quick ? 64 : 512, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 11 },
   { name: 'throughput, include_usage', includeUsage: true, requests: quick ? 64 : 512, concurrency: 16, tokens: 512, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 7 },
   { name: 'round trip', requests: quick ? 300 : 1500, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 15 },
-  { name: 'round trip, fresh connections', freshConnections: true, requests: quick ? 200 : 800, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0, reps: quick ? 2 : 9 },
+  {
+    name: 'round trip, fresh connections',
+    freshConnections: true,
+    requests: quick ? 200 : 800,
+    concurrency: 1,
+    tokens: 1,
+    ttftMs: 0,
+    gapMs: 0,
+    reps: quick ? 2 : 9,
+  },
 ];
 
 interface Rep {
@@ -88,7 +97,8 @@ async function measure(target: Target, scenario: Scenario, agent: http.Agent): P
 }
 
 async function main(): Promise<void> {
-  if (only !== undefined && only !== 'wave' && !SCENARIOS.some((s) => s.name === only)) throw new Error(`--scenario=${only}: expected one of ${SCENARIOS.map((s) => s.name).join(', ')}, wave`);
+  if (only !== undefined && only !== 'wave' && !SCENARIOS.some((s) => s.name === only))
+    throw new Error(`--scenario=${only}: expected one of ${SCENARIOS.map((s) => s.name).join(', ')}, wave`);
   if (only !== undefined && write) throw new Error('--write takes a full run: docs/performance.md holds every scenario');
   const fleet = await startFleet({ nginx: true });
   const all = [fleet.upstream, ...fleet.targets];
@@ -138,9 +148,13 @@ async function main(): Promise<void> {
       const nginx = byTarget.get('nginx');
       const added = (reps: Rep[], pick: (r: Rep) => number) => median(reps.map((r, i) => pick(r) - pick(direct[i]!)));
       const m = (reps: Rep[], pick: (r: Rep) => number) => median(reps.map(pick));
-      say(`### ${scenario.name}: ${scenario.requests} requests, concurrency ${scenario.concurrency}, ${scenario.tokens} tokens, TTFT ${scenario.ttftMs} ms, ${scenario.gapMs} ms between tokens; median of ${scenario.reps} interleaved repetitions`);
+      say(
+        `### ${scenario.name}: ${scenario.requests} requests, concurrency ${scenario.concurrency}, ${scenario.tokens} tokens, TTFT ${scenario.ttftMs} ms, ${scenario.gapMs} ms between tokens; median of ${scenario.reps} interleaved repetitions`,
+      );
       say();
-      say('| target | TTFT p50 ms | TTFT p99 ms | added TTFT p50 ms | added TTFT p99 ms | e2e p50 ms | added e2e p50 ms | events/s | × direct | CPU µs/event | × node | × nginx | errors |');
+      say(
+        '| target | TTFT p50 ms | TTFT p99 ms | added TTFT p50 ms | added TTFT p99 ms | e2e p50 ms | added e2e p50 ms | events/s | × direct | CPU µs/event | × node | × nginx | errors |',
+      );
       say('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
       for (const t of all) {
         const reps = byTarget.get(t.name)!;
@@ -148,7 +162,31 @@ async function main(): Promise<void> {
         const nodeCpu = m(node, (r) => r.cpuUsPerEvent);
         const nginxCpu = nginx === undefined ? Number.NaN : m(nginx, (r) => r.cpuUsPerEvent);
         say(
-          `| ${t.name} | ${f(m(reps, (r) => r.ttftP50))} | ${f(m(reps, (r) => r.ttftP99))} | ${t === fleet.upstream ? '-' : f(added(reps, (r) => r.ttftP50), 3)} | ${t === fleet.upstream ? '-' : f(added(reps, (r) => r.ttftP99), 3)} | ${f(m(reps, (r) => r.e2eP50))} | ${t === fleet.upstream ? '-' : f(added(reps, (r) => r.e2eP50), 3)} | ${f(m(reps, (r) => r.eventsPerSecond), 0)} | ${f(m(reps, (r) => r.eventsPerSecond) / m(direct, (r) => r.eventsPerSecond))} | ${f(cpu)} | ${t.pids().length === 0 ? '-' : f(cpu / nodeCpu)} | ${t.pids().length === 0 || nginx === undefined ? '-' : f(cpu / nginxCpu)} | ${reps.reduce((a, r) => a + r.errors, 0)} |`,
+          `| ${t.name} | ${f(m(reps, (r) => r.ttftP50))} | ${f(m(reps, (r) => r.ttftP99))} | ${
+            t === fleet.upstream
+              ? '-'
+              : f(
+                  added(reps, (r) => r.ttftP50),
+                  3,
+                )
+          } | ${
+            t === fleet.upstream
+              ? '-'
+              : f(
+                  added(reps, (r) => r.ttftP99),
+                  3,
+                )
+          } | ${f(m(reps, (r) => r.e2eP50))} | ${
+            t === fleet.upstream
+              ? '-'
+              : f(
+                  added(reps, (r) => r.e2eP50),
+                  3,
+                )
+          } | ${f(
+            m(reps, (r) => r.eventsPerSecond),
+            0,
+          )} | ${f(m(reps, (r) => r.eventsPerSecond) / m(direct, (r) => r.eventsPerSecond))} | ${f(cpu)} | ${t.pids().length === 0 ? '-' : f(cpu / nodeCpu)} | ${t.pids().length === 0 || nginx === undefined ? '-' : f(cpu / nginxCpu)} | ${reps.reduce((a, r) => a + r.errors, 0)} |`,
         );
       }
       say();
@@ -159,36 +197,65 @@ async function main(): Promise<void> {
         for (const r of byTarget.get(t.name)!) for (const [kind, n] of r.failures) kinds.set(kind, (kinds.get(kind) ?? 0) + n);
         if (kinds.size > 0) failed.push(`${t.name}: ${[...kinds].map(([kind, n]) => `${n} × ${kind}`).join('; ')}`);
       }
-      for (const [name, rose] of proxyCounted.get(scenario.name)!) if (rose.length > 0) failed.push(`${name} counted: ${rose.map((r) => `\`${r}\``).join(', ')}`);
+      for (const [name, rose] of proxyCounted.get(scenario.name)!)
+        if (rose.length > 0) failed.push(`${name} counted: ${rose.map((r) => `\`${r}\``).join(', ')}`);
       say(failed.length === 0 ? 'Errors: none at the client, none counted by infermeter.' : `Errors: ${failed.join('. ')}.`);
       say();
       const apart = (pick: (r: Rep) => number) => Math.abs(added(pass, pick) - added(control, pick));
       say(
-        `Node floor (× node): the mean of the pass-through and its control, a second process of the same code. The two differ by ${f(apart((r) => r.ttftP50), 3)} ms in added TTFT p50, ${f(apart((r) => r.e2eP50), 3)} ms in added e2e p50 and ${f(Math.abs(m(pass, (r) => r.cpuUsPerEvent) / m(control, (r) => r.cpuUsPerEvent) - 1) * 100, 1)} % in CPU per event: what this run can resolve.`,
+        `Node floor (× node): the mean of the pass-through and its control, a second process of the same code. The two differ by ${f(
+          apart((r) => r.ttftP50),
+          3,
+        )} ms in added TTFT p50, ${f(
+          apart((r) => r.e2eP50),
+          3,
+        )} ms in added e2e p50 and ${f(Math.abs(m(pass, (r) => r.cpuUsPerEvent) / m(control, (r) => r.cpuUsPerEvent) - 1) * 100, 1)} % in CPU per event: what this run can resolve.`,
       );
       say();
       const inf = byTarget.get('infermeter')!;
       if (scenario.name === 'latency') {
         const a = added(inf, (r) => r.ttftP50);
         const b = added(node, (r) => r.ttftP50);
-        goals.push([`latency: added TTFT p50 within 0.1 ms of the Node pass-through's`, a - b <= 0.1, `${f(a, 3)} ms vs ${f(b, 3)} ms: ${f(a - b, 3)} ms apart (the two pass-through processes: ${f(apart((r) => r.ttftP50), 3)})`]);
+        goals.push([
+          `latency: added TTFT p50 within 0.1 ms of the Node pass-through's`,
+          a - b <= 0.1,
+          `${f(a, 3)} ms vs ${f(b, 3)} ms: ${f(a - b, 3)} ms apart (the two pass-through processes: ${f(
+            apart((r) => r.ttftP50),
+            3,
+          )})`,
+        ]);
         const p99 = added(inf, (r) => r.ttftP99);
         goals.push([`latency: added TTFT p99 at most 1.5 ms`, p99 <= 1.5, `${f(p99, 3)} ms`]);
         const cpu = m(inf, (r) => r.cpuUsPerEvent);
         const nodeCpu = m(node, (r) => r.cpuUsPerEvent);
-        goals.push([`latency: CPU per event no more than the Node pass-through's`, cpu <= nodeCpu, `${f(cpu)} µs vs ${f(nodeCpu)} µs: ${f(cpu / nodeCpu)}x (the two pass-through processes: ${f(Math.abs(m(pass, (r) => r.cpuUsPerEvent) / m(control, (r) => r.cpuUsPerEvent) - 1) * 100, 1)} % apart)`]);
+        goals.push([
+          `latency: CPU per event no more than the Node pass-through's`,
+          cpu <= nodeCpu,
+          `${f(cpu)} µs vs ${f(nodeCpu)} µs: ${f(cpu / nodeCpu)}x (the two pass-through processes: ${f(Math.abs(m(pass, (r) => r.cpuUsPerEvent) / m(control, (r) => r.cpuUsPerEvent) - 1) * 100, 1)} % apart)`,
+        ]);
       }
       if (scenario.name === 'round trip') {
         const a = added(inf, (r) => r.e2eP50);
         const b = added(node, (r) => r.e2eP50);
-        goals.push([`round trip: added time within 1.2x the Node pass-through's`, a <= 1.2 * b, `${f(a, 3)} ms vs ${f(b, 3)} ms: ${f(a / b)}x (the two pass-through processes: ${f(apart((r) => r.e2eP50), 3)} ms apart)`]);
+        goals.push([
+          `round trip: added time within 1.2x the Node pass-through's`,
+          a <= 1.2 * b,
+          `${f(a, 3)} ms vs ${f(b, 3)} ms: ${f(a / b)}x (the two pass-through processes: ${f(
+            apart((r) => r.e2eP50),
+            3,
+          )} ms apart)`,
+        ]);
       }
       if (scenario.name === 'throughput') {
         const ratio = m(inf, (r) => r.eventsPerSecond) / m(direct, (r) => r.eventsPerSecond);
         goals.push([`throughput: at least 0.85x direct's events/s`, ratio >= 0.85, `${f(ratio)}x`]);
         const cpu = m(inf, (r) => r.cpuUsPerEvent);
         const nodeCpu = m(node, (r) => r.cpuUsPerEvent);
-        goals.push([`throughput: CPU per event no more than the Node pass-through's`, cpu <= nodeCpu, `${f(cpu)} µs vs ${f(nodeCpu)} µs: ${f(cpu / nodeCpu)}x (the two pass-through processes: ${f(Math.abs(m(pass, (r) => r.cpuUsPerEvent) / m(control, (r) => r.cpuUsPerEvent) - 1) * 100, 1)} % apart)`]);
+        goals.push([
+          `throughput: CPU per event no more than the Node pass-through's`,
+          cpu <= nodeCpu,
+          `${f(cpu)} µs vs ${f(nodeCpu)} µs: ${f(cpu / nodeCpu)}x (the two pass-through processes: ${f(Math.abs(m(pass, (r) => r.cpuUsPerEvent) / m(control, (r) => r.cpuUsPerEvent) - 1) * 100, 1)} % apart)`,
+        ]);
         if (nginx !== undefined) {
           const nginxCpu = m(nginx, (r) => r.cpuUsPerEvent);
           goals.push([`throughput: CPU per event within 1.25x nginx's`, cpu <= 1.25 * nginxCpu, `${f(cpu)} µs vs ${f(nginxCpu)} µs (${f(cpu / nginxCpu)}x)`]);
@@ -217,9 +284,13 @@ async function main(): Promise<void> {
       const long = (tokens: number): Scenario => ({ name: 'long', requests: streams, concurrency: streams, tokens, ttftMs: 0, gapMs: 0 });
       say(`### memory`);
       say();
-      say(`Warm-up: ${many.toLocaleString('en')} one-token requests (concurrency 32), then ${streams} concurrent 4k-token streams, repeated until a round raises the resident set by less than ${settledMb} MB (at most ${maxRounds} rounds; the RSS after each round is listed). Then the same again, measured. RSS from /proc, MB. The last column: the resident set once glibc has handed back the free pages it kept (malloc_trim(0), called in the process through gdb, after everything else): memory the process had freed, not memory it holds.`);
+      say(
+        `Warm-up: ${many.toLocaleString('en')} one-token requests (concurrency 32), then ${streams} concurrent 4k-token streams, repeated until a round raises the resident set by less than ${settledMb} MB (at most ${maxRounds} rounds; the RSS after each round is listed). Then the same again, measured. RSS from /proc, MB. The last column: the resident set once glibc has handed back the free pages it kept (malloc_trim(0), called in the process through gdb, after everything else): memory the process had freed, not memory it holds.`,
+      );
       say();
-      say('| target | warm-up rounds (RSS after each) | after warm-up | after the requests | 30 % into the long streams | 90 % into them | after them | growth after warm-up | after them, free pages returned |');
+      say(
+        '| target | warm-up rounds (RSS after each) | after warm-up | after the requests | 30 % into the long streams | 90 % into them | after them | growth after warm-up | after them, free pages returned |',
+      );
       say('|---|---|---|---|---|---|---|---|---|');
       for (const name of ['infermeter', 'node pass-through']) {
         const t = fleet.targets.find((x) => x.name === name)!;
@@ -244,11 +315,25 @@ async function main(): Promise<void> {
         const growth = Math.max(afterMany, afterLong) - steady;
         // Last, since it changes the resident set it reads.
         const trimmed = t.pids().length === 1 ? trimmedRssBytes(t.pids()[0]!) : undefined;
-        say(`| ${name} | ${warmRss.length}${settled ? '' : ', not settled'} (${warmRss.map((b) => f(mb(b), 1)).join(', ')}) | ${f(mb(steady), 1)} | ${f(mb(afterMany), 1)} | ${f(mb(early), 1)} | ${f(mb(late), 1)} | ${f(mb(afterLong), 1)} | ${f(mb(growth), 1)} | ${trimmed === undefined ? 'n/a (gdb missing or not allowed to attach)' : f(mb(trimmed), 1)} |`);
+        say(
+          `| ${name} | ${warmRss.length}${settled ? '' : ', not settled'} (${warmRss.map((b) => f(mb(b), 1)).join(', ')}) | ${f(mb(steady), 1)} | ${f(mb(afterMany), 1)} | ${f(mb(early), 1)} | ${f(mb(late), 1)} | ${f(mb(afterLong), 1)} | ${f(mb(growth), 1)} | ${trimmed === undefined ? 'n/a (gdb missing or not allowed to attach)' : f(mb(trimmed), 1)} |`,
+        );
         if (name === 'infermeter') {
-          goals.push([`memory: the warm-up settles (a round raises RSS by less than ${settledMb} MB within ${maxRounds} rounds; a leak would not)`, settled, `${warmRss.length} rounds`]);
-          goals.push([`memory: RSS after ${many.toLocaleString('en')} requests within 10 MB of the steady state after warm-up`, mb(afterMany - steady) <= 10, `${f(mb(afterMany - steady), 1)} MB`]);
-          goals.push([`memory: RSS after ${streams} concurrent 4k-token streams within 10 MB of the steady state`, mb(afterLong - steady) <= 10, `${f(mb(afterLong - steady), 1)} MB`]);
+          goals.push([
+            `memory: the warm-up settles (a round raises RSS by less than ${settledMb} MB within ${maxRounds} rounds; a leak would not)`,
+            settled,
+            `${warmRss.length} rounds`,
+          ]);
+          goals.push([
+            `memory: RSS after ${many.toLocaleString('en')} requests within 10 MB of the steady state after warm-up`,
+            mb(afterMany - steady) <= 10,
+            `${f(mb(afterMany - steady), 1)} MB`,
+          ]);
+          goals.push([
+            `memory: RSS after ${streams} concurrent 4k-token streams within 10 MB of the steady state`,
+            mb(afterLong - steady) <= 10,
+            `${f(mb(afterLong - steady), 1)} MB`,
+          ]);
           goals.push([`memory: no growth with stream length (90 % vs 30 % into 4k-token streams)`, mb(late - early) <= 10, `${f(mb(late - early), 1)} MB`]);
         }
         agent.destroy();
@@ -284,7 +369,8 @@ async function main(): Promise<void> {
       const doc = readFileSync(file, 'utf8');
       const start = doc.indexOf('\nMachine: ');
       const end = doc.indexOf('\n## Reading the goals');
-      if (start === -1 || end === -1 || end < start) throw new Error('docs/performance.md: no "Machine:" line before a "## Reading the goals" section to put the run between');
+      if (start === -1 || end === -1 || end < start)
+        throw new Error('docs/performance.md: no "Machine:" line before a "## Reading the goals" section to put the run between');
       writeFileSync(file, `${doc.slice(0, start + 1)}Machine: ${machine}${quick ? ' (quick run)' : ''}.\n\n${out.join('\n')}\n${doc.slice(end)}`);
     }
   } finally {
@@ -327,17 +413,28 @@ async function waveScenario(all: readonly Target[], tmp: string, say: (line?: st
   const d50 = p('direct', 50);
   const d99 = p('direct', 99);
   const node50 = (p('node pass-through', 50) + p(CONTROL, 50)) / 2 - d50;
-  say(`### wave: ${WAVE.concurrency} lanes × ${waves} waves, ${WAVE.shape.tokens} tokens, TTFT ${WAVE.shape.ttftMs} ms, ${WAVE.shape.gapMs} ms between tokens, no include_usage; ${reps} interleaved repetitions, waves 2 on pooled`);
+  say(
+    `### wave: ${WAVE.concurrency} lanes × ${waves} waves, ${WAVE.shape.tokens} tokens, TTFT ${WAVE.shape.ttftMs} ms, ${WAVE.shape.gapMs} ms between tokens, no include_usage; ${reps} interleaved repetitions, waves 2 on pooled`,
+  );
   say();
-  say("Each lane sends its next stream the moment its last ended, as vLLM's benchmark client does at a fixed concurrency: 32 streams end together and 32 requests arrive at once. TTFT is the client's; the blind spot is the request's first byte on the client-facing port (tcpdump) to the t0 infermeter logged (through its TTFB: the wire's head minus the request's first byte, minus the logged TTFB), for the target with an access log.");
+  say(
+    "Each lane sends its next stream the moment its last ended, as vLLM's benchmark client does at a fixed concurrency: 32 streams end together and 32 requests arrive at once. TTFT is the client's; the blind spot is the request's first byte on the client-facing port (tcpdump) to the t0 infermeter logged (through its TTFB: the wire's head minus the request's first byte, minus the logged TTFB), for the target with an access log.",
+  );
   say();
   say('| target | TTFT p50 ms | TTFT p99 ms | added TTFT p50 ms | added TTFT p99 ms | blind spot p50 ms | blind spot p99 ms |');
   say('|---|---|---|---|---|---|---|');
   for (const t of all) {
     const b = blind.get(t.name)!;
-    const spot = b.length === 0 ? (t.log === undefined ? '- | -' : 'n/a (no capture: tcpdump missing or not allowed) | n/a') : `${f(percentile(b, 50), 3)} | ${f(percentile(b, 99), 3)}`;
+    const spot =
+      b.length === 0
+        ? t.log === undefined
+          ? '- | -'
+          : 'n/a (no capture: tcpdump missing or not allowed) | n/a'
+        : `${f(percentile(b, 50), 3)} | ${f(percentile(b, 99), 3)}`;
     const isDirect = t.name === 'direct';
-    say(`| ${t.name} | ${f(p(t.name, 50))} | ${f(p(t.name, 99))} | ${isDirect ? '-' : f(p(t.name, 50) - d50, 3)} | ${isDirect ? '-' : f(p(t.name, 99) - d99, 3)} | ${spot} |`);
+    say(
+      `| ${t.name} | ${f(p(t.name, 50))} | ${f(p(t.name, 99))} | ${isDirect ? '-' : f(p(t.name, 50) - d50, 3)} | ${isDirect ? '-' : f(p(t.name, 99) - d99, 3)} | ${spot} |`,
+    );
   }
   say();
   say(failed === 0 ? 'Errors: none at the client.' : `Errors: ${failed} requests failed at the client.`);
@@ -345,10 +442,23 @@ async function waveScenario(all: readonly Target[], tmp: string, say: (line?: st
   const inf50 = p('infermeter', 50) - d50;
   const inf99 = p('infermeter', 99) - d99;
   const apart = Math.abs(p('node pass-through', 50) - p(CONTROL, 50));
-  goals.push([`wave: added TTFT p50 within 1 ms of the Node pass-through's`, inf50 - node50 <= 1, `${f(inf50, 3)} ms vs ${f(node50, 3)} ms (the two pass-through processes: ${f(apart, 3)} ms apart)`]);
-  goals.push([`wave: added TTFT p99 at most 5 ms`, inf99 <= 5, `${f(inf99, 3)} ms (the Node pass-through: ${f((p('node pass-through', 99) + p(CONTROL, 99)) / 2 - d99, 3)} ms)`]);
+  goals.push([
+    `wave: added TTFT p50 within 1 ms of the Node pass-through's`,
+    inf50 - node50 <= 1,
+    `${f(inf50, 3)} ms vs ${f(node50, 3)} ms (the two pass-through processes: ${f(apart, 3)} ms apart)`,
+  ]);
+  goals.push([
+    `wave: added TTFT p99 at most 5 ms`,
+    inf99 <= 5,
+    `${f(inf99, 3)} ms (the Node pass-through: ${f((p('node pass-through', 99) + p(CONTROL, 99)) / 2 - d99, 3)} ms)`,
+  ]);
   const spots = blind.get('infermeter + access log') ?? [];
-  if (spots.length > 0) goals.push([`wave: arrival blind spot p99 at most 5 ms (tcpdump)`, percentile(spots, 99) <= 5, `${f(percentile(spots, 99), 3)} ms (p50 ${f(percentile(spots, 50), 3)} ms)`]);
+  if (spots.length > 0)
+    goals.push([
+      `wave: arrival blind spot p99 at most 5 ms (tcpdump)`,
+      percentile(spots, 99) <= 5,
+      `${f(percentile(spots, 99), 3)} ms (p50 ${f(percentile(spots, 50), 3)} ms)`,
+    ]);
 }
 
 main().catch((error: unknown) => {

@@ -32,7 +32,17 @@ function stream(url: string, agent: http.Agent, tokens: number, model: string, t
     let last: number | undefined;
     const req = http.request(
       new URL('/v1/chat/completions', url),
-      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-tenant': tenant, 'x-bench-tokens': String(tokens), 'x-bench-ttft-ms': '0', 'x-bench-gap-ms': tokens > 2 ? '10' : '0' } },
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          'content-type': 'application/json',
+          'x-tenant': tenant,
+          'x-bench-tokens': String(tokens),
+          'x-bench-ttft-ms': '0',
+          'x-bench-gap-ms': tokens > 2 ? '10' : '0',
+        },
+      },
       (res) => {
         res.on('data', () => {
           const now = performance.now();
@@ -87,7 +97,9 @@ async function run(label: string, cli: string, upstream: string): Promise<string
       }),
     );
     const bystanders = async () => {
-      const gaps = await Promise.all(Array.from({ length: BYSTANDERS }, (_, i) => stream(started.data, agent, 300, name('model', i % MODELS), name('tenant', i % TENANTS))));
+      const gaps = await Promise.all(
+        Array.from({ length: BYSTANDERS }, (_, i) => stream(started.data, agent, 300, name('model', i % MODELS), name('tenant', i % TENANTS))),
+      );
       return Math.max(...gaps.flat());
     };
     // Warm: a round of bystanders and one scrape, unmeasured (the render's first run, the paths' JIT).
@@ -125,8 +137,12 @@ async function run(label: string, cli: string, upstream: string): Promise<string
 const up = await startUpstream();
 try {
   console.log(`Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.versions.node}, load average ${loadavg()[0]!.toFixed(2)} at the start.`);
-  console.log(`Caps: ${MODELS} models x ${TENANTS} tenants, 128-character names, ${DIALECTS}. ${REPETITIONS} repetitions of: a round of ${BYSTANDERS} bystander streams (300 tokens, every 10 ms) without scrapes, then one with back-to-back scrapes (curl, another process). Per round, the largest gap between chunks of any bystander; p50 / max over the repetitions.\n`);
-  console.log('| target | bystanders | largest gap, no scrapes, ms | largest gap, scraped, ms | added, ms | scrapes | scrape p50 / max, ms | MiB | RSS before / after / peak, MiB |');
+  console.log(
+    `Caps: ${MODELS} models x ${TENANTS} tenants, 128-character names, ${DIALECTS}. ${REPETITIONS} repetitions of: a round of ${BYSTANDERS} bystander streams (300 tokens, every 10 ms) without scrapes, then one with back-to-back scrapes (curl, another process). Per round, the largest gap between chunks of any bystander; p50 / max over the repetitions.\n`,
+  );
+  console.log(
+    '| target | bystanders | largest gap, no scrapes, ms | largest gap, scraped, ms | added, ms | scrapes | scrape p50 / max, ms | MiB | RSS before / after / peak, MiB |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|');
   console.log(await run('infermeter', fileURLToPath(new URL('../src/cli.ts', import.meta.url)), up.url));
   const compare = process.env.BENCH_COMPARE;

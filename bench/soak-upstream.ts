@@ -44,7 +44,8 @@ export interface SoakUpstream {
   close(): Promise<void>;
 }
 
-const event = (content: string) => `data: {"id":"soak","object":"chat.completion.chunk","created":1764500000,"model":"soak","choices":[{"index":0,"delta":{"content":"${content}"},"logprobs":null,"finish_reason":null}]}\n\n`;
+const event = (content: string) =>
+  `data: {"id":"soak","object":"chat.completion.chunk","created":1764500000,"model":"soak","choices":[{"index":0,"delta":{"content":"${content}"},"logprobs":null,"finish_reason":null}]}\n\n`;
 
 /** The exact bytes of the malformed stream; the client checks that it got them byte for byte. */
 export const MALFORMED_BODY: Buffer = Buffer.concat([
@@ -106,7 +107,9 @@ export async function startSoakUpstream(options: SoakUpstreamOptions): Promise<S
       if (kind === 'reset') {
         served.reset++;
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-        res.write(`data: {"id":"soak","object":"chat.completion.chunk","created":1764500000,"model":"soak","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n`);
+        res.write(
+          `data: {"id":"soak","object":"chat.completion.chunk","created":1764500000,"model":"soak","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n`,
+        );
         later(rand(1, 5), () => {
           if (res.destroyed) return;
           res.write(event('x'));

@@ -37,7 +37,11 @@ const write = flag('--write');
 const minutes = quick ? 20 / 60 : Number(option('--minutes') ?? 3);
 const concurrency = Number(option('--concurrency') ?? 32);
 const seed = Number(option('--seed') ?? 1);
-if (!(minutes >= (quick ? 0 : 0.25) && minutes <= 24 * 60) || !(Number.isInteger(concurrency) && concurrency >= 1 && concurrency <= 1024) || !Number.isFinite(seed)) {
+if (
+  !(minutes >= (quick ? 0 : 0.25) && minutes <= 24 * 60) ||
+  !(Number.isInteger(concurrency) && concurrency >= 1 && concurrency <= 1024) ||
+  !Number.isFinite(seed)
+) {
   process.stderr.write('usage: node bench/soak.ts [--quick | --minutes N (0.25 <= N <= 1440)] [--concurrency C (1-1024)] [--seed S] [--write]\n');
   process.exit(2);
 }
@@ -117,7 +121,10 @@ async function startChild(upstream: string): Promise<Child> {
     // series exist before the warm-up ends.
     INFERMETER_AOM_PERIOD_SECONDS: '5',
   };
-  const proc = spawn(process.execPath, [...INFERMETER_FLAGS.split(' '), '--expose-gc', here('soak-child.ts')], { env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+  const proc = spawn(process.execPath, [...INFERMETER_FLAGS.split(' '), '--expose-gc', here('soak-child.ts')], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
   const logCounts = new Map<string, number>();
   const tail: string[] = [];
   let partial = '';
@@ -458,7 +465,9 @@ async function main(): Promise<number> {
         metricsLines: lastMetricsLines,
       };
       readings.push(r);
-      note(`${label.padEnd(8)} ${f(r.elapsedS).padStart(6)} s  ${String(requests).padStart(8)} requests  RSS ${f(mb(rss))} MB  heap after GC ${f(mb(r.heapUsed), 2)} MB (total ${f(mb(r.heapTotal))})  external ${f(mb(r.external), 2)} MB  /metrics ${r.metricsLines} lines`);
+      note(
+        `${label.padEnd(8)} ${f(r.elapsedS).padStart(6)} s  ${String(requests).padStart(8)} requests  RSS ${f(mb(rss))} MB  heap after GC ${f(mb(r.heapUsed), 2)} MB (total ${f(mb(r.heapTotal))})  external ${f(mb(r.external), 2)} MB  /metrics ${r.metricsLines} lines`,
+      );
     };
     const sampler = async () => {
       const end = deadline - 1_000;
@@ -509,34 +518,81 @@ async function main(): Promise<number> {
     const labels = new Set((m?.series('request_received_total') ?? []).map((s) => s.labels.model_name));
 
     const checks: Check[] = [
-      { what: 'infermeter ran to the end', met: diedDuringRun === undefined && m !== undefined, measured: diedDuringRun ?? (m === undefined ? 'final /metrics scrape failed' : 'yes') },
-      { what: `RSS: the end's reading at most ${RSS_BOUND_MB} MB above the lowest from the warm-up's on`, met: rssGrowth <= RSS_BOUND_MB, measured: `${signed(rssGrowth)} MB` },
-      { what: `heap used after a full GC: the end's reading at most ${HEAP_BOUND_MB} MB above the lowest from the warm-up's on`, met: gcAvailable && heapGrowth <= HEAP_BOUND_MB, measured: gcAvailable ? `${signed(heapGrowth, 2)} MB` : 'no gc()' },
-      { what: 'request_received_total = success + failed + cancelled (sums over all series)', met: received === success + failed + cancelled, measured: `${received} = ${success} + ${failed} + ${cancelled}` },
-      { what: 'num_requests_running and num_requests_waiting all 0 after the run', met: m !== undefined && busy.length === 0, measured: m === undefined ? 'no final scrape' : busy.length === 0 ? `${running.length} + ${waiting.length} series, all 0` : busy.map((s) => `${s.labels.model_name}=${s.value}`).join(', ') },
+      {
+        what: 'infermeter ran to the end',
+        met: diedDuringRun === undefined && m !== undefined,
+        measured: diedDuringRun ?? (m === undefined ? 'final /metrics scrape failed' : 'yes'),
+      },
+      {
+        what: `RSS: the end's reading at most ${RSS_BOUND_MB} MB above the lowest from the warm-up's on`,
+        met: rssGrowth <= RSS_BOUND_MB,
+        measured: `${signed(rssGrowth)} MB`,
+      },
+      {
+        what: `heap used after a full GC: the end's reading at most ${HEAP_BOUND_MB} MB above the lowest from the warm-up's on`,
+        met: gcAvailable && heapGrowth <= HEAP_BOUND_MB,
+        measured: gcAvailable ? `${signed(heapGrowth, 2)} MB` : 'no gc()',
+      },
+      {
+        what: 'request_received_total = success + failed + cancelled (sums over all series)',
+        met: received === success + failed + cancelled,
+        measured: `${received} = ${success} + ${failed} + ${cancelled}`,
+      },
+      {
+        what: 'num_requests_running and num_requests_waiting all 0 after the run',
+        met: m !== undefined && busy.length === 0,
+        measured:
+          m === undefined
+            ? 'no final scrape'
+            : busy.length === 0
+              ? `${running.length} + ${waiting.length} series, all 0`
+              : busy.map((s) => `${s.labels.model_name}=${s.value}`).join(', '),
+      },
       { what: 'request_received_total = requests the clients sent', met: received === requests, measured: `${received} vs ${requests}` },
-      { what: 'success = normal + json + malformed; failed = reset + error; cancelled = abort', met: success === byKind(['normal', 'json', 'malformed']) && failed === byKind(['reset', 'error']) && cancelled === byKind(['abort']), measured: `${success}/${byKind(['normal', 'json', 'malformed'])}, ${failed}/${byKind(['reset', 'error'])}, ${cancelled}/${byKind(['abort'])}` },
+      {
+        what: 'success = normal + json + malformed; failed = reset + error; cancelled = abort',
+        met: success === byKind(['normal', 'json', 'malformed']) && failed === byKind(['reset', 'error']) && cancelled === byKind(['abort']),
+        measured: `${success}/${byKind(['normal', 'json', 'malformed'])}, ${failed}/${byKind(['reset', 'error'])}, ${cancelled}/${byKind(['abort'])}`,
+      },
       { what: 'every client saw what its kind should give', met: unexpected === 0, measured: `${unexpected} other outcomes` },
-      { what: `model labels capped: ${MAX_MODELS} kept + the ${LISTED.length} listed + "other"`, met: labels.has('other') && labels.size <= MAX_MODELS + LISTED.length + 2, measured: `${labels.size} model_name values` },
+      {
+        what: `model labels capped: ${MAX_MODELS} kept + the ${LISTED.length} listed + "other"`,
+        met: labels.has('other') && labels.size <= MAX_MODELS + LISTED.length + 2,
+        measured: `${labels.size} model_name values`,
+      },
       { what: 'every /metrics scrape answered 200', met: scrapeFailures === 0 && scrapes > 0, measured: `${scrapes - scrapeFailures} of ${scrapes}` },
-      { what: 'SIGTERM afterwards: drained and exited 0', met: drained?.code === 0, measured: drained === undefined ? 'had already exited' : `code ${drained.code}, signal ${drained.signal}, ${f(drained.ms, 0)} ms` },
+      {
+        what: 'SIGTERM afterwards: drained and exited 0',
+        met: drained?.code === 0,
+        measured: drained === undefined ? 'had already exited' : `code ${drained.code}, signal ${drained.signal}, ${f(drained.ms, 0)} ms`,
+      },
     ];
 
     const machine = `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}`;
     say(`## Soak run (${new Date().toISOString().slice(0, 10)}${quick ? ', quick' : ''})`);
     say();
-    say(`Machine: ${machine}. ${f(loadSeconds / 60, 2)} minutes of load, ${concurrency} clients, seed ${seed}; ${MODELS.length} model names with \`INFERMETER_MAX_MODELS=${MAX_MODELS}\` (${LISTED.length} of them listed by the upstream's /v1/models); /metrics scraped every second (${scrapes} scrapes). infermeter: \`node ${INFERMETER_FLAGS} --expose-gc bench/soak-child.ts\` (src/cli.ts), dialects mindie,aom with \`INFERMETER_AOM_PERIOD_SECONDS=5\`, engine scraping on. Warm-up: the first ${f(WARMUP_MS / 1000, 0)} s.`);
+    say(
+      `Machine: ${machine}. ${f(loadSeconds / 60, 2)} minutes of load, ${concurrency} clients, seed ${seed}; ${MODELS.length} model names with \`INFERMETER_MAX_MODELS=${MAX_MODELS}\` (${LISTED.length} of them listed by the upstream's /v1/models); /metrics scraped every second (${scrapes} scrapes). infermeter: \`node ${INFERMETER_FLAGS} --expose-gc bench/soak-child.ts\` (src/cli.ts), dialects mindie,aom with \`INFERMETER_AOM_PERIOD_SECONDS=5\`, engine scraping on. Warm-up: the first ${f(WARMUP_MS / 1000, 0)} s.`,
+    );
     say();
-    say(`${requests.toLocaleString('en')} requests, ${f(requests / loadSeconds, 0)} per second; infermeter used ${f(end && start ? (100 * (end.cpuS - start.cpuS)) / (end.elapsedS - start.elapsedS) : Number.NaN, 0)} % of a core between the first and last readings.`);
+    say(
+      `${requests.toLocaleString('en')} requests, ${f(requests / loadSeconds, 0)} per second; infermeter used ${f(end && start ? (100 * (end.cpuS - start.cpuS)) / (end.elapsedS - start.elapsedS) : Number.NaN, 0)} % of a core between the first and last readings.`,
+    );
     say();
     say('### Memory of the infermeter process');
     say();
-    say("RSS from /proc/<pid>/status (VmRSS), read just before the heap; heap figures from `process.memoryUsage()` in infermeter right after a full `gc()`; code and bytecode: V8's code and trusted spaces then.");
+    say(
+      "RSS from /proc/<pid>/status (VmRSS), read just before the heap; heap figures from `process.memoryUsage()` in infermeter right after a full `gc()`; code and bytecode: V8's code and trusted spaces then.",
+    );
     say();
-    say('| reading | at s | requests so far | RSS MB | heap used MB | of which code and bytecode MB | heap total MB | external MB | array buffers MB | /metrics lines |');
+    say(
+      '| reading | at s | requests so far | RSS MB | heap used MB | of which code and bytecode MB | heap total MB | external MB | array buffers MB | /metrics lines |',
+    );
     say('|---|---|---|---|---|---|---|---|---|---|');
     for (const r of readings) {
-      say(`| ${r.label} | ${f(r.elapsedS)} | ${r.requests.toLocaleString('en')} | ${f(mb(r.rss))} | ${f(mb(r.heapUsed), 2)} | ${f(mb(r.code), 2)} | ${f(mb(r.heapTotal))} | ${f(mb(r.external), 2)} | ${f(mb(r.arrayBuffers), 2)} | ${r.metricsLines} |`);
+      say(
+        `| ${r.label} | ${f(r.elapsedS)} | ${r.requests.toLocaleString('en')} | ${f(mb(r.rss))} | ${f(mb(r.heapUsed), 2)} | ${f(mb(r.code), 2)} | ${f(mb(r.heapTotal))} | ${f(mb(r.external), 2)} | ${f(mb(r.arrayBuffers), 2)} | ${r.metricsLines} |`,
+      );
     }
     say();
     say(
@@ -553,10 +609,12 @@ async function main(): Promise<number> {
     for (const k of SOAK_KINDS) {
       const t = tallies.get(k)!;
       const others = [...t.outcomes].filter(([o]) => o !== EXPECTED[k]).map(([o, n]) => `${o}: ${n}`);
-      say(`| ${k} | ${KIND_DESCRIPTIONS[k]} | ${t.sent.toLocaleString('en')} | ${EXPECTED[k]} | ${(t.outcomes.get(EXPECTED[k]) ?? 0).toLocaleString('en')} | ${others.length === 0 ? '-' : others.join(', ')} |`);
+      say(
+        `| ${k} | ${KIND_DESCRIPTIONS[k]} | ${t.sent.toLocaleString('en')} | ${EXPECTED[k]} | ${(t.outcomes.get(EXPECTED[k]) ?? 0).toLocaleString('en')} | ${others.length === 0 ? '-' : others.join(', ')} |`,
+      );
     }
     say();
-    say('### infermeter\'s counters after the run');
+    say("### infermeter's counters after the run");
     say();
     say('| series (summed over labels) | value |');
     say('|---|---|');
@@ -578,7 +636,9 @@ async function main(): Promise<number> {
     for (const [name, value] of shown) say(`| \`${name}\` | ${value ?? 'absent'} |`);
     say();
     const upstreamServed = SOAK_KINDS.map((k) => `${k} ${upstream!.served[k]}`).join(', ');
-    say(`The upstream answered: ${upstreamServed}. infermeter's log during the run: ${[...c.logCounts].map(([k, n]) => `"${k}" × ${n}`).join('; ') || 'nothing'}.`);
+    say(
+      `The upstream answered: ${upstreamServed}. infermeter's log during the run: ${[...c.logCounts].map(([k, n]) => `"${k}" × ${n}`).join('; ') || 'nothing'}.`,
+    );
     say();
     say('### Checks');
     say();

@@ -14,9 +14,20 @@ import { pathToFileURL } from 'node:url';
 
 interface Build {
   readonly name: string;
-  readonly createUsageStrip: (o: { maxEventBytes: number; stripped: (n: number) => void }) => { pass(c: Buffer): Buffer | undefined; end(): Buffer | undefined };
-  readonly tapResponse: (res: IncomingMessage, timer: unknown, o: { maxEventBytes: number; maxBodyBytes: number; problem: (kind: string) => void }) => { chunk(c: Buffer): void; end(): void; close(): void };
-  readonly createRequestTimer: (api: 'chat', clock: () => number, sink: object) => { identify(m: string, s: boolean): void; responseFinished(): void; close(ok: boolean): void };
+  readonly createUsageStrip: (o: { maxEventBytes: number; stripped: (n: number) => void }) => {
+    pass(c: Buffer): Buffer | undefined;
+    end(): Buffer | undefined;
+  };
+  readonly tapResponse: (
+    res: IncomingMessage,
+    timer: unknown,
+    o: { maxEventBytes: number; maxBodyBytes: number; problem: (kind: string) => void },
+  ) => { chunk(c: Buffer): void; end(): void; close(): void };
+  readonly createRequestTimer: (
+    api: 'chat',
+    clock: () => number,
+    sink: object,
+  ) => { identify(m: string, s: boolean): void; responseFinished(): void; close(ok: boolean): void };
 }
 
 async function load(dir: string, name: string): Promise<Build> {
@@ -32,7 +43,8 @@ const head = '{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":
 const tail = '"},"logprobs":null,"finish_reason":null}]}';
 const TOKENS = 128;
 const events = Array.from({ length: TOKENS }, (_, i) => `data: ${head}tok${i % 64}${tail}\n\n`);
-const finish = 'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}\n\n';
+const finish =
+  'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}\n\n';
 const usage = `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":${TOKENS},"total_tokens":${12 + TOKENS}}}\n\n`;
 const all = [...events, finish, usage, 'data: [DONE]\n\n'];
 const stream = Buffer.from(all.join(''));

@@ -70,7 +70,14 @@ export function freePort(): Promise<number> {
 }
 
 /** A node process of the bench, once it has printed the line that says it is ready. */
-export async function startNode(script: string, args: string[], env: Record<string, string>, ready: RegExp, stream: 'stdout' | 'stderr', flags: string[] = []): Promise<{ child: ChildProcess; line: string }> {
+export async function startNode(
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+  ready: RegExp,
+  stream: 'stdout' | 'stderr',
+  flags: string[] = [],
+): Promise<{ child: ChildProcess; line: string }> {
   const child = spawn(process.execPath, [...flags, script, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const line = await lineMatching(child, stream, ready);
   return { child, line };
@@ -84,7 +91,14 @@ export async function startUpstream(): Promise<{ child: ChildProcess; url: strin
 
 /** infermeter as every bench runs it: in front of `upstream`, all measurement on, ports chosen by the system. */
 export function infermeterEnv(upstream: string): Record<string, string> {
-  return { INFERMETER_UPSTREAM: upstream, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_DIALECTS: 'mindie,aom', INFERMETER_LOG_LEVEL: 'info' };
+  return {
+    INFERMETER_UPSTREAM: upstream,
+    INFERMETER_PORT: '0',
+    INFERMETER_MANAGEMENT_PORT: '0',
+    INFERMETER_METRICS_PORT: '0',
+    INFERMETER_DIALECTS: 'mindie,aom',
+    INFERMETER_LOG_LEVEL: 'info',
+  };
 }
 
 export function nginxAvailable(): boolean {
@@ -98,14 +112,25 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
   children.push(up.child);
   const upstreamUrl = up.url;
 
-  const infermeter = async (name: string, extra: Record<string, string>, cli = here('../src/cli.ts'), flags = process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS): Promise<Target> => {
+  const infermeter = async (
+    name: string,
+    extra: Record<string, string>,
+    cli = here('../src/cli.ts'),
+    flags = process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS,
+  ): Promise<Target> => {
     const env = { ...infermeterEnv(upstreamUrl), ...extra };
     const { child, line } = await startNode(cli, [], env, /"infermeter started"/, 'stderr', flags.split(' ').filter(Boolean));
     children.push(child);
     const started = JSON.parse(line) as { data: string; metrics?: string };
     // An older build compared (BENCH_COMPARE) may not say where its metrics are.
     const metricsUrl = started.metrics?.startsWith('http') ? started.metrics : undefined;
-    return { name, url: started.data, pids: () => [child.pid!], ...(metricsUrl === undefined ? {} : { metricsUrl }), ...(extra.INFERMETER_ACCESS_LOG === undefined ? {} : { log: extra.INFERMETER_ACCESS_LOG }) };
+    return {
+      name,
+      url: started.data,
+      pids: () => [child.pid!],
+      ...(metricsUrl === undefined ? {} : { metricsUrl }),
+      ...(extra.INFERMETER_ACCESS_LOG === undefined ? {} : { log: extra.INFERMETER_ACCESS_LOG }),
+    };
   };
 
   const pass = await startNode(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
@@ -174,7 +199,10 @@ http {
     nginx = spawn('nginx', ['-c', join(tmp, 'nginx.conf'), '-p', tmp, '-g', 'daemon off;'], { stdio: 'ignore' });
     // Ready once it accepts connections.
     for (let i = 0; i < 100; i++) {
-      const ok = await fetch(`http://127.0.0.1:${port}/metrics`).then(() => true, () => false);
+      const ok = await fetch(`http://127.0.0.1:${port}/metrics`).then(
+        () => true,
+        () => false,
+      );
       if (ok) break;
       await new Promise((r) => setTimeout(r, 50));
     }

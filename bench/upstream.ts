@@ -7,8 +7,10 @@ import http from 'node:http';
 const head = '{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[{"index":0,"delta":{"content":"';
 const tail = '"},"logprobs":null,"finish_reason":null}]}';
 const events = Array.from({ length: 64 }, (_, i) => `data: ${head}tok${i}${tail}\n\n`);
-const finish = 'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}\n\n';
-const metrics = '# HELP vllm:num_requests_running Number of requests in model execution batches.\n# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0",model_name="bench-model"} 0\n';
+const finish =
+  'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}\n\n';
+const metrics =
+  '# HELP vllm:num_requests_running Number of requests in model execution batches.\n# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0",model_name="bench-model"} 0\n';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -38,7 +40,10 @@ const server = http.createServer({ noDelay: true, keepAliveTimeout: 120_000 }, (
     }
     if (closed) return;
     res.write(finish);
-    if (usage) res.write(`data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":${tokens},"total_tokens":${12 + tokens}}}\n\n`);
+    if (usage)
+      res.write(
+        `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":${tokens},"total_tokens":${12 + tokens}}}\n\n`,
+      );
     res.end('data: [DONE]\n\n');
   });
 });

@@ -30,7 +30,12 @@ export interface Sent {
 }
 
 const body = (model: string, includeUsage: boolean) =>
-  JSON.stringify({ model, stream: true, ...(includeUsage ? { stream_options: { include_usage: true } } : {}), messages: [{ role: 'user', content: 'Measure the hop, not the model.' }] });
+  JSON.stringify({
+    model,
+    stream: true,
+    ...(includeUsage ? { stream_options: { include_usage: true } } : {}),
+    messages: [{ role: 'user', content: 'Measure the hop, not the model.' }],
+  });
 
 /** One streamed request; the gaps between the chunks the client read (after the first). */
 export function stream(url: string, id: string, agent: http.Agent, shape: Shape, model = 'bench-model'): Promise<Sent> {
@@ -100,7 +105,9 @@ export function tcpdumpAvailable(): boolean {
 /** tcpdump on loopback, capturing these ports; resolves once it listens. */
 export async function capture(file: string, ports: readonly number[]): Promise<Capture> {
   const filter = ports.map((p) => `tcp port ${p}`).join(' or ');
-  const child = spawn('tcpdump', ['-i', 'lo', '-n', '-U', '--immediate-mode', '-s', '2048', '-B', '65536', '--time-stamp-precision=nano', '-w', file, filter], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn('tcpdump', ['-i', 'lo', '-n', '-U', '--immediate-mode', '-s', '2048', '-B', '65536', '--time-stamp-precision=nano', '-w', file, filter], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let text = '';
   await new Promise<void>((resolve, reject) => {
     child.stderr!.on('data', (c: Buffer) => {
@@ -180,7 +187,10 @@ export async function wave(url: string, name: string, waves: number, tmp: string
     await stopCapture(tcpdump);
     const wire = new Map(wireExchanges(readFileSync(file), port).map((w) => [w.requestId, w]));
     rmSync(file);
-    const log = await logged(options.log, later.map((s) => s.id));
+    const log = await logged(
+      options.log,
+      later.map((s) => s.id),
+    );
     for (const s of later) {
       const w = wire.get(s.id);
       const l = log.get(s.id);

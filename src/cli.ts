@@ -49,7 +49,8 @@ async function main(args: readonly string[]): Promise<void> {
   }
   const started = config;
   const log = createLogger(started.logLevel);
-  const app = started.workers > 1 ? await startClusterPrimary(started, process.env, { log, workers: started.workers }) : await startInfermeter(started, { log });
+  const app =
+    started.workers > 1 ? await startClusterPrimary(started, process.env, { log, workers: started.workers }) : await startInfermeter(started, { log });
   let first: { signal: string; at: number } | undefined;
   const stop = (signal: string): void => {
     const now = performance.now();

@@ -17,11 +17,7 @@ export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
 const RANK: Readonly<Record<LogLevel, number>> = { debug: 10, info: 20, warn: 30, error: 40 };
 
-export function createLogger(
-  level: LogLevel,
-  write: (line: string) => void = (line) => process.stderr.write(line),
-  now: () => number = Date.now,
-): Logger {
+export function createLogger(level: LogLevel, write: (line: string) => void = (line) => process.stderr.write(line), now: () => number = Date.now): Logger {
   const min = RANK[level];
   const lastWarned = new Map<string, number>();
   const emit = (lvl: LogLevel, msg: string, fields?: LogFields): void => {

@@ -44,7 +44,12 @@ export interface Answer {
 const agent = new http.Agent({ keepAlive: false });
 
 function pathAndBody(ask: Ask): { path: string; body: string } {
-  const common = { model: ask.model, max_tokens: ask.maxTokens, stream: ask.stream, ...(ask.stream && ask.includeUsage ? { stream_options: { include_usage: true } } : {}) };
+  const common = {
+    model: ask.model,
+    max_tokens: ask.maxTokens,
+    stream: ask.stream,
+    ...(ask.stream && ask.includeUsage ? { stream_options: { include_usage: true } } : {}),
+  };
   if (ask.api === 'chat') return { path: '/v1/chat/completions', body: JSON.stringify({ ...common, messages: [{ role: 'user', content: ask.prompt }] }) };
   return { path: '/v1/completions', body: JSON.stringify({ ...common, prompt: ask.prompt }) };
 }
@@ -52,7 +57,10 @@ function pathAndBody(ask: Ask): { path: string; body: string } {
 function hasText(payload: Record<string, unknown>): boolean {
   const choices = payload.choices;
   if (!Array.isArray(choices)) return false;
-  return choices.some((c: { text?: unknown; delta?: { content?: unknown } }) => (typeof c.text === 'string' && c.text !== '') || (typeof c.delta?.content === 'string' && c.delta.content !== ''));
+  return choices.some(
+    (c: { text?: unknown; delta?: { content?: unknown } }) =>
+      (typeof c.text === 'string' && c.text !== '') || (typeof c.delta?.content === 'string' && c.delta.content !== ''),
+  );
 }
 
 /** Sends one request to `base` (http://host:port) and resolves with what the client saw; never rejects. */
@@ -103,49 +111,53 @@ export function ask(base: string, a: Ask, timeoutMs = 120_000, via: http.Agent =
         body: text.length > 4096 ? text.slice(0, 4096) : text,
       });
     };
-    const req = http.request(url, { method: 'POST', agent: via, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': a.requestId } }, (res) => {
-      status = res.statusCode ?? 0;
-      res.setEncoding('utf8');
-      res.on('data', (piece: string) => {
-        const at = performance.now();
-        if (!a.stream || !(res.headers['content-type'] ?? '').includes('text/event-stream')) {
-          text += piece;
-          return;
-        }
-        text += piece;
-        pending += piece;
-        let cut: number;
-        while ((cut = pending.indexOf('\n\n')) !== -1) {
-          const event = pending.slice(0, cut);
-          pending = pending.slice(cut + 2);
-          for (const line of event.split('\n')) {
-            if (line.startsWith('error:')) streamError = true;
-            if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
-            let payload: Record<string, unknown>;
-            try {
-              payload = JSON.parse(line.slice(6)) as Record<string, unknown>;
-            } catch {
-              continue;
-            }
-            if (hasText(payload)) {
-              chunks++;
-              first ??= at;
-              last = at;
-            }
-            if (typeof payload.usage === 'object' && payload.usage !== null) usage = payload.usage as typeof usage;
-            timings = readEngineTimings(payload.timings) ?? timings;
+    const req = http.request(
+      url,
+      { method: 'POST', agent: via, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': a.requestId } },
+      (res) => {
+        status = res.statusCode ?? 0;
+        res.setEncoding('utf8');
+        res.on('data', (piece: string) => {
+          const at = performance.now();
+          if (!a.stream || !(res.headers['content-type'] ?? '').includes('text/event-stream')) {
+            text += piece;
+            return;
           }
-        }
-        if (a.abortAfter !== undefined && chunks >= a.abortAfter && !aborted) {
-          aborted = true;
-          req.destroy();
-          finish(false);
-        }
-      });
-      res.on('end', () => finish(true));
-      res.on('error', () => finish(false));
-      res.on('close', () => finish(res.complete));
-    });
+          text += piece;
+          pending += piece;
+          let cut: number;
+          while ((cut = pending.indexOf('\n\n')) !== -1) {
+            const event = pending.slice(0, cut);
+            pending = pending.slice(cut + 2);
+            for (const line of event.split('\n')) {
+              if (line.startsWith('error:')) streamError = true;
+              if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+              let payload: Record<string, unknown>;
+              try {
+                payload = JSON.parse(line.slice(6)) as Record<string, unknown>;
+              } catch {
+                continue;
+              }
+              if (hasText(payload)) {
+                chunks++;
+                first ??= at;
+                last = at;
+              }
+              if (typeof payload.usage === 'object' && payload.usage !== null) usage = payload.usage as typeof usage;
+              timings = readEngineTimings(payload.timings) ?? timings;
+            }
+          }
+          if (a.abortAfter !== undefined && chunks >= a.abortAfter && !aborted) {
+            aborted = true;
+            req.destroy();
+            finish(false);
+          }
+        });
+        res.on('end', () => finish(true));
+        res.on('error', () => finish(false));
+        res.on('close', () => finish(res.complete));
+      },
+    );
     const timer = setTimeout(() => req.destroy(new Error('timeout')), timeoutMs);
     req.on('error', () => finish(false));
     req.end(body);

@@ -28,7 +28,8 @@ export function cellsOfHabits(habits = process.env.LLAMA_BENCH_HABITS ?? 'fresh,
   return CONNECTION_CELLS.filter((c) => wanted.includes(c.habit));
 }
 
-export const cellName = (c: ConnectionCell): string => `${c.habit === 'fresh' ? 'connection per request' : 'kept-alive pool'}, ${c.stream ? 'streamed' : 'not streamed'}, c${c.concurrency}`;
+export const cellName = (c: ConnectionCell): string =>
+  `${c.habit === 'fresh' ? 'connection per request' : 'kept-alive pool'}, ${c.stream ? 'streamed' : 'not streamed'}, c${c.concurrency}`;
 
 /** One way of a cell: what the clients saw. */
 export interface WayResult {
@@ -47,7 +48,12 @@ const ENGINE_IDLE_MS = 5500;
 const MAX_TOKENS = 8;
 
 /** A cell sent to every base, `ROUNDS` interleaved rounds (the order rotated each round). */
-export async function runCell(bases: ReadonlyArray<{ name: string; url: string }>, cell: ConnectionCell, model: string, key: string): Promise<Map<string, WayResult>> {
+export async function runCell(
+  bases: ReadonlyArray<{ name: string; url: string }>,
+  cell: ConnectionCell,
+  model: string,
+  key: string,
+): Promise<Map<string, WayResult>> {
   const out = new Map<string, WayResult>(bases.map((b) => [b.name, { times: [], failed: 0, resent: 0, rounds: [] }]));
   const perRound = Math.ceil(cell.requests / 2);
   for (let round = 0; round < ROUNDS; round++) {
@@ -87,13 +93,29 @@ export async function runCell(bases: ReadonlyArray<{ name: string; url: string }
  */
 const CLIENT_RESENDS = process.env.LLAMA_BENCH_CLIENT_RESEND !== '0';
 
-async function sendMany(base: string, cell: ConnectionCell, requests: number, model: string, key: string, agent: http.Agent, resent: () => void): Promise<Answer[]> {
+async function sendMany(
+  base: string,
+  cell: ConnectionCell,
+  requests: number,
+  model: string,
+  key: string,
+  agent: http.Agent,
+  resent: () => void,
+): Promise<Answer[]> {
   const answers: Answer[] = [];
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < requests) {
       const i = next++;
-      const one = { api: 'chat', stream: cell.stream, includeUsage: false, prompt: prompt(`${key}-${i}`, i), maxTokens: MAX_TOKENS, model, requestId: `${key}-${i}` } as const;
+      const one = {
+        api: 'chat',
+        stream: cell.stream,
+        includeUsage: false,
+        prompt: prompt(`${key}-${i}`, i),
+        maxTokens: MAX_TOKENS,
+        model,
+        requestId: `${key}-${i}`,
+      } as const;
       const start = performance.now();
       let answer = await ask(base, one, 60_000, agent);
       if (CLIENT_RESENDS && cell.habit === 'kept-alive' && answer.status === 0 && answer.body === '') {
@@ -116,11 +138,15 @@ function quantile(values: readonly number[], q: number): number | undefined {
 }
 
 const f = (n: number | undefined): string => (n === undefined ? '–' : n.toFixed(1));
-const figures = (w: WayResult): string => `${f(quantile(w.times, 0.5))} / ${f(quantile(w.times, 0.9))} / ${f(w.times.length === 0 ? undefined : Math.max(...w.times))} / ${w.times.filter((ms) => ms > 1000).length}${w.failed > 0 ? ` (${w.failed} failed)` : ''}${w.resent > 0 ? ` (${w.resent} re-sent by the client)` : ''}`;
+const figures = (w: WayResult): string =>
+  `${f(quantile(w.times, 0.5))} / ${f(quantile(w.times, 0.9))} / ${f(w.times.length === 0 ? undefined : Math.max(...w.times))} / ${w.times.filter((ms) => ms > 1000).length}${w.failed > 0 ? ` (${w.failed} failed)` : ''}${w.resent > 0 ? ` (${w.resent} re-sent by the client)` : ''}`;
 
 /** The table: one row per cell, a column per way. */
 export function connectionsTable(cells: ReadonlyArray<{ cell: ConnectionCell; ways: Map<string, WayResult> }>, ways: readonly string[]): string {
-  const out = [`| client, answer, concurrency | ${ways.map((w) => `${w}: p50 / p90 / max ms / over 1 s`).join(' | ')} |`, `|---|${ways.map(() => '---|').join('')}`];
+  const out = [
+    `| client, answer, concurrency | ${ways.map((w) => `${w}: p50 / p90 / max ms / over 1 s`).join(' | ')} |`,
+    `|---|${ways.map(() => '---|').join('')}`,
+  ];
   for (const { cell, ways: results } of cells) out.push(`| ${cellName(cell)} | ${ways.map((w) => figures(results.get(w)!)).join(' | ')} |`);
   return out.join('\n');
 }
@@ -129,7 +155,13 @@ export function connectionsTable(cells: ReadonlyArray<{ cell: ConnectionCell; wa
 export function spreadLines(cells: ReadonlyArray<{ cell: ConnectionCell; ways: Map<string, WayResult> }>, ways: readonly string[]): string[] {
   const lines: string[] = [];
   for (const { cell, ways: results } of cells) {
-    const per = ways.map((w) => `${w} ${results.get(w)!.rounds.map((r) => `${f(r.p90)}/${f(r.max)}${r.failed > 0 ? ` (${r.failed} failed)` : ''}`).join(', ')}`);
+    const per = ways.map(
+      (w) =>
+        `${w} ${results
+          .get(w)!
+          .rounds.map((r) => `${f(r.p90)}/${f(r.max)}${r.failed > 0 ? ` (${r.failed} failed)` : ''}`)
+          .join(', ')}`,
+    );
     lines.push(`- ${cellName(cell)}, p90/max per round: ${per.join('; ')}`);
   }
   return lines;
@@ -143,7 +175,8 @@ export function marginLines(cells: ReadonlyArray<{ cell: ConnectionCell; ways: M
     if (found === undefined) return;
     const d = found.ways.get(direct)!;
     const p = found.ways.get(proxied)!;
-    const pick = (w: WayResult): number | undefined => (what === 'max' ? (w.times.length === 0 ? undefined : Math.max(...w.times)) : quantile(w.times, what === 'p50' ? 0.5 : 0.9));
+    const pick = (w: WayResult): number | undefined =>
+      what === 'max' ? (w.times.length === 0 ? undefined : Math.max(...w.times)) : quantile(w.times, what === 'p50' ? 0.5 : 0.9);
     const dv = pick(d);
     const pv = pick(p);
     const ok = dv !== undefined && pv !== undefined && pv <= dv + margin && p.failed <= d.failed;
@@ -154,7 +187,9 @@ export function marginLines(cells: ReadonlyArray<{ cell: ConnectionCell; ways: M
       const pr = p.rounds[k]![what];
       if (dr !== undefined && pr !== undefined && pr <= dr + margin) held++;
     }
-    lines.push(`- ${cellName(cell)}: ${proxied} ${what === 'p50' ? 'median' : what} ${f(pv)} ms <= ${direct} ${f(dv)} + ${margin} ms${p.failed > d.failed ? ` (and no more failed: ${p.failed} vs ${d.failed})` : ''}: ${ok ? 'pass' : 'FAIL'} (held in ${held} of ${Math.min(d.rounds.length, p.rounds.length)} rounds)`);
+    lines.push(
+      `- ${cellName(cell)}: ${proxied} ${what === 'p50' ? 'median' : what} ${f(pv)} ms <= ${direct} ${f(dv)} + ${margin} ms${p.failed > d.failed ? ` (and no more failed: ${p.failed} vs ${d.failed})` : ''}: ${ok ? 'pass' : 'FAIL'} (held in ${held} of ${Math.min(d.rounds.length, p.rounds.length)} rounds)`,
+    );
   };
   for (const habit of ['fresh', 'kept-alive'] as const) {
     check({ habit, stream: false, concurrency: 8, requests: 0 }, 'p90', 10);

@@ -35,12 +35,18 @@ export function llamaFromEnv(env: NodeJS.ProcessEnv = process.env): { binary: st
 export async function startLlamaServer(options: LlamaServerOptions): Promise<LlamaServer> {
   const port = await freePort();
   const args = [
-    '-m', options.model,
-    '--host', '127.0.0.1',
-    '--port', String(port),
-    '-np', String(options.slots ?? 4),
-    '-c', String(options.context ?? 4096),
-    '-t', String(options.threads ?? 2),
+    '-m',
+    options.model,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '-np',
+    String(options.slots ?? 4),
+    '-c',
+    String(options.context ?? 4096),
+    '-t',
+    String(options.threads ?? 2),
     '--metrics',
     // A prompt longer than a slot's context is refused (an in-stream `error:` line), not shifted.
     '--no-context-shift',

@@ -27,8 +27,26 @@ export const SCENARIOS: readonly Scenario[] = [
   { name: 'chat, streamed, include_usage, c4', api: 'chat', stream: true, includeUsage: true, concurrency: 4, requests: 24, maxTokens: 32 },
   { name: 'chat, streamed, c8 (4 slots)', api: 'chat', stream: true, includeUsage: false, concurrency: 8, requests: 24, maxTokens: 32 },
   { name: 'chat, not streamed, c8 (4 slots)', api: 'chat', stream: false, includeUsage: false, concurrency: 8, requests: 24, maxTokens: 32 },
-  { name: 'chat, streamed, client aborts after 4 tokens, c4', api: 'chat', stream: true, includeUsage: false, concurrency: 4, requests: 12, maxTokens: 64, abortAfter: 4 },
-  { name: 'chat, streamed, prompt over the context (in-stream error), c1', api: 'chat', stream: true, includeUsage: false, concurrency: 1, requests: 4, maxTokens: 32, promptChars: 3000 },
+  {
+    name: 'chat, streamed, client aborts after 4 tokens, c4',
+    api: 'chat',
+    stream: true,
+    includeUsage: false,
+    concurrency: 4,
+    requests: 12,
+    maxTokens: 64,
+    abortAfter: 4,
+  },
+  {
+    name: 'chat, streamed, prompt over the context (in-stream error), c1',
+    api: 'chat',
+    stream: true,
+    includeUsage: false,
+    concurrency: 1,
+    requests: 4,
+    maxTokens: 32,
+    promptChars: 3000,
+  },
 ];
 
 const WORDS = ['the', 'model', 'server', 'answers', 'every', 'request', 'with', 'tokens', 'measured', 'once', 'by', 'a', 'proxy', 'in', 'front'];
@@ -140,7 +158,7 @@ const f = (n: number | undefined, digits = 1): string => (n === undefined ? '–
 /** The requests table: counts and token sums, from the three views. */
 export function requestsTable(rows: readonly Row[]): string {
   const out = [
-    '| scenario | requests | direct: complete | via infermeter: complete / 502 / aborted / in-stream error | infermeter outcomes: success / failed (why) / cancelled | prompt tokens: client usage / llama.cpp prompt_n / infermeter | completion tokens: client usage / client text chunks / llama.cpp predicted_n / infermeter | in flight (running + waiting over model_name): max seen / above the client\'s | re-sent on a fresh upstream connection |',
+    "| scenario | requests | direct: complete | via infermeter: complete / 502 / aborted / in-stream error | infermeter outcomes: success / failed (why) / cancelled | prompt tokens: client usage / llama.cpp prompt_n / infermeter | completion tokens: client usage / client text chunks / llama.cpp predicted_n / infermeter | in flight (running + waiting over model_name): max seen / above the client's | re-sent on a fresh upstream connection |",
     '|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of rows) {
@@ -170,14 +188,17 @@ export function timesTable(rows: readonly Row[]): string {
   for (const r of rows) {
     const good = r.proxied.filter((a) => a.status === 200 && a.complete && !a.streamError && r.log.get(a.requestId)?.outcome === 'success');
     const line = (a: Answer) => r.log.get(a.requestId);
-    const perN1 = (a: Answer) => (a.timings !== undefined && a.timings.predictedTokens > 1 ? a.timings.predictedMs / (a.timings.predictedTokens - 1) : undefined);
+    const perN1 = (a: Answer) =>
+      a.timings !== undefined && a.timings.predictedTokens > 1 ? a.timings.predictedMs / (a.timings.predictedTokens - 1) : undefined;
     const perN = (a: Answer) => (a.timings !== undefined && a.timings.predictedTokens > 0 ? a.timings.predictedMs / a.timings.predictedTokens : undefined);
     const phase = (name: string) => {
       const count = r.metrics.get(`${name}_count`);
       return count === undefined || count === 0 ? undefined : ((r.metrics.get(`${name}_sum`) ?? 0) / count) * 1000;
     };
     if (good.length === 0) {
-      out.push(`| ${r.scenario.name} | – | – | – | ${f(phase('vllm:request_queue_time_seconds'))} / ${f(phase('vllm:request_prefill_time_seconds'))} / ${f(phase('vllm:request_decode_time_seconds'))} |`);
+      out.push(
+        `| ${r.scenario.name} | – | – | – | ${f(phase('vllm:request_queue_time_seconds'))} / ${f(phase('vllm:request_prefill_time_seconds'))} / ${f(phase('vllm:request_decode_time_seconds'))} |`,
+      );
       continue;
     }
     out.push(

@@ -26,9 +26,33 @@ export function describeBindError(error: unknown, config: Config): string | unde
   if (reason === undefined || e.syscall !== 'listen') return undefined;
   const { sources } = config;
   const listeners: Listener[] = [
-    { what: 'data plane', host: config.host, port: config.port, hostSource: sources.host, portSource: sources.port, hostVariable: 'INFERMETER_HOST', portVariable: 'INFERMETER_PORT' },
-    { what: 'management port', host: config.managementHost, port: config.managementPort, hostSource: sources.managementHost, portSource: sources.managementPort, hostVariable: 'INFERMETER_MANAGEMENT_HOST', portVariable: 'INFERMETER_MANAGEMENT_PORT' },
-    { what: 'metrics port', host: config.managementHost, port: config.metricsPort, hostSource: sources.managementHost, portSource: sources.metricsPort, hostVariable: 'INFERMETER_MANAGEMENT_HOST', portVariable: 'INFERMETER_METRICS_PORT' },
+    {
+      what: 'data plane',
+      host: config.host,
+      port: config.port,
+      hostSource: sources.host,
+      portSource: sources.port,
+      hostVariable: 'INFERMETER_HOST',
+      portVariable: 'INFERMETER_PORT',
+    },
+    {
+      what: 'management port',
+      host: config.managementHost,
+      port: config.managementPort,
+      hostSource: sources.managementHost,
+      portSource: sources.managementPort,
+      hostVariable: 'INFERMETER_MANAGEMENT_HOST',
+      portVariable: 'INFERMETER_MANAGEMENT_PORT',
+    },
+    {
+      what: 'metrics port',
+      host: config.managementHost,
+      port: config.metricsPort,
+      hostSource: sources.managementHost,
+      portSource: sources.metricsPort,
+      hostVariable: 'INFERMETER_MANAGEMENT_HOST',
+      portVariable: 'INFERMETER_METRICS_PORT',
+    },
   ];
   const matching = listeners.filter((l) => l.port === e.port);
   const byHost = matching.filter((l) => e.address === undefined || sameHost(l.host, e.address));

@@ -18,14 +18,53 @@ import type { TapProblem } from '../stream-tap/response-tap.ts';
 /** One event, as compact as structured clone makes cheap. */
 type BusEvent =
   | readonly [kind: 0, api: InferenceApi, model: string, stream: boolean, tenant: string | undefined] // started
-  | readonly [kind: 1, api: InferenceApi, model: string, stream: boolean, ttft: number | null, tenant: string | undefined, accepted: boolean | undefined, requestId?: string] // first output (the id: its TTFT's exemplar)
-  | readonly [kind: 2, api: InferenceApi, model: string, stream: boolean, seconds: number, tokens: number, tenant: string | undefined, accepted: boolean | undefined] // inter-token
+  | readonly [
+      kind: 1,
+      api: InferenceApi,
+      model: string,
+      stream: boolean,
+      ttft: number | null,
+      tenant: string | undefined,
+      accepted: boolean | undefined,
+      requestId?: string,
+    ] // first output (the id: its TTFT's exemplar)
+  | readonly [
+      kind: 2,
+      api: InferenceApi,
+      model: string,
+      stream: boolean,
+      seconds: number,
+      tokens: number,
+      tenant: string | undefined,
+      accepted: boolean | undefined,
+    ] // inter-token
   | readonly [kind: 3, sample: RequestSample] // finished
   | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null] // a proxy event
   | readonly [kind: 5, dialect: string, route: string, method: string, status: number, seconds: number] // a pass-through request (httpRequest)
-  | readonly [kind: 6, api: InferenceApi, model: string, stream: boolean, seconds: number, reasoningPhase: number | null, tenant: string | undefined, accepted: boolean | undefined, requestId?: string]; // first visible output
+  | readonly [
+      kind: 6,
+      api: InferenceApi,
+      model: string,
+      stream: boolean,
+      seconds: number,
+      reasoningPhase: number | null,
+      tenant: string | undefined,
+      accepted: boolean | undefined,
+      requestId?: string,
+    ]; // first visible output
 
-type ProxyEventName = 'uninspected' | 'tapProblem' | 'proxyError' | 'retried' | 'injectionActive' | 'usageInjected' | 'usageStripped' | 'accessLogDropped' | 'rejected' | 'clientError' | 'bodyUnheld';
+type ProxyEventName =
+  | 'uninspected'
+  | 'tapProblem'
+  | 'proxyError'
+  | 'retried'
+  | 'injectionActive'
+  | 'usageInjected'
+  | 'usageStripped'
+  | 'accessLogDropped'
+  | 'rejected'
+  | 'clientError'
+  | 'bodyUnheld';
 
 /** Worker -> primary. */
 export type WorkerMessage =

@@ -22,11 +22,7 @@ export interface ClusterInfermeter extends Infermeter {
   workersStarted(n: number): Promise<void>;
 }
 
-export async function startClusterPrimary(
-  config: Config,
-  env: Env,
-  options: StartOptions & { readonly workers: number },
-): Promise<ClusterInfermeter> {
+export async function startClusterPrimary(config: Config, env: Env, options: StartOptions & { readonly workers: number }): Promise<ClusterInfermeter> {
   const { log } = options;
   logStartWarnings(config, log);
   // The workers bind the data port: a host they would refuse is refused here, before any starts
@@ -74,10 +70,9 @@ export async function startClusterPrimary(
       } else if (m.t === 'flushed') {
         if (m.loopDelay !== undefined) loopDelays.set(worker.id, m.loopDelay);
         flushWaiters.get(m.seq)?.();
-      }
-      else if (m.t === 'listening') {
+      } else if (m.t === 'listening') {
         started++;
-        for (const w of startWaiters.splice(0)) (started >= w.n ? w.resolve() : startWaiters.push(w));
+        for (const w of startWaiters.splice(0)) started >= w.n ? w.resolve() : startWaiters.push(w);
         resolveFirstListening(m.url);
       }
     });

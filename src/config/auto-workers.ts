@@ -15,5 +15,8 @@ export function autoWorkers(hostCpus: number, quota: CpuQuota | undefined, max: 
   const cores = Math.max(1, hostCpus);
   if (quota === undefined) return { workers: Math.min(max, cores), from: `${cores} CPU${cores === 1 ? '' : 's'} of the host (no cgroup CPU quota)` };
   const workers = Math.min(max, cores, Math.max(1, Math.ceil(quota.cores - 1e-9)));
-  return { workers, from: `CPU quota of ${Number(quota.cores.toFixed(3))} CPU from ${quota.source}${workers === cores && quota.cores > cores ? `, capped at the host's ${cores} CPUs` : ''}` };
+  return {
+    workers,
+    from: `CPU quota of ${Number(quota.cores.toFixed(3))} CPU from ${quota.source}${workers === cores && quota.cores > cores ? `, capped at the host's ${cores} CPUs` : ''}`,
+  };
 }

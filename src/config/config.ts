@@ -64,7 +64,6 @@ export interface Config extends Omit<TableValues, 'workers'>, ListenAddresses {
   readonly slo: SloConfig;
 }
 
-
 export interface ConfigProblem {
   readonly variable: string;
   readonly expected: string;
@@ -76,9 +75,7 @@ export class ConfigError extends Error {
   readonly code = 'INFERMETER_CONFIG_INVALID';
   readonly problems: readonly ConfigProblem[];
   constructor(problems: readonly ConfigProblem[]) {
-    const lines = problems.map(
-      (p) => `  ${p.variable}: expected ${p.expected}${p.got === undefined ? '' : `, got ${JSON.stringify(p.got)}`}`,
-    );
+    const lines = problems.map((p) => `  ${p.variable}: expected ${p.expected}${p.got === undefined ? '' : `, got ${JSON.stringify(p.got)}`}`);
     super(`invalid configuration:\n${lines.join('\n')}`);
     this.name = 'ConfigError';
     this.problems = problems;
@@ -148,10 +145,19 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     labels: parseAomLabels(env, options.hostname ?? hostname(), problem),
   };
 
-  const upstreamMetrics = parseMetricsUrl('INFERMETER_UPSTREAM_METRICS', env.INFERMETER_UPSTREAM_METRICS, upstream === undefined ? undefined : new URL('/metrics', upstream.origin), problem);
+  const upstreamMetrics = parseMetricsUrl(
+    'INFERMETER_UPSTREAM_METRICS',
+    env.INFERMETER_UPSTREAM_METRICS,
+    upstream === undefined ? undefined : new URL('/metrics', upstream.origin),
+    problem,
+  );
   const upstreamMetricsJson = parseMetricsUrl('INFERMETER_UPSTREAM_METRICS_JSON', env.INFERMETER_UPSTREAM_METRICS_JSON, undefined, problem);
   if (values.relayUpstreamMetrics && upstreamMetrics === undefined && env.INFERMETER_UPSTREAM_METRICS?.trim().toLowerCase() === 'off') {
-    problem('INFERMETER_RELAY_UPSTREAM_METRICS', 'INFERMETER_UPSTREAM_METRICS not to be off (the relay re-serves what it reads)', env.INFERMETER_RELAY_UPSTREAM_METRICS);
+    problem(
+      'INFERMETER_RELAY_UPSTREAM_METRICS',
+      'INFERMETER_UPSTREAM_METRICS not to be off (the relay re-serves what it reads)',
+      env.INFERMETER_RELAY_UPSTREAM_METRICS,
+    );
   }
   const accessLog = parseAccessLog(env.INFERMETER_ACCESS_LOG, options.probeAccessLog !== false, problem);
 
@@ -163,7 +169,8 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     problem,
   });
   refuseAllAddresses(listen, security.allowAllZeroIp, problem);
-  const auto = values.workers === 'auto' ? autoWorkers(options.hostCpus ?? availableParallelism(), (options.cpuQuota ?? hostCpuQuota)(), MAX_WORKERS) : undefined;
+  const auto =
+    values.workers === 'auto' ? autoWorkers(options.hostCpus ?? availableParallelism(), (options.cpuQuota ?? hostCpuQuota)(), MAX_WORKERS) : undefined;
   const otel = {
     ...(readGroup(table, 'otel', env, problem, file) as { providerName: string }),
     ...parseOtel(env, options.hostname ?? hostname(), problem),

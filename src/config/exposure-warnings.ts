@@ -25,7 +25,12 @@ export function exposureWarnings(config: Config, container: string | undefined):
   }
   if (container !== undefined) {
     const fromFile = [
-      { source: config.sources.host, host: config.host, fix: 'INFERMETER_HOST', plane: config.sources.managementHost === undefined ? 'the data, management and metrics ports' : 'the data port' },
+      {
+        source: config.sources.host,
+        host: config.host,
+        fix: 'INFERMETER_HOST',
+        plane: config.sources.managementHost === undefined ? 'the data, management and metrics ports' : 'the data port',
+      },
       // An unset management address follows the data plane's: only its own file entry is its own.
       { source: config.sources.managementHost, host: config.managementHost, fix: 'INFERMETER_MANAGEMENT_HOST', plane: 'the management and metrics ports' },
     ];

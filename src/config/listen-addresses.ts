@@ -40,12 +40,7 @@ export interface ListenAddresses {
 }
 
 /** The addresses and ports; `table`: the variables table whose `listen` rows are the ports. */
-export function readListenAddresses(
-  env: Env,
-  file: MindieServerConfig,
-  problem: Problem,
-  table: readonly Row[] = CONFIGURATION_TABLE,
-): ListenAddresses {
+export function readListenAddresses(env: Env, file: MindieServerConfig, problem: Problem, table: readonly Row[] = CONFIGURATION_TABLE): ListenAddresses {
   // The operator's address, in MindIE's order; INFERMETER_DEFAULT_HOST only stands in for the
   // built-in 127.0.0.1 (the image sets it to 0.0.0.0), so it never overrides MindIE's settings.
   const hostSource = firstDefined(

@@ -46,10 +46,7 @@ const KEYS = [
   'metricsTlsPkPwd',
 ] as const;
 
-export function readMindieServerConfig(
-  path: string,
-  readFile: (path: string) => string = (p) => readFileSync(p, 'utf8'),
-): ReadResult {
+export function readMindieServerConfig(path: string, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): ReadResult {
   let text: string;
   try {
     text = readFile(path);

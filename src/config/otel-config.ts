@@ -49,12 +49,10 @@ export const OTEL_VARIABLES = [
   'OTEL_SDK_DISABLED',
 ] as const;
 
-
 const value = (env: Env, variable: string): string | undefined => nonEmpty(env[variable]);
 
 /** The OTLP export (the provider name is a row of the variables table: config.ts adds it). */
 export function parseOtel(env: Env, hostname: string, problem: Problem): Omit<OtelConfig, 'providerName'> {
-
   const disabled = value(env, 'OTEL_SDK_DISABLED')?.toLowerCase();
   if (disabled !== undefined && disabled !== 'true' && disabled !== 'false') problem('OTEL_SDK_DISABLED', 'true or false', env.OTEL_SDK_DISABLED);
   const exporters = value(env, 'OTEL_METRICS_EXPORTER')?.toLowerCase();
@@ -65,7 +63,8 @@ export function parseOtel(env: Env, hostname: string, problem: Problem): Omit<Ot
   const url = parseEndpoint(env, problem);
   if (url === undefined || disabled === 'true' || exporters === 'none') return { export: undefined };
 
-  const protocolVariable = value(env, 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL') !== undefined ? 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const protocolVariable =
+    value(env, 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL') !== undefined ? 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
   const protocolText = value(env, protocolVariable) ?? 'http/protobuf';
   let protocol: OtlpProtocol = 'http/protobuf';
   if (protocolText === 'http/protobuf' || protocolText === 'http/json') protocol = protocolText;

@@ -97,13 +97,26 @@ function tls(
   const keyAt = pick(keyVar, fileKeys[1]);
   const pwdAt = pick(pwdVar, fileKeys[2]);
   if (certAt === undefined && keyAt === undefined) {
-    if (pwdAt !== undefined) r.problem(pwdAt.name, `to go with a key: set ${certVar} and ${keyVar} too (a passphrase alone would leave the port in plain HTTP)`, pwdAt.path);
-    else if (httpsEnabled) r.problem(certVar, `a certificate for HTTPS (ServerConfig.httpsEnabled is true; set ${certVar} and ${keyVar}, or ServerConfig.${fileKeys[0]} and ${fileKeys[1]})`, undefined);
+    if (pwdAt !== undefined)
+      r.problem(pwdAt.name, `to go with a key: set ${certVar} and ${keyVar} too (a passphrase alone would leave the port in plain HTTP)`, pwdAt.path);
+    else if (httpsEnabled)
+      r.problem(
+        certVar,
+        `a certificate for HTTPS (ServerConfig.httpsEnabled is true; set ${certVar} and ${keyVar}, or ServerConfig.${fileKeys[0]} and ${fileKeys[1]})`,
+        undefined,
+      );
     return undefined;
   }
   if (certAt === undefined || keyAt === undefined) {
     const given = (certAt ?? keyAt)!;
-    const missing = certAt === undefined ? (given.name.startsWith('INFERMETER_CONFIG') ? `INFERMETER_CONFIG ServerConfig.${fileKeys[0]}` : certVar) : given.name.startsWith('INFERMETER_CONFIG') ? `INFERMETER_CONFIG ServerConfig.${fileKeys[1]}` : keyVar;
+    const missing =
+      certAt === undefined
+        ? given.name.startsWith('INFERMETER_CONFIG')
+          ? `INFERMETER_CONFIG ServerConfig.${fileKeys[0]}`
+          : certVar
+        : given.name.startsWith('INFERMETER_CONFIG')
+          ? `INFERMETER_CONFIG ServerConfig.${fileKeys[1]}`
+          : keyVar;
     r.problem(missing, `a PEM file: the certificate and the key go together (${given.name} is set)`, undefined);
     return undefined;
   }
@@ -119,14 +132,18 @@ function tls(
   const key = read(keyAt, 'a readable PEM file');
   let passphrase: string | undefined;
   if (pwdAt !== undefined) {
-    const p = read(pwdAt, 'a readable passphrase file (the key\'s passphrase on its first line)');
+    const p = read(pwdAt, "a readable passphrase file (the key's passphrase on its first line)");
     passphrase = p?.toString('utf8').replace(/\r?\n$/, '');
   }
   if (cert === undefined || key === undefined) return undefined;
   try {
     createSecureContext({ cert, key, passphrase });
   } catch (error) {
-    r.problem(certAt.name, `a PEM certificate that goes with ${keyAt.name}${pwdAt === undefined ? '' : ` (and its passphrase, ${pwdAt.name})`}: ${(error as Error).message}`, certAt.path);
+    r.problem(
+      certAt.name,
+      `a PEM certificate that goes with ${keyAt.name}${pwdAt === undefined ? '' : ` (and its passphrase, ${pwdAt.name})`}: ${(error as Error).message}`,
+      certAt.path,
+    );
     return undefined;
   }
   warnOutOfValidity(r, certAt.name, certAt.path, cert);
@@ -187,7 +204,12 @@ export function parseSecurity(reader: Reader): Security {
   const zeroEnv = trimmed(r.env.INFERMETER_ALLOW_ALL_ZERO_IP);
   const zeroSource = zeroEnv ?? r.file.allowAllZeroIpListening;
   const zero = zeroSource === undefined ? false : bool(zeroSource);
-  if (zero === undefined) r.problem(zeroEnv !== undefined ? 'INFERMETER_ALLOW_ALL_ZERO_IP' : 'INFERMETER_CONFIG ServerConfig.allowAllZeroIpListening', '1 or 0 (also true/false)', String(zeroSource));
+  if (zero === undefined)
+    r.problem(
+      zeroEnv !== undefined ? 'INFERMETER_ALLOW_ALL_ZERO_IP' : 'INFERMETER_CONFIG ServerConfig.allowAllZeroIpListening',
+      '1 or 0 (also true/false)',
+      String(zeroSource),
+    );
 
   let metricsToken = trimmed(r.env.INFERMETER_METRICS_TOKEN);
   const tokenFile = trimmed(r.env.INFERMETER_METRICS_TOKEN_FILE);
@@ -201,7 +223,11 @@ export function parseSecurity(reader: Reader): Security {
   }
   if (metricsToken !== undefined && !/^[\x21-\x7e]{16,4096}$/.test(metricsToken)) {
     // Shown as a length only: a token never reaches a message.
-    r.problem(trimmed(r.env.INFERMETER_METRICS_TOKEN) !== undefined ? 'INFERMETER_METRICS_TOKEN' : 'INFERMETER_METRICS_TOKEN_FILE', 'a token of 16 to 4096 printable characters, no spaces', `${metricsToken.length} characters`);
+    r.problem(
+      trimmed(r.env.INFERMETER_METRICS_TOKEN) !== undefined ? 'INFERMETER_METRICS_TOKEN' : 'INFERMETER_METRICS_TOKEN_FILE',
+      'a token of 16 to 4096 printable characters, no spaces',
+      `${metricsToken.length} characters`,
+    );
     metricsToken = undefined;
   }
 

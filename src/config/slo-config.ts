@@ -33,8 +33,8 @@ export interface SloConfig {
 /** The class INFERMETER_SLO stands for. */
 export const DEFAULT_CLASS = 'default';
 
-
-const SYNTAX = 'key:milliseconds pairs separated by spaces or commas, keys ttft, tpot and e2el, each at most once, values numbers >= 0 (vLLM\'s --goodput syntax), e.g. "ttft:500 tpot:50"';
+const SYNTAX =
+  'key:milliseconds pairs separated by spaces or commas, keys ttft, tpot and e2el, each at most once, values numbers >= 0 (vLLM\'s --goodput syntax), e.g. "ttft:500 tpot:50"';
 const MAX_CLASSES = 1000;
 const MAX_FILE_MIB = 1;
 const CLASS_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -84,8 +84,10 @@ export function parseSlo(env: Env, problem: Problem, readFile: (path: string) =>
   const rawAllowance = env.INFERMETER_SLO_CLIENT_ALLOWANCE;
   if (rawAllowance !== undefined && rawAllowance.trim() !== '') {
     const read = parseTargets(rawAllowance);
-    if (!read.ok) problem('INFERMETER_SLO_CLIENT_ALLOWANCE', SYNTAX.replace('(vLLM\'s --goodput syntax), e.g. "ttft:500 tpot:50"', 'e.g. "ttft:5 e2el:5"'), rawAllowance);
-    else if (file === undefined && classes.length === 0) problem('INFERMETER_SLO_CLIENT_ALLOWANCE', 'INFERMETER_SLO or INFERMETER_SLO_FILE to be set (an allowance widens an SLO)', rawAllowance);
+    if (!read.ok)
+      problem('INFERMETER_SLO_CLIENT_ALLOWANCE', SYNTAX.replace('(vLLM\'s --goodput syntax), e.g. "ttft:500 tpot:50"', 'e.g. "ttft:5 e2el:5"'), rawAllowance);
+    else if (file === undefined && classes.length === 0)
+      problem('INFERMETER_SLO_CLIENT_ALLOWANCE', 'INFERMETER_SLO or INFERMETER_SLO_FILE to be set (an allowance widens an SLO)', rawAllowance);
     else Object.assign(allowance, read.targets);
   }
   return { classes, file, allowance: Object.freeze(allowance) };
@@ -123,7 +125,8 @@ export function parseSloFile(text: string): SloFileRead {
     const unknown = Object.keys(e).find((k) => !['name', 'model', 'tenant', 'slo'].includes(k));
     if (unknown !== undefined) return expected(`${at} has a key other than name, model, tenant and slo`);
     if (typeof e.name !== 'string' || !CLASS_NAME.test(e.name)) return expected(`${at}'s name is not 1 to 64 of A-Z a-z 0-9 _ . -`);
-    if (e.name === DEFAULT_CLASS || names.has(e.name)) return expected(`${at}'s name is ${e.name === DEFAULT_CLASS ? 'reserved (default is INFERMETER_SLO\'s)' : 'used twice'}`);
+    if (e.name === DEFAULT_CLASS || names.has(e.name))
+      return expected(`${at}'s name is ${e.name === DEFAULT_CLASS ? "reserved (default is INFERMETER_SLO's)" : 'used twice'}`);
     names.add(e.name);
     const model = e.model ?? '*';
     const tenant = e.tenant ?? '*';

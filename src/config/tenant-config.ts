@@ -28,7 +28,6 @@ const OTHER_TENANT = 'other';
  */
 export const UNAUTHENTICATED_TENANT = 'unauthenticated';
 
-
 // An RFC 9110 field name.
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
 // Headers that carry credentials: metered by their hash (api-key), never by their value.
@@ -92,7 +91,8 @@ export function parseTenantAliases(text: string): AliasRead {
   for (const [i, [from, to]] of entries.entries()) {
     if (from === '') return expected(`entry ${i + 1} has an empty tenant`);
     if (typeof to !== 'string' || !ALIAS_NAME.test(to)) return expected(`entry ${i + 1}'s name is not 1 to 128 printable characters`);
-    if (to === NO_TENANT || to === OTHER_TENANT || to === UNAUTHENTICATED_TENANT) return expected(`entry ${i + 1}'s name is reserved (none, other and unauthenticated are infermeter's)`);
+    if (to === NO_TENANT || to === OTHER_TENANT || to === UNAUTHENTICATED_TENANT)
+      return expected(`entry ${i + 1}'s name is reserved (none, other and unauthenticated are infermeter's)`);
     aliases.set(from, to);
   }
   return { ok: true, aliases };

@@ -30,7 +30,11 @@ export function parseUpstream(raw: string | undefined, required: boolean, proble
   if (/\/v1\/?$/.test(url.pathname)) {
     const fixed = new URL(url.href);
     fixed.pathname = url.pathname.replace(/\/v1\/?$/, '');
-    problem('INFERMETER_UPSTREAM', `the model server's URL without the trailing /v1 (clients' paths start with /v1 already; with it, requests would go to /v1/v1/...): set ${fixed.href.replace(/\/$/, '')}`, raw);
+    problem(
+      'INFERMETER_UPSTREAM',
+      `the model server's URL without the trailing /v1 (clients' paths start with /v1 already; with it, requests would go to /v1/v1/...): set ${fixed.href.replace(/\/$/, '')}`,
+      raw,
+    );
     return undefined;
   }
   return url;

@@ -85,7 +85,10 @@ export interface DataPlaneOptions {
 /** Why a client connection was dropped before its request was read. */
 
 /** The limits the data plane keeps (config/limits.ts; totalTimeoutMs and maxConcurrency 0: none). */
-type DataPlaneLimits = Pick<Limits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'upstreamConnectTimeoutMs' | 'upstreamIdleTimeoutMs' | 'totalTimeoutMs' | 'maxConcurrency'>;
+type DataPlaneLimits = Pick<
+  Limits,
+  'headersTimeoutMs' | 'requestTimeoutMs' | 'upstreamConnectTimeoutMs' | 'upstreamIdleTimeoutMs' | 'totalTimeoutMs' | 'maxConcurrency'
+>;
 
 export interface DataPlane {
   readonly server: http.Server;

@@ -50,7 +50,8 @@ export function errorKind(code: string | undefined): UpstreamErrorKind {
 export function decideErrorAnswer(state: ErrorState, code: string | undefined): ErrorDecision {
   if (state.clientGone) return { action: 'none' };
   // A response that began is not answered a second time; a timeout is ours to answer though.
-  if (state.responseBegan && !TIMEOUTS.has(code ?? '')) return state.responseComplete ? { action: 'count', kind: 'upstream_protocol' } : { action: 'cut_upstream' };
+  if (state.responseBegan && !TIMEOUTS.has(code ?? ''))
+    return state.responseComplete ? { action: 'count', kind: 'upstream_protocol' } : { action: 'cut_upstream' };
   const kind = errorKind(code);
   if (state.headSent) return { action: 'cut', kind, failure: kind === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_reset' };
   return { action: 'answer', kind };
@@ -61,7 +62,12 @@ export function decideErrorAnswer(state: ErrorState, code: string | undefined): 
  * ECONNREFUSED, never a header or payload value) and ends the response. Returns its status and
  * the body's size in bytes.
  */
-export function writeErrorAnswer(res: ServerResponse, kind: ProxyErrorKind, detail: string | undefined, headers?: OutgoingHttpHeaders): { status: number; bytes: number } {
+export function writeErrorAnswer(
+  res: ServerResponse,
+  kind: ProxyErrorKind,
+  detail: string | undefined,
+  headers?: OutgoingHttpHeaders,
+): { status: number; bytes: number } {
   const answer = proxyErrorResponse(kind, detail);
   const bytes = Buffer.byteLength(answer.body);
   // The reason phrase said explicitly: one stored by a refused upstream head would be reused.
@@ -90,10 +96,21 @@ export interface FailedLeg {
 export function actOnFailedLeg(leg: FailedLeg): void {
   const { res, response } = leg;
   const code = (leg.error as NodeJS.ErrnoException).code;
-  const decision = decideErrorAnswer({ clientGone: res.destroyed || res.writableEnded, responseBegan: response !== undefined, responseComplete: response?.complete === true, headSent: res.headersSent }, code);
+  const decision = decideErrorAnswer(
+    {
+      clientGone: res.destroyed || res.writableEnded,
+      responseBegan: response !== undefined,
+      responseComplete: response?.complete === true,
+      headSent: res.headersSent,
+    },
+    code,
+  );
   if (decision.action === 'none') return;
   const began = decision.action === 'count' || decision.action === 'cut_upstream';
-  leg.log.warnThrottled(`proxy:${code ?? leg.error.message}`, began ? 'upstream connection failed after its response began' : 'upstream request failed', { code, path: leg.path });
+  leg.log.warnThrottled(`proxy:${code ?? leg.error.message}`, began ? 'upstream connection failed after its response began' : 'upstream request failed', {
+    code,
+    path: leg.path,
+  });
   switch (decision.action) {
     case 'count':
       leg.proxyError(decision.kind);

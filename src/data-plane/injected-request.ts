@@ -21,7 +21,13 @@ interface InjectedRequestOptions {
 }
 
 /** Reads `req`'s body, identifies the exchange by it, and hands `send` the body to forward. */
-export function holdAndInject(req: IncomingMessage, exchange: Exchange, hold: BodyHold, options: InjectedRequestOptions, send: (body: Buffer | Readable) => void): void {
+export function holdAndInject(
+  req: IncomingMessage,
+  exchange: Exchange,
+  hold: BodyHold,
+  options: InjectedRequestOptions,
+  send: (body: Buffer | Readable) => void,
+): void {
   holdBody(req, options.maxInspectBytes, hold, {
     read: (bytes) => (exchange.bytesIn += bytes),
     tooLarge: (body) => {
@@ -39,7 +45,8 @@ export function holdAndInject(req: IncomingMessage, exchange: Exchange, hold: Bo
       const recoded = rawScan.ok ? undefined : utf8FromJsonEncoding(body);
       const scan = recoded === undefined ? rawScan : scanWhole(recoded);
       exchange.identify(scan);
-      const injected = options.usageInjection?.active() === true && takesIdentity(req.headers['accept-encoding']) ? injectUsage(recoded ?? body, scan) : undefined;
+      const injected =
+        options.usageInjection?.active() === true && takesIdentity(req.headers['accept-encoding']) ? injectUsage(recoded ?? body, scan) : undefined;
       if (injected === undefined) {
         send(body);
         return;

@@ -9,6 +9,7 @@
 //               (error-answer.ts);
 //   finished    the client's side closed: measured, logged.
 // The response tap reads what the upstream sent, after it was written to the client.
+// Over 300 lines: one method per phase, in the lifecycle's order; the re-sends live in upstream-attempt.ts.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessLog } from '../access-log.ts';
@@ -105,7 +106,11 @@ class InferenceCall {
     this.res.on('close', () => this.finish());
     const { limit } = this.options;
     if (limit === undefined) this.begin();
-    else this.release = limit.acquire(() => this.begin(), () => this.refuse());
+    else
+      this.release = limit.acquire(
+        () => this.begin(),
+        () => this.refuse(),
+      );
   }
 
   /** Refused at once: never forwarded, not counted as received (the engine never saw it). */
@@ -177,7 +182,12 @@ class InferenceCall {
   private answerRelayed(response: IncomingMessage): void {
     if (!this.answerWithHead(response, 'relayed', false)) return;
     setImmediate(flushIdleHeaders, this.res, response, this.headSent);
-    relay(response, this.res, this.exchange.tap(response, this.options.tap), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived });
+    relay(response, this.res, this.exchange.tap(response, this.options.tap), {
+      sent: this.bytesSent(),
+      firstWrite: this.headSent,
+      lastWrite: this.lastWrite,
+      arrived: this.arrived,
+    });
   }
 
   /** answered: an event stream with the usage-only chunk infermeter asked for taken out. */
@@ -190,7 +200,13 @@ class InferenceCall {
       maxEventBytes: options.maxEventBytes,
       stripped: (bytes) => options.usageInjection?.stripped(bytes),
     });
-    relay(response, this.res, this.exchange.tap(response, options.tap), { sent: this.bytesSent(), firstWrite: this.headSent, lastWrite: this.lastWrite, arrived: this.arrived, filter });
+    relay(response, this.res, this.exchange.tap(response, options.tap), {
+      sent: this.bytesSent(),
+      firstWrite: this.headSent,
+      lastWrite: this.lastWrite,
+      arrived: this.arrived,
+      filter,
+    });
   }
 
   /** answered: a 4xx to an injected request that was not a refusal, what was read of it first. */
@@ -219,7 +235,9 @@ class InferenceCall {
       copyHead(response, this.res, rewritten);
     } catch (error) {
       response.destroy();
-      const unsendable = Object.assign(new Error(`the upstream's response head cannot be forwarded: ${(error as Error).message}`), { code: 'HPE_UNSENDABLE_HEAD' });
+      const unsendable = Object.assign(new Error(`the upstream's response head cannot be forwarded: ${(error as Error).message}`), {
+        code: 'HPE_UNSENDABLE_HEAD',
+      });
       this.upstreamFailed(unsendable, undefined);
       return false;
     }

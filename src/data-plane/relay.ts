@@ -70,7 +70,15 @@ export function chunkFrame(bytes: Buffer): Buffer {
 function writeBatch(res: ServerResponse, out: Buffer): NodeJS.EventEmitter | undefined {
   const raw = res as unknown as RawSend;
   const socket = res.socket;
-  if (res.chunkedEncoding && raw._headerSent === true && socket !== null && raw._hasBody !== false && out.length > 0 && out.length <= FRAME_COPY_MAX && typeof raw._send === 'function') {
+  if (
+    res.chunkedEncoding &&
+    raw._headerSent === true &&
+    socket !== null &&
+    raw._hasBody !== false &&
+    out.length > 0 &&
+    out.length <= FRAME_COPY_MAX &&
+    typeof raw._send === 'function'
+  ) {
     return raw._send(chunkFrame(out), null, null) ? undefined : socket;
   }
   return res.write(out) ? undefined : res;

@@ -44,11 +44,16 @@ export function holdBody(req: IncomingMessage, maxBytes: number, hold: BodyHold,
     req.off('end', onEnd);
     req.pause();
     handlers.overBudget(
-      joinHeldAndRest(chunks, req, (rest) => {
-        size += rest.length;
-        handlers.read(rest.length);
-        if (size <= maxBytes) scanner.feed(rest);
-      }, () => handlers.scanned(size > maxBytes ? { ok: false, reason: 'too_large' } : scanner.end())),
+      joinHeldAndRest(
+        chunks,
+        req,
+        (rest) => {
+          size += rest.length;
+          handlers.read(rest.length);
+          if (size <= maxBytes) scanner.feed(rest);
+        },
+        () => handlers.scanned(size > maxBytes ? { ok: false, reason: 'too_large' } : scanner.end()),
+      ),
     );
   };
   const onEnd = (): void => handlers.held(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size), scanner.end());

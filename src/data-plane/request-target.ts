@@ -22,4 +22,6 @@ export function originForm(target: string | undefined): string | undefined {
 }
 
 /** The answer to a target that cannot be proxied, in the OpenAI error shape; the connection closes. */
-export const BAD_TARGET_BODY = JSON.stringify({ error: { message: 'the request target is not a valid path or URL', type: 'invalid_request_error', param: null, code: 'invalid_request_target' } });
+export const BAD_TARGET_BODY = JSON.stringify({
+  error: { message: 'the request target is not a valid path or URL', type: 'invalid_request_error', param: null, code: 'invalid_request_target' },
+});

@@ -46,7 +46,10 @@ export interface UpstreamConnectionsOptions {
 
 export function createUpstreamConnections(options: UpstreamConnectionsOptions): UpstreamConnections {
   const { policy, tls } = options;
-  const make = (keepAlive: boolean, scheduling?: 'lifo'): http.Agent => (options.https ? new https.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }), ...tls }) : new http.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }) }));
+  const make = (keepAlive: boolean, scheduling?: 'lifo'): http.Agent =>
+    options.https
+      ? new https.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }), ...tls })
+      : new http.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }) });
   const fresh = make(false);
   // The pool (LIFO: the warmest connection first). Node's agent keeps no connection whose
   // `Keep-Alive: timeout` hint is 1 s or less; a longer hint it honours only with an agent

@@ -72,7 +72,14 @@ function informed(this: Tracked): void {
  * connection kept for nothing else; `keepAlive`: the client's connection stays open after this
  * request (false: the upstream's closes after it too).
  */
-export type SendUpstream = (req: IncomingMessage, body: Buffer | Readable, handlers: UpstreamHandlers, requestId?: string, fresh?: boolean, keepAlive?: boolean) => ClientRequest;
+export type SendUpstream = (
+  req: IncomingMessage,
+  body: Buffer | Readable,
+  handlers: UpstreamHandlers,
+  requestId?: string,
+  fresh?: boolean,
+  keepAlive?: boolean,
+) => ClientRequest;
 
 export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpstream {
   const { upstream, connections, connectTimeoutMs } = options;
@@ -95,7 +102,14 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     headers.push('host', host);
     if (held) headers.push('content-length', String(body.length));
     if (requestId !== undefined) headers.push('x-request-id', requestId);
-    const proxyReq = request({ hostname, port, method: req.method, path: join(req.url ?? '/'), headers, agent: fresh ? connections.fresh : connections.agentFor(req.socket, keepAlive) });
+    const proxyReq = request({
+      hostname,
+      port,
+      method: req.method,
+      path: join(req.url ?? '/'),
+      headers,
+      agent: fresh ? connections.fresh : connections.agentFor(req.socket, keepAlive),
+    });
     // Every header of the upstream's head, not Node's first 1000 (the rest, content-type among
     // them, would be dropped unsaid); its size stays bounded by the parser's maxHeaderSize.
     proxyReq.maxHeadersCount = 0;

@@ -57,7 +57,8 @@ export function injectUsage(body: Buffer, scan: ScanResult): Buffer | undefined 
 // not permitted", FastAPI's 422 detail and vLLM's 400 message), serde's "unknown field" (TGI's
 // 422), OpenAI's "Unrecognized request argument", "unsupported"/"not supported" (llama.cpp's
 // style), JSON Schema's additional properties.
-const REFUSAL = /extra[ _](?:inputs?|fields?)|extra_forbidden|not permitted|not allowed|unknown (?:field|parameter|argument|key|property)|unrecognized|unexpected (?:field|keyword|argument|parameter|property)|not supported|unsupported|additional ?properties|invalid (?:field|parameter|argument)/i;
+const REFUSAL =
+  /extra[ _](?:inputs?|fields?)|extra_forbidden|not permitted|not allowed|unknown (?:field|parameter|argument|key|property)|unrecognized|unexpected (?:field|keyword|argument|parameter|property)|not supported|unsupported|additional ?properties|invalid (?:field|parameter|argument)/i;
 /** The fields injection adds; an error naming one the client did not write is about ours. */
 const INJECTED = ['stream_options', 'include_usage'];
 /** How near (characters) a refusal's words and the field it names must be to be one statement. */
@@ -106,7 +107,7 @@ function clientText(original: Buffer): string {
   if (!text.includes('\\')) return text.toLowerCase();
   return text
     .replace(/\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))/g, (_, hex: string | undefined, c: string | undefined) =>
-      hex !== undefined ? String.fromCharCode(parseInt(hex, 16)) : ({ b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' } as Record<string, string>)[c!] ?? c!,
+      hex !== undefined ? String.fromCharCode(parseInt(hex, 16)) : (({ b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' } as Record<string, string>)[c!] ?? c!),
     )
     .toLowerCase();
 }

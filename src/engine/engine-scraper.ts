@@ -61,7 +61,10 @@ export async function fetchText(url: URL, timeoutMs: number, maxBytes: number): 
   try {
     // A connection per scrape, closed after it: a thread-per-connection engine (llama.cpp) would
     // otherwise keep one of its few threads for the idle scrape connection between scrapes.
-    res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'text/plain;version=0.0.4, application/json;q=0.5', connection: 'close' } });
+    res = await fetch(url, {
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: { accept: 'text/plain;version=0.0.4, application/json;q=0.5', connection: 'close' },
+    });
   } catch (error) {
     const timedOut = (error as Error).name === 'TimeoutError';
     throw new ScrapeError(timedOut ? 'timeout' : 'unreachable', timedOut ? `no answer within ${timeoutMs} ms` : String((error as Error).cause ?? error));
@@ -95,15 +98,19 @@ export async function fetchText(url: URL, timeoutMs: number, maxBytes: number): 
 
 export function createEngineScraper(options: EngineScraperOptions, registry: Registry): EngineScraper {
   const { log } = options;
-  const up = new Gauge({ name: 'infermeter_upstream_metrics_up', help: '1 when the last scrape of the upstream engine\'s /metrics succeeded, else 0.', registers: [registry] });
+  const up = new Gauge({
+    name: 'infermeter_upstream_metrics_up',
+    help: "1 when the last scrape of the upstream engine's /metrics succeeded, else 0.",
+    registers: [registry],
+  });
   const lastSuccess = new Gauge({
     name: 'infermeter_upstream_metrics_last_success_timestamp_seconds',
-    help: 'Unix time of the last successful scrape of the upstream engine\'s /metrics.',
+    help: "Unix time of the last successful scrape of the upstream engine's /metrics.",
     registers: [registry],
   });
   const failures = new Counter({
     name: 'infermeter_upstream_metrics_scrape_failures_total',
-    help: 'Failed scrapes of the upstream engine\'s /metrics, by reason.',
+    help: "Failed scrapes of the upstream engine's /metrics, by reason.",
     labelNames: ['reason'],
     registers: [registry],
   });
@@ -116,7 +123,7 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
   });
   const duplicates = new Gauge({
     name: 'infermeter_upstream_metrics_duplicate_series',
-    help: 'Samples of the engine\'s last readable /metrics dropped because an earlier sample had the same name and labels (neither read nor relayed).',
+    help: "Samples of the engine's last readable /metrics dropped because an earlier sample had the same name and labels (neither read nor relayed).",
     registers: [registry],
   });
   const relaySkipped = options.relay.enabled
@@ -130,7 +137,7 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
   const relayFamilies = options.relay.enabled
     ? new Gauge({
         name: 'infermeter_relay_families',
-        help: 'Families of the engine exposition in the last relay round: relayed, or dropped because they clash with infermeter\'s own.',
+        help: "Families of the engine exposition in the last relay round: relayed, or dropped because they clash with infermeter's own.",
         labelNames: ['state'],
         registers: [registry],
       })
@@ -239,7 +246,12 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
       up.set(0);
       engineInfo.reset();
       failures.inc({ reason });
-      if (!failing) log.warn('cannot read the upstream engine metrics; engine families left out until they can be read', { url: options.metricsUrl.href, reason, detail: (error as Error).message });
+      if (!failing)
+        log.warn('cannot read the upstream engine metrics; engine families left out until they can be read', {
+          url: options.metricsUrl.href,
+          reason,
+          detail: (error as Error).message,
+        });
       failing = true;
     }
   }

@@ -78,8 +78,7 @@ export function parseExposition(text: string): Family[] {
     const sample = parseSample(line, n);
     // A sample belongs to the family declared just before it when its name is that family's
     // name plus an allowed suffix (x_bucket of histogram x); otherwise to a family of its own.
-    const owner =
-      current !== undefined && SUFFIXES[current.type].some((s) => sample.name === current!.name + s) ? current : family(sample.name);
+    const owner = current !== undefined && SUFFIXES[current.type].some((s) => sample.name === current!.name + s) ? current : family(sample.name);
     if (owner.type === 'histogram' && sample.name.endsWith('_bucket') && sample.labels.le === undefined) {
       throw new ExpositionError(`${sample.name} without an le label`, n);
     }

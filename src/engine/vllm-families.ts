@@ -16,8 +16,16 @@ export const VLLM_ENGINE_ONLY: readonly EngineOnlyFamily[] = [
   { name: 'vllm:num_requests_waiting_by_reason', type: 'gauge', help: 'Number of requests waiting, by the reason they wait (capacity, deferred).' },
   { name: 'vllm:prefix_cache_queries_total', type: 'counter', help: 'Prefix cache queries, in terms of number of queried tokens.' },
   { name: 'vllm:prefix_cache_hits_total', type: 'counter', help: 'Prefix cache hits, in terms of number of cached tokens.' },
-  { name: 'vllm:external_prefix_cache_queries_total', type: 'counter', help: 'External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.' },
-  { name: 'vllm:external_prefix_cache_hits_total', type: 'counter', help: 'External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.' },
+  {
+    name: 'vllm:external_prefix_cache_queries_total',
+    type: 'counter',
+    help: 'External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.',
+  },
+  {
+    name: 'vllm:external_prefix_cache_hits_total',
+    type: 'counter',
+    help: 'External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.',
+  },
   { name: 'vllm:mm_cache_queries_total', type: 'counter', help: 'Multi-modal cache queries, in terms of number of queried items.' },
   { name: 'vllm:mm_cache_hits_total', type: 'counter', help: 'Multi-modal cache hits, in terms of number of cached items.' },
   { name: 'vllm:prompt_tokens_by_source_total', type: 'counter', help: 'Number of prompt tokens by source.' },

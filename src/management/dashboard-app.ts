@@ -55,7 +55,8 @@ function readFiles(): Map<string, Buffer> {
   if (read !== undefined) return read;
   const require = createRequire(import.meta.url);
   const files = new Map<string, Buffer>();
-  for (const name of ['index.html', 'dashboard.js', 'dashboard-charts.js', 'dashboard.css']) files.set(name, readFileSync(fileURLToPath(new URL(`./dashboard/${name}`, import.meta.url))));
+  for (const name of ['index.html', 'dashboard.js', 'dashboard-charts.js', 'dashboard.css'])
+    files.set(name, readFileSync(fileURLToPath(new URL(`./dashboard/${name}`, import.meta.url))));
   for (const name of ['uPlot.iife.min.js', 'uPlot.min.css']) files.set(name, readFileSync(require.resolve(`uplot/dist/${name}`)));
   read = files;
   return files;

@@ -326,10 +326,14 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
   let watchedUntil = Number.NEGATIVE_INFINITY;
   const intervalMs = intervalSeconds * 1000;
   const schedule = (): void => {
-    timer = setTimeout(() => void tick().catch((error: unknown) => {
-      options.onError?.(error);
-      if (running) schedule();
-    }), intervalMs - (wall() % intervalMs));
+    timer = setTimeout(
+      () =>
+        void tick().catch((error: unknown) => {
+          options.onError?.(error);
+          if (running) schedule();
+        }),
+      intervalMs - (wall() % intervalMs),
+    );
     timer.unref();
   };
   async function tick(): Promise<void> {

@@ -81,7 +81,12 @@ export function createDashboardGoodput(goodput: Goodput, clock: () => number, op
   return {
     data(nowMs) {
       const slo = goodput.policy.classes().map((c) => {
-        const targets = c.targets === undefined ? 'off' : SLO_KEYS.filter((k) => c.targets![k] !== undefined).map((k) => `${k}:${c.targets![k]}`).join(' ');
+        const targets =
+          c.targets === undefined
+            ? 'off'
+            : SLO_KEYS.filter((k) => c.targets![k] !== undefined)
+                .map((k) => `${k}:${c.targets![k]}`)
+                .join(' ');
         return `${c.name}: ${targets}${c.model === '*' && c.tenant === '*' ? '' : ` (model ${c.model}, tenant ${c.tenant})`}`;
       });
       return { slo, models: rows(models, nowMs), tenants: rows(tenants, nowMs) };

@@ -87,7 +87,15 @@ export function createDashboardTenants(
           tenants.delete(tenant); // nothing left in the window
           continue;
         }
-        rows.push({ tenant, requests: sums[0]!, failed: sums[1]!, promptTokens: sums[2]!, generationTokens: sums[3]!, ttftP50: orNull(p50), ttftP99: orNull(p99) });
+        rows.push({
+          tenant,
+          requests: sums[0]!,
+          failed: sums[1]!,
+          promptTokens: sums[2]!,
+          generationTokens: sums[3]!,
+          ttftP50: orNull(p50),
+          ttftP99: orNull(p99),
+        });
       }
       return rows.sort((a, b) => b.requests - a.requests || (a.tenant < b.tenant ? -1 : a.tenant > b.tenant ? 1 : 0));
     },

@@ -52,7 +52,7 @@ export interface QuantileWindowOptions {
 
 export function createQuantileWindow(options: QuantileWindowOptions = {}): QuantileWindow {
   const slotMs = (options.slotSeconds ?? 5) * 1000;
-  const slots = Math.max(1, Math.ceil((options.windowSeconds ?? 60) * 1000 / slotMs));
+  const slots = Math.max(1, Math.ceil(((options.windowSeconds ?? 60) * 1000) / slotMs));
   const counts = new Float64Array(slots * BUCKETS);
   const slotWeight = new Float64Array(slots);
   const slotMin = new Float64Array(slots).fill(Number.POSITIVE_INFINITY);

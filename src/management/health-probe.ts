@@ -31,7 +31,9 @@ export function probeHealth(url: URL, timeoutMs: number): Promise<ProbeResult> {
       resolve({ healthy, detail: `${url.href} ${res.statusCode}` });
     });
     req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    req.on('error', (error: NodeJS.ErrnoException) => resolve({ healthy: false, detail: `${url.href} ${error.code ?? ''} ${error.message}`.replace(/\s+/g, ' ') }));
+    req.on('error', (error: NodeJS.ErrnoException) =>
+      resolve({ healthy: false, detail: `${url.href} ${error.code ?? ''} ${error.message}`.replace(/\s+/g, ' ') }),
+    );
     req.end();
   });
 }

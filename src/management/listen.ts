@@ -10,7 +10,12 @@ import type { TlsFiles } from '../config/security.ts';
 /** A node:http server for the app, or node:https with the given key and certificate. */
 export function createAppServer(app: Hono, tls?: TlsFiles): Server {
   if (tls === undefined) return createAdaptorServer({ fetch: app.fetch, overrideGlobalObjects: false }) as Server;
-  return createAdaptorServer({ fetch: app.fetch, overrideGlobalObjects: false, createServer: createHttpsServer, serverOptions: { ...tls } }) as unknown as Server;
+  return createAdaptorServer({
+    fetch: app.fetch,
+    overrideGlobalObjects: false,
+    createServer: createHttpsServer,
+    serverOptions: { ...tls },
+  }) as unknown as Server;
 }
 
 /** Whether every address may be bound, and the variable that named the host (for the refusal). */

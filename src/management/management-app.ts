@@ -34,13 +34,13 @@ function serviceIndex(where: ServiceWhere, dashboard: boolean): Record<string, u
   return {
     service: 'infermeter',
     version: at.version,
-    data: { url: at.data, serves: 'the model server\'s API for clients (base URL for OpenAI clients: this + /v1), measured' },
+    data: { url: at.data, serves: "the model server's API for clients (base URL for OpenAI clients: this + /v1), measured" },
     management: {
       url: at.management,
       serves: {
         '/health': 'liveness',
         '/ready': 'readiness (503 while draining)',
-        '/metrics-json': 'MindIE\'s JSON metrics',
+        '/metrics-json': "MindIE's JSON metrics",
         ...(dashboard ? { '/dashboard': 'the live dashboard' } : {}),
       },
     },
@@ -63,7 +63,16 @@ export function createManagementApp(options: ManagementOptions): Hono {
   if (where !== undefined) {
     app.get('/', (c) => c.json(serviceIndex(where, dashboard !== undefined)));
     // Not found here, but where it is: the status stays 404 for scrapers pointed at this port.
-    if (!where.metricsHere) app.get('/metrics', (c) => c.json({ error: `/metrics is served on the metrics port: ${where.index().metrics ?? 'disabled (MIES_SERVICE_MONITOR_MODE)'}`, ...serviceIndex(where, dashboard !== undefined) }, 404));
+    if (!where.metricsHere)
+      app.get('/metrics', (c) =>
+        c.json(
+          {
+            error: `/metrics is served on the metrics port: ${where.index().metrics ?? 'disabled (MIES_SERVICE_MONITOR_MODE)'}`,
+            ...serviceIndex(where, dashboard !== undefined),
+          },
+          404,
+        ),
+      );
   }
   return app;
 }

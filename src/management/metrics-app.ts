@@ -22,7 +22,13 @@ export const METRICS_MAX_CONNECTIONS = 64;
 const DEFAULT_ROUNDS: ScrapeRoundOptions = { maxScrapes: MAX_SCRAPES, stallMs: SCRAPE_STALL_MS, totalMs: SCRAPE_TOTAL_MS };
 
 /** `beforeScrape` is awaited first: with workers, their batched events reach the primary. */
-export function createMetricsApp(metrics: Metrics, enabled: boolean, beforeScrape?: () => Promise<void>, token?: string, rounds: ScrapeRoundOptions = DEFAULT_ROUNDS): Hono {
+export function createMetricsApp(
+  metrics: Metrics,
+  enabled: boolean,
+  beforeScrape?: () => Promise<void>,
+  token?: string,
+  rounds: ScrapeRoundOptions = DEFAULT_ROUNDS,
+): Hono {
   const app = new Hono();
   // One round of scrapes per format: [Prometheus text, OpenMetrics].
   const scrapes = [createScrapeRounds(metrics, rounds, false), createScrapeRounds(metrics, rounds, true)] as const;

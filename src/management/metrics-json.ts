@@ -35,7 +35,12 @@ export function metricsJson(metrics: Metrics, options: MetricsJsonOptions): { re
     : inFlightNow(metrics.state.models.values(), engine);
   const { waiting, running: processing } = inFlightTotals(inFlight);
 
-  const result = [entry('TTFT', ttftMs ?? 0), entry('TBT', tbtMs ?? 0), entry('waitingInferRequestNum', waiting), entry('processingInferRequestNum', processing)];
+  const result = [
+    entry('TTFT', ttftMs ?? 0),
+    entry('TBT', tbtMs ?? 0),
+    entry('waitingInferRequestNum', waiting),
+    entry('processingInferRequestNum', processing),
+  ];
   // Free blocks only where an engine tells them: never a made-up value.
   const remain = engine?.mindieJson?.remainBlocks ?? engine?.remainBlocks;
   if (remain !== undefined) result.push(entry('remainBlocks', remain));

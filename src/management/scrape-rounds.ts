@@ -123,7 +123,16 @@ export function createScrapeRounds(metrics: Metrics, options: ScrapeRoundOptions
     join(cut) {
       if (scrapes >= options.maxScrapes) return undefined;
       scrapes++;
-      const reader: Reader = { controller: undefined, wants: undefined, onWant: undefined, done: false, bytes: 0, served: metrics.scrapeStarted(), deadline: undefined, cut };
+      const reader: Reader = {
+        controller: undefined,
+        wants: undefined,
+        onWant: undefined,
+        done: false,
+        bytes: 0,
+        served: metrics.scrapeStarted(),
+        deadline: undefined,
+        cut,
+      };
       reader.deadline = setTimeout(() => finish(reader, new Error('the scrape took too long')), options.totalMs);
       const body = new ReadableStream<Uint8Array>(
         {

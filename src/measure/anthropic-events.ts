@@ -94,7 +94,14 @@ class BlockTemplate implements DeltaSkimmer {
     if (prefix === undefined || suffix === undefined) return undefined;
     const from = start + prefix.length;
     const to = end - suffix.length;
-    if (to - from < 2 || b[from] !== QUOTE || b.compare(prefix, 0, prefix.length, start, from) !== 0 || b.compare(suffix, 0, suffix.length, to, end) !== 0 || !isString(b, from, to)) return undefined;
+    if (
+      to - from < 2 ||
+      b[from] !== QUOTE ||
+      b.compare(prefix, 0, prefix.length, start, from) !== 0 ||
+      b.compare(suffix, 0, suffix.length, to, end) !== 0 ||
+      !isString(b, from, to)
+    )
+      return undefined;
     return to - from > 2;
   }
 

@@ -39,4 +39,3 @@ export function readFinishReason(value: unknown): string | undefined {
   if (typeof value !== 'string' || value.length === 0) return undefined;
   return value.length > MAX_FINISH_REASON ? value.slice(0, MAX_FINISH_REASON) : value;
 }
-

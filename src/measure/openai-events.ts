@@ -90,7 +90,9 @@ function classifyPayload(p: Record<string, unknown>, eventName?: string): EventF
   const timings = p.timings === undefined ? undefined : readEngineTimings(p.timings);
   if (usage === undefined && finishReason === undefined && timings === undefined) return output === 2 ? TOKEN : output === 1 ? REASONING : NOTHING;
   const facts: EventFacts =
-    output === 1 ? { token, usage, error: false, done: false, malformed: false, finishReason, reasoning: true } : { token, usage, error: false, done: false, malformed: false, finishReason };
+    output === 1
+      ? { token, usage, error: false, done: false, malformed: false, finishReason, reasoning: true }
+      : { token, usage, error: false, done: false, malformed: false, finishReason };
   return withModel(timings === undefined ? facts : { ...facts, timings }, p.model);
 }
 

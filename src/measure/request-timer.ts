@@ -84,7 +84,14 @@ export interface RequestTimer {
  * `arrivedAt`: the request's t0 when known before the timer is made (arrival-clock.ts); else now.
  * `requestId`: the request's id (RequestInfo.requestId), carried on every event's info.
  */
-export function createRequestTimer(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant?: string, arrivedAt?: number, requestId?: string): RequestTimer {
+export function createRequestTimer(
+  api: InferenceApi,
+  clock: Clock,
+  sink: MeasurementSink,
+  tenant?: string,
+  arrivedAt?: number,
+  requestId?: string,
+): RequestTimer {
   return new Timer(api, clock, sink, tenant, arrivedAt, requestId);
 }
 
@@ -125,7 +132,14 @@ class Timer implements RequestTimer {
   private overheadWrites = 0;
   private closed = false;
 
-  constructor(api: InferenceApi, clock: Clock, sink: MeasurementSink, tenant: string | undefined, arrivedAt: number | undefined, requestId: string | undefined) {
+  constructor(
+    api: InferenceApi,
+    clock: Clock,
+    sink: MeasurementSink,
+    tenant: string | undefined,
+    arrivedAt: number | undefined,
+    requestId: string | undefined,
+  ) {
     this.api = api;
     this.clock = clock;
     this.sink = sink;
@@ -154,7 +168,8 @@ class Timer implements RequestTimer {
 
   private infoOf(model: string, stream: boolean): RequestInfo {
     const { api, tenant, requestId, accepted } = this;
-    const info: RequestInfo = tenant === undefined ? { api, model, stream } : accepted === undefined ? { api, model, stream, tenant } : { api, model, stream, tenant, accepted };
+    const info: RequestInfo =
+      tenant === undefined ? { api, model, stream } : accepted === undefined ? { api, model, stream, tenant } : { api, model, stream, tenant, accepted };
     return requestId === undefined ? info : { ...info, requestId };
   }
 
@@ -329,10 +344,10 @@ class Timer implements RequestTimer {
       reasoningTokens: lastUsage?.reasoningTokens,
       timeToFirstOutput: firstVisibleAt === undefined ? undefined : (firstVisibleAt - t0) / 1000,
       proxyOverhead: streamed && this.overheadWrites > 0 ? this.overheadMs / this.overheadWrites / 1000 : undefined,
-      reasoningPhase: this.openedWithReasoning && firstTokenAt !== undefined && firstVisibleAt !== undefined ? (firstVisibleAt - firstTokenAt) / 1000 : undefined,
+      reasoningPhase:
+        this.openedWithReasoning && firstTokenAt !== undefined && firstVisibleAt !== undefined ? (firstVisibleAt - firstTokenAt) / 1000 : undefined,
     };
     this.sink.finished(sample);
     return sample;
   }
 }
-

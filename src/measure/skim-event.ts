@@ -200,7 +200,8 @@ class Walker {
           cachedTokens: cached === -1 ? undefined : cached,
           reasoningTokens: reasoning === -1 ? undefined : reasoning,
         };
-      } else if (prompt !== -1 || completion !== -1) usage = { promptTokens: prompt === -1 ? undefined : prompt, completionTokens: completion === -1 ? undefined : completion };
+      } else if (prompt !== -1 || completion !== -1)
+        usage = { promptTokens: prompt === -1 ? undefined : prompt, completionTokens: completion === -1 ? undefined : completion };
     }
     const timed = this.promptN !== -1 && this.promptMs !== -1 && this.predictedN !== -1 && this.predictedMs !== -1;
     const reasoning = token && !this.visible;
@@ -208,7 +209,8 @@ class Walker {
     let facts: EventFacts = reasoning
       ? { token, usage, error: false, done: false, malformed: false, finishReason, reasoning: true }
       : { token, usage, error: false, done: false, malformed: false, finishReason };
-    if (timed) facts = { ...facts, timings: { promptTokens: this.promptN, promptMs: this.promptMs, predictedTokens: this.predictedN, predictedMs: this.predictedMs } };
+    if (timed)
+      facts = { ...facts, timings: { promptTokens: this.promptN, promptMs: this.promptMs, predictedTokens: this.predictedN, predictedMs: this.predictedMs } };
     return this.modelStart !== -1 && this.modelEnd > this.modelStart ? { ...facts, model: b.toString('utf8', this.modelStart, this.modelEnd) } : facts;
   }
 
@@ -289,7 +291,8 @@ class Walker {
       if (i === DEFER) return DEFER;
       if (this.keyIs(this.keyStart, this.keyEnd, key)) {
         const c = b[i]!;
-        if (c === 0x6e) i = this.skipValue(i); // null: no count
+        if (c === 0x6e)
+          i = this.skipValue(i); // null: no count
         else if (c < 0x30 || c > 0x39) return DEFER;
         else {
           i = this.integer(i);
@@ -322,7 +325,15 @@ class Walker {
       if (e === DEFER) return DEFER;
       const c = b[i]!;
       if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
-        const which = this.keyIs(ks, ke, PROMPT_N) ? 1 : this.keyIs(ks, ke, PROMPT_MS) ? 2 : this.keyIs(ks, ke, PREDICTED_N) ? 3 : this.keyIs(ks, ke, PREDICTED_MS) ? 4 : 0;
+        const which = this.keyIs(ks, ke, PROMPT_N)
+          ? 1
+          : this.keyIs(ks, ke, PROMPT_MS)
+            ? 2
+            : this.keyIs(ks, ke, PREDICTED_N)
+              ? 3
+              : this.keyIs(ks, ke, PREDICTED_MS)
+                ? 4
+                : 0;
         if (which !== 0) {
           const text = b.toString('latin1', i, e);
           if (c === 0x2d || !JSON_NUMBER.test(text)) return DEFER;

@@ -7,7 +7,12 @@ import { registerDerived } from './families.ts';
 import type { MeasurementState, SampleObserver } from './recorder.ts';
 
 /** `modelsKept`: the label guard's distinct model_name values. */
-export function registerAccountingFamilies(registry: Registry, state: MeasurementState, addObserver: (observer: SampleObserver) => void, modelsKept: () => number): void {
+export function registerAccountingFamilies(
+  registry: Registry,
+  state: MeasurementState,
+  addObserver: (observer: SampleObserver) => void,
+  modelsKept: () => number,
+): void {
   registerDerived(registry, {
     name: 'infermeter_model_labels',
     help: 'Distinct model_name values kept (unknown and other included).',

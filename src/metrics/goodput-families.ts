@@ -65,7 +65,10 @@ export function createGoodputFamilies(registry: Registry, policy: SloPolicy, ten
     name: 'infermeter_goodput_requests_total',
     help: "Finished inference requests per model by goodput verdict, vLLM's benchmark rules (INFERMETER_SLO): good (completed within every SLO of its class, inclusive), missed (completed, an SLO missed), failed, cancelled. Client errors (4xx but 408 and 429) are not judged: infermeter_goodput_excluded_requests_total.",
     type: 'counter',
-    collect: () => [...models.values()].flatMap((m) => (isJudged(m) ? VERDICTS.map((verdict) => ({ value: m.verdicts[verdict], labels: { model_name: m.model, verdict } })) : [])),
+    collect: () =>
+      [...models.values()].flatMap((m) =>
+        isJudged(m) ? VERDICTS.map((verdict) => ({ value: m.verdicts[verdict], labels: { model_name: m.model, verdict } })) : [],
+      ),
   });
   registerDerived(registry, {
     name: 'infermeter_slo_missed_requests_total',
@@ -74,7 +77,9 @@ export function createGoodputFamilies(registry: Registry, policy: SloPolicy, ten
     collect: () => {
       const keys = configuredKeys(policy);
       return [...models.values()].flatMap((m) =>
-        isJudged(m) ? SLO_KEYS.filter((k) => keys.has(k) || m.missed[k] > 0).map((slo) => ({ value: m.missed[slo], labels: { model_name: m.model, slo } })) : [],
+        isJudged(m)
+          ? SLO_KEYS.filter((k) => keys.has(k) || m.missed[k] > 0).map((slo) => ({ value: m.missed[slo], labels: { model_name: m.model, slo } }))
+          : [],
       );
     },
   });
@@ -86,7 +91,7 @@ export function createGoodputFamilies(registry: Registry, policy: SloPolicy, ten
   });
   registerDerived(registry, {
     name: 'infermeter_goodput_excluded_requests_total',
-    help: 'Finished inference requests per model with no goodput verdict, by reason: client_error (a 4xx but 408 and 429: the client\'s mistake, never an SLO miss), embeddings (no generation), no_slo (no SLO class matched, or its slo is off).',
+    help: "Finished inference requests per model with no goodput verdict, by reason: client_error (a 4xx but 408 and 429: the client's mistake, never an SLO miss), embeddings (no generation), no_slo (no SLO class matched, or its slo is off).",
     type: 'counter',
     collect: () =>
       [...models.values()].flatMap((m) =>
@@ -95,7 +100,7 @@ export function createGoodputFamilies(registry: Registry, policy: SloPolicy, ten
   });
   registerDerived(registry, {
     name: 'infermeter_slo_threshold_seconds',
-    help: 'The SLOs in use, in seconds, per class (INFERMETER_SLO is class default; INFERMETER_SLO_FILE\'s classes come first), with the model and tenant glob patterns the class applies to.',
+    help: "The SLOs in use, in seconds, per class (INFERMETER_SLO is class default; INFERMETER_SLO_FILE's classes come first), with the model and tenant glob patterns the class applies to.",
     type: 'gauge',
     collect: (): MetricValue[] =>
       policy.classes().flatMap((c) =>
@@ -116,7 +121,10 @@ export function createGoodputFamilies(registry: Registry, policy: SloPolicy, ten
       name: 'infermeter_tenant_goodput_requests_total',
       help: 'Finished inference requests per tenant (INFERMETER_TENANT) and model by goodput verdict: good, missed, failed, cancelled.',
       type: 'counter',
-      collect: () => [...pairs.values()].flatMap((p) => VERDICTS.map((verdict) => ({ value: p.verdicts[verdict], labels: { tenant: p.tenant, model_name: p.model, verdict } }))),
+      collect: () =>
+        [...pairs.values()].flatMap((p) =>
+          VERDICTS.map((verdict) => ({ value: p.verdicts[verdict], labels: { tenant: p.tenant, model_name: p.model, verdict } })),
+        ),
     });
   }
 

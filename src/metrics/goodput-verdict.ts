@@ -31,7 +31,6 @@ export interface SloFigures {
   readonly e2el: number;
 }
 
-
 /** Completion tokens of a request: the upstream's usage when it told one, else one per token event. */
 function completionTokensOf(sample: RequestSample): number {
   const usage = sample.usageSource === 'upstream' || sample.usageSource === 'events' ? sample.completionTokens : undefined;

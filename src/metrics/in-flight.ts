@@ -71,7 +71,10 @@ export function attributeInFlight(proxy: Iterable<ProxyInFlight>, engine: Engine
 /** attributeInFlight over the recorder's models and the engine's last snapshot. */
 export function inFlightNow(models: Iterable<ProxyInFlight>, engine: EngineSnapshot | undefined): InFlight {
   const values = engine?.values;
-  return attributeInFlight(models, values === undefined ? undefined : { running: values.get('num_requests_running'), waiting: values.get('num_requests_waiting') });
+  return attributeInFlight(
+    models,
+    values === undefined ? undefined : { running: values.get('num_requests_running'), waiting: values.get('num_requests_waiting') },
+  );
 }
 
 /** The sums over model_name. */

@@ -79,7 +79,8 @@ export function addReadings(readings: readonly LoopDelayReading[]): LoopDelayRea
  * reading's rounding cannot make a counter go back).
  */
 export function registerLoopDelay(registry: Registry, read: () => ReadonlyArray<readonly [process: string, reading: LoopDelayReading]>): Family {
-  const help = 'Event-loop delay: how late the process ran what was due (perf_hooks.monitorEventLoopDelay, sampled every 10 ms). A request arriving meanwhile is stamped that much late, so TTFT, TTFB and e2e can read low by about this much.';
+  const help =
+    'Event-loop delay: how late the process ran what was due (perf_hooks.monitorEventLoopDelay, sampled every 10 ms). A request arriving meanwhile is stamped that much late, so TTFT, TTFB and e2e can read low by about this much.';
   const head = header(LOOP_DELAY_NAME, help, 'histogram');
   const shown = new Map<string, number[]>();
   const values = (): MetricValue[] => {
@@ -104,7 +105,8 @@ export function registerLoopDelay(registry: Registry, read: () => ReadonlyArray<
     type: 'histogram',
     renderText() {
       let out = head;
-      for (const v of values()) out += `${v.metricName}{process="${v.labels.process}"${v.labels.le === undefined ? '' : `,le="${v.labels.le}"`}} ${formatValue(v.value)}\n`;
+      for (const v of values())
+        out += `${v.metricName}{process="${v.labels.process}"${v.labels.le === undefined ? '' : `,le="${v.labels.le}"`}} ${formatValue(v.value)}\n`;
       return out;
     },
     get: () => ({ name: LOOP_DELAY_NAME, help, type: 'histogram', values: values(), aggregator: 'sum' }),

@@ -26,7 +26,6 @@ import { createUsageDetailFamilies } from './usage-detail-families.ts';
 import { createFirstOutputFamilies } from './first-output-families.ts';
 import { createOverheadFamily } from './overhead-family.ts';
 
-
 export interface Metrics {
   readonly registry: Registry;
   readonly sink: MeasurementSink;
@@ -157,12 +156,20 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const httpObservers = new Map(dialects.filter((d) => d.httpRequest !== undefined).map((d) => [d.name, d]));
   const proxy: ProxyFamilies = {
     ...createProxyFamilies(registry, options.version),
-    httpRequest: httpObservers.size === 0 ? undefined : (dialect, route, method, status, seconds) => httpObservers.get(dialect)?.httpRequest?.(route, method, status, seconds),
+    httpRequest:
+      httpObservers.size === 0
+        ? undefined
+        : (dialect, route, method, status, seconds) => httpObservers.get(dialect)?.httpRequest?.(route, method, status, seconds),
   };
   const loopDelay = createLoopDelayMonitor();
   registerLoopDelay(registry, () => {
     const workers = options.workersLoopDelay?.();
-    return workers === undefined ? [['main', loopDelay.read()]] : [['main', loopDelay.read()], ['workers', workers]];
+    return workers === undefined
+      ? [['main', loopDelay.read()]]
+      : [
+          ['main', loopDelay.read()],
+          ['workers', workers],
+        ];
   });
   registry.registerMetric(overflowed);
   if (tenantGuard !== undefined) {
@@ -178,7 +185,9 @@ export function createMetrics(options: MetricsOptions): Metrics {
     goodput = families;
   }
   const goodputWindow =
-    goodput === undefined ? undefined : createGoodputWindow(options.jsonWindow ?? 1000, options.throughputWindowSeconds, options.clock, recorder.state.windowCoverage);
+    goodput === undefined
+      ? undefined
+      : createGoodputWindow(options.jsonWindow ?? 1000, options.throughputWindowSeconds, options.clock, recorder.state.windowCoverage);
   if (goodputWindow !== undefined) goodput?.onJudged((_, j) => goodputWindow.add(j));
   recorder.addObserver(createUsageDetailFamilies(registry, tenantGuard !== undefined));
   recorder.addObserver(createFirstOutputFamilies(registry, options.buckets, tenantGuard !== undefined));

@@ -68,7 +68,12 @@ function labelsOf(line: string, bucket = false): string {
   if (open === -1 || (space !== -1 && space < open)) return '';
   const close = line.lastIndexOf('}');
   const text = line.slice(open, close + 1);
-  return bucket ? text.replace(/,?(le|quantile)="[^"]*"/, '').replace('{,', '{').replace('{}', '') : text;
+  return bucket
+    ? text
+        .replace(/,?(le|quantile)="[^"]*"/, '')
+        .replace('{,', '{')
+        .replace('{}', '')
+    : text;
 }
 
 /** A sample line's timestamp (milliseconds in the Prometheus format) in seconds; lines without one unchanged. */
@@ -163,7 +168,8 @@ export function toOpenMetrics(text: string, timestamps = false): string {
   // `x_created` gauges join their family x (a counter may be named x_total).
   const byName = new Map<string, Block>();
   for (const b of blocks) {
-    if (b.type === 'counter' || b.type === 'histogram' || b.type === 'summary') byName.set(b.type === 'counter' && b.name.endsWith('_total') ? b.name.slice(0, -'_total'.length) : b.name, b);
+    if (b.type === 'counter' || b.type === 'histogram' || b.type === 'summary')
+      byName.set(b.type === 'counter' && b.name.endsWith('_total') ? b.name.slice(0, -'_total'.length) : b.name, b);
   }
   let out = '';
   for (const b of blocks) {
@@ -212,4 +218,3 @@ export function openMetricsParts(): (part: string) => string {
     return `# HELP ${omName} ${escapeQuotes(help)}\n# TYPE ${omName} ${omType}\n${part.slice(typeEnd + 1)}`;
   };
 }
-

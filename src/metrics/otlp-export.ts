@@ -48,11 +48,9 @@ export async function startOtlpExport(options: OtlpExportOptions): Promise<OtlpE
   const exporterOptions = { url: config.url.href, headers: { ...config.headers } };
   // The two official exporters: @opentelemetry/exporter-metrics-otlp-proto (http/protobuf) and
   // @opentelemetry/exporter-metrics-otlp-http (http/json).
-  const inner = (
-    config.protocol === 'http/json'
-      ? new (await import('@opentelemetry/exporter-metrics-otlp-http')).OTLPMetricExporter(exporterOptions)
-      : new (await import('@opentelemetry/exporter-metrics-otlp-proto')).OTLPMetricExporter(exporterOptions)
-  ) as unknown as PushMetricExporter;
+  const inner = (config.protocol === 'http/json'
+    ? new (await import('@opentelemetry/exporter-metrics-otlp-http')).OTLPMetricExporter(exporterOptions)
+    : new (await import('@opentelemetry/exporter-metrics-otlp-proto')).OTLPMetricExporter(exporterOptions)) as unknown as PushMetricExporter;
 
   // Every export's outcome: counted, and logged when it changes (a failing receiver is not
   // logged once per interval).
@@ -135,7 +133,13 @@ export async function startOtlpExport(options: OtlpExportOptions): Promise<OtlpE
           timer = setTimeout(() => resolve('timeout'), bound);
           timer.unref();
         });
-        const outcome = await Promise.race([provider.shutdown({ timeoutMillis: bound }).then(() => 'done' as const, () => 'failed' as const), timedOut]);
+        const outcome = await Promise.race([
+          provider.shutdown({ timeoutMillis: bound }).then(
+            () => 'done' as const,
+            () => 'failed' as const,
+          ),
+          timedOut,
+        ]);
         clearTimeout(timer);
         closed = true;
         if (outcome !== 'done') log.warn('OTLP export: the last export did not complete', { outcome, bound_ms: bound });

@@ -35,7 +35,6 @@ export interface ProxyEvents {
   readonly httpRequest?: ((dialect: string, route: string, method: string, status: number, seconds: number) => void) | undefined;
 }
 
-
 export interface ProxyFamilies extends ProxyEvents {
   /** A worker process exited and was restarted; `lost` of its requests were in flight. */
   workerRestarted(lost: number): void;
@@ -45,7 +44,15 @@ export interface ProxyFamilies extends ProxyEvents {
 // Every known label value starts at 0, so that rate() and alerts see a series before the first
 // fault instead of none.
 const UNINSPECTED: readonly UninspectedReason[] = ['empty', 'invalid_json', 'not_object', 'too_large', 'encoded'];
-const TAP_PROBLEMS: readonly TapProblem[] = ['malformed_event', 'event_too_large', 'body_too_large', 'malformed_body', 'compressed_stream', 'unknown_encoding', 'tap_error'];
+const TAP_PROBLEMS: readonly TapProblem[] = [
+  'malformed_event',
+  'event_too_large',
+  'body_too_large',
+  'malformed_body',
+  'compressed_stream',
+  'unknown_encoding',
+  'tap_error',
+];
 const UPSTREAM_ERRORS: readonly ProxyErrorKind[] = ['upstream_unreachable', 'upstream_timeout', 'upstream_reset', 'upstream_protocol'];
 const CLIENT_ERRORS: readonly ClientErrorKind[] = ['timeout', 'malformed'];
 const RETRIES: readonly ResendReason[] = ['stale_connection', 'refused_injection'];

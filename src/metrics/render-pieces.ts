@@ -22,7 +22,11 @@ const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(reso
  * `scraper`: the engine scraper, whose relayed families follow ours; `engineFirst`: our families
  * left out when the relay carries the engine's own of that name.
  */
-export function createRenderPieces(registry: Registry, scraper: () => EngineScraper | undefined, engineFirst: ReadonlySet<string>): (openMetrics?: boolean) => AsyncGenerator<string> {
+export function createRenderPieces(
+  registry: Registry,
+  scraper: () => EngineScraper | undefined,
+  engineFirst: ReadonlySet<string>,
+): (openMetrics?: boolean) => AsyncGenerator<string> {
   // The relayed families in OpenMetrics, converted once per relay text (one per engine scrape).
   let relayOm: { text: string; om: string } | undefined;
   const relayOpenMetrics = (text: string): string => {

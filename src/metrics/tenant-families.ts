@@ -39,7 +39,9 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
     help: 'Finished inference requests per tenant (INFERMETER_TENANT) and model, by outcome (success, failed, cancelled).',
     type: 'counter',
     collect: () =>
-      [...pairs.values()].flatMap((p) => OUTCOMES.map((outcome) => ({ value: p.outcomes[outcome], labels: { tenant: p.tenant, model_name: p.model, outcome } }))),
+      [...pairs.values()].flatMap((p) =>
+        OUTCOMES.map((outcome) => ({ value: p.outcomes[outcome], labels: { tenant: p.tenant, model_name: p.model, outcome } })),
+      ),
   });
   registerDerived(registry, {
     name: 'infermeter_tenant_prompt_tokens_total',

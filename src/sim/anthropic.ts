@@ -11,7 +11,26 @@ import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Plan } from './plan.ts';
 
-const WORDS = ['Hello', '!', ' The', ' model', ' answers', ' in', ' the', ' shape', ' of', ' Anthropic', "'s", ' Messages', ' API', ',', ' token', ' by', ' token', '.'];
+const WORDS = [
+  'Hello',
+  '!',
+  ' The',
+  ' model',
+  ' answers',
+  ' in',
+  ' the',
+  ' shape',
+  ' of',
+  ' Anthropic',
+  "'s",
+  ' Messages',
+  ' API',
+  ',',
+  ' token',
+  ' by',
+  ' token',
+  '.',
+];
 const THOUGHTS = ['Let', ' me', ' think', ' this', ' through', '.'];
 
 const ALPHABET = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
@@ -88,7 +107,16 @@ async function stream(res: ServerResponse, plan: Plan, m: MessageState, engine: 
     if (!closed) res.write(`event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`);
   };
   // Anthropic's first usage counts one output token already; vLLM's says 0.
-  const message = { id: m.id, type: 'message', role: 'assistant', model: m.model, content: [], stop_reason: null, stop_sequence: null, usage: { ...m.usage, output_tokens: 1, service_tier: 'standard' } };
+  const message = {
+    id: m.id,
+    type: 'message',
+    role: 'assistant',
+    model: m.model,
+    content: [],
+    stop_reason: null,
+    stop_sequence: null,
+    usage: { ...m.usage, output_tokens: 1, service_tier: 'standard' },
+  };
   event({ type: 'message_start', message });
   event({ type: 'ping' });
   await sleep(plan.ttftMs);
@@ -108,7 +136,11 @@ async function stream(res: ServerResponse, plan: Plan, m: MessageState, engine: 
       }
       block = kind;
       index++;
-      event({ type: 'content_block_start', index, content_block: kind === 'thinking' ? { type: 'thinking', thinking: '', signature: '' } : { type: 'text', text: '' } });
+      event({
+        type: 'content_block_start',
+        index,
+        content_block: kind === 'thinking' ? { type: 'thinking', thinking: '', signature: '' } : { type: 'text', text: '' },
+      });
     }
     const text = piece(sent, end, m.thinkingTokens);
     event({ type: 'content_block_delta', index, delta: kind === 'thinking' ? { type: 'thinking_delta', thinking: text } : { type: 'text_delta', text } });

@@ -8,13 +8,20 @@ const DEFAULT_DIMENSIONS = 16;
 
 export function embeddingsResponse(body: Readonly<Record<string, unknown>>, model: string, promptTokens: number): Record<string, unknown> {
   const inputs = Array.isArray(body.input) ? body.input : [body.input];
-  const dimensions = typeof body.dimensions === 'number' && Number.isInteger(body.dimensions) && body.dimensions > 0 && body.dimensions <= 4096 ? body.dimensions : DEFAULT_DIMENSIONS;
+  const dimensions =
+    typeof body.dimensions === 'number' && Number.isInteger(body.dimensions) && body.dimensions > 0 && body.dimensions <= 4096
+      ? body.dimensions
+      : DEFAULT_DIMENSIONS;
   const base64 = body.encoding_format === 'base64';
   return {
     object: 'list',
     data: inputs.map((input, index) => {
       const vector = embed(JSON.stringify(input ?? ''), dimensions);
-      return { object: 'embedding', index, embedding: base64 ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString('base64') : Array.from(vector) };
+      return {
+        object: 'embedding',
+        index,
+        embedding: base64 ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString('base64') : Array.from(vector),
+      };
     }),
     model,
     usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },

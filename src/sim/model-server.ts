@@ -11,6 +11,7 @@
 // knows each request's figures by construction.
 // Each API answers in OpenAI's shapes (responses-api.ts, embeddings.ts), so that the official
 // SDKs and the Vercel AI SDK accept what it sends.
+// Over 300 lines: one simulated server, each API's answer streamed from the same request plan.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serveMessages } from './anthropic.ts';
@@ -44,16 +45,13 @@ const MAX_SIM_TOKENS = 4096;
 
 const WORDS = ['the', ' model', ' answers', ' with', ' tokens', ' that', ' arrive', ' one', ' by', ' one', ',', ' as', ' a', ' real', ' server', ' would', '.'];
 
-const value = (v: number | (() => number) | undefined, fallback: number): number =>
-  Math.max(0, typeof v === 'function' ? v() : (v ?? fallback));
+const value = (v: number | (() => number) | undefined, fallback: number): number => Math.max(0, typeof v === 'function' ? v() : (v ?? fallback));
 
 export function createSimHandler(options: SimOptions = {}): (req: IncomingMessage, res: ServerResponse) => void {
   const models = options.models ?? ['sim-llama-8b'];
   const tokensPerEvent = Math.max(1, options.tokensPerEvent ?? 1);
   let counter = 0;
-  const stats = new Map<string, EngineStats>(
-    models.map((m) => [m, engineStats()]),
-  );
+  const stats = new Map<string, EngineStats>(models.map((m) => [m, engineStats()]));
 
   return (req, res) => {
     const path = (req.url ?? '/').split('?')[0]!;
@@ -74,78 +72,99 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
       json(res, 404, { error: { message: `no route ${req.method} ${path}`, type: 'not_found', param: null, code: 404 } });
       return;
     }
-    readJson(req).then((body) => {
-      if (body === undefined) {
-        json(res, 400, { object: 'error', message: 'request body is not valid JSON', type: 'BadRequestError', param: null, code: 400 });
-        return;
-      }
-      const model = typeof body.model === 'string' ? body.model : '';
-      if (!models.includes(model)) {
-        json(res, 404, { object: 'error', message: `The model \`${model}\` does not exist.`, type: 'NotFoundError', param: null, code: 404 });
-        return;
-      }
-      // A scripted failure: `x-sim-status: 500` (any 4xx or 5xx) answers that status, as vLLM's error body.
-      const failWith = Number(req.headers['x-sim-status']);
-      if (failWith >= 400 && failWith <= 599) {
-        json(res, failWith, { object: 'error', message: `scripted failure ${failWith}`, type: failWith >= 500 ? 'InternalServerError' : 'BadRequestError', param: null, code: failWith });
-        return;
-      }
-      const id = `sim-${++counter}`;
-      const promptTokens = Math.max(1, Math.round(JSON.stringify(body.messages ?? body.prompt ?? body.input ?? '').length / 4));
-      const maxTokens = numberOr(body.max_tokens ?? body.max_completion_tokens ?? body.max_output_tokens, options.defaultTokens ?? 64);
-      // Bounded as an engine's context bounds it: a request for more is refused, as vLLM refuses it.
-      if (maxTokens > MAX_SIM_TOKENS) {
-        json(res, 400, { object: 'error', message: `This model's maximum context length is ${MAX_SIM_TOKENS} tokens. However, you requested ${maxTokens} output tokens.`, type: 'BadRequestError', param: null, code: 400 });
-        return;
-      }
-      const scriptedTtft = scripted(req.headers['x-sim-ttft-ms']);
-      const scriptedGap = scripted(req.headers['x-sim-gap-ms']);
-      const cutAfter = scripted(req.headers['x-sim-cut-after']);
-      const plan: Plan = {
-        id,
-        model,
-        promptTokens,
-        tokens: Math.max(1, Math.floor(maxTokens)),
-        ttftMs: scriptedTtft ?? value(options.ttftMs, 120),
-        gapMs: scriptedGap === undefined ? () => value(options.interTokenMs, 25) : () => scriptedGap,
-        tokensPerEvent,
-        body,
-        ...(cutAfter === undefined ? {} : { cutAfter }),
-      };
-      if (path.endsWith('/v1/embeddings')) {
-        json(res, 200, embeddingsResponse(body, model, promptTokens));
-        return;
-      }
-      if (path.endsWith('/v1/messages')) {
-        serveMessages(res, body, plan, track(stats.get(model)!, plan, res));
-        return;
-      }
-      const api = path.endsWith('/v1/chat/completions') ? 'chat' : path.endsWith('/v1/completions') ? 'completions' : path.endsWith('/v1/responses') ? 'responses' : undefined;
-      if (api === undefined) {
-        json(res, 404, { error: { message: `no route POST ${path}`, type: 'not_found', param: null, code: 404 } });
-        return;
-      }
-      const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
-      const s = stats.get(model)!;
-      s.prefixQueries += promptTokens;
-      s.prefixHits += Math.floor(promptTokens / 2);
-      const engine = track(s, plan, res);
-      // Tools offered: a function call, as OpenAI answers it (tool-call.ts).
-      const call = api === 'chat' ? toolCallOf(body, id) : undefined;
-      if (call !== undefined) {
-        if (body.stream === true) void streamToolCall(res, plan, call, includeUsage, engine);
+    readJson(req).then(
+      (body) => {
+        if (body === undefined) {
+          json(res, 400, { object: 'error', message: 'request body is not valid JSON', type: 'BadRequestError', param: null, code: 400 });
+          return;
+        }
+        const model = typeof body.model === 'string' ? body.model : '';
+        if (!models.includes(model)) {
+          json(res, 404, { object: 'error', message: `The model \`${model}\` does not exist.`, type: 'NotFoundError', param: null, code: 404 });
+          return;
+        }
+        // A scripted failure: `x-sim-status: 500` (any 4xx or 5xx) answers that status, as vLLM's error body.
+        const failWith = Number(req.headers['x-sim-status']);
+        if (failWith >= 400 && failWith <= 599) {
+          json(res, failWith, {
+            object: 'error',
+            message: `scripted failure ${failWith}`,
+            type: failWith >= 500 ? 'InternalServerError' : 'BadRequestError',
+            param: null,
+            code: failWith,
+          });
+          return;
+        }
+        const id = `sim-${++counter}`;
+        const promptTokens = Math.max(1, Math.round(JSON.stringify(body.messages ?? body.prompt ?? body.input ?? '').length / 4));
+        const maxTokens = numberOr(body.max_tokens ?? body.max_completion_tokens ?? body.max_output_tokens, options.defaultTokens ?? 64);
+        // Bounded as an engine's context bounds it: a request for more is refused, as vLLM refuses it.
+        if (maxTokens > MAX_SIM_TOKENS) {
+          json(res, 400, {
+            object: 'error',
+            message: `This model's maximum context length is ${MAX_SIM_TOKENS} tokens. However, you requested ${maxTokens} output tokens.`,
+            type: 'BadRequestError',
+            param: null,
+            code: 400,
+          });
+          return;
+        }
+        const scriptedTtft = scripted(req.headers['x-sim-ttft-ms']);
+        const scriptedGap = scripted(req.headers['x-sim-gap-ms']);
+        const cutAfter = scripted(req.headers['x-sim-cut-after']);
+        const plan: Plan = {
+          id,
+          model,
+          promptTokens,
+          tokens: Math.max(1, Math.floor(maxTokens)),
+          ttftMs: scriptedTtft ?? value(options.ttftMs, 120),
+          gapMs: scriptedGap === undefined ? () => value(options.interTokenMs, 25) : () => scriptedGap,
+          tokensPerEvent,
+          body,
+          ...(cutAfter === undefined ? {} : { cutAfter }),
+        };
+        if (path.endsWith('/v1/embeddings')) {
+          json(res, 200, embeddingsResponse(body, model, promptTokens));
+          return;
+        }
+        if (path.endsWith('/v1/messages')) {
+          serveMessages(res, body, plan, track(stats.get(model)!, plan, res));
+          return;
+        }
+        const api = path.endsWith('/v1/chat/completions')
+          ? 'chat'
+          : path.endsWith('/v1/completions')
+            ? 'completions'
+            : path.endsWith('/v1/responses')
+              ? 'responses'
+              : undefined;
+        if (api === undefined) {
+          json(res, 404, { error: { message: `no route POST ${path}`, type: 'not_found', param: null, code: 404 } });
+          return;
+        }
+        const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
+        const s = stats.get(model)!;
+        s.prefixQueries += promptTokens;
+        s.prefixHits += Math.floor(promptTokens / 2);
+        const engine = track(s, plan, res);
+        // Tools offered: a function call, as OpenAI answers it (tool-call.ts).
+        const call = api === 'chat' ? toolCallOf(body, id) : undefined;
+        if (call !== undefined) {
+          if (body.stream === true) void streamToolCall(res, plan, call, includeUsage, engine);
+          else {
+            setTimeout(engine.firstToken, plan.ttftMs).unref();
+            setTimeout(() => answerToolCall(res, plan, call), plan.ttftMs + plan.gapMs() * fragments(call, plan.tokens).pieces.length).unref();
+          }
+          return;
+        }
+        if (body.stream === true) void stream(res, api, plan, includeUsage, engine);
         else {
           setTimeout(engine.firstToken, plan.ttftMs).unref();
-          setTimeout(() => answerToolCall(res, plan, call), plan.ttftMs + plan.gapMs() * fragments(call, plan.tokens).pieces.length).unref();
+          setTimeout(() => answer(res, api, plan), plan.ttftMs + plan.gapMs() * (plan.tokens - 1)).unref();
         }
-        return;
-      }
-      if (body.stream === true) void stream(res, api, plan, includeUsage, engine);
-      else {
-        setTimeout(engine.firstToken, plan.ttftMs).unref();
-        setTimeout(() => answer(res, api, plan), plan.ttftMs + plan.gapMs() * (plan.tokens - 1)).unref();
-      }
-    }, () => res.destroy());
+      },
+      () => res.destroy(),
+    );
   };
 }
 
@@ -183,7 +202,13 @@ async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: b
   const chunk = (delta: Record<string, unknown>, finish: string | null = null): Record<string, unknown> =>
     api === 'chat'
       ? { id: plan.id, object: 'chat.completion.chunk', created, model: plan.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }
-      : { id: plan.id, object: 'text_completion', created, model: plan.model, choices: [{ index: 0, text: delta.content ?? '', logprobs: null, finish_reason: finish }] };
+      : {
+          id: plan.id,
+          object: 'text_completion',
+          created,
+          model: plan.model,
+          choices: [{ index: 0, text: delta.content ?? '', logprobs: null, finish_reason: finish }],
+        };
 
   const events = api === 'responses' ? createResponseEvents(responseRequest(plan)) : undefined;
   if (api === 'chat') send(chunk({ role: 'assistant', content: '' }));
@@ -225,9 +250,23 @@ function answer(res: ServerResponse, api: Api, plan: Plan): void {
   const usage = { prompt_tokens: plan.promptTokens, completion_tokens: plan.tokens, total_tokens: plan.promptTokens + plan.tokens };
   const created = Math.floor(Date.now() / 1000);
   if (api === 'chat') {
-    json(res, 200, { id: plan.id, object: 'chat.completion', created, model: plan.model, choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: 'length' }], usage });
+    json(res, 200, {
+      id: plan.id,
+      object: 'chat.completion',
+      created,
+      model: plan.model,
+      choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: 'length' }],
+      usage,
+    });
   } else if (api === 'completions') {
-    json(res, 200, { id: plan.id, object: 'text_completion', created, model: plan.model, choices: [{ index: 0, text, logprobs: null, finish_reason: 'length' }], usage });
+    json(res, 200, {
+      id: plan.id,
+      object: 'text_completion',
+      created,
+      model: plan.model,
+      choices: [{ index: 0, text, logprobs: null, finish_reason: 'length' }],
+      usage,
+    });
   } else {
     json(res, 200, responseObject(responseRequest(plan), { text, usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens } }));
   }
@@ -236,7 +275,14 @@ function answer(res: ServerResponse, api: Api, plan: Plan): void {
 function answerToolCall(res: ServerResponse, plan: Plan, call: ToolCall): void {
   const tokens = fragments(call, plan.tokens).pieces.length + 1;
   const usage = { prompt_tokens: plan.promptTokens, completion_tokens: tokens, total_tokens: plan.promptTokens + tokens };
-  json(res, 200, { id: plan.id, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: plan.model, choices: [toolCallChoice(call, plan.tokens)], usage });
+  json(res, 200, {
+    id: plan.id,
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model: plan.model,
+    choices: [toolCallChoice(call, plan.tokens)],
+    usage,
+  });
 }
 
 function json(res: ServerResponse, status: number, body: unknown): void {

@@ -31,7 +31,10 @@ interface Schema {
 const FRAGMENT = 4;
 
 const isFunctionTool = (t: unknown): t is FunctionTool =>
-  typeof t === 'object' && t !== null && (t as { type?: unknown }).type === 'function' && typeof (t as { function?: { name?: unknown } }).function?.name === 'string';
+  typeof t === 'object' &&
+  t !== null &&
+  (t as { type?: unknown }).type === 'function' &&
+  typeof (t as { function?: { name?: unknown } }).function?.name === 'string';
 
 /** A value that fits a JSON schema, for the arguments: the enum's first, else one of its type. */
 function sample(schema: Schema | undefined, depth = 0): unknown {
@@ -62,9 +65,14 @@ export function toolCallOf(body: Readonly<Record<string, unknown>>, id: string):
   const tools = Array.isArray(body.tools) ? body.tools.filter(isFunctionTool) : [];
   if (tools.length === 0 || body.tool_choice === 'none') return undefined;
   const choice = body.tool_choice as { type?: unknown; function?: { name?: unknown } } | undefined;
-  const named = typeof choice === 'object' && choice !== null && choice.type === 'function' ? tools.find((t) => t.function.name === choice.function?.name) : undefined;
+  const named =
+    typeof choice === 'object' && choice !== null && choice.type === 'function' ? tools.find((t) => t.function.name === choice.function?.name) : undefined;
   const tool = named ?? tools[0]!;
-  return { id: `call_${id.replace(/[^A-Za-z0-9]/g, '')}`, name: tool.function.name, arguments: JSON.stringify(sample(tool.function.parameters ?? { type: 'object' })) };
+  return {
+    id: `call_${id.replace(/[^A-Za-z0-9]/g, '')}`,
+    name: tool.function.name,
+    arguments: JSON.stringify(sample(tool.function.parameters ?? { type: 'object' })),
+  };
 }
 
 /**
@@ -83,20 +91,34 @@ export function toolCallChoice(call: ToolCall, max: number): Record<string, unkn
   const { pieces, finish } = fragments(call, max);
   return {
     index: 0,
-    message: { role: 'assistant', content: null, refusal: null, tool_calls: [{ id: call.id, type: 'function', function: { name: call.name, arguments: pieces.join('') } }] },
+    message: {
+      role: 'assistant',
+      content: null,
+      refusal: null,
+      tool_calls: [{ id: call.id, type: 'function', function: { name: call.name, arguments: pieces.join('') } }],
+    },
     logprobs: null,
     finish_reason: finish,
   };
 }
 
 /** Streams the call as OpenAI does; resolves when the response ended (or the client left). */
-export async function streamToolCall(res: ServerResponse, plan: Plan, call: ToolCall, includeUsage: boolean, engine: { firstToken: () => void }): Promise<void> {
+export async function streamToolCall(
+  res: ServerResponse,
+  plan: Plan,
+  call: ToolCall,
+  includeUsage: boolean,
+  engine: { firstToken: () => void },
+): Promise<void> {
   const created = Math.floor(Date.now() / 1000);
   let closed = false;
   res.on('close', () => (closed = true));
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   const send = (delta: Record<string, unknown>, finish: string | null = null): void => {
-    if (!closed) res.write(`data: ${JSON.stringify({ id: plan.id, object: 'chat.completion.chunk', created, model: plan.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`);
+    if (!closed)
+      res.write(
+        `data: ${JSON.stringify({ id: plan.id, object: 'chat.completion.chunk', created, model: plan.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`,
+      );
   };
   const { pieces, finish } = fragments(call, plan.tokens);
   await sleep(plan.ttftMs);

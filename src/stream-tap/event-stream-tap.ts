@@ -21,8 +21,7 @@ const CONTENT_BLOCK_DELTA = Buffer.from('content_block_delta');
 const BLANK = Buffer.from('\n\n');
 
 /** A `data:` field begins at i. */
-const isDataPrefix = (b: Buffer, i: number): boolean =>
-  b[i] === 0x64 && b[i + 1] === 0x61 && b[i + 2] === 0x74 && b[i + 3] === 0x61 && b[i + 4] === 0x3a;
+const isDataPrefix = (b: Buffer, i: number): boolean => b[i] === 0x64 && b[i + 1] === 0x61 && b[i + 2] === 0x74 && b[i + 3] === 0x61 && b[i + 4] === 0x3a;
 
 /** An `event:` field begins at i. */
 const isEventPrefix = (b: Buffer, i: number): boolean =>

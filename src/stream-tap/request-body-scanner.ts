@@ -11,8 +11,10 @@
 // (Python takes them), and `stream` is read as pydantic's lax bool reads it (`1`, `"true"`,
 // `"yes"`, `"on"` ... stream), so that no spelling streams for the engine and not for infermeter.
 // Over 300 lines: one state machine whose states share a few integers of state in one closure,
-// the request's hot loop; pydantic's bool is its own module (lax-bool.ts).
+// the request's hot loop; pydantic's bool (lax-bool.ts) and JSON's byte classes (json-bytes.ts)
+// are modules of their own.
 
+import { ESCAPES, hexValue, isPrimitiveByte, isSpace } from './json-bytes.ts';
 import { laxBool, MAX_STREAM_TEXT } from './lax-bool.ts';
 
 export type ScanResult =
@@ -69,9 +71,6 @@ const KEY_BYTES = ['', 'model', 'stream', 'stream_options', 'max_completion_toke
   Buffer.from(k, 'latin1'),
 );
 const MAX_INT = 0x7fffffff; // larger counts are not credible requests; treated as absent
-// What `\x` stands for in a JSON string, by x (0: not an escape JSON has; `\u` apart).
-const ESCAPES = new Uint8Array(128);
-for (const [c, v] of [['"', 0x22], ['\\', 0x5c], ['/', 0x2f], ['b', 0x08], ['f', 0x0c], ['n', 0x0a], ['r', 0x0d], ['t', 0x09]] as const) ESCAPES[c.charCodeAt(0)] = v;
 const BOM = [0xef, 0xbb, 0xbf];
 
 export function createBodyScanner(): BodyScanner {
@@ -150,7 +149,8 @@ export function createBodyScanner(): BodyScanner {
 
   function keepModelPart(chunk: Uint8Array, start: number, end: number): void {
     modelLen += end - start;
-    if (modelLen > MAX_MODEL) modelParts = undefined; // reported as absent at the closing quote
+    if (modelLen > MAX_MODEL)
+      modelParts = undefined; // reported as absent at the closing quote
     else (modelParts ??= []).push(Buffer.from(chunk.subarray(start, end)));
   }
 
@@ -266,8 +266,7 @@ export function createBodyScanner(): BodyScanner {
           } else if (c === 0x7b) {
             state = FIRST_KEY;
             objectStart = offset + i;
-          }
-          else if (!isSpace(c)) {
+          } else if (!isSpace(c)) {
             notObject = true;
             state = ERROR;
           }
@@ -366,21 +365,6 @@ export function createBodyScanner(): BodyScanner {
   }
 
   return { feed, end };
-}
-
-function isSpace(c: number): boolean {
-  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
-}
-
-function isPrimitiveByte(c: number): boolean {
-  // digits, sign, point, exponent and the letters of true/false/null, NaN and Infinity
-  return (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x2b || c === 0x2e || (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a);
-}
-
-function hexValue(c: number): number {
-  if (c >= 0x30 && c <= 0x39) return c - 0x30;
-  const l = c | 0x20;
-  return l >= 0x61 && l <= 0x66 ? l - 0x61 + 10 : -1;
 }
 
 /** The scan of a whole body in memory. */

@@ -25,10 +25,19 @@ describe('access control', () => {
   });
 
   it('refuses to listen on every address unless allowed', () => {
-    assert.throws(() => loadConfig({ INFERMETER_HOST: '0.0.0.0' }), (e: unknown) => e instanceof ConfigError && /INFERMETER_HOST: expected a specific address/.test(e.message));
-    assert.throws(() => loadConfig({ INFERMETER_HOST: '127.0.0.1', INFERMETER_MANAGEMENT_HOST: '::' }), /INFERMETER_MANAGEMENT_HOST: expected a specific address/);
+    assert.throws(
+      () => loadConfig({ INFERMETER_HOST: '0.0.0.0' }),
+      (e: unknown) => e instanceof ConfigError && /INFERMETER_HOST: expected a specific address/.test(e.message),
+    );
+    assert.throws(
+      () => loadConfig({ INFERMETER_HOST: '127.0.0.1', INFERMETER_MANAGEMENT_HOST: '::' }),
+      /INFERMETER_MANAGEMENT_HOST: expected a specific address/,
+    );
     assert.equal(loadConfig({ INFERMETER_HOST: '0.0.0.0', INFERMETER_ALLOW_ALL_ZERO_IP: '1' }).host, '0.0.0.0');
-    assert.equal(loadConfig({ INFERMETER_HOST: '0.0.0.0', INFERMETER_CONFIG: 'c.json' }, { readFile: () => '{"ServerConfig":{"allowAllZeroIpListening":true}}' }).host, '0.0.0.0');
+    assert.equal(
+      loadConfig({ INFERMETER_HOST: '0.0.0.0', INFERMETER_CONFIG: 'c.json' }, { readFile: () => '{"ServerConfig":{"allowAllZeroIpListening":true}}' }).host,
+      '0.0.0.0',
+    );
   });
 
   it('requires the bearer token on the management and metrics ports, but for the probes', async (t) => {
@@ -36,7 +45,18 @@ describe('access control', () => {
     t.after(() => upstream.close());
     const app = await startProxy(t, upstream.url, { INFERMETER_METRICS_TOKEN: TOKEN });
     for (const url of [app.metricsUrl!, `${app.managementUrl}/metrics-json`]) {
-      for (const authorization of [undefined, 'Bearer wrong-token-000000000000', `Basic ${TOKEN}`, `Bearer ${TOKEN}x`, `Bearer${TOKEN}`, `Bearer ${TOKEN} ${TOKEN}`, `Bearer\t${TOKEN}`, `Bearer ${TOKEN.slice(0, -1)}`, 'Bearer ', `x Bearer ${TOKEN}`]) {
+      for (const authorization of [
+        undefined,
+        'Bearer wrong-token-000000000000',
+        `Basic ${TOKEN}`,
+        `Bearer ${TOKEN}x`,
+        `Bearer${TOKEN}`,
+        `Bearer ${TOKEN} ${TOKEN}`,
+        `Bearer\t${TOKEN}`,
+        `Bearer ${TOKEN.slice(0, -1)}`,
+        'Bearer ',
+        `x Bearer ${TOKEN}`,
+      ]) {
         const res = await fetch(url, authorization === undefined ? {} : { headers: { authorization } });
         assert.equal(res.status, 401, `${url} with ${authorization}`);
         assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="infermeter"');
@@ -50,20 +70,33 @@ describe('access control', () => {
     }
     assert.equal((await fetch(`${app.managementUrl}/health`)).status, 200, 'probes need no token');
     assert.equal((await fetch(`${app.managementUrl}/ready`)).status, 200);
-    assert.throws(() => loadConfig({ INFERMETER_METRICS_TOKEN: 'short' }), (e: unknown) => e instanceof ConfigError && /INFERMETER_METRICS_TOKEN: expected a token of 16 to 4096 printable characters, no spaces, got "5 characters"/.test(e.message));
+    assert.throws(
+      () => loadConfig({ INFERMETER_METRICS_TOKEN: 'short' }),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        /INFERMETER_METRICS_TOKEN: expected a token of 16 to 4096 printable characters, no spaces, got "5 characters"/.test(e.message),
+    );
   });
 
   it('never writes a secret to a log line or a label', async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
-    upstream.respond((req) => (req.url.includes('fail') ? { status: 500, body: [{ data: 'x' }], end: 'reset' } : { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{}' }] }));
+    upstream.respond((req) =>
+      req.url.includes('fail')
+        ? { status: 500, body: [{ data: 'x' }], end: 'reset' }
+        : { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{}' }] },
+    );
     const lines: string[] = [];
     const app = await startProxy(t, upstream.url, { INFERMETER_METRICS_TOKEN: TOKEN }, { log: createLogger('debug', (l) => lines.push(l)) });
     const finished = nextFinished(app, 2);
     const secret = 'sk-live-SECRET0123456789';
     const headers = { authorization: `Bearer ${secret}`, 'api-key': secret, 'x-api-key': secret, cookie: `session=${secret}` };
-    await (await fetch(`${app.dataUrl}/v1/chat/completions?key=${secret}`, { method: 'POST', headers, body: JSON.stringify({ model: 'm', user: secret }) })).arrayBuffer();
-    await fetch(`${app.dataUrl}/v1/completions?fail=1&key=${secret}`, { method: 'POST', headers, body: '{"model":"m"}' }).then((r) => r.arrayBuffer()).catch(() => undefined);
+    await (
+      await fetch(`${app.dataUrl}/v1/chat/completions?key=${secret}`, { method: 'POST', headers, body: JSON.stringify({ model: 'm', user: secret }) })
+    ).arrayBuffer();
+    await fetch(`${app.dataUrl}/v1/completions?fail=1&key=${secret}`, { method: 'POST', headers, body: '{"model":"m"}' })
+      .then((r) => r.arrayBuffer())
+      .catch(() => undefined);
     await (await fetch(`${app.dataUrl}/fail?key=${secret}`, { headers })).arrayBuffer().catch(() => undefined);
     await finished;
     const metrics = await (await fetch(app.metricsUrl!, { headers: { authorization: `Bearer ${TOKEN}` } })).text();

@@ -49,7 +49,10 @@ describe('upstreams that break the rules', () => {
         'data: [DONE]\n\n',
       ].join(''),
     );
-    const url = await startRawUpstream(t, () => ({ bytes: Buffer.concat([head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'), chunked(body)]), then: 'keep' }));
+    const url = await startRawUpstream(t, () => ({
+      bytes: Buffer.concat([head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'), chunked(body)]),
+      then: 'keep',
+    }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
     const got = await readToEnd(await post(app));
@@ -64,8 +67,17 @@ describe('upstreams that break the rules', () => {
 
   it('invalid UTF-8 inside events is forwarded byte for byte', async (t) => {
     const bad = Buffer.from([0xff, 0xfe, 0xc3, 0x28, 0xe2, 0x82]);
-    const body = Buffer.concat([Buffer.from(event('a')), Buffer.from('data: {"choices":[{"index":0,"delta":{"content":"'), bad, Buffer.from('"}}]}\n\n'), Buffer.from('data: [DONE]\n\n')]);
-    const url = await startRawUpstream(t, () => ({ bytes: Buffer.concat([head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'), chunked(body)]), then: 'keep' }));
+    const body = Buffer.concat([
+      Buffer.from(event('a')),
+      Buffer.from('data: {"choices":[{"index":0,"delta":{"content":"'),
+      bad,
+      Buffer.from('"}}]}\n\n'),
+      Buffer.from('data: [DONE]\n\n'),
+    ]);
+    const url = await startRawUpstream(t, () => ({
+      bytes: Buffer.concat([head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'), chunked(body)]),
+      then: 'keep',
+    }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
     const got = await readToEnd(await post(app));
@@ -77,7 +89,10 @@ describe('upstreams that break the rules', () => {
 
   it('a Content-Length longer than the body: the client gets what came, a cut response, counted as failed', async (t) => {
     const body = Buffer.from('{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"complet');
-    const url = await startRawUpstream(t, () => ({ bytes: Buffer.concat([head(`content-type: application/json\r\ncontent-length: ${body.length + 500}\r\n`), body]), then: 'close' }));
+    const url = await startRawUpstream(t, () => ({
+      bytes: Buffer.concat([head(`content-type: application/json\r\ncontent-length: ${body.length + 500}\r\n`), body]),
+      then: 'close',
+    }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
     const got = await readToEnd(await post(app, '{"model":"m"}'));
@@ -93,7 +108,10 @@ describe('upstreams that break the rules', () => {
     const url = await startRawUpstream(t, () => {
       calls++;
       const extra = calls === 1 ? 'GARBAGE AFTER THE DECLARED BODY' : '';
-      return { bytes: Buffer.concat([head(`content-type: application/json\r\ncontent-length: ${declared.length}\r\n`), declared, Buffer.from(extra)]), then: 'keep' };
+      return {
+        bytes: Buffer.concat([head(`content-type: application/json\r\ncontent-length: ${declared.length}\r\n`), declared, Buffer.from(extra)]),
+        then: 'keep',
+      };
     });
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 2);
@@ -124,30 +142,43 @@ describe('upstreams that break the rules', () => {
     assert.deepEqual([sample!.outcome, sample!.failure], ['failed', 'upstream_protocol']);
   });
 
-  for (const stream of [false, true]) it(`a status line Node cannot send on (099): 502 upstream_protocol, counted, and the proxy keeps serving (stream: ${stream})`, async (t) => {
-    let calls = 0;
-    const url = await startRawUpstream(t, () => {
-      calls++;
-      const status = calls === 1 ? '099 Odd' : '200 OK';
-      return { bytes: Buffer.from(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}`), then: calls === 1 ? 'close' : 'keep' };
+  for (const stream of [false, true])
+    it(`a status line Node cannot send on (099): 502 upstream_protocol, counted, and the proxy keeps serving (stream: ${stream})`, async (t) => {
+      let calls = 0;
+      const url = await startRawUpstream(t, () => {
+        calls++;
+        const status = calls === 1 ? '099 Odd' : '200 OK';
+        return {
+          bytes: Buffer.from(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}`),
+          then: calls === 1 ? 'close' : 'keep',
+        };
+      });
+      const app = await startProxy(t, url);
+      const finished = nextFinished(app, 2);
+      const body = JSON.stringify({ model: 'm', stream }); // a stream gets usage injected: the other path
+      const res = await post(app, body);
+      assert.equal(res.status, 502);
+      assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'upstream_protocol');
+      const next = await post(app, body);
+      assert.equal(next.status, 200);
+      assert.equal(await next.text(), '{}');
+      const samples = await finished;
+      assert.deepEqual(
+        samples.map((s) => [s.outcome, s.failure]),
+        [
+          ['failed', 'upstream_protocol'],
+          ['success', undefined],
+        ],
+      );
+      assert.equal((await scrape(app)).value('infermeter_upstream_errors_total', { kind: 'upstream_protocol' }), 1);
     });
-    const app = await startProxy(t, url);
-    const finished = nextFinished(app, 2);
-    const body = JSON.stringify({ model: 'm', stream }); // a stream gets usage injected: the other path
-    const res = await post(app, body);
-    assert.equal(res.status, 502);
-    assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'upstream_protocol');
-    const next = await post(app, body);
-    assert.equal(next.status, 200);
-    assert.equal(await next.text(), '{}');
-    const samples = await finished;
-    assert.deepEqual(samples.map((s) => [s.outcome, s.failure]), [['failed', 'upstream_protocol'], ['success', undefined]]);
-    assert.equal((await scrape(app)).value('infermeter_upstream_errors_total', { kind: 'upstream_protocol' }), 1);
-  });
 
   it('a stream that ends cleanly without [DONE] is forwarded whole and measured from its events', async (t) => {
     const body = Buffer.from(event('a') + event('b') + 'data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}\n\n');
-    const url = await startRawUpstream(t, () => ({ bytes: Buffer.concat([head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'), chunked(body)]), then: 'keep' }));
+    const url = await startRawUpstream(t, () => ({
+      bytes: Buffer.concat([head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'), chunked(body)]),
+      then: 'keep',
+    }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
     // Asking for usage itself, so that infermeter neither injects nor strips it.
@@ -161,7 +192,15 @@ describe('upstreams that break the rules', () => {
   it('a stream whose connection closes without [DONE] or the final chunk is counted as failed, bytes kept', async (t) => {
     const body = Buffer.from(event('a') + event('b'));
     // Chunked framing started but never finished: the connection just closes.
-    const url = await startRawUpstream(t, () => ({ bytes: Buffer.concat([head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'), Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n')]), then: 'close' }));
+    const url = await startRawUpstream(t, () => ({
+      bytes: Buffer.concat([
+        head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n'),
+        Buffer.from(`${body.length.toString(16)}\r\n`),
+        body,
+        Buffer.from('\r\n'),
+      ]),
+      then: 'close',
+    }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
     const got = await readToEnd(await post(app));

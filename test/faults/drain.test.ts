@@ -26,12 +26,28 @@ interface Running {
 /** The README's way to run infermeter from a clone: `npm start` in its folder. */
 const NPM_START = { command: ['npm', 'start'], cwd: fileURLToPath(new URL('../..', import.meta.url)) };
 
-async function startCli(t: TestContext, upstream: string, env: Record<string, string>, detached = false, how = { command: [process.execPath, CLI], cwd: process.cwd() }): Promise<Running> {
+async function startCli(
+  t: TestContext,
+  upstream: string,
+  env: Record<string, string>,
+  detached = false,
+  how = { command: [process.execPath, CLI], cwd: process.cwd() },
+): Promise<Running> {
   const child = spawn(how.command[0]!, how.command.slice(1), {
     // detached: a process group of its own, to signal it whole as systemd or Ctrl-C do.
     detached,
     cwd: how.cwd,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', npm_config_update_notifier: 'false', INFERMETER_UPSTREAM: upstream, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_UPSTREAM_METRICS: 'off', ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      npm_config_update_notifier: 'false',
+      INFERMETER_UPSTREAM: upstream,
+      INFERMETER_PORT: '0',
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_UPSTREAM_METRICS: 'off',
+      ...env,
+    },
   });
   t.after(() => {
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -51,7 +67,7 @@ async function startCli(t: TestContext, upstream: string, env: Record<string, st
       if (!text.startsWith('{')) continue; // npm's own lines, around infermeter's JSON ones
       const line = JSON.parse(text) as Record<string, unknown>;
       lines.push(line);
-      for (const w of watchers.splice(0)) (w.msg.test(String(line.msg)) ? w.resolve(line) : watchers.push(w));
+      for (const w of watchers.splice(0)) w.msg.test(String(line.msg)) ? w.resolve(line) : watchers.push(w);
     }
   });
   const logged = (msg: RegExp) => {
@@ -177,7 +193,11 @@ describe('graceful drain', () => {
     const upstream = await startHeldUpstream(t);
     const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '30000' }, true, NPM_START);
     const node = childOf(app.child.pid!);
-    assert.match(readFileSync(`/proc/${node}/cmdline`, 'utf8'), /node\0--max-semi-space-size=8\0--initial-heap-size=64\0bin\/infermeter\.js/, 'npm\'s child is node itself (its script execs node)');
+    assert.match(
+      readFileSync(`/proc/${node}/cmdline`, 'utf8'),
+      /node\0--max-semi-space-size=8\0--initial-heap-size=64\0bin\/infermeter\.js/,
+      "npm's child is node itself (its script execs node)",
+    );
     const { response, upstreamRes } = await streamInFlight(app, upstream);
     const reader = (await response).body!.getReader();
     assert.equal(Buffer.from((await reader.read()).value!).toString(), event('a'));
@@ -209,7 +229,7 @@ describe('graceful drain', () => {
     });
   }
 
-  it('the same signal again a second later is an operator\'s second: it exits at once', async (t) => {
+  it("the same signal again a second later is an operator's second: it exits at once", async (t) => {
     const upstream = await startHeldUpstream(t);
     const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '600000' });
     await streamInFlight(app, upstream);

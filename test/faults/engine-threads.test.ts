@@ -25,7 +25,8 @@ const STREAMED = '{"model":"m","stream":true,"messages":[{"role":"user","content
 function timed(base: string, path: string, body: string | undefined, agent: http.Agent): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const headers: Record<string, string | number> = body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+    const headers: Record<string, string | number> =
+      body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
     const req = http.request(new URL(path, base), { method: body === undefined ? 'GET' : 'POST', agent, headers }, (res) => {
       res.resume();
       res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`status ${res.statusCode}`))));
@@ -38,13 +39,20 @@ function timed(base: string, path: string, body: string | undefined, agent: http
 }
 
 /** `requests` requests one after another on `agent`: each answer's `connection` header, and how many connections carried them. */
-async function connectionHeaders(base: string, path: string, body: string | undefined, requests: number, agent: http.Agent): Promise<{ headers: string[]; connections: number }> {
+async function connectionHeaders(
+  base: string,
+  path: string,
+  body: string | undefined,
+  requests: number,
+  agent: http.Agent,
+): Promise<{ headers: string[]; connections: number }> {
   const headers: string[] = [];
   const sockets = new Set<unknown>();
   for (let i = 0; i < requests; i++) {
     headers.push(
       await new Promise<string>((resolve, reject) => {
-        const head: Record<string, string | number> = body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+        const head: Record<string, string | number> =
+          body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
         const req = http.request(new URL(path, base), { method: body === undefined ? 'GET' : 'POST', agent, headers: head }, (res) => {
           res.resume();
           res.on('end', () => resolve(String(res.headers.connection)));
@@ -85,13 +93,25 @@ function quantile(values: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
 }
 
-const summary = (v: readonly number[]): string => `p50 ${quantile(v, 0.5).toFixed(1)} / p90 ${quantile(v, 0.9).toFixed(1)} / max ${Math.max(...v).toFixed(1)} ms`;
+const summary = (v: readonly number[]): string =>
+  `p50 ${quantile(v, 0.5).toFixed(1)} / p90 ${quantile(v, 0.9).toFixed(1)} / max ${Math.max(...v).toFixed(1)} ms`;
 
 /** Direct first, then through infermeter; twice, interleaved, so that neither way has the quieter machine. */
-async function sideBySide(direct: string, proxied: string, path: string, body: string | undefined, concurrency: number, requests: number, keepAlive: boolean): Promise<{ direct: number[]; proxied: number[] }> {
+async function sideBySide(
+  direct: string,
+  proxied: string,
+  path: string,
+  body: string | undefined,
+  concurrency: number,
+  requests: number,
+  keepAlive: boolean,
+): Promise<{ direct: number[]; proxied: number[] }> {
   const out = { direct: [] as number[], proxied: [] as number[] };
   for (let round = 0; round < 4; round++) {
-    for (const [way, base] of [['direct', direct], ['proxied', proxied]] as const) {
+    for (const [way, base] of [
+      ['direct', direct],
+      ['proxied', proxied],
+    ] as const) {
       // A fresh-connection client's agent has no socket limit: with one, Node's agent hands a
       // freed socket to a queued request, keep-alive or not.
       const agent = keepAlive ? new http.Agent({ keepAlive, maxSockets: concurrency }) : new http.Agent({ keepAlive });
@@ -106,13 +126,20 @@ async function sideBySide(direct: string, proxied: string, path: string, body: s
 }
 
 describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle on)', () => {
-  for (const [kind, body] of [['non-streamed', NON_STREAMED], ['streamed', STREAMED]] as const) {
+  for (const [kind, body] of [
+    ['non-streamed', NON_STREAMED],
+    ['streamed', STREAMED],
+  ] as const) {
     it(`fresh-connection clients, ${kind}, concurrency 6: no request waits for a thread an idle upstream connection holds`, async (t) => {
       const engine = await startThreadServer(t, { threads: THREADS, workMs: 10 });
       const app = await startProxy(t, engine.url);
       const times = await sideBySide(engine.url, app.dataUrl, CHAT, body, 6, 48, false);
       const message = `direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
-      assert.deepEqual(times.proxied.filter((ms) => ms > 1000), [], `no request over 1 s (${message})`);
+      assert.deepEqual(
+        times.proxied.filter((ms) => ms > 1000),
+        [],
+        `no request over 1 s (${message})`,
+      );
       assert.ok(engine.stats.maxQueueMs < 1000, `no connection waited 1 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
     });
   }
@@ -122,7 +149,11 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
     const app = await startProxy(t, engine.url);
     const times = await sideBySide(engine.url, app.dataUrl, '/v1/models', undefined, 6, 48, false);
     const message = `direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
-    assert.deepEqual(times.proxied.filter((ms) => ms > 1000), [], `no request over 1 s (${message})`);
+    assert.deepEqual(
+      times.proxied.filter((ms) => ms > 1000),
+      [],
+      `no request over 1 s (${message})`,
+    );
     assert.ok(engine.stats.maxQueueMs < 1000, `no connection waited 1 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
   });
 
@@ -155,17 +186,27 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
     const during = await run(app.dataUrl, CHAT, NON_STREAMED, 2, 40, new http.Agent({ keepAlive: false }));
     await scrapes;
     assert.ok(engine.stats.scrapes >= 3, `scraped (${engine.stats.scrapes})`);
-    assert.equal(engine.stats.scrapesOnKeptConnection, 0, "every scrape on a connection of its own, closed after it");
+    assert.equal(engine.stats.scrapesOnKeptConnection, 0, 'every scrape on a connection of its own, closed after it');
     await until(() => engine.openScrapeConnections() === 0, 'no scrape connection left open');
-    assert.deepEqual(during.filter((ms) => ms > 500), [], `no client request waited for a scrape (${summary(during)})`);
+    assert.deepEqual(
+      during.filter((ms) => ms > 500),
+      [],
+      `no client request waited for a scrape (${summary(during)})`,
+    );
   });
 
   it("kept-alive clients: an upstream answer that closes its connection (cpp-httplib's last of `max` requests) closes the client's after it, said in the same head, as directly", async (t) => {
     const engine = await startThreadServer(t, { threads: THREADS, workMs: 1, maxRequests: 3 });
     const app = await startProxy(t, engine.url);
-    for (const [path, body] of [[CHAT, NON_STREAMED], ['/v1/models', undefined]] as const) {
+    for (const [path, body] of [
+      [CHAT, NON_STREAMED],
+      ['/v1/models', undefined],
+    ] as const) {
       const seen: Record<string, { headers: string[]; connections: number }> = {};
-      for (const [way, base] of [['direct', engine.url], ['proxied', app.dataUrl]] as const) {
+      for (const [way, base] of [
+        ['direct', engine.url],
+        ['proxied', app.dataUrl],
+      ] as const) {
         const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
         try {
           seen[way] = await connectionHeaders(base, path, body, 7, agent);
@@ -173,7 +214,11 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
           agent.destroy();
         }
       }
-      assert.deepEqual(seen.direct!.headers, ['keep-alive', 'keep-alive', 'close', 'keep-alive', 'keep-alive', 'close', 'keep-alive'], `${path}: the stand-in closes after 3`);
+      assert.deepEqual(
+        seen.direct!.headers,
+        ['keep-alive', 'keep-alive', 'close', 'keep-alive', 'keep-alive', 'close', 'keep-alive'],
+        `${path}: the stand-in closes after 3`,
+      );
       assert.deepEqual(seen.proxied, seen.direct, `${path}: the client's connections through infermeter are those it has directly`);
     }
   });
@@ -196,13 +241,17 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
     assert.ok(quantile(times.proxied, 0.5) <= quantile(times.direct, 0.5) + 20, `median within 20 ms of direct (${message})`);
   });
 
-  it('kept-alive clients, non-streamed, one after another and at the engine\'s threads: never worse than directly', async (t) => {
+  it("kept-alive clients, non-streamed, one after another and at the engine's threads: never worse than directly", async (t) => {
     const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
     const app = await startProxy(t, engine.url);
     for (const concurrency of [1, THREADS]) {
       const times = await sideBySide(engine.url, app.dataUrl, CHAT, NON_STREAMED, concurrency, 24, true);
       const message = `concurrency ${concurrency}: direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
-      assert.deepEqual(times.proxied.filter((ms) => ms > 1000), [], `no request over 1 s (${message})`);
+      assert.deepEqual(
+        times.proxied.filter((ms) => ms > 1000),
+        [],
+        `no request over 1 s (${message})`,
+      );
       assert.ok(quantile(times.proxied, 0.5) <= quantile(times.direct, 0.5) + 20, `median within 20 ms of direct (${message})`);
     }
   });

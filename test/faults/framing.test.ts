@@ -23,12 +23,27 @@ const VARIANTS: ReadonlyArray<{ name: string; headers: string; bytes: string; bo
   { name: 'chunked', headers: 'Transfer-Encoding: chunked\r\n', bytes: chunked(SMUGGLED), body: SMUGGLED },
   { name: 'chunked, upper case', headers: 'transfer-encoding: Chunked\r\n', bytes: chunked(SMUGGLED), body: SMUGGLED },
   { name: 'chunked with an extension', headers: 'Transfer-Encoding: chunked\r\n', bytes: chunked(SMUGGLED, ';ext=1'), body: SMUGGLED },
-  { name: 'chunked, named by Connection', headers: 'Connection: transfer-encoding\r\nTransfer-Encoding: chunked\r\n', bytes: chunked(SMUGGLED), body: SMUGGLED },
+  {
+    name: 'chunked, named by Connection',
+    headers: 'Connection: transfer-encoding\r\nTransfer-Encoding: chunked\r\n',
+    bytes: chunked(SMUGGLED),
+    body: SMUGGLED,
+  },
   { name: 'gzip, chunked', headers: 'Transfer-Encoding: gzip, chunked\r\n', bytes: chunked(SMUGGLED), body: SMUGGLED },
   { name: 'chunked twice', headers: 'Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n', bytes: chunked(SMUGGLED), body: SMUGGLED },
   { name: 'content-length', headers: `Content-Length: ${SMUGGLED.length}\r\n`, bytes: SMUGGLED, body: SMUGGLED },
-  { name: 'content-length, named by Connection', headers: `Connection: content-length\r\nContent-Length: ${SMUGGLED.length}\r\n`, bytes: SMUGGLED, body: SMUGGLED },
-  { name: 'content-length twice, equal', headers: `Content-Length: ${SMUGGLED.length}\r\nContent-Length: ${SMUGGLED.length}\r\n`, bytes: SMUGGLED, body: SMUGGLED },
+  {
+    name: 'content-length, named by Connection',
+    headers: `Connection: content-length\r\nContent-Length: ${SMUGGLED.length}\r\n`,
+    bytes: SMUGGLED,
+    body: SMUGGLED,
+  },
+  {
+    name: 'content-length twice, equal',
+    headers: `Content-Length: ${SMUGGLED.length}\r\nContent-Length: ${SMUGGLED.length}\r\n`,
+    bytes: SMUGGLED,
+    body: SMUGGLED,
+  },
   { name: 'content-length twice, different', headers: `Content-Length: 0\r\nContent-Length: ${SMUGGLED.length}\r\n`, bytes: SMUGGLED, body: SMUGGLED },
   { name: 'both', headers: `Content-Length: ${SMUGGLED.length}\r\nTransfer-Encoding: chunked\r\n`, bytes: chunked(SMUGGLED), body: SMUGGLED },
   { name: 'obs-folded transfer-encoding', headers: 'Transfer-Encoding:\r\n chunked\r\n', bytes: chunked(SMUGGLED), body: SMUGGLED },
@@ -44,7 +59,12 @@ describe('request framing', () => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        parsed.push({ method: req.method ?? '', url: req.url ?? '', tag: req.headers['x-tag'] as string | undefined, body: Buffer.concat(chunks).toString('latin1') });
+        parsed.push({
+          method: req.method ?? '',
+          url: req.url ?? '',
+          tag: req.headers['x-tag'] as string | undefined,
+          body: Buffer.concat(chunks).toString('latin1'),
+        });
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': 2 });
         res.end('{}');
       });

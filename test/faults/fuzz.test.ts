@@ -23,7 +23,26 @@ const CASES = Number(process.env.FUZZ_CASES ?? 3000);
 // so by a skip (a failure under CI).
 const corpus: Buffer[] = [...ownStreams().map((f) => f.bytes), ...realStreamCorpus()];
 
-const PIECES = ['\n', '\r', '\r\n', '\n\n', 'data: ', 'data:', 'data: [DONE]\n\n', '{', '}', '"', '\\', ':', 'event: error\n', 'id: 1\n', '\u00e9', '\u{1F680}', '{"usage":{"prompt_tokens":1e309,"completion_tokens":-1}}', '{"choices":[],"usage":null}'];
+const PIECES = [
+  '\n',
+  '\r',
+  '\r\n',
+  '\n\n',
+  'data: ',
+  'data:',
+  'data: [DONE]\n\n',
+  '{',
+  '}',
+  '"',
+  '\\',
+  ':',
+  'event: error\n',
+  'id: 1\n',
+  '\u00e9',
+  '\u{1F680}',
+  '{"usage":{"prompt_tokens":1e309,"completion_tokens":-1}}',
+  '{"choices":[],"usage":null}',
+];
 
 /** One random change to `bytes`. */
 function mutate(bytes: Buffer, random: () => number): Buffer {
@@ -50,11 +69,19 @@ function mutate(bytes: Buffer, random: () => number): Buffer {
     case 5: // Invalid UTF-8 sequences.
       return Buffer.concat([bytes.subarray(0, at), Buffer.from([0xc3, 0x28, 0xa0, 0xa1, 0xe2, 0x28, 0xa1, 0xf0, 0x90, 0x28, 0xbc, 0xff]), bytes.subarray(at)]);
     case 6: // A very long line, with or without its end.
-      return Buffer.concat([bytes.subarray(0, at), Buffer.from(`data: ${'x'.repeat(Math.floor(random() * 5000))}${random() < 0.5 ? '\n\n' : ''}`), bytes.subarray(at)]);
+      return Buffer.concat([
+        bytes.subarray(0, at),
+        Buffer.from(`data: ${'x'.repeat(Math.floor(random() * 5000))}${random() < 0.5 ? '\n\n' : ''}`),
+        bytes.subarray(at),
+      ]);
     case 7: // Splice in part of another recording.
       return Buffer.concat([bytes.subarray(0, at), pick(corpus).subarray(Math.floor(random() * 500))]);
     default: // Random bytes.
-      return Buffer.concat([bytes.subarray(0, at), Buffer.from(Array.from({ length: Math.floor(random() * 64) }, () => Math.floor(random() * 256))), bytes.subarray(at)]);
+      return Buffer.concat([
+        bytes.subarray(0, at),
+        Buffer.from(Array.from({ length: Math.floor(random() * 64) }, () => Math.floor(random() * 256))),
+        bytes.subarray(at),
+      ]);
   }
 }
 
@@ -75,7 +102,12 @@ const HEADERS: ReadonlyArray<Record<string, string>> = [
 ];
 
 /** Pipes `chunks` to a collecting client exactly as the proxy does (pipe first, tap after). */
-async function throughTap(chunks: readonly Buffer[], headers: Record<string, string>, status: number, maxEventBytes: number): Promise<{ forwarded: Buffer; sample: RequestSample | undefined }> {
+async function throughTap(
+  chunks: readonly Buffer[],
+  headers: Record<string, string>,
+  status: number,
+  maxEventBytes: number,
+): Promise<{ forwarded: Buffer; sample: RequestSample | undefined }> {
   let sample: RequestSample | undefined;
   let now = 0;
   const timer = createRequestTimer('chat', () => now, { started() {}, firstOutput() {}, finished: (s) => (sample = s) });
@@ -123,7 +155,8 @@ describe('fuzzing the stream tap', () => {
       assert.ok(forwarded.equals(input), `forwarded bytes differ (${where})`);
       assert.ok(sample !== undefined, `no sample (${where})`);
       assert.ok(['success', 'failed'].includes(sample.outcome), `outcome ${sample.outcome} (${where})`);
-      for (const n of [sample.promptTokens, sample.completionTokens]) assert.ok(n === undefined || (Number.isSafeInteger(n) && n >= 0), `token count ${n} (${where})`);
+      for (const n of [sample.promptTokens, sample.completionTokens])
+        assert.ok(n === undefined || (Number.isSafeInteger(n) && n >= 0), `token count ${n} (${where})`);
     }
   });
 
@@ -159,7 +192,10 @@ describe('fuzzing the stream tap', () => {
       const input = fuzzedStream(random);
       const pieces = rechunk(input, random, 400).map((data) => ({ data }));
       upstream.respond(() => ({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: pieces }));
-      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true,"stream_options":{"include_usage":true}}' });
+      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+        method: 'POST',
+        body: '{"model":"m","stream":true,"stream_options":{"include_usage":true}}',
+      });
       const got = Buffer.from(await res.arrayBuffer());
       assert.ok(got.equals(input), `seed ${SEED + 2}, run ${i}: ${got.length} bytes for ${input.length}`);
     }

@@ -16,7 +16,15 @@ import { freePort } from '../helpers/listen.ts';
 const CHAT = '/v1/chat/completions';
 
 // Targets Node's parser accepts and URL does not resolve (or that are not origin form).
-const BAD_TARGETS = ['http://[::1/v1/chat/completions', 'http://[/x', 'http://a:99999/v1/chat/completions', 'https://exa mple/v1/models', '*', 'v1/chat/completions', 'HTTP://[zz]/v1/embeddings'];
+const BAD_TARGETS = [
+  'http://[::1/v1/chat/completions',
+  'http://[/x',
+  'http://a:99999/v1/chat/completions',
+  'https://exa mple/v1/models',
+  '*',
+  'v1/chat/completions',
+  'HTTP://[zz]/v1/embeddings',
+];
 
 function rawRequest(method: string, target: string, extra = ''): string {
   const body = method === 'POST' ? '{"model":"m","stream":true}' : '';
@@ -32,7 +40,11 @@ function assertSettled(m: Exposition): void {
   }
 }
 
-async function withBystander(t: TestContext, answer: Parameters<typeof startRawUpstream>[1], env: Record<string, string> = {}): Promise<{ app: Infermeter; upstream: RawUpstream; bystander: { done: Promise<string> } }> {
+async function withBystander(
+  t: TestContext,
+  answer: Parameters<typeof startRawUpstream>[1],
+  env: Record<string, string> = {},
+): Promise<{ app: Infermeter; upstream: RawUpstream; bystander: { done: Promise<string> } }> {
   const upstream = await startRawUpstream(t, answer);
   const app = await startProxy(t, upstream.url, env);
   const bystander = await startBystander(app.dataUrl);
@@ -53,7 +65,14 @@ describe('hostile peers', () => {
       for (const [kind, request] of [
         ['inference', rawRequest('POST', target)],
         ['pass-through', rawRequest('GET', target)],
-        ['websocket', rawRequest('GET', target, 'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n')],
+        [
+          'websocket',
+          rawRequest(
+            'GET',
+            target,
+            'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n',
+          ),
+        ],
       ] as const) {
         const { text, closed } = await rawExchange(app.dataUrl, request);
         assert.match(text, /^HTTP\/1\.1 400 /, `${kind} ${target}: ${JSON.stringify(text.slice(0, 60))}`);
@@ -84,7 +103,10 @@ describe('hostile peers', () => {
         socket.end(`${head}Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
       });
       for (const _ of BAD_HEADS) {
-        const res = await fetch(`${app.dataUrl}${route === 'inference' ? CHAT : '/v1/models'}`, route === 'inference' ? { method: 'POST', body: '{"model":"m"}' } : {});
+        const res = await fetch(
+          `${app.dataUrl}${route === 'inference' ? CHAT : '/v1/models'}`,
+          route === 'inference' ? { method: 'POST', body: '{"model":"m"}' } : {},
+        );
         assert.equal(res.status, 502);
         assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'upstream_protocol');
       }
@@ -95,12 +117,21 @@ describe('hostile peers', () => {
     });
 
     it(`answers a 101 to a request that asked for no upgrade with a 502 upstream_protocol at once (${route})`, async (t) => {
-      const { app, upstream, bystander } = await withBystander(t, ({ socket }) => socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n'));
-      const res = await fetch(`${app.dataUrl}${route === 'inference' ? CHAT : '/v1/models'}`, route === 'inference' ? { method: 'POST', body: '{"model":"m","stream":true}' } : {});
+      const { app, upstream, bystander } = await withBystander(t, ({ socket }) =>
+        socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n'),
+      );
+      const res = await fetch(
+        `${app.dataUrl}${route === 'inference' ? CHAT : '/v1/models'}`,
+        route === 'inference' ? { method: 'POST', body: '{"model":"m","stream":true}' } : {},
+      );
       assert.equal(res.status, 502);
       assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'upstream_protocol');
       // The same with `Expect: 100-continue` (http-proxy-3 treats such a request apart).
-      const expecting = await rawExchange(app.dataUrl, rawRequest(route === 'inference' ? 'POST' : 'PUT', route === 'inference' ? CHAT : '/v1/files', 'Expect: 100-continue\r\nConnection: close\r\n'), 5000);
+      const expecting = await rawExchange(
+        app.dataUrl,
+        rawRequest(route === 'inference' ? 'POST' : 'PUT', route === 'inference' ? CHAT : '/v1/files', 'Expect: 100-continue\r\nConnection: close\r\n'),
+        5000,
+      );
       assert.match(expecting.text, /HTTP\/1\.1 502 /, `with Expect: ${JSON.stringify(expecting.text.slice(0, 80))}`);
       const m = await scrape(app);
       assert.equal(m.value('infermeter_upstream_errors_total', { kind: 'upstream_protocol' }), 2);
@@ -113,10 +144,17 @@ describe('hostile peers', () => {
   it('closes a websocket tunnel whose upstream stays silent past the idle timeout', async (t) => {
     const { app, upstream, bystander } = await withBystander(
       t,
-      ({ socket }) => socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n'),
+      ({ socket }) =>
+        socket.write(
+          'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n',
+        ),
       { INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS: '300' },
     );
-    const { text, closed } = await rawExchange(app.dataUrl, rawRequest('GET', '/ws', 'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n'), 5000);
+    const { text, closed } = await rawExchange(
+      app.dataUrl,
+      rawRequest('GET', '/ws', 'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n'),
+      5000,
+    );
     assert.match(text, /^HTTP\/1\.1 101 /, 'the tunnel opened');
     assert.equal(closed, true, 'then closed by the idle timeout (not by the test giving up after 5 s)');
     const m = await scrape(app);
@@ -131,7 +169,15 @@ describe('hostile peers', () => {
     });
     // A fixed port: workers share it (port 0 would give each its own).
     const port = String(await freePort());
-    const env = { PATH: process.env.PATH ?? '', INFERMETER_UPSTREAM: upstream.url, INFERMETER_PORT: port, INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_UPSTREAM_METRICS: 'off', INFERMETER_LOG_LEVEL: 'error' };
+    const env = {
+      PATH: process.env.PATH ?? '',
+      INFERMETER_UPSTREAM: upstream.url,
+      INFERMETER_PORT: port,
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_UPSTREAM_METRICS: 'off',
+      INFERMETER_LOG_LEVEL: 'error',
+    };
     const app = await startClusterPrimary(loadConfig(env), env, { log: silentLogger, workers: 2 });
     t.after(() => app.close());
     // One bystander per worker, most likely (each on a connection of its own).
@@ -139,10 +185,22 @@ describe('hostile peers', () => {
     for (let round = 0; round < 2; round++) {
       for (const target of BAD_TARGETS) {
         assert.match((await rawExchange(app.dataUrl, rawRequest('POST', target))).text, /^HTTP\/1\.1 400 /, target);
-        assert.match((await rawExchange(app.dataUrl, rawRequest('GET', target, 'Connection: Upgrade\r\nUpgrade: websocket\r\n'))).text, /^HTTP\/1\.1 400 /, `websocket ${target}`);
+        assert.match(
+          (await rawExchange(app.dataUrl, rawRequest('GET', target, 'Connection: Upgrade\r\nUpgrade: websocket\r\n'))).text,
+          /^HTTP\/1\.1 400 /,
+          `websocket ${target}`,
+        );
       }
-      assert.match((await rawExchange(app.dataUrl, rawRequest('GET', '/bad-head', 'Connection: close\r\n'))).text, /^HTTP\/1\.1 502 /, 'a bad head on the pass-through route');
-      assert.match((await rawExchange(app.dataUrl, rawRequest('POST', '/bad-head/v1/chat/completions', 'Connection: close\r\n'))).text, /^HTTP\/1\.1 502 /, 'a bad head on the inference route');
+      assert.match(
+        (await rawExchange(app.dataUrl, rawRequest('GET', '/bad-head', 'Connection: close\r\n'))).text,
+        /^HTTP\/1\.1 502 /,
+        'a bad head on the pass-through route',
+      );
+      assert.match(
+        (await rawExchange(app.dataUrl, rawRequest('POST', '/bad-head/v1/chat/completions', 'Connection: close\r\n'))).text,
+        /^HTTP\/1\.1 502 /,
+        'a bad head on the inference route',
+      );
     }
     upstream.release();
     for (const bystander of bystanders) assert.match(await bystander.done, /data: \[DONE\]\n\n$/, 'the bystander stream completed');
@@ -154,11 +212,16 @@ describe('hostile peers', () => {
 });
 
 describe('an upstream head with many headers', () => {
-  for (const [route, path] of [['measured', '/v1/chat/completions'], ['pass-through', '/v1/other']] as const) {
+  for (const [route, path] of [
+    ['measured', '/v1/chat/completions'],
+    ['pass-through', '/v1/other'],
+  ] as const) {
     it(`reaches the client whole, content-type included, past Node's default of 1000 (${route})`, async (t) => {
       const names = Array.from({ length: 1500 }, (_, i) => `X-H${i}: v\r\n`).join('');
       const upstream = await startRawUpstream(t, ({ socket }) =>
-        socket.end(`HTTP/1.1 200 OK\r\n${names}Content-Type: text/event-stream\r\nContent-Length: 76\r\n\r\ndata: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n`),
+        socket.end(
+          `HTTP/1.1 200 OK\r\n${names}Content-Type: text/event-stream\r\nContent-Length: 76\r\n\r\ndata: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n`,
+        ),
       );
       const app = await startProxy(t, upstream.url, { INFERMETER_INJECT_USAGE: 'off' });
       const { text } = await rawExchange(app.dataUrl, rawRequest('POST', path, 'Content-Type: application/json\r\nConnection: close\r\n'));

@@ -32,7 +32,15 @@ async function startUpstream(t: TestContext): Promise<{ url: string; bodies: str
       }
       if (parsed.foo !== undefined) {
         res.writeHead(400, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ object: 'error', message: `[{'type': 'extra_forbidden', 'loc': ('body', 'foo'), 'msg': 'Extra inputs are not permitted', 'input': '${parsed.foo}'}]`, type: 'BadRequestError', param: null, code: 400 }));
+        res.end(
+          JSON.stringify({
+            object: 'error',
+            message: `[{'type': 'extra_forbidden', 'loc': ('body', 'foo'), 'msg': 'Extra inputs are not permitted', 'input': '${parsed.foo}'}]`,
+            type: 'BadRequestError',
+            param: null,
+            code: 400,
+          }),
+        );
         return;
       }
       res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -55,7 +63,12 @@ describe('the usage injection switch', () => {
     const echoedModel = await post(app.dataUrl, { model: 'stream_options', stream: true, messages: [] });
     assert.equal(echoedModel.status, 404);
     assert.match(echoedModel.text, /The model `stream_options` does not exist/, 'the client gets its own answer');
-    const echoedField = await post(app.dataUrl, { model: 'm', stream: true, foo: 'stream_options: unrecognized, extra inputs are not permitted', messages: [] });
+    const echoedField = await post(app.dataUrl, {
+      model: 'm',
+      stream: true,
+      foo: 'stream_options: unrecognized, extra inputs are not permitted',
+      messages: [],
+    });
     assert.equal(echoedField.status, 400);
     assert.equal(upstream.bodies.length, 2, 'each sent upstream once');
 
@@ -84,7 +97,15 @@ describe('the usage injection switch', () => {
         const parsed = JSON.parse(body) as { stream_options?: unknown; echo?: boolean };
         if (parsed.stream_options !== undefined && parsed.echo === true) {
           res.writeHead(400, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ object: 'error', message: `Value error, bad request: ${JSON.stringify(parsed)}`, type: 'BadRequestError', param: null, code: 400 }));
+          res.end(
+            JSON.stringify({
+              object: 'error',
+              message: `Value error, bad request: ${JSON.stringify(parsed)}`,
+              type: 'BadRequestError',
+              param: null,
+              code: 400,
+            }),
+          );
           return;
         }
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -109,7 +130,12 @@ describe('the usage injection switch', () => {
 
   it('never delivers the injected usage in a compressed answer: the injected request asks for identity', async (t) => {
     // An upstream that compresses its event stream in the first coding the request accepts.
-    const encoders: Record<string, () => NodeJS.ReadWriteStream> = { gzip: zlib.createGzip, deflate: zlib.createDeflate, br: zlib.createBrotliCompress, zstd: zlib.createZstdCompress };
+    const encoders: Record<string, () => NodeJS.ReadWriteStream> = {
+      gzip: zlib.createGzip,
+      deflate: zlib.createDeflate,
+      br: zlib.createBrotliCompress,
+      zstd: zlib.createZstdCompress,
+    };
     const asked: string[] = [];
     const server = http.createServer((req, res) => {
       const chunks: Buffer[] = [];
@@ -117,7 +143,10 @@ describe('the usage injection switch', () => {
       req.on('end', () => {
         const parsed = JSON.parse(Buffer.concat(chunks).toString()) as { stream_options?: { include_usage?: boolean } };
         asked.push(req.headers['accept-encoding'] ?? '');
-        const coding = (req.headers['accept-encoding'] ?? '').split(',').map((c) => c.trim()).find((c) => c in encoders);
+        const coding = (req.headers['accept-encoding'] ?? '')
+          .split(',')
+          .map((c) => c.trim())
+          .find((c) => c in encoders);
         const body = `${SMALL}${SMALL}${parsed.stream_options?.include_usage === true ? USAGE : ''}data: [DONE]\n\n`;
         if (coding === undefined) {
           res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -131,15 +160,24 @@ describe('the usage injection switch', () => {
       });
     });
     const app = await startProxy(t, (await listen(t, server)).url);
-    const decoders: Record<string, (b: Buffer) => Buffer> = { gzip: zlib.gunzipSync, deflate: zlib.inflateSync, br: zlib.brotliDecompressSync, zstd: zlib.zstdDecompressSync };
+    const decoders: Record<string, (b: Buffer) => Buffer> = {
+      gzip: zlib.gunzipSync,
+      deflate: zlib.inflateSync,
+      br: zlib.brotliDecompressSync,
+      zstd: zlib.zstdDecompressSync,
+    };
     for (const coding of ['gzip', 'deflate', 'br', 'zstd', 'gzip, deflate, br, zstd']) {
       const finished = nextFinished(app, 1);
       const { headers, body } = await new Promise<{ headers: http.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
-        const req = http.request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': coding } }, (res) => {
-          const got: Buffer[] = [];
-          res.on('data', (c: Buffer) => got.push(c));
-          res.on('end', () => resolve({ headers: res.headers, body: Buffer.concat(got) }));
-        });
+        const req = http.request(
+          `${app.dataUrl}/v1/chat/completions`,
+          { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': coding } },
+          (res) => {
+            const got: Buffer[] = [];
+            res.on('data', (c: Buffer) => got.push(c));
+            res.on('end', () => resolve({ headers: res.headers, body: Buffer.concat(got) }));
+          },
+        );
         req.on('error', reject);
         req.end(JSON.stringify({ model: 'm', stream: true, messages: [] }));
       });
@@ -153,10 +191,14 @@ describe('the usage injection switch', () => {
     // A client that refuses identity is not injected: its answer stays as the upstream makes it.
     const finished = nextFinished(app, 1);
     await new Promise<void>((resolve, reject) => {
-      const req = http.request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip, identity;q=0' } }, (res) => {
-        res.resume();
-        res.on('end', resolve);
-      });
+      const req = http.request(
+        `${app.dataUrl}/v1/chat/completions`,
+        { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip, identity;q=0' } },
+        (res) => {
+          res.resume();
+          res.on('end', resolve);
+        },
+      );
       req.on('error', reject);
       req.end(JSON.stringify({ model: 'm', stream: true, messages: [] }));
     });

@@ -45,7 +45,16 @@ async function upstreamWithBystander(t: TestContext): Promise<{ url: string; bys
 
 /** infermeter with two workers on free ports in front of `upstream`, closed when the test ends. */
 async function startWorkers(t: TestContext, upstream: string, extra: Record<string, string> = {}): Promise<ClusterInfermeter> {
-  const env = { PATH: process.env.PATH ?? '', INFERMETER_UPSTREAM: upstream, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_UPSTREAM_METRICS: 'off', INFERMETER_LOG_LEVEL: 'warn', ...extra };
+  const env = {
+    PATH: process.env.PATH ?? '',
+    INFERMETER_UPSTREAM: upstream,
+    INFERMETER_PORT: '0',
+    INFERMETER_MANAGEMENT_PORT: '0',
+    INFERMETER_METRICS_PORT: '0',
+    INFERMETER_UPSTREAM_METRICS: 'off',
+    INFERMETER_LOG_LEVEL: 'warn',
+    ...extra,
+  };
   const app = await startClusterPrimary(loadConfig(env), env, { log: silentLogger, workers: 2 });
   t.after(() => app.close());
   return app;
@@ -114,7 +123,10 @@ describe('bounded labels', () => {
     await send('attacker-99');
     await finished;
     const m = await scrape(app);
-    const models = m.series('request_received_total').map((s) => s.labels.model_name).sort();
+    const models = m
+      .series('request_received_total')
+      .map((s) => s.labels.model_name)
+      .sort();
     assert.deepEqual(models, ['attacker-0', 'attacker-1', 'attacker-2', 'attacker-3', 'attacker-4', 'other', 'served-model']);
     assert.equal(m.value('request_received_total', { model_name: 'other' }), 8);
     assert.equal(m.value('infermeter_model_label_overflow_total'), 8);
@@ -136,7 +148,7 @@ describe('bounded labels', () => {
     assert.equal(await stream, `${token('a')}${token('b')}data: [DONE]\n\n`, 'the bystander stream finished whole');
   });
 
-  it('with workers, thousands of distinct names keep the primary\'s tables at the label cap; a bystander stream completes', async (t) => {
+  it("with workers, thousands of distinct names keep the primary's tables at the label cap; a bystander stream completes", async (t) => {
     const upstream = await upstreamWithBystander(t);
     const app = await startWorkers(t, upstream.url, { INFERMETER_MAX_MODELS: '5' });
     const stream = bystander(app.dataUrl);

@@ -65,7 +65,9 @@ describe('memory bounds', () => {
       socket.on('close', () => (client.answered = true));
       if (i % 2 === 0) {
         // A chat body under the inspection cap (held whole for usage injection), never finished.
-        socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${4 * MiB - 1024}\r\n\r\n{"model":"m","stream":true,"messages":[{"role":"user","content":"`);
+        socket.write(
+          `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${4 * MiB - 1024}\r\n\r\n{"model":"m","stream":true,"messages":[{"role":"user","content":"`,
+        );
         socket.write(payload);
       } else {
         // A chunked DELETE (held to be sent with a length), its last chunk never sent.
@@ -84,13 +86,18 @@ describe('memory bounds', () => {
     );
     const after = await proxy.memory();
     const grown = live(after) - live(before);
-    t.diagnostic(`live memory grew by ${mib(grown)} (RSS ${mib(before.rss)} -> ${mib(after.rss)}, peak ${mib(after.peakRss)}); ${clients.filter((c) => c.answered).length} clients answered, ${upstream.requests()} requests upstream`);
+    t.diagnostic(
+      `live memory grew by ${mib(grown)} (RSS ${mib(before.rss)} -> ${mib(after.rss)}, peak ${mib(after.peakRss)}); ${clients.filter((c) => c.answered).length} clients answered, ${upstream.requests()} requests upstream`,
+    );
     // The budget, and per connection a socket's read and the stream buffers of a body in flight.
     const bound = 64 * MiB + 100 * 256 * 1024;
     assert.ok(grown <= bound, `live memory grew by ${mib(grown)}, over the bound of ${mib(bound)}`);
     // Past the budget nothing is lost: a chat body goes upstream as it comes, a DELETE is told to retry.
     const refused = clients.filter((c) => c.answer.startsWith('HTTP/1.1 503'));
-    assert.ok(refused.every((c) => /\r\nretry-after: 1\r\n/i.test(c.answer)), 'a 503 says when to try again');
+    assert.ok(
+      refused.every((c) => /\r\nretry-after: 1\r\n/i.test(c.answer)),
+      'a 503 says when to try again',
+    );
     assert.ok(upstream.requests() + refused.length >= 100 - 64 / 3.75, `${upstream.requests()} forwarded, ${refused.length} refused`);
   });
 
@@ -118,10 +125,14 @@ describe('memory bounds', () => {
     t.after(() => agent.destroy());
     const chat = (model: string, tenant: string) =>
       new Promise<void>((resolve, reject) => {
-        const req = http.request(`${proxy.dataUrl}/v1/chat/completions`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-tenant': tenant } }, (res) => {
-          res.resume();
-          res.on('end', resolve);
-        });
+        const req = http.request(
+          `${proxy.dataUrl}/v1/chat/completions`,
+          { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-tenant': tenant } },
+          (res) => {
+            res.resume();
+            res.on('end', resolve);
+          },
+        );
         req.on('error', reject);
         req.end(JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] }));
       });
@@ -185,10 +196,15 @@ describe('memory bounds', () => {
           }),
       ),
     );
-    assert.ok(received.every((bytes) => bytes < size), `the stalled scrapers got ${received.map(mib).join(', ')}`);
+    assert.ok(
+      received.every((bytes) => bytes < size),
+      `the stalled scrapers got ${received.map(mib).join(', ')}`,
+    );
     const after = await proxy.memory();
     const left = live(after) - live(before);
-    t.diagnostic(`exposition ${mib(size)}; live memory at most +${mib(peak)} during the scrapes, +${mib(left)} after (RSS ${mib(before.rss)} -> ${mib(after.rss)}, peak ${mib(after.peakRss)} since the start)`);
+    t.diagnostic(
+      `exposition ${mib(size)}; live memory at most +${mib(peak)} during the scrapes, +${mib(left)} after (RSS ${mib(before.rss)} -> ${mib(after.rss)}, peak ${mib(after.peakRss)} since the start)`,
+    );
     // A piece or two of 256 KiB characters per round, the families' per-render lists of series,
     // and each connection's buffers: not the exposition, and not once per scraper.
     const bound = 32 * MiB;
@@ -252,11 +268,14 @@ describe('memory bounds', () => {
       req.on('end', () => {
         bodies.push(body);
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.end('data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\ndata: [DONE]\n\n');
+        res.end(
+          'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\ndata: [DONE]\n\n',
+        );
       });
     });
     const upstream = (await listen(t, server)).url;
-    const unheld = async (app: Awaited<ReturnType<typeof startProxy>>, use: string) => (await scrape(app)).value('infermeter_request_bodies_unheld_total', { use });
+    const unheld = async (app: Awaited<ReturnType<typeof startProxy>>, use: string) =>
+      (await scrape(app)).value('infermeter_request_bodies_unheld_total', { use });
     // A budget of nothing: no body is held.
     const app = await startProxy(t, upstream, { INFERMETER_MAX_HELD_BODY_BYTES: '0' });
     const body = JSON.stringify({ model: 'budget-model', stream: true, messages: [{ role: 'user', content: 'hi' }] });
@@ -280,4 +299,3 @@ describe('memory bounds', () => {
     assert.equal(await unheld(plain, 'usage_injection'), 0);
   });
 });
-

@@ -21,7 +21,11 @@ async function setup(t: TestContext, env: Record<string, string> = {}): Promise<
 }
 
 async function stillServes(app: Infermeter, upstream: ReplayUpstream): Promise<void> {
-  upstream.respond(() => ({ status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"usage":{"prompt_tokens":1,"completion_tokens":1}}' }] }));
+  upstream.respond(() => ({
+    status: 200,
+    headers: { 'content-type': 'application/json' },
+    body: [{ data: '{"usage":{"prompt_tokens":1,"completion_tokens":1}}' }],
+  }));
   const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"after"}' });
   assert.equal(res.status, 200);
   assert.equal(await res.text(), '{"usage":{"prompt_tokens":1,"completion_tokens":1}}');
@@ -70,49 +74,50 @@ describe('faults and bad input', () => {
     await stillServes(app, upstream);
   });
 
-  for (const inject of ['off', 'on']) it(`a client that stops reading pauses the upstream (back-pressure), then gets every byte (usage injection ${inject})`, async (t) => {
-    // 48 MiB of events, far more than the socket buffers on the way hold (a few MiB on loopback).
-    const piece = Buffer.from(event('x'.repeat(1000)));
-    const pieces = Math.ceil((48 * 1024 * 1024) / piece.length);
-    let written = 0;
-    const server = (await import('node:http')).createServer((req, res) => {
-      req.resume();
-      res.writeHead(200, SSE);
-      let i = 0;
-      const more = (): void => {
-        while (i < pieces) {
-          i++;
-          written += piece.length;
-          if (!res.write(piece)) return void res.once('drain', more);
-        }
-        res.end();
-      };
-      more();
+  for (const inject of ['off', 'on'])
+    it(`a client that stops reading pauses the upstream (back-pressure), then gets every byte (usage injection ${inject})`, async (t) => {
+      // 48 MiB of events, far more than the socket buffers on the way hold (a few MiB on loopback).
+      const piece = Buffer.from(event('x'.repeat(1000)));
+      const pieces = Math.ceil((48 * 1024 * 1024) / piece.length);
+      let written = 0;
+      const server = (await import('node:http')).createServer((req, res) => {
+        req.resume();
+        res.writeHead(200, SSE);
+        let i = 0;
+        const more = (): void => {
+          while (i < pieces) {
+            i++;
+            written += piece.length;
+            if (!res.write(piece)) return void res.once('drain', more);
+          }
+          res.end();
+        };
+        more();
+      });
+      const app = await startProxy(t, (await listen(t, server)).url, { INFERMETER_INJECT_USAGE: inject });
+      const finished = nextFinished(app, 1);
+      const res = await new Promise<import('node:http').IncomingMessage>((resolve, reject) => {
+        const req = request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST' }, resolve);
+        req.on('error', reject);
+        req.end('{"model":"m","stream":true}');
+      });
+      res.pause();
+      // The upstream writes until the buffers between it and the paused client are full, then waits.
+      let last = -1;
+      for (let polls = 0; polls < 100 && written !== last; polls++) {
+        last = written;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(written, last, 'the upstream stopped writing');
+      assert.ok(written < 24 * 1024 * 1024, `the proxy held back the upstream (${written} bytes written while the client read nothing)`);
+      let received = 0;
+      res.on('data', (c: Buffer) => (received += c.length));
+      res.resume();
+      await new Promise((resolve) => res.on('end', resolve));
+      assert.equal(received, pieces * piece.length);
+      const [sample] = await finished;
+      assert.deepEqual([sample!.outcome, sample!.tokenEvents], ['success', pieces]);
     });
-    const app = await startProxy(t, (await listen(t, server)).url, { INFERMETER_INJECT_USAGE: inject });
-    const finished = nextFinished(app, 1);
-    const res = await new Promise<import('node:http').IncomingMessage>((resolve, reject) => {
-      const req = request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST' }, resolve);
-      req.on('error', reject);
-      req.end('{"model":"m","stream":true}');
-    });
-    res.pause();
-    // The upstream writes until the buffers between it and the paused client are full, then waits.
-    let last = -1;
-    for (let polls = 0; polls < 100 && written !== last; polls++) {
-      last = written;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    assert.equal(written, last, 'the upstream stopped writing');
-    assert.ok(written < 24 * 1024 * 1024, `the proxy held back the upstream (${written} bytes written while the client read nothing)`);
-    let received = 0;
-    res.on('data', (c: Buffer) => (received += c.length));
-    res.resume();
-    await new Promise((resolve) => res.on('end', resolve));
-    assert.equal(received, pieces * piece.length);
-    const [sample] = await finished;
-    assert.deepEqual([sample!.outcome, sample!.tokenEvents], ['success', pieces]);
-  });
 
   it('a client that disconnects while waiting for the first token is counted as cancelled', async (t) => {
     const { upstream, app } = await setup(t);
@@ -182,7 +187,11 @@ describe('faults and bad input', () => {
 
   it('a malformed JSON body is forwarded unchanged and counted under model "unknown"', async (t) => {
     const { upstream, app } = await setup(t);
-    upstream.respond(() => ({ status: 400, headers: { 'content-type': 'application/json' }, body: [{ data: '{"object":"error","message":"bad json","code":400}' }] }));
+    upstream.respond(() => ({
+      status: 400,
+      headers: { 'content-type': 'application/json' },
+      body: [{ data: '{"object":"error","message":"bad json","code":400}' }],
+    }));
     const body = '{"model":"m", "stream": tru';
     const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
     assert.equal(res.status, 400);
@@ -197,7 +206,11 @@ describe('faults and bad input', () => {
 
   it('a body that is not JSON at all is forwarded unchanged and counted', async (t) => {
     const { upstream, app } = await setup(t);
-    const res = await fetch(`${app.dataUrl}/v1/completions`, { method: 'POST', body: 'model=m&prompt=hi', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const res = await fetch(`${app.dataUrl}/v1/completions`, {
+      method: 'POST',
+      body: 'model=m&prompt=hi',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     assert.equal(res.status, 200);
     assert.equal(upstream.requests[0]!.body.toString(), 'model=m&prompt=hi');
     const m = await scrape(app);
@@ -218,7 +231,11 @@ describe('faults and bad input', () => {
 
   it('an upstream error status is forwarded and counted as failed', async (t) => {
     const { upstream, app } = await setup(t);
-    upstream.respond(() => ({ status: 503, headers: { 'content-type': 'application/json', 'retry-after': '1' }, body: [{ data: '{"error":{"message":"overloaded"}}' }] }));
+    upstream.respond(() => ({
+      status: 503,
+      headers: { 'content-type': 'application/json', 'retry-after': '1' },
+      body: [{ data: '{"error":{"message":"overloaded"}}' }],
+    }));
     const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' });
     assert.equal(res.status, 503);
     assert.equal(res.headers.get('retry-after'), '1');

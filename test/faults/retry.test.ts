@@ -45,7 +45,9 @@ async function startUpstream(t: TestContext, close: 'after' | 'reused' | 'never'
         res.writeHead(200, { ...headers, 'content-type': 'text/event-stream' });
         res.end(SSE_BODY);
       } else {
-        const answer = req.url?.includes('embeddings') ? '{"data":[{"embedding":[0.1]}],"usage":{"prompt_tokens":2,"total_tokens":2}}' : '{"choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":2,"completion_tokens":1}}';
+        const answer = req.url?.includes('embeddings')
+          ? '{"data":[{"embedding":[0.1]}],"usage":{"prompt_tokens":2,"total_tokens":2}}'
+          : '{"choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":2,"completion_tokens":1}}';
         res.writeHead(200, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
         res.end(answer);
       }
@@ -75,10 +77,14 @@ async function send(dataUrl: string, i: number): Promise<number> {
 function sendVia(dataUrl: string, agent: http.Agent): Promise<number> {
   const body = REQUESTS[1]!.body;
   return new Promise((resolve, reject) => {
-    const req = http.request(`${dataUrl}/v1/chat/completions`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
+    const req = http.request(
+      `${dataUrl}/v1/chat/completions`,
+      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -90,8 +96,13 @@ describe('retry on a stale upstream connection', () => {
       const upstream = await startUpstream(t, 'after');
       const app = await startProxy(t, upstream.url);
       const statuses: number[] = [];
-      for (let round = 0; round < 6; round++) statuses.push(...(await Promise.all(Array.from({ length: concurrency }, (_, i) => send(app.dataUrl, round * concurrency + i)))));
-      assert.deepEqual(statuses.filter((s) => s !== 200), [], `every one answered 200 (${statuses.length} requests)`);
+      for (let round = 0; round < 6; round++)
+        statuses.push(...(await Promise.all(Array.from({ length: concurrency }, (_, i) => send(app.dataUrl, round * concurrency + i)))));
+      assert.deepEqual(
+        statuses.filter((s) => s !== 200),
+        [],
+        `every one answered 200 (${statuses.length} requests)`,
+      );
       const m = await scrape(app);
       assert.equal(m.value('infermeter_upstream_errors_total', { kind: 'upstream_unreachable' }), 0);
       assert.equal(m.sum('request_failed_total'), 0);
@@ -157,7 +168,10 @@ describe('retry on a stale upstream connection', () => {
     { name: 'works 300 ms, then closes', answer: (socket) => setTimeout(() => socket.end(), 300) },
     { name: 'sends part of a response head, then resets', answer: (socket) => socket.write('HTTP/1.1 200 OK\r\nContent-Ty', () => socket.resetAndDestroy()) },
     { name: 'sends 100 Continue, then resets', answer: (socket) => socket.write('HTTP/1.1 100 Continue\r\n\r\n', () => socket.resetAndDestroy()) },
-    { name: 'sends 103 Early Hints, then resets', answer: (socket) => socket.write('HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n', () => socket.resetAndDestroy()) },
+    {
+      name: 'sends 103 Early Hints, then resets',
+      answer: (socket) => socket.write('HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n', () => socket.resetAndDestroy()),
+    },
   ];
   for (const attack of ATTACKS) {
     it(`never sends a request again when the upstream, on a reused connection, ${attack.name}`, async (t) => {

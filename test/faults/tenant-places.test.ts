@@ -29,7 +29,11 @@ describe('tenant places', () => {
     });
     const app = await startProxy(t, (await listen(t, server)).url, { INFERMETER_TENANT: 'api-key', INFERMETER_MAX_TENANTS: '3' });
     const post = async (key: string): Promise<number> => {
-      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: '{"model":"m","messages":[]}' });
+      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+        body: '{"model":"m","messages":[]}',
+      });
       await res.text();
       return res.status;
     };
@@ -46,8 +50,16 @@ describe('tenant places', () => {
       assert.equal(m.value('infermeter_tenant_requests_total', { tenant: keyTenant(key), model_name: 'm', outcome: 'success' }), 2, `${key}'s own series`);
       assert.equal(m.value('infermeter_tenant_generation_tokens_total', { tenant: keyTenant(key), model_name: 'm' }), 4);
     }
-    assert.equal(m.value('infermeter_tenant_requests_total', { tenant: 'unauthenticated', model_name: 'm', outcome: 'failed' }), 100, 'the refused keys are counted, under one label');
-    assert.equal(m.value('infermeter_tenant_requests_total', { tenant: 'other', model_name: 'm', outcome: 'success' }), undefined, 'no real tenant folded into other');
+    assert.equal(
+      m.value('infermeter_tenant_requests_total', { tenant: 'unauthenticated', model_name: 'm', outcome: 'failed' }),
+      100,
+      'the refused keys are counted, under one label',
+    );
+    assert.equal(
+      m.value('infermeter_tenant_requests_total', { tenant: 'other', model_name: 'm', outcome: 'success' }),
+      undefined,
+      'no real tenant folded into other',
+    );
     assert.equal(m.value('infermeter_tenant_label_overflow_total'), 0);
     const tenants = new Set(m.series('infermeter_tenant_requests_total').map((s) => s.labels.tenant));
     assert.deepEqual([...tenants].sort(), [...VALID.map(keyTenant), 'unauthenticated'].sort());

@@ -46,8 +46,14 @@ describe('TLS', () => {
     });
     assert.match(app.dataUrl, /^https:/);
     assert.match(app.managementUrl, /^https:/);
-    assert.match(app.metricsUrl!, /^https:/, 'the metrics port takes the management port\'s certificate');
-    const res = await get(`${app.dataUrl}/v1/chat/completions`, certs.ca, { 'content-type': 'application/json' }, 'POST', '{"model":"m","stream":true,"stream_options":{"include_usage":true}}');
+    assert.match(app.metricsUrl!, /^https:/, "the metrics port takes the management port's certificate");
+    const res = await get(
+      `${app.dataUrl}/v1/chat/completions`,
+      certs.ca,
+      { 'content-type': 'application/json' },
+      'POST',
+      '{"model":"m","stream":true,"stream_options":{"include_usage":true}}',
+    );
     assert.equal(res.status, 200);
     assert.equal(res.body, 'data: {"choices":[{"delta":{"content":"secure"}}]}\n\ndata: [DONE]\n\n');
     assert.equal((await get(`${app.managementUrl}/health`, certs.ca)).status, 200);
@@ -74,48 +80,111 @@ describe('TLS', () => {
       () => loadConfig({ ...base, INFERMETER_MANAGEMENT_TLS_CERT: certs.caFile, INFERMETER_MANAGEMENT_TLS_KEY: certs.keyFile }),
       /INFERMETER_MANAGEMENT_TLS_CERT: expected a PEM certificate that goes with INFERMETER_MANAGEMENT_TLS_KEY/,
     );
-    assert.throws(() => loadConfig({ ...base, INFERMETER_TLS_CERT: certs.certFile, INFERMETER_TLS_KEY: certs.encryptedKeyFile }), /INFERMETER_TLS_CERT/, 'an encrypted key without its passphrase');
-    assert.throws(() => loadConfig({ ...base, INFERMETER_TLS_CERT: certs.certFile }), /INFERMETER_TLS_KEY: expected a PEM file: the certificate and the key go together/);
+    assert.throws(
+      () => loadConfig({ ...base, INFERMETER_TLS_CERT: certs.certFile, INFERMETER_TLS_KEY: certs.encryptedKeyFile }),
+      /INFERMETER_TLS_CERT/,
+      'an encrypted key without its passphrase',
+    );
+    assert.throws(
+      () => loadConfig({ ...base, INFERMETER_TLS_CERT: certs.certFile }),
+      /INFERMETER_TLS_KEY: expected a PEM file: the certificate and the key go together/,
+    );
   });
 
   it('refuses a key or a passphrase without its certificate on every port, rather than serve in plain HTTP', () => {
     const base = { INFERMETER_UPSTREAM: 'http://127.0.0.1:1' };
     const management = { INFERMETER_MANAGEMENT_TLS_CERT: certs.certFile, INFERMETER_MANAGEMENT_TLS_KEY: certs.keyFile };
     for (const [env, problem] of [
-      [{ INFERMETER_METRICS_TLS_KEY: certs.keyFile }, /INFERMETER_METRICS_TLS_CERT: expected a PEM file: the certificate and the key go together \(INFERMETER_METRICS_TLS_KEY is set\)/],
-      [{ ...management, INFERMETER_METRICS_TLS_KEY: certs.keyFile }, /INFERMETER_METRICS_TLS_CERT: expected a PEM file: the certificate and the key go together/],
+      [
+        { INFERMETER_METRICS_TLS_KEY: certs.keyFile },
+        /INFERMETER_METRICS_TLS_CERT: expected a PEM file: the certificate and the key go together \(INFERMETER_METRICS_TLS_KEY is set\)/,
+      ],
+      [
+        { ...management, INFERMETER_METRICS_TLS_KEY: certs.keyFile },
+        /INFERMETER_METRICS_TLS_CERT: expected a PEM file: the certificate and the key go together/,
+      ],
       [{ INFERMETER_METRICS_TLS_KEY_PASSPHRASE_FILE: certs.passphraseFile }, /INFERMETER_METRICS_TLS_KEY_PASSPHRASE_FILE: expected to go with a key/],
       [{ INFERMETER_TLS_KEY: certs.keyFile }, /INFERMETER_TLS_CERT: expected a PEM file: the certificate and the key go together/],
       [{ INFERMETER_TLS_KEY_PASSPHRASE_FILE: certs.passphraseFile }, /INFERMETER_TLS_KEY_PASSPHRASE_FILE: expected to go with a key/],
       [{ INFERMETER_MANAGEMENT_TLS_KEY: certs.keyFile }, /INFERMETER_MANAGEMENT_TLS_CERT: expected a PEM file/],
       [{ INFERMETER_MANAGEMENT_TLS_KEY_PASSPHRASE_FILE: certs.passphraseFile }, /INFERMETER_MANAGEMENT_TLS_KEY_PASSPHRASE_FILE: expected to go with a key/],
     ] as const) {
-      assert.throws(() => loadConfig({ ...base, ...env }), (e: unknown) => e instanceof ConfigError && problem.test(e.message), JSON.stringify(env));
+      assert.throws(
+        () => loadConfig({ ...base, ...env }),
+        (e: unknown) => e instanceof ConfigError && problem.test(e.message),
+        JSON.stringify(env),
+      );
     }
     // MindIE's config file: a metrics key without its certificate, likewise.
-    const file = JSON.stringify({ ServerConfig: { httpsEnabled: true, tlsCert: 'server.pem', tlsPk: 'server.key', managementTlsCert: 'server.pem', managementTlsPk: 'server.key', metricsTlsPk: 'server.key' } });
+    const file = JSON.stringify({
+      ServerConfig: {
+        httpsEnabled: true,
+        tlsCert: 'server.pem',
+        tlsPk: 'server.key',
+        managementTlsCert: 'server.pem',
+        managementTlsPk: 'server.key',
+        metricsTlsPk: 'server.key',
+      },
+    });
     // The problem names the file's keys, not a variable the operator never set.
     assert.throws(
       () => loadConfig({ INFERMETER_CONFIG: `${certs.dir}/config.json` }, { readFile: () => file }),
       /INFERMETER_CONFIG ServerConfig\.metricsTlsCert: expected a PEM file: the certificate and the key go together \(INFERMETER_CONFIG ServerConfig\.metricsTlsPk is set\)/,
     );
     // Both given: the metrics port serves its own certificate.
-    const own = loadConfig({ ...base, ...management, INFERMETER_METRICS_TLS_CERT: certs.certFile, INFERMETER_METRICS_TLS_KEY: certs.encryptedKeyFile, INFERMETER_METRICS_TLS_KEY_PASSPHRASE_FILE: certs.passphraseFile });
+    const own = loadConfig({
+      ...base,
+      ...management,
+      INFERMETER_METRICS_TLS_CERT: certs.certFile,
+      INFERMETER_METRICS_TLS_KEY: certs.encryptedKeyFile,
+      INFERMETER_METRICS_TLS_KEY_PASSPHRASE_FILE: certs.passphraseFile,
+    });
     assert.equal(own.security.metricsTls?.passphrase, 'correct horse battery staple');
   });
 
-  it('names the config file\'s key for a path that came from it, and calls a passphrase file a passphrase file', () => {
+  it("names the config file's key for a path that came from it, and calls a passphrase file a passphrase file", () => {
     const missing = `${certs.dir}/no-such-file`;
     const inFile = (server: Record<string, unknown>) => {
-      const text = JSON.stringify({ ServerConfig: { httpsEnabled: true, tlsCert: certs.certFile, tlsPk: certs.keyFile, managementTlsCert: certs.certFile, managementTlsPk: certs.keyFile, ...server } });
-      return () => loadConfig({ INFERMETER_CONFIG: `${certs.dir}/config.json` }, { readFile: (path) => (path.endsWith('config.json') ? text : readFileSync(path, 'utf8')) });
+      const text = JSON.stringify({
+        ServerConfig: {
+          httpsEnabled: true,
+          tlsCert: certs.certFile,
+          tlsPk: certs.keyFile,
+          managementTlsCert: certs.certFile,
+          managementTlsPk: certs.keyFile,
+          ...server,
+        },
+      });
+      return () =>
+        loadConfig(
+          { INFERMETER_CONFIG: `${certs.dir}/config.json` },
+          { readFile: (path) => (path.endsWith('config.json') ? text : readFileSync(path, 'utf8')) },
+        );
     };
-    assert.throws(inFile({ tlsCert: missing }), (e: unknown) => e instanceof ConfigError && /INFERMETER_CONFIG ServerConfig\.tlsCert: expected a readable PEM file \(ENOENT\)/.test(e.message) && !/INFERMETER_TLS_CERT/.test(e.message));
-    assert.throws(inFile({ managementTlsPk: certs.encryptedKeyFile, managementTlsPkPwd: missing }), /INFERMETER_CONFIG ServerConfig\.managementTlsPkPwd: expected a readable passphrase file \(the key's passphrase on its first line\) \(ENOENT\)/);
-    assert.throws(inFile({ managementTlsPk: certs.encryptedKeyFile }), /INFERMETER_CONFIG ServerConfig\.managementTlsCert: expected a PEM certificate that goes with INFERMETER_CONFIG ServerConfig\.managementTlsPk: /);
+    assert.throws(
+      inFile({ tlsCert: missing }),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        /INFERMETER_CONFIG ServerConfig\.tlsCert: expected a readable PEM file \(ENOENT\)/.test(e.message) &&
+        !/INFERMETER_TLS_CERT/.test(e.message),
+    );
+    assert.throws(
+      inFile({ managementTlsPk: certs.encryptedKeyFile, managementTlsPkPwd: missing }),
+      /INFERMETER_CONFIG ServerConfig\.managementTlsPkPwd: expected a readable passphrase file \(the key's passphrase on its first line\) \(ENOENT\)/,
+    );
+    assert.throws(
+      inFile({ managementTlsPk: certs.encryptedKeyFile }),
+      /INFERMETER_CONFIG ServerConfig\.managementTlsCert: expected a PEM certificate that goes with INFERMETER_CONFIG ServerConfig\.managementTlsPk: /,
+    );
     // From the variables, the variables are named, the passphrase file as such.
     assert.throws(
-      () => loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:1', INFERMETER_TLS_CERT: certs.certFile, INFERMETER_TLS_KEY: certs.encryptedKeyFile, INFERMETER_TLS_KEY_PASSPHRASE_FILE: missing }),
+      () =>
+        loadConfig({
+          INFERMETER_UPSTREAM: 'http://127.0.0.1:1',
+          INFERMETER_TLS_CERT: certs.certFile,
+          INFERMETER_TLS_KEY: certs.encryptedKeyFile,
+          INFERMETER_TLS_KEY_PASSPHRASE_FILE: missing,
+        }),
       /INFERMETER_TLS_KEY_PASSPHRASE_FILE: expected a readable passphrase file/,
     );
   });
@@ -127,19 +196,41 @@ describe('TLS', () => {
     const app = await startProxy(
       t,
       'http://127.0.0.1:9',
-      { INFERMETER_MANAGEMENT_TLS_CERT: expired, INFERMETER_MANAGEMENT_TLS_KEY: certs.keyFile, INFERMETER_METRICS_TLS_CERT: future, INFERMETER_METRICS_TLS_KEY: certs.keyFile, INFERMETER_TLS_CERT: certs.certFile, INFERMETER_TLS_KEY: certs.keyFile },
+      {
+        INFERMETER_MANAGEMENT_TLS_CERT: expired,
+        INFERMETER_MANAGEMENT_TLS_KEY: certs.keyFile,
+        INFERMETER_METRICS_TLS_CERT: future,
+        INFERMETER_METRICS_TLS_KEY: certs.keyFile,
+        INFERMETER_TLS_CERT: certs.certFile,
+        INFERMETER_TLS_KEY: certs.keyFile,
+      },
       { log: createLogger('info', (l) => lines.push(JSON.parse(l) as Record<string, unknown>)) },
     );
     const warnings = lines.filter((l) => l.level === 'warn');
     assert.deepEqual(
       warnings.map(({ msg, variable, file, not_after, not_before }) => ({ msg, variable, file, not_after, not_before })),
       [
-        { msg: 'TLS certificate expired: clients will refuse it', variable: 'INFERMETER_MANAGEMENT_TLS_CERT', file: expired, not_after: '2021-01-01T00:00:00.000Z', not_before: undefined },
-        { msg: 'TLS certificate not valid yet: clients will refuse it', variable: 'INFERMETER_METRICS_TLS_CERT', file: future, not_after: undefined, not_before: '2099-01-01T00:00:00.000Z' },
+        {
+          msg: 'TLS certificate expired: clients will refuse it',
+          variable: 'INFERMETER_MANAGEMENT_TLS_CERT',
+          file: expired,
+          not_after: '2021-01-01T00:00:00.000Z',
+          not_before: undefined,
+        },
+        {
+          msg: 'TLS certificate not valid yet: clients will refuse it',
+          variable: 'INFERMETER_METRICS_TLS_CERT',
+          file: future,
+          not_after: undefined,
+          not_before: '2099-01-01T00:00:00.000Z',
+        },
       ],
       'one warning per certificate out of its dates, none for the valid one',
     );
-    assert.ok(warnings.every((w) => w.subject === 'CN=127.0.0.1'), JSON.stringify(warnings));
+    assert.ok(
+      warnings.every((w) => w.subject === 'CN=127.0.0.1'),
+      JSON.stringify(warnings),
+    );
     assert.ok(lines.findIndex((l) => l.msg === 'infermeter started') > lines.indexOf(warnings[1]!), 'said at start');
     // Started anyway: a client that does not check dates is served.
     const health = await new Promise<number>((resolve, reject) => {
@@ -158,11 +249,23 @@ describe('TLS', () => {
     );
   });
 
-  it('honours MindIE\'s httpsEnabled and TLS keys, relative to the config file', () => {
-    const file = JSON.stringify({ ServerConfig: { httpsEnabled: true, tlsCert: 'server.pem', tlsPk: 'server.key', managementTlsCert: 'server.pem', managementTlsPk: 'server-encrypted.key', managementTlsPkPwd: 'pass.txt' } });
+  it("honours MindIE's httpsEnabled and TLS keys, relative to the config file", () => {
+    const file = JSON.stringify({
+      ServerConfig: {
+        httpsEnabled: true,
+        tlsCert: 'server.pem',
+        tlsPk: 'server.key',
+        managementTlsCert: 'server.pem',
+        managementTlsPk: 'server-encrypted.key',
+        managementTlsPkPwd: 'pass.txt',
+      },
+    });
     const config = loadConfig({ INFERMETER_CONFIG: `${certs.dir}/config.json` }, { readFile: () => file });
     assert.ok(config.security.dataTls?.cert.equals(certs.cert));
     assert.equal(config.security.managementTls?.passphrase, 'correct horse battery staple');
-    assert.throws(() => loadConfig({ INFERMETER_CONFIG: `${certs.dir}/config.json` }, { readFile: () => JSON.stringify({ ServerConfig: { httpsEnabled: true } }) }), /a certificate for HTTPS \(ServerConfig.httpsEnabled is true/);
+    assert.throws(
+      () => loadConfig({ INFERMETER_CONFIG: `${certs.dir}/config.json` }, { readFile: () => JSON.stringify({ ServerConfig: { httpsEnabled: true } }) }),
+      /a certificate for HTTPS \(ServerConfig.httpsEnabled is true/,
+    );
   });
 });

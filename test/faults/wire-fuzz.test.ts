@@ -20,7 +20,22 @@ const pick = <T>(random: Random, xs: readonly T[]): T => xs[Math.floor(random() 
 const junk = (random: Random, n: number): string => Array.from({ length: n }, () => String.fromCharCode(Math.floor(random() * 256))).join('');
 
 const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'HEAD', 'PATCH', 'CONNECT', 'TRACE', 'P\x00ST', 'post', ''];
-const TARGETS = ['/v1/chat/completions', '/v1/models', '/v1/embeddings', 'http://[::1/v1/chat/completions', 'http://x/v1/completions', '//x/v1/responses', '*', '', '/v1/chat/completions?x=%zz', `/${'a'.repeat(9000)}`, 'http://a:99999/', '/\x7f', '/v1/../../etc', 'https://[zz]/v1/responses'];
+const TARGETS = [
+  '/v1/chat/completions',
+  '/v1/models',
+  '/v1/embeddings',
+  'http://[::1/v1/chat/completions',
+  'http://x/v1/completions',
+  '//x/v1/responses',
+  '*',
+  '',
+  '/v1/chat/completions?x=%zz',
+  `/${'a'.repeat(9000)}`,
+  'http://a:99999/',
+  '/\x7f',
+  '/v1/../../etc',
+  'https://[zz]/v1/responses',
+];
 const VERSIONS = ['HTTP/1.1', 'HTTP/1.0', 'HTTP/2.0', 'HTTP/1.1x', 'HTTP/9', ''];
 const HEADERS = [
   'Transfer-Encoding: chunked',
@@ -40,7 +55,15 @@ const HEADERS = [
   `X-Long: ${'b'.repeat(20_000)}`,
   'X-Request-Id: \x7f',
 ];
-const BODIES = ['', '{"model":"m","stream":true}', '{"model":', '0\r\n\r\n', '5\r\nhello\r\n0\r\n\r\n', 'zz\r\nhello\r\n', 'GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n'];
+const BODIES = [
+  '',
+  '{"model":"m","stream":true}',
+  '{"model":',
+  '0\r\n\r\n',
+  '5\r\nhello\r\n0\r\n\r\n',
+  'zz\r\nhello\r\n',
+  'GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n',
+];
 
 function fuzzRequest(random: Random): string {
   const line = random() < 0.1 ? junk(random, 30) : `${pick(random, METHODS)} ${pick(random, TARGETS)} ${pick(random, VERSIONS)}`;
@@ -50,8 +73,33 @@ function fuzzRequest(random: Random): string {
   return head + pick(random, BODIES) + (random() < 0.1 ? junk(random, 20) : '');
 }
 
-const STATUS_LINES = ['HTTP/1.1 200 OK', 'HTTP/1.1 200 O\x01K', 'HTTP/1.1 099 X', 'HTTP/1.1 000 Z', 'HTTP/1.1 101 Switching', 'HTTP/1.1 999 Max', 'HTTP/1.1 2000 Big', 'HTTP/1.0 404', 'HTTP/1.1 500', 'HTTP/2 200', 'ICY 200 OK', 'HTTP/1.1 20 short'];
-const RESPONSE_HEADERS = ['Content-Type: text/event-stream', 'Content-Type: application/json', 'Content-Length: 2', 'Content-Length: 100000', 'Transfer-Encoding: chunked', 'Transfer-Encoding: bogus', 'Content-Encoding: gzip', 'Connection: keep-alive', 'X-Bad: \x01', 'Set-Cookie: a=b', 'Upgrade: h2c'];
+const STATUS_LINES = [
+  'HTTP/1.1 200 OK',
+  'HTTP/1.1 200 O\x01K',
+  'HTTP/1.1 099 X',
+  'HTTP/1.1 000 Z',
+  'HTTP/1.1 101 Switching',
+  'HTTP/1.1 999 Max',
+  'HTTP/1.1 2000 Big',
+  'HTTP/1.0 404',
+  'HTTP/1.1 500',
+  'HTTP/2 200',
+  'ICY 200 OK',
+  'HTTP/1.1 20 short',
+];
+const RESPONSE_HEADERS = [
+  'Content-Type: text/event-stream',
+  'Content-Type: application/json',
+  'Content-Length: 2',
+  'Content-Length: 100000',
+  'Transfer-Encoding: chunked',
+  'Transfer-Encoding: bogus',
+  'Content-Encoding: gzip',
+  'Connection: keep-alive',
+  'X-Bad: \x01',
+  'Set-Cookie: a=b',
+  'Upgrade: h2c',
+];
 const RESPONSE_BODIES = ['{}', 'data: {"choices":[{"delta":{"content":"a"}}]}\n\n', '5\r\nhello\r\n0\r\n\r\n', 'zz\r\n', '', 'data: [DONE]\n\n'];
 
 function fuzzResponse(random: Random): { bytes: string; end: boolean } {

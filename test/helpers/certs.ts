@@ -45,7 +45,25 @@ export function makeCerts(): TestCerts {
         f('ca.cnf'),
         '[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\nnew_certs_dir = .\nserial = serial\ndefault_md = sha256\npolicy = p\nunique_subject = no\n[p]\ncommonName = supplied\n',
       );
-      ssl('ca', '-batch', '-config', 'ca.cnf', '-cert', 'ca.pem', '-keyfile', 'ca.key', '-in', 'server.csr', '-out', name, '-startdate', start, '-enddate', end, '-notext');
+      ssl(
+        'ca',
+        '-batch',
+        '-config',
+        'ca.cnf',
+        '-cert',
+        'ca.pem',
+        '-keyfile',
+        'ca.key',
+        '-in',
+        'server.csr',
+        '-out',
+        name,
+        '-startdate',
+        start,
+        '-enddate',
+        end,
+        '-notext',
+      );
       return f(name);
     },
     ca: readFileSync(f('ca.pem')),

@@ -3,7 +3,12 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import type { TestContext } from 'node:test';
 
 /** `node` (this one by default) running `args`, with only PATH and `env`; killed at the test's end. */
-export function spawnNode(t: TestContext, args: readonly string[], env: Readonly<Record<string, string | undefined>>, node = process.execPath): ChildProcessWithoutNullStreams {
+export function spawnNode(
+  t: TestContext,
+  args: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  node = process.execPath,
+): ChildProcessWithoutNullStreams {
   const child = spawn(node, args, { env: { PATH: process.env.PATH ?? '', ...env } });
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

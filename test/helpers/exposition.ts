@@ -38,7 +38,12 @@ export function parseExposition(text: string): Exposition {
       const seen = new Set<string>();
       const twice: string[] = [];
       for (const s of all) {
-        const key = JSON.stringify([s.name, Object.entries(s.labels).filter(([, v]) => v !== '').sort(([a], [b]) => (a < b ? -1 : 1))]);
+        const key = JSON.stringify([
+          s.name,
+          Object.entries(s.labels)
+            .filter(([, v]) => v !== '')
+            .sort(([a], [b]) => (a < b ? -1 : 1)),
+        ]);
         if (seen.has(key)) twice.push(key);
         seen.add(key);
       }

@@ -75,7 +75,10 @@ export function assertRealStreamsIn(corpus: readonly Buffer[], keep: (r: (typeof
   assert.ok(realStreamsAvailable(), `the real recordings are missing at ${REAL_STREAMS_DIR}`);
   for (const r of REAL_STREAMS.filter(keep)) {
     const bytes = realStreamBytes(r.file);
-    assert.ok(corpus.some((c) => c.equals(bytes)), `${r.file} is in the corpus`);
+    assert.ok(
+      corpus.some((c) => c.equals(bytes)),
+      `${r.file} is in the corpus`,
+    );
   }
 }
 
@@ -88,11 +91,15 @@ export function realStreamBytes(file: string): Buffer {
   if (file.endsWith('.sse')) return Buffer.from(readReal(file), 'utf8');
   if (file.startsWith('vercelai-anthropic-') && file.endsWith('.chunks.txt')) {
     // Anthropic's Messages API: each payload under an `event:` line naming its type; no [DONE].
-    const lines = readReal(file).split('\n').filter((l) => l.trim() !== '');
+    const lines = readReal(file)
+      .split('\n')
+      .filter((l) => l.trim() !== '');
     return Buffer.from(lines.map((l) => `event: ${(JSON.parse(l) as { type: string }).type}\ndata: ${l}\n\n`).join(''), 'utf8');
   }
   if (file.endsWith('.chunks.txt')) {
-    const lines = readReal(file).split('\n').filter((l) => l.trim() !== '');
+    const lines = readReal(file)
+      .split('\n')
+      .filter((l) => l.trim() !== '');
     return Buffer.from(lines.map((l) => `data: ${l}\n\n`).join('') + 'data: [DONE]\n\n', 'utf8');
   }
   if (file.startsWith('tgi-') && file.endsWith('.json')) {
@@ -108,26 +115,160 @@ export function realBody(file: string): Buffer {
 
 /** What each real recording must measure to: from its README's table, event counts checked by hand. */
 export const REAL_STREAMS: ReadonlyArray<{ file: string; api: StreamFixture['api']; expect: StreamExpectation }> = [
-  { file: 'vercelai-openai-chat-text-usage.chunks.txt', api: 'chat', expect: { events: 304, tokenEvents: 300, firstTokenEvent: 1, lastTokenEvent: 300, promptTokens: 16, completionTokens: 300, error: false, malformed: 0, reasoningTokens: 0, cachedPromptTokens: 0 } },
-  { file: 'aigateway-openai-chat-stream-nousage.sse', api: 'chat', expect: { events: 51, tokenEvents: 48, firstTokenEvent: 1, lastTokenEvent: 48, promptTokens: null, completionTokens: null, error: false, malformed: 0 } },
-  { file: 'aigateway-openai-chat-stream-detailed-usage.sse', api: 'chat', expect: { events: 4, tokenEvents: 0, firstTokenEvent: null, lastTokenEvent: null, promptTokens: 12, completionTokens: 100, error: false, malformed: 0, firstVisibleEvent: null, reasoningTokens: 100, cachedPromptTokens: 0 } },
-  { file: 'otel-openai-chat-stream-multiple-tools.sse', api: 'chat', expect: { events: 19, tokenEvents: 15, firstTokenEvent: 1, lastTokenEvent: 15, promptTokens: 75, completionTokens: 51, error: false, malformed: 0, reasoningTokens: 0, cachedPromptTokens: 0 } },
-  { file: 'vercelai-deepseek-tool-call.chunks.txt', api: 'chat', expect: { events: 53, tokenEvents: 50, firstTokenEvent: 1, firstVisibleEvent: 40, lastTokenEvent: 50, promptTokens: 339, completionTokens: 83, error: false, malformed: 0, reasoningTokens: 39, cachedPromptTokens: 320 } },
-  { file: 'tgi-chat-stream-usage.json', api: 'chat', expect: { events: 12, tokenEvents: 10, firstTokenEvent: 0, lastTokenEvent: 9, promptTokens: 40, completionTokens: 10, error: false, malformed: 0 } },
-  { file: 'aigateway-openai-completion-stream-usage.sse', api: 'completions', expect: { events: 27, tokenEvents: 25, firstTokenEvent: 0, lastTokenEvent: 24, promptTokens: 31, completionTokens: 25, error: false, malformed: 0 } },
-  { file: 'aigateway-openai-completion-stream-nousage.sse', api: 'completions', expect: { events: 26, tokenEvents: 25, firstTokenEvent: 0, lastTokenEvent: 24, promptTokens: null, completionTokens: null, error: false, malformed: 0 } },
-  { file: 'otel-openai-responses-stream.sse', api: 'responses', expect: { events: 13, tokenEvents: 5, firstTokenEvent: 4, lastTokenEvent: 8, promptTokens: 22, completionTokens: 6, error: false, malformed: 0, reasoningTokens: 0, cachedPromptTokens: 0 } },
+  {
+    file: 'vercelai-openai-chat-text-usage.chunks.txt',
+    api: 'chat',
+    expect: {
+      events: 304,
+      tokenEvents: 300,
+      firstTokenEvent: 1,
+      lastTokenEvent: 300,
+      promptTokens: 16,
+      completionTokens: 300,
+      error: false,
+      malformed: 0,
+      reasoningTokens: 0,
+      cachedPromptTokens: 0,
+    },
+  },
+  {
+    file: 'aigateway-openai-chat-stream-nousage.sse',
+    api: 'chat',
+    expect: { events: 51, tokenEvents: 48, firstTokenEvent: 1, lastTokenEvent: 48, promptTokens: null, completionTokens: null, error: false, malformed: 0 },
+  },
+  {
+    file: 'aigateway-openai-chat-stream-detailed-usage.sse',
+    api: 'chat',
+    expect: {
+      events: 4,
+      tokenEvents: 0,
+      firstTokenEvent: null,
+      lastTokenEvent: null,
+      promptTokens: 12,
+      completionTokens: 100,
+      error: false,
+      malformed: 0,
+      firstVisibleEvent: null,
+      reasoningTokens: 100,
+      cachedPromptTokens: 0,
+    },
+  },
+  {
+    file: 'otel-openai-chat-stream-multiple-tools.sse',
+    api: 'chat',
+    expect: {
+      events: 19,
+      tokenEvents: 15,
+      firstTokenEvent: 1,
+      lastTokenEvent: 15,
+      promptTokens: 75,
+      completionTokens: 51,
+      error: false,
+      malformed: 0,
+      reasoningTokens: 0,
+      cachedPromptTokens: 0,
+    },
+  },
+  {
+    file: 'vercelai-deepseek-tool-call.chunks.txt',
+    api: 'chat',
+    expect: {
+      events: 53,
+      tokenEvents: 50,
+      firstTokenEvent: 1,
+      firstVisibleEvent: 40,
+      lastTokenEvent: 50,
+      promptTokens: 339,
+      completionTokens: 83,
+      error: false,
+      malformed: 0,
+      reasoningTokens: 39,
+      cachedPromptTokens: 320,
+    },
+  },
+  {
+    file: 'tgi-chat-stream-usage.json',
+    api: 'chat',
+    expect: { events: 12, tokenEvents: 10, firstTokenEvent: 0, lastTokenEvent: 9, promptTokens: 40, completionTokens: 10, error: false, malformed: 0 },
+  },
+  {
+    file: 'aigateway-openai-completion-stream-usage.sse',
+    api: 'completions',
+    expect: { events: 27, tokenEvents: 25, firstTokenEvent: 0, lastTokenEvent: 24, promptTokens: 31, completionTokens: 25, error: false, malformed: 0 },
+  },
+  {
+    file: 'aigateway-openai-completion-stream-nousage.sse',
+    api: 'completions',
+    expect: { events: 26, tokenEvents: 25, firstTokenEvent: 0, lastTokenEvent: 24, promptTokens: null, completionTokens: null, error: false, malformed: 0 },
+  },
+  {
+    file: 'otel-openai-responses-stream.sse',
+    api: 'responses',
+    expect: {
+      events: 13,
+      tokenEvents: 5,
+      firstTokenEvent: 4,
+      lastTokenEvent: 8,
+      promptTokens: 22,
+      completionTokens: 6,
+      error: false,
+      malformed: 0,
+      reasoningTokens: 0,
+      cachedPromptTokens: 0,
+    },
+  },
   // Anthropic's Messages API: text deltas are tokens; message_start, block starts and stops, pings,
   // an empty input_json_delta, message_delta and message_stop are not.
-  { file: 'vercelai-anthropic-text.chunks.txt', api: 'messages', expect: { events: 12, tokenEvents: 6, firstTokenEvent: 3, lastTokenEvent: 8, promptTokens: 12, completionTokens: 30, error: false, malformed: 0, cachedPromptTokens: 0, cacheWriteTokens: 0 } },
-  { file: 'vercelai-anthropic-tool-no-args.chunks.txt', api: 'messages', expect: { events: 13, tokenEvents: 2, firstTokenEvent: 2, lastTokenEvent: 3, promptTokens: 565, completionTokens: 48, error: false, malformed: 0, cachedPromptTokens: 0, cacheWriteTokens: 0 } },
-  { file: 'vercelai-anthropic-message-delta-input-tokens.chunks.txt', api: 'messages', expect: { events: 8, tokenEvents: 2, firstTokenEvent: 2, lastTokenEvent: 4, promptTokens: 61, completionTokens: 2, error: false, malformed: 0 } },
+  {
+    file: 'vercelai-anthropic-text.chunks.txt',
+    api: 'messages',
+    expect: {
+      events: 12,
+      tokenEvents: 6,
+      firstTokenEvent: 3,
+      lastTokenEvent: 8,
+      promptTokens: 12,
+      completionTokens: 30,
+      error: false,
+      malformed: 0,
+      cachedPromptTokens: 0,
+      cacheWriteTokens: 0,
+    },
+  },
+  {
+    file: 'vercelai-anthropic-tool-no-args.chunks.txt',
+    api: 'messages',
+    expect: {
+      events: 13,
+      tokenEvents: 2,
+      firstTokenEvent: 2,
+      lastTokenEvent: 3,
+      promptTokens: 565,
+      completionTokens: 48,
+      error: false,
+      malformed: 0,
+      cachedPromptTokens: 0,
+      cacheWriteTokens: 0,
+    },
+  },
+  {
+    file: 'vercelai-anthropic-message-delta-input-tokens.chunks.txt',
+    api: 'messages',
+    expect: { events: 8, tokenEvents: 2, firstTokenEvent: 2, lastTokenEvent: 4, promptTokens: 61, completionTokens: 2, error: false, malformed: 0 },
+  },
   // llama.cpp b4747: no role chunk (the first chunk is a token), usage and timings on the finish chunk.
   {
     file: 'llamacpp-b4747-chat-stream-usage-timings.sse',
     api: 'chat',
     expect: {
-      events: 10, tokenEvents: 8, firstTokenEvent: 0, lastTokenEvent: 7, promptTokens: 59, completionTokens: 8, error: false, malformed: 0,
+      events: 10,
+      tokenEvents: 8,
+      firstTokenEvent: 0,
+      lastTokenEvent: 7,
+      promptTokens: 59,
+      completionTokens: 8,
+      error: false,
+      malformed: 0,
       engineTimings: { promptTokens: 59, promptMs: 1.701, predictedTokens: 8, predictedMs: 1.305 },
     },
   },
@@ -135,10 +276,21 @@ export const REAL_STREAMS: ReadonlyArray<{ file: string; api: StreamFixture['api
     file: 'llamacpp-b4747-completions-stream.sse',
     api: 'completions',
     expect: {
-      events: 10, tokenEvents: 8, firstTokenEvent: 0, lastTokenEvent: 7, promptTokens: 15, completionTokens: 8, error: false, malformed: 0,
+      events: 10,
+      tokenEvents: 8,
+      firstTokenEvent: 0,
+      lastTokenEvent: 7,
+      promptTokens: 15,
+      completionTokens: 8,
+      error: false,
+      malformed: 0,
       engineTimings: { promptTokens: 15, promptMs: 0.504, predictedTokens: 8, predictedMs: 0.734 },
     },
   },
   // HTTP 200, then a line whose SSE field is `error` (no data: line, so not an event here), then [DONE].
-  { file: 'llamacpp-b4747-chat-stream-context-error.sse', api: 'chat', expect: { events: 1, tokenEvents: 0, firstTokenEvent: null, lastTokenEvent: null, promptTokens: null, completionTokens: null, error: true, malformed: 0 } },
+  {
+    file: 'llamacpp-b4747-chat-stream-context-error.sse',
+    api: 'chat',
+    expect: { events: 1, tokenEvents: 0, firstTokenEvent: null, lastTokenEvent: null, promptTokens: null, completionTokens: null, error: true, malformed: 0 },
+  },
 ];

@@ -62,7 +62,8 @@ export function panelQueries(d: Dashboard): PanelQuery[] {
   const walk = (panels: readonly Panel[] | undefined): void => {
     for (const p of panels ?? []) {
       walk(p.panels);
-      for (const t of p.targets ?? []) if (t.expr !== undefined && t.expr.trim() !== '' && t.hide !== true) out.push({ panel: p.title ?? '', refId: t.refId ?? '', expr: t.expr });
+      for (const t of p.targets ?? [])
+        if (t.expr !== undefined && t.expr.trim() !== '' && t.hide !== true) out.push({ panel: p.title ?? '', refId: t.refId ?? '', expr: t.expr });
     }
   };
   walk(d.json.panels);

@@ -98,7 +98,11 @@ export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Prom
           const i = waiters.findIndex((w) => w.resolve === done);
           if (i !== -1) waiters.splice(i, 1);
           const last = exports.at(-1);
-          reject(new Error(`no matching OTLP export within ${timeoutMs} ms (${exports.length} received; last: ${JSON.stringify(last?.metrics.map((m) => [m.name, m.points.map((p) => [p.attributes, p.count, p.sum])]))})`));
+          reject(
+            new Error(
+              `no matching OTLP export within ${timeoutMs} ms (${exports.length} received; last: ${JSON.stringify(last?.metrics.map((m) => [m.name, m.points.map((p) => [p.attributes, p.count, p.sum])]))})`,
+            ),
+          );
         }, timeoutMs);
         function done(e: ReceivedExport): void {
           clearTimeout(timer);
@@ -144,7 +148,15 @@ function fromJson(body: {
         description?: string;
         histogram?: {
           aggregationTemporality?: number;
-          dataPoints?: Array<{ attributes?: JsonKeyValue[]; count?: number | string; sum?: number; bucketCounts?: Array<number | string>; explicitBounds?: number[]; min?: number; max?: number }>;
+          dataPoints?: Array<{
+            attributes?: JsonKeyValue[];
+            count?: number | string;
+            sum?: number;
+            bucketCounts?: Array<number | string>;
+            explicitBounds?: number[];
+            min?: number;
+            max?: number;
+          }>;
         };
       }>;
     }>;

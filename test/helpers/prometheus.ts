@@ -58,7 +58,12 @@ export interface Prometheus {
   /** Instant query; throws (naming the query and Prometheus' error) unless status is success. */
   query(promql: string): Promise<QueryData>;
   /** Range query from `start` to `end` (Unix seconds) at `step` seconds; the matrix's series. */
-  queryRange(promql: string, start: number, end: number, step: number): Promise<ReadonlyArray<{ readonly metric: Labels; readonly values: ReadonlyArray<[number, string]> }>>;
+  queryRange(
+    promql: string,
+    start: number,
+    end: number,
+    step: number,
+  ): Promise<ReadonlyArray<{ readonly metric: Labels; readonly values: ReadonlyArray<[number, string]> }>>;
   /** GET of a path of the HTTP API (e.g. /api/v1/label/job/values?match[]=up); its `data`. */
   api(path: string): Promise<unknown>;
   /** An instant query whose answer must be a vector; its samples with numeric values. */
@@ -278,7 +283,6 @@ function pathOf(targets: readonly string[]): string {
   if (paths.size !== 1) throw new Error(`targets must share one metrics path, got ${[...paths].join(', ')}`);
   return [...paths][0]!;
 }
-
 
 /** Whether `promise` settled within `ms`; the timer is cleared either way. */
 async function within(promise: Promise<void>, ms: number): Promise<boolean> {

@@ -74,7 +74,9 @@ export async function startRawUpstream(t: TestContext, answer: (request: RawRequ
         answer({ head, method, path, socket });
         return;
       }
-      socket.write(`HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${BYSTANDER_EVENT.length.toString(16)}\r\n${BYSTANDER_EVENT}\r\n`);
+      socket.write(
+        `HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${BYSTANDER_EVENT.length.toString(16)}\r\n${BYSTANDER_EVENT}\r\n`,
+      );
       if (released) {
         finish(socket);
         return;

@@ -47,7 +47,15 @@ export async function startReplayUpstream(): Promise<ReplayUpstream> {
     res.on('close', () => resolveAbandoned(!res.writableFinished));
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const recorded: RecordedRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks), remotePort: req.socket.remotePort ?? 0, abandoned };
+      const recorded: RecordedRequest = {
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        rawHeaders: req.rawHeaders,
+        body: Buffer.concat(chunks),
+        remotePort: req.socket.remotePort ?? 0,
+        abandoned,
+      };
       requests.push(recorded);
       for (const w of waiters.splice(0)) {
         if (requests.length >= w.n) w.resolve();

@@ -63,7 +63,9 @@ export const pythonLes = (bounds: readonly number[]): string[] => [...bounds.map
  * them (spec-buckets.test.ts checks the page and /metrics against these).
  */
 export const INFERMETER_BUCKETS = {
-  inter_token_latency_seconds: [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5],
+  inter_token_latency_seconds: [
+    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5,
+  ],
   time_to_first_byte_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
 } as const;
 

@@ -106,7 +106,10 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
       next();
       return;
     }
-    writeInTwo(res, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`);
+    writeInTwo(
+      res,
+      `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`,
+    );
   };
 
   const keepAlive = (res: ServerResponse): Record<string, string> => (res.shouldKeepAlive ? KEEP_ALIVE : {});

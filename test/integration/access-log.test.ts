@@ -54,14 +54,30 @@ describe('access log', () => {
     t.after(() => upstream.close());
     upstream.respond((req) =>
       req.body.toString().includes('"stream":true')
-        ? { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ afterMs: 20, data: 'data: {"choices":[{"delta":{"content":"SECRET-OUTPUT"}}]}\n\n' }, { afterMs: 10, data: 'data: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2}}\n\ndata: [DONE]\n\n' }] }
+        ? {
+            status: 200,
+            headers: { 'content-type': 'text/event-stream' },
+            body: [
+              { afterMs: 20, data: 'data: {"choices":[{"delta":{"content":"SECRET-OUTPUT"}}]}\n\n' },
+              {
+                afterMs: 10,
+                data: 'data: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2}}\n\ndata: [DONE]\n\n',
+              },
+            ],
+          }
         : { status: 500, headers: { 'content-type': 'application/json' }, body: [{ data: '{"error":{"message":"boom"}}' }] },
     );
     const app = await startProxy(t, upstream.url, { INFERMETER_ACCESS_LOG: file });
     const finished = nextFinished(app, 3);
     const stream = '{"model":"m","stream":true,"messages":[{"role":"user","content":"SECRET-PROMPT"}]}';
     const headers = { authorization: 'Bearer sk-SECRET-KEY', 'content-type': 'application/json' };
-    await (await fetch(`${app.dataUrl}/v1/chat/completions?api-key=SECRET-QUERY`, { method: 'POST', body: stream, headers: { ...headers, 'x-request-id': 'client-req-1' } })).arrayBuffer();
+    await (
+      await fetch(`${app.dataUrl}/v1/chat/completions?api-key=SECRET-QUERY`, {
+        method: 'POST',
+        body: stream,
+        headers: { ...headers, 'x-request-id': 'client-req-1' },
+      })
+    ).arrayBuffer();
     await (await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: stream, headers })).arrayBuffer();
     await (await fetch(`${app.dataUrl}/v1/completions`, { method: 'POST', body: '{"model":"m","prompt":"x"}', headers })).arrayBuffer();
     await (await fetch(`${app.dataUrl}/v1/models`)).arrayBuffer(); // not inference: not logged
@@ -69,7 +85,10 @@ describe('access log', () => {
     await app.close(); // flushes the log
     const text = readFileSync(file, 'utf8');
     assert.doesNotMatch(text, /SECRET/, 'no key, query, prompt or completion text');
-    const lines = text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.equal(lines.length, 3);
     const [first, second, third] = lines as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
     assert.equal(first.request_id, 'client-req-1');
@@ -77,17 +96,47 @@ describe('access log', () => {
     assert.match(String(second.request_id), /^[0-9a-f-]{36}$/, 'generated when the client sent none');
     assert.equal(upstream.requests[1]!.headers['x-request-id'], second.request_id, 'and passed upstream');
     assert.deepEqual(
-      { method: first.method, path: first.path, status: first.status, model: first.model, stream: first.stream, outcome: first.outcome, usage_source: first.usage_source, usage_injected: first.usage_injected, prompt_tokens: first.prompt_tokens, completion_tokens: first.completion_tokens, bytes_in: first.bytes_in },
-      { method: 'POST', path: '/v1/chat/completions', status: 200, model: 'm', stream: true, outcome: 'success', usage_source: 'upstream', usage_injected: true, prompt_tokens: 7, completion_tokens: 2, bytes_in: Buffer.byteLength(stream) },
+      {
+        method: first.method,
+        path: first.path,
+        status: first.status,
+        model: first.model,
+        stream: first.stream,
+        outcome: first.outcome,
+        usage_source: first.usage_source,
+        usage_injected: first.usage_injected,
+        prompt_tokens: first.prompt_tokens,
+        completion_tokens: first.completion_tokens,
+        bytes_in: first.bytes_in,
+      },
+      {
+        method: 'POST',
+        path: '/v1/chat/completions',
+        status: 200,
+        model: 'm',
+        stream: true,
+        outcome: 'success',
+        usage_source: 'upstream',
+        usage_injected: true,
+        prompt_tokens: 7,
+        completion_tokens: 2,
+        bytes_in: Buffer.byteLength(stream),
+      },
     );
     // The upstream's 20 ms timer counts whole milliseconds: it can fire up to 1 ms early.
-    assert.ok((first.ttft_ms as number) >= 19 && (first.e2e_ms as number) >= (first.ttft_ms as number) && (first.ttfb_ms as number) <= (first.ttft_ms as number), `TTFB ${first.ttfb_ms} <= TTFT ${first.ttft_ms} (>= 19) <= e2e ${first.e2e_ms} ms`);
+    assert.ok(
+      (first.ttft_ms as number) >= 19 && (first.e2e_ms as number) >= (first.ttft_ms as number) && (first.ttfb_ms as number) <= (first.ttft_ms as number),
+      `TTFB ${first.ttfb_ms} <= TTFT ${first.ttft_ms} (>= 19) <= e2e ${first.e2e_ms} ms`,
+    );
     // What the client received: the upstream's bytes minus the usage chunk it did not ask for.
-    assert.equal(first.bytes_out, Buffer.byteLength('data: {"choices":[{"delta":{"content":"SECRET-OUTPUT"}}]}\n\ndata: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n'));
+    assert.equal(
+      first.bytes_out,
+      Buffer.byteLength('data: {"choices":[{"delta":{"content":"SECRET-OUTPUT"}}]}\n\ndata: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n'),
+    );
     assert.deepEqual([third.status, third.outcome, third.failure, third.stream], [500, 'failed', 'upstream_status', false]);
   });
 
-  it('never logs an e2e longer than the client\'s own for the same request', async (t) => {
+  it("never logs an e2e longer than the client's own for the same request", async (t) => {
     // Between the client's two stamps lie, in order: the request leaving the client, infermeter's
     // t0 (never before its bytes were readable), infermeter's end (just before its last write)
     // and the last byte reaching the client. So the logged e2e is at most the client's, on every
@@ -102,8 +151,22 @@ describe('access log', () => {
     t.after(() => upstream.close());
     upstream.respond((req) =>
       req.body.toString().includes('"stream":true')
-        ? { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ afterMs: 5, data: 'data: {"choices":[{"delta":{"content":"a"}}]}\n\n' }, { afterMs: 5, data: 'data: {"choices":[{"delta":{"content":"b"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n' }] }
-        : { status: 200, headers: { 'content-type': 'application/json' }, body: [{ afterMs: 5, data: '{"choices":[{"message":{"content":"ab"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}' }] },
+        ? {
+            status: 200,
+            headers: { 'content-type': 'text/event-stream' },
+            body: [
+              { afterMs: 5, data: 'data: {"choices":[{"delta":{"content":"a"}}]}\n\n' },
+              {
+                afterMs: 5,
+                data: 'data: {"choices":[{"delta":{"content":"b"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n',
+              },
+            ],
+          }
+        : {
+            status: 200,
+            headers: { 'content-type': 'application/json' },
+            body: [{ afterMs: 5, data: '{"choices":[{"message":{"content":"ab"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}' }],
+          },
     );
     const app = await startProxy(t, upstream.url, { INFERMETER_ACCESS_LOG: file });
     app.metrics.addObserver({
@@ -113,7 +176,9 @@ describe('access log', () => {
       },
     });
     const finished = nextFinished(app, 12);
-    const client = spawn(process.execPath, ['--input-type=module', '-e', CLIENT, `${app.dataUrl}/v1/chat/completions`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const client = spawn(process.execPath, ['--input-type=module', '-e', CLIENT, `${app.dataUrl}/v1/chat/completions`], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     t.after(() => client.kill());
     let printed = '';
     client.stdout.on('data', (c: Buffer) => (printed += c.toString()));
@@ -122,7 +187,10 @@ describe('access log', () => {
     const clientE2e = new Map(Object.entries(JSON.parse(printed) as Record<string, number>));
     await finished;
     await app.close(); // flushes the log
-    const logged = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { request_id: string; e2e_ms: number; outcome: string; stream: boolean });
+    const logged = readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { request_id: string; e2e_ms: number; outcome: string; stream: boolean });
     assert.equal(logged.length, 12);
     assert.equal(logged.filter((l) => l.stream).length, 8);
     for (const line of logged) {
@@ -139,9 +207,36 @@ describe('access log', () => {
     let firstWrite!: () => void;
     const wroteOnce = new Promise<void>((resolve) => (firstWrite = resolve));
     // A writer that accepts data but never finishes writing it: its backlog only grows.
-    const stuck = new Writable({ highWaterMark: 1, write(chunk: Buffer, _e, _done) { written.push(chunk.toString()); firstWrite(); } });
+    const stuck = new Writable({
+      highWaterMark: 1,
+      write(chunk: Buffer, _e, _done) {
+        written.push(chunk.toString());
+        firstWrite();
+      },
+    });
     const log = createAccessLog({ target: 'test', maxPendingBytes: 2000, dropped: () => dropped++, stream: stuck });
-    const record = { time: 't', request_id: 'r', method: 'POST', path: '/v1/completions', status: 200, model: 'm', stream: false, outcome: 'success', failure: undefined, cancel_phase: undefined, ttfb_ms: 1, ttft_ms: undefined, tpot_ms: undefined, e2e_ms: 2, prompt_tokens: 1, completion_tokens: 1, usage_source: 'upstream', usage_injected: false, bytes_in: 1, bytes_out: 1 };
+    const record = {
+      time: 't',
+      request_id: 'r',
+      method: 'POST',
+      path: '/v1/completions',
+      status: 200,
+      model: 'm',
+      stream: false,
+      outcome: 'success',
+      failure: undefined,
+      cancel_phase: undefined,
+      ttfb_ms: 1,
+      ttft_ms: undefined,
+      tpot_ms: undefined,
+      e2e_ms: 2,
+      prompt_tokens: 1,
+      completion_tokens: 1,
+      usage_source: 'upstream',
+      usage_injected: false,
+      bytes_in: 1,
+      bytes_out: 1,
+    };
     for (let i = 0; i < 10; i++) log.write(record);
     await wroteOnce; // the batch interval passed: what the bound let in went to the writer in one write
     const firstBatch = written[0]!.split('\n').length - 1;
@@ -155,12 +250,22 @@ describe('access log', () => {
     const missing = join(logFile(t), '..', 'no-such-dir', 'access.log');
     assert.throws(
       () => loadConfig({ INFERMETER_ACCESS_LOG: missing }),
-      (e: unknown) => e instanceof ConfigError && /INFERMETER_ACCESS_LOG: expected stdout, off, or a file infermeter can append to \(opening it failed: ENOENT: no such file or directory/.test(e.message),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        /INFERMETER_ACCESS_LOG: expected stdout, off, or a file infermeter can append to \(opening it failed: ENOENT: no such file or directory/.test(
+          e.message,
+        ),
     );
     const dir = join(logFile(t), '..');
     assert.throws(() => loadConfig({ INFERMETER_ACCESS_LOG: dir }), /INFERMETER_ACCESS_LOG: .*EISDIR/);
     // The command: exit 2 and the message, before anything listens.
-    const cli = spawnNode(t, [fileURLToPath(new URL('../../bin/infermeter.js', import.meta.url))], { INFERMETER_UPSTREAM: 'http://127.0.0.1:9', INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_ACCESS_LOG: missing });
+    const cli = spawnNode(t, [fileURLToPath(new URL('../../bin/infermeter.js', import.meta.url))], {
+      INFERMETER_UPSTREAM: 'http://127.0.0.1:9',
+      INFERMETER_PORT: '0',
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_ACCESS_LOG: missing,
+    });
     const [stderr, [code]] = await Promise.all([collect(cli.stderr), once(cli, 'exit')]);
     assert.equal(code, 2);
     assert.match(stderr, /INFERMETER_ACCESS_LOG: .*ENOENT/);
@@ -170,7 +275,11 @@ describe('access log', () => {
   it('whose writes fail later says so once in the log and counts every line lost', async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
-    upstream.respond(() => ({ status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"usage":{"prompt_tokens":1,"completion_tokens":1}}' }] }));
+    upstream.respond(() => ({
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: [{ data: '{"usage":{"prompt_tokens":1,"completion_tokens":1}}' }],
+    }));
     const warnings: Array<Record<string, unknown>> = [];
     let warned!: () => void;
     const firstWarning = new Promise<void>((resolve) => (warned = resolve));

@@ -83,7 +83,11 @@ function metricNames(expr: string): Set<string> {
 describe('alerts.yml against infermeter', () => {
   it('reads metric names out of PromQL', () => {
     assert.deepEqual(
-      [...metricNames('histogram_quantile(0.9, sum by (le, model_name) (rate(a_bucket{job=~"x.*",le!="1e3"}[5m]))) > 2.5 and on (job) b_total offset 1m unless absent(up) or c:d > bool 1e-3')].sort(),
+      [
+        ...metricNames(
+          'histogram_quantile(0.9, sum by (le, model_name) (rate(a_bucket{job=~"x.*",le!="1e3"}[5m]))) > 2.5 and on (job) b_total offset 1m unless absent(up) or c:d > bool 1e-3',
+        ),
+      ].sort(),
       ['a_bucket', 'b_total', 'c:d', 'up'],
     );
   });
@@ -128,10 +132,13 @@ describe('alerts.yml against infermeter', () => {
         assert.ok(exposed.has(name), `${rule.alert ?? rule.record} queries ${name}, which infermeter does not expose`);
       }
     }
-    assert.ok(used.has('infermeter_request_failures_total') && used.has('time_to_first_token_seconds_bucket'), `names read from the rules: ${[...used].join(', ')}`);
+    assert.ok(
+      used.has('infermeter_request_failures_total') && used.has('time_to_first_token_seconds_bucket'),
+      `names read from the rules: ${[...used].join(', ')}`,
+    );
   });
 
-  it('the clients\' own errors page no one: the 404 case expects every critical alert silent', () => {
+  it("the clients' own errors page no one: the 404 case expects every critical alert silent", () => {
     const doc = readYaml(ALERT_TESTS) as { tests: Array<{ name: string; alert_rule_test?: AlertTest[] }> };
     const only404s = doc.tests.find((c) => c.name.startsWith('only 404s for a model plus healthy traffic'));
     assert.ok(only404s !== undefined, `${ALERT_TESTS} has the 404 case`);
@@ -140,7 +147,10 @@ describe('alerts.yml against infermeter', () => {
     assert.ok(critical.length > 0);
     for (const rule of critical) assert.ok(silent.has(rule.alert!), `${rule.alert} (critical) is not checked silent in the 404 case of ${ALERT_TESTS}`);
     const fivexx = doc.tests.find((c) => c.name === '5xx: fires');
-    assert.ok((fivexx?.alert_rule_test ?? []).some((a) => (a.exp_alerts ?? []).some((e) => e.exp_labels?.severity === 'critical')), 'the 5xx case expects a critical alert');
+    assert.ok(
+      (fivexx?.alert_rule_test ?? []).some((a) => (a.exp_alerts ?? []).some((e) => e.exp_labels?.severity === 'critical')),
+      'the 5xx case expects a critical alert',
+    );
   });
 
   it('every alert has a test case where it fires and one where it does not', () => {
@@ -152,7 +162,10 @@ describe('alerts.yml against infermeter', () => {
       // rules share the alert name) are among the expected labels.
       const fires = own.some((c) => (c.exp_alerts ?? []).some((a) => Object.entries(rule.labels ?? {}).every(([k, v]) => a.exp_labels?.[k] === v)));
       assert.ok(fires, `${rule.alert} ${JSON.stringify(rule.labels ?? {})} has no firing test case in ${ALERT_TESTS}`);
-      assert.ok(own.some((c) => (c.exp_alerts ?? []).length === 0), `${rule.alert} has no case where it does not fire in ${ALERT_TESTS}`);
+      assert.ok(
+        own.some((c) => (c.exp_alerts ?? []).length === 0),
+        `${rule.alert} has no case where it does not fire in ${ALERT_TESTS}`,
+      );
     }
   });
 });

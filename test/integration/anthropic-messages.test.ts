@@ -26,14 +26,22 @@ const EARLY_MS = 1;
 const RECORDINGS = REAL_STREAMS.filter((s) => s.api === 'messages');
 
 const post = async (url: string, body: string): Promise<{ status: number; bytes: Buffer }> => {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'sk-ant-test', 'anthropic-version': '2023-06-01' }, body });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': 'sk-ant-test', 'anthropic-version': '2023-06-01' },
+    body,
+  });
   return { status: res.status, bytes: Buffer.from(await res.arrayBuffer()) };
 };
 
 /** Posts and reads the answer as it comes: its bytes, and when (seconds after sending) the client held its first `end` bytes. */
 async function readTimed(url: string, body: string): Promise<{ status: number; bytes: Buffer; seenAt: (end: number) => number }> {
   const sentAt = performance.now();
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'sk-ant-test', 'anthropic-version': '2023-06-01' }, body });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': 'sk-ant-test', 'anthropic-version': '2023-06-01' },
+    body,
+  });
   const reader = res.body!.getReader();
   const pieces: Uint8Array[] = [];
   const arrivals: Array<{ length: number; seconds: number }> = [];
@@ -47,7 +55,9 @@ async function readTimed(url: string, body: string): Promise<{ status: number; b
 }
 
 describe('Anthropic Messages API through infermeter', () => {
-  it('replays the real recordings byte for byte, with their TTFT, tokens, finish reason and outcome', { skip: realStreamsAvailable() ? false : `real recordings not found at ${REAL_STREAMS_DIR}` }, async (t) => {
+  it('replays the real recordings byte for byte, with their TTFT, tokens, finish reason and outcome', {
+    skip: realStreamsAvailable() ? false : `real recordings not found at ${REAL_STREAMS_DIR}`,
+  }, async (t) => {
     assert.equal(RECORDINGS.length, 3);
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
@@ -67,19 +77,28 @@ describe('Anthropic Messages API through infermeter', () => {
       const [s] = (await finished) as [RequestSample];
       const context = `${file}: ${JSON.stringify(s)}`;
       assert.deepEqual([s.api, s.model, s.stream, s.streamed, s.outcome, s.failure], ['messages', 'claude-test', true, true, 'success', undefined], context);
-      assert.deepEqual([s.promptTokens, s.completionTokens, s.usageSource, s.tokenEvents], [expect.promptTokens, expect.completionTokens, 'upstream', expect.tokenEvents], context);
+      assert.deepEqual(
+        [s.promptTokens, s.completionTokens, s.usageSource, s.tokenEvents],
+        [expect.promptTokens, expect.completionTokens, 'upstream', expect.tokenEvents],
+        context,
+      );
       assert.ok(s.finishReason === 'end_turn' || s.finishReason === 'tool_use', context);
       assert.match(s.responseModel ?? '', /^claude-/, context);
       // Event i leaves the upstream FIRST_MS + i * GAP_MS (less a millisecond a timer) after the
       // request reached it: no event is seen before that; and the proxy sees an event before the
       // client does. So TTFT lies between event k's sending and the client's receiving it: k is
       // the first text delta, after message_start, its block's start and pings.
-      const ends = sseBlocks(current).filter((b) => b.isEvent).map((b) => b.end);
+      const ends = sseBlocks(current)
+        .filter((b) => b.isEvent)
+        .map((b) => b.end);
       const k = expect.firstTokenEvent!;
       const last = expect.lastTokenEvent!;
       const sent = (i: number) => (FIRST_MS + i * GAP_MS - (i + 1) * EARLY_MS) / 1000;
       assert.ok(s.ttft! >= sent(k) && s.ttft! <= res.seenAt(ends[k]!), `${context}: TTFT at event ${k}, which the client saw at ${res.seenAt(ends[k]!)} s`);
-      assert.ok(s.lastToken! >= sent(last) && s.lastToken! <= res.seenAt(ends[last]!), `${context}: last token at event ${last}, which the client saw at ${res.seenAt(ends[last]!)} s`);
+      assert.ok(
+        s.lastToken! >= sent(last) && s.lastToken! <= res.seenAt(ends[last]!),
+        `${context}: last token at event ${last}, which the client saw at ${res.seenAt(ends[last]!)} s`,
+      );
       // TPOT: the time from the first to the last token event, over the final output_tokens - 1.
       assert.equal(s.tpot?.tokens, expect.completionTokens! - 1, context);
       assert.ok(Math.abs(s.tpot.seconds - (s.lastToken! - s.ttft!) / (expect.completionTokens! - 1)) < 1e-9, context);
@@ -116,7 +135,11 @@ describe('Anthropic Messages API through infermeter', () => {
     assert.equal(status.status, 529);
     assert.equal(status.bytes.toString(), refused);
     const [a, b] = (await finished) as [RequestSample, RequestSample];
-    assert.deepEqual([a.outcome, a.failure, a.status, a.tokenEvents, a.promptTokens, a.completionTokens], ['failed', 'stream_error', 200, 1, 9, 1], JSON.stringify(a));
+    assert.deepEqual(
+      [a.outcome, a.failure, a.status, a.tokenEvents, a.promptTokens, a.completionTokens],
+      ['failed', 'stream_error', 200, 1, 9, 1],
+      JSON.stringify(a),
+    );
     assert.ok(a.ttft !== undefined, 'the token before the error still has its TTFT');
     assert.deepEqual([b.outcome, b.failure, b.status, b.streamed, b.promptTokens], ['failed', 'upstream_status', 529, false, undefined], JSON.stringify(b));
     const m = await scrape(app);
@@ -130,15 +153,26 @@ describe('Anthropic Messages API through infermeter', () => {
     const events = [
       'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":20,"cache_read_input_tokens":100,"output_tokens":1}}}\n\n',
       'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n',
-      ...['one', ' two', ' three', ' MARK'].map((text) => `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${text}"}}\n\n`),
+      ...['one', ' two', ' three', ' MARK'].map(
+        (text) => `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${text}"}}\n\n`,
+      ),
     ];
-    upstream.respond(() => ({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: events.map((data) => ({ afterMs: 5, data })), end: 'hang' }));
+    upstream.respond(() => ({
+      status: 200,
+      headers: { 'content-type': 'text/event-stream' },
+      body: events.map((data) => ({ afterMs: 5, data })),
+      end: 'hang',
+    }));
     const app = await startProxy(t, upstream.url);
     const finished = nextFinished(app, 1);
     await leaveStreamAfter(app.dataUrl, { model: 'claude-x', max_tokens: 64, stream: true, messages: [] }, 'MARK', '/v1/messages');
     const [s] = (await finished) as [RequestSample];
     assert.deepEqual([s.outcome, s.cancelPhase, s.tokenEvents, s.usageSource], ['cancelled', 'decoding', 4, 'upstream'], JSON.stringify(s));
-    assert.deepEqual([s.promptTokens, s.completionTokens, s.tpot?.tokens], [120, 4, 3], 'message_start\'s prompt; its output_tokens (1) was counted before the four deltas came');
+    assert.deepEqual(
+      [s.promptTokens, s.completionTokens, s.tpot?.tokens],
+      [120, 4, 3],
+      "message_start's prompt; its output_tokens (1) was counted before the four deltas came",
+    );
     assert.equal(await upstream.requests[0]!.abandoned, true, 'the upstream request is aborted');
   });
 
@@ -193,7 +227,13 @@ describe('Anthropic Messages API through infermeter', () => {
     }
     assert.deepEqual(events, [
       'message_start',
-      ...['content_block_start', 'content_block_delta:thinking_delta', 'content_block_delta:thinking_delta', 'content_block_delta:signature_delta', 'content_block_stop'],
+      ...[
+        'content_block_start',
+        'content_block_delta:thinking_delta',
+        'content_block_delta:thinking_delta',
+        'content_block_delta:signature_delta',
+        'content_block_stop',
+      ],
       ...['content_block_start', ...Array<string>(6).fill('content_block_delta:text_delta'), 'content_block_stop'],
       'message_delta',
       'message_stop',
@@ -203,7 +243,10 @@ describe('Anthropic Messages API through infermeter', () => {
 
     // 3. and 4. Not streamed: the whole message as one body (with thinking, then without).
     const answer = await client.messages.create({ model: MODEL, max_tokens: 4, thinking: { type: 'enabled', budget_tokens: 1024 }, messages });
-    assert.deepEqual(answer.content.map((b) => b.type), ['thinking', 'text']);
+    assert.deepEqual(
+      answer.content.map((b) => b.type),
+      ['thinking', 'text'],
+    );
     assert.equal(answer.stop_reason, 'max_tokens');
     assert.equal(answer.usage.output_tokens, 4);
     const plain = await client.messages.create({ model: MODEL, max_tokens: 3, messages });
@@ -249,14 +292,17 @@ describe('Anthropic Messages API through infermeter', () => {
     assert.deepEqual(dashboard?.totals, { received: 4, success: 4, failed: 0, cancelled: 0, promptTokens: prompt, generationTokens: 27 });
 
     await app.close(); // flushes the access log
-    const lines = readFileSync(logFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = readFileSync(logFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.deepEqual(
       lines.map((l) => [l.path, l.model, l.stream, l.outcome, l.prompt_tokens, l.completion_tokens, l.usage_injected]),
       samples.map((s) => ['/v1/messages', MODEL, s.stream, 'success', s.promptTokens, s.completionTokens, false]),
     );
   });
 
-  it('answers a Messages request without max_tokens or messages in Anthropic\'s error shape', async (t) => {
+  it("answers a Messages request without max_tokens or messages in Anthropic's error shape", async (t) => {
     const sim = await startSimServer({ models: ['sim-claude'], ttftMs: 0, interTokenMs: 0 });
     t.after(() => sim.close());
     const res = await post(`${sim.url}/v1/messages`, '{"model":"sim-claude","messages":[{"role":"user","content":"hi"}]}');

@@ -24,14 +24,23 @@ describe('AOM dialect', () => {
   it('agrees with the MindIE histograms over a scripted mix, with the service labels', async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
-    const streams = [fixture('vllm-chat-usage.sse'), fixture('ollama-chat-nousage.sse'), fixture('vllm-chat-error-midstream.sse'), fixture('tgi-chat-usage.sse')];
+    const streams = [
+      fixture('vllm-chat-usage.sse'),
+      fixture('ollama-chat-nousage.sse'),
+      fixture('vllm-chat-error-midstream.sse'),
+      fixture('tgi-chat-usage.sse'),
+    ];
     let n = 0;
     upstream.respond((req) => {
       const body = JSON.parse(req.body.toString()) as { stream?: boolean };
       const i = n++;
       if (body.stream) return sseScript(streams[i % streams.length]!, 10 + i * 7, 3 + (i % 4));
       if (i % 5 === 4) return { status: 429, headers: { 'content-type': 'application/json' }, body: [{ data: '{"error":{"message":"slow down"}}' }] };
-      return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ afterMs: 5, data: JSON.stringify({ usage: { prompt_tokens: 5 + i, completion_tokens: 2 * i } }) }] };
+      return {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: [{ afterMs: 5, data: JSON.stringify({ usage: { prompt_tokens: 5 + i, completion_tokens: 2 * i } }) }],
+      };
     });
     const app = await startProxy(t, upstream.url, {
       INFERMETER_DIALECTS: 'mindie,aom',
@@ -74,9 +83,11 @@ describe('AOM dialect', () => {
     upstream.respond(() => ({ status: 200, body: [], end: 'hang' }));
     const app = await startProxy(t, upstream.url, { INFERMETER_DIALECTS: 'aom' });
     const { port, hostname } = new URL(app.dataUrl);
-    const sockets = [1, 2, 3].map(() => connect(Number(port), hostname, function (this: Socket) {
-      this.write(`GET /hold HTTP/1.1\r\nHost: x\r\n\r\n`);
-    }));
+    const sockets = [1, 2, 3].map(() =>
+      connect(Number(port), hostname, function (this: Socket) {
+        this.write(`GET /hold HTTP/1.1\r\nHost: x\r\n\r\n`);
+      }),
+    );
     t.after(() => {
       for (const s of sockets) s.destroy();
     });
@@ -117,7 +128,10 @@ describe('AOM dialect', () => {
     });
     await (await fetch(`${app.dataUrl}/v1/completions`, { method: 'POST', body: '{"model":"m"}' })).arrayBuffer();
     const m = await scrape(app);
-    assert.deepEqual(m.series('infer_service_request_cost_bucket').map((s) => s.labels.le), ['100', '2000', '+Inf']);
+    assert.deepEqual(
+      m.series('infer_service_request_cost_bucket').map((s) => s.labels.le),
+      ['100', '2000', '+Inf'],
+    );
     assert.match(m.text, /e2e_request_latency_seconds_bucket\{model_name="m",le="2.5"\}/, 'other families keep their defaults');
   });
 });

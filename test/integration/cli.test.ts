@@ -71,7 +71,11 @@ describe('infermeter CLI', () => {
     const wrongPort = await fetch(`${started.management}/metrics`);
     assert.equal(wrongPort.status, 404, '/metrics only on the metrics port');
     assert.equal(((await wrongPort.json()) as { error: string }).error, `/metrics is served on the metrics port: ${started.metrics}`);
-    const index = (await (await fetch(`${started.management}/`)).json()) as { data: { url: string }; management: { url: string; serves: Record<string, string> }; metrics: string };
+    const index = (await (await fetch(`${started.management}/`)).json()) as {
+      data: { url: string };
+      management: { url: string; serves: Record<string, string> };
+      metrics: string;
+    };
     assert.deepEqual([index.data.url, index.management.url, index.metrics], [started.data, started.management, started.metrics]);
     assert.deepEqual(Object.keys(index.management.serves), ['/health', '/ready', '/metrics-json', '/dashboard']);
     const completion = await fetch(`${started.data}/v1/chat/completions`, {
@@ -137,20 +141,28 @@ describe('infermeter CLI with per-tenant metering', () => {
     // Each request on a connection of its own, so that both workers get some.
     const send = (n: number) =>
       Promise.all(
-        Array.from({ length: n }, () =>
-          new Promise<void>((resolve, reject) => {
-            const req = request(`${started.data}/v1/chat/completions`, { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json', 'x-tenant-id': 't1' } }, (res) => {
-              res.resume();
-              res.on('end', resolve);
-            });
-            req.on('error', reject);
-            req.end(JSON.stringify({ model: 'sim-llama-8b', messages: [{ role: 'user', content: 'hi' }] }));
-          }),
+        Array.from(
+          { length: n },
+          () =>
+            new Promise<void>((resolve, reject) => {
+              const req = request(
+                `${started.data}/v1/chat/completions`,
+                { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json', 'x-tenant-id': 't1' } },
+                (res) => {
+                  res.resume();
+                  res.on('end', resolve);
+                },
+              );
+              req.on('error', reject);
+              req.end(JSON.stringify({ model: 'sim-llama-8b', messages: [{ role: 'user', content: 'hi' }] }));
+            }),
         ),
       );
     const count = async (tenant: string) => {
       const text = await (await fetch(started.metrics!)).text();
-      return Number(new RegExp(`infermeter_tenant_requests_total\\{tenant="${tenant}",model_name="sim-llama-8b",outcome="success"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+      return Number(
+        new RegExp(`infermeter_tenant_requests_total\\{tenant="${tenant}",model_name="sim-llama-8b",outcome="success"\\} (\\d+)`).exec(text)?.[1] ?? 0,
+      );
     };
     await send(6);
     assert.equal(await count('Team One'), 6);
@@ -200,7 +212,11 @@ describe('infermeter CLI and SIGHUP with nothing to reload', () => {
       let stderr = '';
       child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
       const started = JSON.parse(await lineMatching(child.stderr, /"infermeter started"/)) as Record<string, string>;
-      const res = await fetch(`${started.data}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-llama-8b', stream: true, messages: [] }) });
+      const res = await fetch(`${started.data}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sim-llama-8b', stream: true, messages: [] }),
+      });
       const reader = res.body!.getReader();
       await reader.read(); // the stream is under way
       const ignored = lineMatching(child.stderr, /SIGHUP ignored/);
@@ -238,7 +254,9 @@ describe('npm run demo', () => {
     assert.match(stdout, /1 in 12 asks for no-such-model \(the server answers 404/);
     assert.match(stdout, /1 in 12 is given up\s+by its client after 150 ms \(cancelled\)/);
     // Every URL of the list answers 200.
-    const urls = [...stdout.matchAll(/^ {2}(?:simulated model server|proxy, for clients|metrics \(Prometheus\)|live dashboard|health) +(http:\/\/\S+)/gm)].map((m) => m[1]!);
+    const urls = [...stdout.matchAll(/^ {2}(?:simulated model server|proxy, for clients|metrics \(Prometheus\)|live dashboard|health) +(http:\/\/\S+)/gm)].map(
+      (m) => m[1]!,
+    );
     assert.equal(urls.length, 5, stdout);
     for (const url of urls) {
       const res = await fetch(url);
@@ -269,7 +287,9 @@ describe('npm run demo', () => {
       [['--duration=0'], /--duration expects seconds, more than 0/],
       [['--duration'], /--duration needs a value/],
     ] as const) {
-      const { code, stdout, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' }, ['demo', ...args]));
+      const { code, stdout, stderr } = await exitOf(
+        run(t, LAUNCHER, { INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' }, ['demo', ...args]),
+      );
       assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);
       assert.match(stderr, new RegExp(`^infermeter demo: ${message.source}`), args.join(' '));
       assert.equal(stdout, '', 'nothing started');
@@ -292,7 +312,8 @@ describe('infermeter on the command line, as a newcomer meets it', () => {
     for (const flag of ['--help', '-h']) {
       const { code, stdout, stderr } = await exitOf(run(t, LAUNCHER, {}, [flag]));
       assert.equal(code, 0, stderr);
-      for (const command of ['infermeter sim [--port N] [--host H]', 'infermeter demo', 'infermeter --version']) assert.ok(stdout.includes(command), `${command} in:\n${stdout}`);
+      for (const command of ['infermeter sim [--port N] [--host H]', 'infermeter demo', 'infermeter --version'])
+        assert.ok(stdout.includes(command), `${command} in:\n${stdout}`);
       for (const v of CONFIGURATION_TABLE) {
         assert.ok(stdout.includes(`\n  ${v.name}\n      default: `), `${v.name} in --help`);
       }
@@ -318,10 +339,17 @@ describe('infermeter on the command line, as a newcomer meets it', () => {
     const url = /http:\/\/127\.0\.0\.1:\d+/.exec(line)?.[0];
     assert.ok(url, line);
     const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> };
-    assert.deepEqual(models.data.map((m) => m.id), ['sim-llama-8b', 'sim-qwen-7b']);
+    assert.deepEqual(
+      models.data.map((m) => m.id),
+      ['sim-llama-8b', 'sim-qwen-7b'],
+    );
     const proxy = run(t, CLI, { INFERMETER_UPSTREAM: url, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' });
     const started = JSON.parse(await lineMatching(proxy.stderr, /"infermeter started"/)) as Record<string, string>;
-    const res = await fetch(`${started.data}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-qwen-7b', prompt: 'hi', max_tokens: 2 }) });
+    const res = await fetch(`${started.data}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'sim-qwen-7b', prompt: 'hi', max_tokens: 2 }),
+    });
     assert.equal(res.status, 200);
     assert.equal(((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens, 2);
     proxy.kill('SIGTERM');
@@ -349,7 +377,12 @@ describe('infermeter on the command line, as a newcomer meets it', () => {
     const child = run(t, LAUNCHER, { INFERMETER_ALLOW_ALL_ZERO_IP: '1' }, ['sim', '--port', '0', '--host', '0.0.0.0']);
     const line = await lineMatching(child.stdout, /^ {2}url /);
     const port = /:(\d+)/.exec(line)?.[1];
-    const post = (maxTokens: number) => fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-llama-8b', max_tokens: maxTokens, stream: true, messages: [] }) });
+    const post = (maxTokens: number) =>
+      fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sim-llama-8b', max_tokens: maxTokens, stream: true, messages: [] }),
+      });
     const huge = await post(1e9);
     assert.equal(huge.status, 400);
     assert.match(await huge.text(), /maximum context length is 4096 tokens/);
@@ -372,21 +405,33 @@ describe('infermeter on the command line, as a newcomer meets it', () => {
   it('an upstream ending in /v1 stops the start, naming the URL to set', async (t) => {
     const { code, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_UPSTREAM: 'http://127.0.0.1:8000/v1' }));
     assert.equal(code, 2);
-    assert.match(stderr, /INFERMETER_UPSTREAM: expected the model server's URL without the trailing \/v1 .*: set http:\/\/127\.0\.0\.1:8000, got "http:\/\/127\.0\.0\.1:8000\/v1"/);
+    assert.match(
+      stderr,
+      /INFERMETER_UPSTREAM: expected the model server's URL without the trailing \/v1 .*: set http:\/\/127\.0\.0\.1:8000, got "http:\/\/127\.0\.0\.1:8000\/v1"/,
+    );
   });
 
   it('a port in use: the message names the variable that set it and its value', async (t) => {
     const sim = await startSimServer();
     t.after(() => sim.close());
     const port = await busyPort(t);
-    const { code, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_UPSTREAM: sim.url, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: String(port) }));
+    const { code, stderr } = await exitOf(
+      run(t, LAUNCHER, { INFERMETER_UPSTREAM: sim.url, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: String(port) }),
+    );
     assert.equal(code, 1);
-    assert.match(stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port} \\(metrics port\\): the port is in use by another process; the port is set by INFERMETER_METRICS_PORT=${port}: set INFERMETER_METRICS_PORT to a free port \\(0 picks one\\)`));
+    assert.match(
+      stderr,
+      new RegExp(
+        `cannot listen on 127\\.0\\.0\\.1:${port} \\(metrics port\\): the port is in use by another process; the port is set by INFERMETER_METRICS_PORT=${port}: set INFERMETER_METRICS_PORT to a free port \\(0 picks one\\)`,
+      ),
+    );
   });
 
   it('a port in use by the demo: the same message, naming INFERMETER_PORT', async (t) => {
     const port = await busyPort(t);
-    const { code, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_PORT: String(port), INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' }, ['demo', '--duration', '1']));
+    const { code, stderr } = await exitOf(
+      run(t, LAUNCHER, { INFERMETER_PORT: String(port), INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' }, ['demo', '--duration', '1']),
+    );
     assert.equal(code, 1);
     assert.match(stderr, new RegExp(`infermeter demo: cannot listen on 127\\.0\\.0\\.1:${port} \\(data plane\\): .*set by INFERMETER_PORT=${port}`));
   });
@@ -405,14 +450,21 @@ function oldNode(): string | undefined {
 
 describe('the Node version check', () => {
   const old = oldNode();
-  it('under an older Node, says in one line which Node it found, which it needs and how to get it', { skip: old === undefined ? 'no Node older than 22.18 on this machine' : false }, async (t) => {
+  it('under an older Node, says in one line which Node it found, which it needs and how to get it', {
+    skip: old === undefined ? 'no Node older than 22.18 on this machine' : false,
+  }, async (t) => {
     const version = spawnSync(old!, ['-p', 'process.versions.node'], { encoding: 'utf8' }).stdout.trim();
     for (const args of [['--version'], [], ['sim'], ['demo']]) {
       const { code, stdout, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_UPSTREAM: 'http://127.0.0.1:8000' }, args, old!));
       assert.equal(code, 1, stderr);
       assert.equal(stdout, '');
       assert.equal(stderr.trimEnd().split('\n').length, 1, stderr);
-      assert.match(stderr, new RegExp(`^infermeter: needs Node\\.js >= 22\\.18 \\(24 LTS recommended\\), found ${version.replaceAll('.', '\\.')} at ${old}; install Node 24 \\(https://nodejs\\.org`));
+      assert.match(
+        stderr,
+        new RegExp(
+          `^infermeter: needs Node\\.js >= 22\\.18 \\(24 LTS recommended\\), found ${version.replaceAll('.', '\\.')} at ${old}; install Node 24 \\(https://nodejs\\.org`,
+        ),
+      );
     }
   });
 });

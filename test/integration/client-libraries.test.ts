@@ -94,14 +94,15 @@ describe('client libraries through infermeter in front of infermeter sim', () =>
     assert.equal(plain.choices[0]?.text, WORDS.slice(0, 3).join(''));
     assert.equal(plain.usage?.completion_tokens, 3);
     let text = '';
-    for await (const chunk of await openai.completions.create({ model: MODEL, prompt: 'Once', max_tokens: 4, stream: true })) text += chunk.choices[0]?.text ?? '';
+    for await (const chunk of await openai.completions.create({ model: MODEL, prompt: 'Once', max_tokens: 4, stream: true }))
+      text += chunk.choices[0]?.text ?? '';
     assert.equal(text, WORDS.slice(0, 4).join(''));
     const [a, b] = await finished;
     measured(a, 'completions', false, 3);
     measured(b, 'completions', true, 4);
   });
 
-  it('openai responses.stream(): events in OpenAI\'s sequence, the final response whole', async () => {
+  it("openai responses.stream(): events in OpenAI's sequence, the final response whole", async () => {
     const finished = nextFinished(app, 1);
     const stream = openai.responses.stream({ model: MODEL, input: 'Say something.', instructions: 'Be brief.' });
     const types: string[] = [];
@@ -137,7 +138,10 @@ describe('client libraries through infermeter in front of infermeter sim', () =>
   it('openai responses.stream() cut by max_output_tokens ends incomplete, as OpenAI ends it', async () => {
     const stream = openai.responses.stream({ model: MODEL, input: 'Say something.', max_output_tokens: 3 });
     const response = await stream.finalResponse();
-    assert.deepEqual([response.status, response.incomplete_details?.reason, response.output_text, response.usage?.output_tokens], ['incomplete', 'max_output_tokens', WORDS.slice(0, 3).join(''), 3]);
+    assert.deepEqual(
+      [response.status, response.incomplete_details?.reason, response.output_text, response.usage?.output_tokens],
+      ['incomplete', 'max_output_tokens', WORDS.slice(0, 3).join(''), 3],
+    );
   });
 
   it('openai embeddings: base64 by default (the SDK decodes it) equals the float form', async () => {
@@ -148,7 +152,10 @@ describe('client libraries through infermeter in front of infermeter sim', () =>
     for (const [i, item] of base64.data.entries()) {
       assert.equal(item.embedding.length, 16);
       assert.ok(Math.abs(Math.hypot(...item.embedding) - 1) < 1e-5, `unit length: ${Math.hypot(...item.embedding)}`);
-      assert.deepEqual(item.embedding, floats.data[i]!.embedding.map((x) => Math.fround(x)));
+      assert.deepEqual(
+        item.embedding,
+        floats.data[i]!.embedding.map((x) => Math.fround(x)),
+      );
     }
     assert.notDeepEqual(base64.data[0]!.embedding, base64.data[1]!.embedding);
     const sized = await openai.embeddings.create({ model: MODEL, input: 'x', dimensions: 64 });

@@ -29,7 +29,8 @@ function makeCgroup(cleanups: Array<() => void | Promise<void>>, name: string): 
   if (parent === undefined) return `no cgroup v2 at ${ROOT} and no cgroup v1 cpu controller under it`;
   const dir = join(parent, `${name}-${process.pid}`);
   try {
-    if (v2 && !readFileSync(join(ROOT, 'cgroup.subtree_control'), 'utf8').split(/\s+/).includes('cpu')) writeFileSync(join(ROOT, 'cgroup.subtree_control'), '+cpu');
+    if (v2 && !readFileSync(join(ROOT, 'cgroup.subtree_control'), 'utf8').split(/\s+/).includes('cpu'))
+      writeFileSync(join(ROOT, 'cgroup.subtree_control'), '+cpu');
     mkdirSync(dir);
   } catch (error) {
     return `cannot make a cgroup at ${dir}: ${(error as Error).message}`;

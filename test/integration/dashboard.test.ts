@@ -58,7 +58,12 @@ function startTraffic(t: TestContext, dataUrl: string, clients = 3): void {
         const res = await fetch(`${dataUrl}/v1/chat/completions`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', ...(n % 12 === 11 ? { 'x-fail': '1' } : {}) },
-          body: JSON.stringify({ model: MODELS[n % 2], stream: true, max_tokens: 8 + (n % 24), messages: [{ role: 'user', content: 'Tell me about metering proxies.' }] }),
+          body: JSON.stringify({
+            model: MODELS[n % 2],
+            stream: true,
+            max_tokens: 8 + (n % 24),
+            messages: [{ role: 'user', content: 'Tell me about metering proxies.' }],
+          }),
         });
         await res.arrayBuffer();
       } catch {
@@ -88,7 +93,10 @@ describe('GET /dashboard', () => {
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('content-type'), 'text/html; charset=utf-8');
     assert.equal(res.headers.get('cache-control'), 'no-cache');
-    assert.match(res.headers.get('content-security-policy')!, /default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'/);
+    assert.match(
+      res.headers.get('content-security-policy')!,
+      /default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'/,
+    );
     assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
     const html = await res.text();
     assert.match(html, /data-auth="none"/);
@@ -96,7 +104,11 @@ describe('GET /dashboard', () => {
     assert.equal((await fetch(`${app.managementUrl}/dashboard`, { headers: { 'if-none-match': etag } })).status, 304);
 
     const refs = [...html.matchAll(/(?:src|href)="([^"]*)"/g)].map((m) => m[1]!);
-    assert.deepEqual(refs.filter((r) => !r.startsWith('dashboard/assets/') && r !== 'data:,'), [], 'every asset is our own, by a relative URL');
+    assert.deepEqual(
+      refs.filter((r) => !r.startsWith('dashboard/assets/') && r !== 'data:,'),
+      [],
+      'every asset is our own, by a relative URL',
+    );
     const types = new Map<string, string>();
     for (const ref of refs.filter((r) => r.startsWith('dashboard/'))) {
       const asset = await fetch(`${app.managementUrl}/${ref}`);
@@ -125,7 +137,10 @@ describe('GET /dashboard', () => {
   it('with a metrics token: the page is served without it, its data only with it (one listener or two)', async (t) => {
     const upstream = await startSim(t);
     const port = String(await freePort());
-    for (const env of [{ INFERMETER_METRICS_TOKEN: TOKEN }, { INFERMETER_METRICS_TOKEN: TOKEN, INFERMETER_MANAGEMENT_PORT: port, INFERMETER_METRICS_PORT: port }]) {
+    for (const env of [
+      { INFERMETER_METRICS_TOKEN: TOKEN },
+      { INFERMETER_METRICS_TOKEN: TOKEN, INFERMETER_MANAGEMENT_PORT: port, INFERMETER_METRICS_PORT: port },
+    ]) {
       const app = await startProxy(t, upstream, env);
       const page = await fetch(`${app.managementUrl}/dashboard`);
       assert.equal(page.status, 200);
@@ -166,18 +181,30 @@ describe('GET /dashboard', () => {
           method: 'POST',
           headers: { 'content-type': 'application/json', ...(i % 4 === 3 ? { 'x-fail': '1' } : {}) },
           // Prompts of different lengths: the simulated server counts about one token per 4 characters.
-          body: JSON.stringify({ model: MODELS[i % 2], stream: true, stream_options: { include_usage: true }, max_tokens: 5, messages: [{ role: 'user', content: 'tokens '.repeat(4 * i + 1) }] }),
+          body: JSON.stringify({
+            model: MODELS[i % 2],
+            stream: true,
+            stream_options: { include_usage: true },
+            max_tokens: 5,
+            messages: [{ role: 'user', content: 'tokens '.repeat(4 * i + 1) }],
+          }),
         }).then((r) => r.text()),
       );
     }
     // The prompt tokens each model's answers reported to the client, in their usage chunks.
     const reported: Record<string, number> = Object.fromEntries(MODELS.map((m) => [m, 0]));
     for (const [i, text] of (await Promise.all(jobs)).entries()) {
-      const usage = text.split('\n').filter((l) => l.startsWith('data: {') && l.includes('"usage":{')).map((l) => (JSON.parse(l.slice(6)) as { usage: { prompt_tokens: number } }).usage);
+      const usage = text
+        .split('\n')
+        .filter((l) => l.startsWith('data: {') && l.includes('"usage":{'))
+        .map((l) => (JSON.parse(l.slice(6)) as { usage: { prompt_tokens: number } }).usage);
       assert.equal(usage.length, i % 4 === 3 ? 0 : 1, `request ${i}: ${text.slice(0, 200)}`);
       for (const u of usage) reported[MODELS[i % 2]!]! += u.prompt_tokens;
     }
-    assert.ok(new Set(Object.values(reported)).size === MODELS.length && Object.values(reported).every((n) => n > 12), `prompt tokens ${JSON.stringify(reported)}`);
+    assert.ok(
+      new Set(Object.values(reported)).size === MODELS.length && Object.values(reported).every((n) => n > 12),
+      `prompt tokens ${JSON.stringify(reported)}`,
+    );
     // The next snapshot after the requests finished holds them all.
     const first = (await dashboardData(app.managementUrl)).seq;
     let data: DashboardData;
@@ -193,7 +220,10 @@ describe('GET /dashboard', () => {
       [MODELS[0]!]: { received: 6, success: 6, failed: 0, cancelled: 0, promptTokens: reported[MODELS[0]!], generationTokens: 30 },
       [MODELS[1]!]: { received: 6, success: 3, failed: 3, cancelled: 0, promptTokens: reported[MODELS[1]!], generationTokens: 15 },
     });
-    assert.ok(data.models.every((m) => m.series.tpotP50.some((v) => v !== null)), 'quantiles from the workers\' samples');
+    assert.ok(
+      data.models.every((m) => m.series.tpotP50.some((v) => v !== null)),
+      "quantiles from the workers' samples",
+    );
   });
 });
 
@@ -234,7 +264,14 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     // Both models' rows and the six charts (uPlot canvases).
     await page.waitForFunction((models) => models.every((m) => document.querySelector(`#models tr[data-model="${m}"]`)), MODELS, { timeout: 10_000 });
     assert.equal(await page.locator('.chart canvas').count(), 6);
-    assert.deepEqual(await page.locator('.chart').evaluateAll((els) => els.map((e) => (e as Dom).dataset.chart)), ['requests', 'ttft', 'tpot', 'tokens', 'inflight', 'kv']);
+    assert.deepEqual(await page.locator('.chart').evaluateAll((els) => els.map((e) => (e as Dom).dataset.chart)), [
+      'requests',
+      'ttft',
+      'tpot',
+      'tokens',
+      'inflight',
+      'kv',
+    ]);
 
     // Figures: TTFT quantiles, tokens per second, failures and the engine's KV cache show numbers.
     await page.waitForFunction(
@@ -249,7 +286,12 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     // A quantile of the window never reads outside the smallest and largest TTFT measured (the
     // page rounds to whole ms); the simulated server waits at least 40 ms, a timer fires at most
     // 1 ms early. How slow this machine is moves the figure, not the bounds.
-    const [fastest, slowest] = span(figures(measured.samples.filter((s) => s.model === MODELS[0]), (s) => s.ttft).map((v) => v * 1000));
+    const [fastest, slowest] = span(
+      figures(
+        measured.samples.filter((s) => s.model === MODELS[0]),
+        (s) => s.ttft,
+      ).map((v) => v * 1000),
+    );
     assert.ok(fastest >= 39, `fastest TTFT ${fastest} ms`);
     assert.ok(ttft >= fastest - 0.5 && ttft <= slowest + 0.5, `TTFT p50 ${ttft} ms, measured TTFTs from ${fastest} to ${slowest} ms`);
     assert.match(await cell(page, MODELS[0]!, 'kvCache'), /^\d+\.\d %$/);
@@ -276,10 +318,17 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
       // A fuller picture for docs/dashboard.png: a minute of traffic.
       await page.waitForFunction(() => Number(document.querySelector('.chart')?.getAttribute('data-points')) >= 60, undefined, { timeout: 90_000 });
     }
-    await page.screenshot({ path: process.env.UPDATE_SCREENSHOT === '1' ? SCREENSHOT : join(mkdtempSync(join(tmpdir(), 'infermeter-dashboard-')), 'dashboard.png'), fullPage: true });
+    await page.screenshot({
+      path: process.env.UPDATE_SCREENSHOT === '1' ? SCREENSHOT : join(mkdtempSync(join(tmpdir(), 'infermeter-dashboard-')), 'dashboard.png'),
+      fullPage: true,
+    });
 
     const origin = new URL(app.managementUrl).origin;
-    assert.deepEqual(requests.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith('data:')), [], 'no request to another origin');
+    assert.deepEqual(
+      requests.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith('data:')),
+      [],
+      'no request to another origin',
+    );
     assert.ok(requests.some((u) => u.startsWith(`${origin}/dashboard/data`)));
     assert.deepEqual(errors, [], 'no console error');
   });
@@ -288,7 +337,13 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     const upstream = await startSim(t);
     const app = await startProxy(t, upstream, { INFERMETER_UPSTREAM_METRICS: `${upstream}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '1' });
     const post = async (model: string): Promise<void> => {
-      await (await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model, max_tokens: 2, stream: true }) })).arrayBuffer();
+      await (
+        await fetch(`${app.dataUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model, max_tokens: 2, stream: true }),
+        })
+      ).arrayBuffer();
     };
     // First in name order, but one 404 only; the busiest is the last in name order.
     await post('a-mistyped-model');
@@ -306,22 +361,33 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     assert.equal(await page.locator('#model').inputValue(), MODELS[1]);
     await page.waitForFunction((model) => [...document.querySelectorAll('.chart')].every((c) => (c as Dom).dataset.model === model), MODELS[1]);
     // The legends' newest values: TTFT in ms, the KV cache in % (the simulated engine's /metrics is read).
-    await page.waitForFunction(() => /\d ms$/.test(document.querySelector('[data-chart="ttft"] .u-series:nth-child(2) .u-value')?.textContent ?? ''), undefined, { timeout: 10_000 });
-    await page.waitForFunction(() => /\d %$/.test(document.querySelector('[data-chart="kv"] .u-series:nth-child(2) .u-value')?.textContent ?? ''), undefined, { timeout: 10_000 });
+    await page.waitForFunction(
+      () => /\d ms$/.test(document.querySelector('[data-chart="ttft"] .u-series:nth-child(2) .u-value')?.textContent ?? ''),
+      undefined,
+      { timeout: 10_000 },
+    );
+    await page.waitForFunction(() => /\d %$/.test(document.querySelector('[data-chart="kv"] .u-series:nth-child(2) .u-value')?.textContent ?? ''), undefined, {
+      timeout: 10_000,
+    });
     // The time axis spans at least a minute on a fresh page (seconds of data).
     const spans = await page.locator('.chart').evaluateAll((els) => els.map((e) => Number((e as Dom).dataset.xspan)));
-    assert.ok(spans.every((s) => s >= 60), `x spans ${spans.join(', ')} s`);
+    assert.ok(
+      spans.every((s) => s >= 60),
+      `x spans ${spans.join(', ')} s`,
+    );
 
     const named = await browser.newContext({ viewport: { width: 1440, height: 1050 } });
     t.after(() => named.close());
     const other = await named.newPage();
     await other.goto(`${app.managementUrl}/dashboard#model=a-mistyped-model`);
-    await other.waitForFunction(() => [...document.querySelectorAll('.chart')].every((c) => (c as Dom).dataset.model === 'a-mistyped-model'), undefined, { timeout: 10_000 });
+    await other.waitForFunction(() => [...document.querySelectorAll('.chart')].every((c) => (c as Dom).dataset.model === 'a-mistyped-model'), undefined, {
+      timeout: 10_000,
+    });
     assert.equal(await other.locator('#model').inputValue(), 'a-mistyped-model');
     assert.deepEqual(errors, []);
   });
 
-  it('shows the tenant table with per-tenant metering, a tenant\'s name as text only', async (t) => {
+  it("shows the tenant table with per-tenant metering, a tenant's name as text only", async (t) => {
     const upstream = await startSim(t);
     const app = await startProxy(t, upstream, { INFERMETER_TENANT: 'header:x-tenant-id' });
     const HOSTILE = '<img src=x onerror="window.pwned=1">team';
@@ -342,7 +408,9 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     const samples = await finished;
     const { page, errors } = await open(t, app);
     await page.locator('#tenants').waitFor({ state: 'visible', timeout: 10_000 });
-    const rows = await page.locator('#tenant-table tbody tr').evaluateAll((trs) => trs.map((tr) => [...(tr as Dom).querySelectorAll('td')].map((td) => (td as Dom).textContent)));
+    const rows = await page
+      .locator('#tenant-table tbody tr')
+      .evaluateAll((trs) => trs.map((tr) => [...(tr as Dom).querySelectorAll('td')].map((td) => (td as Dom).textContent)));
     const tokens = (tenant: string) => samples.filter((s) => s.tenant === tenant).reduce((n, s) => n + (s.completionTokens ?? 0), 0);
     assert.deepEqual(
       rows.map((r) => [r[0], r[1], r[2], r[4]]),
@@ -357,7 +425,7 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     assert.deepEqual(errors, []);
   });
 
-  it('shows goodput\'s attainment per model and per tenant with INFERMETER_SLO, and no such column without', async (t) => {
+  it("shows goodput's attainment per model and per tenant with INFERMETER_SLO, and no such column without", async (t) => {
     const upstream = await startSim(t);
     // The sim's TTFT is 40 to 160 ms and its gaps 4 to 12 ms: every completed stream is good.
     const app = await startProxy(t, upstream, { INFERMETER_TENANT: 'header:x-tenant-id', INFERMETER_SLO: 'ttft:1000 tpot:100' });
@@ -374,12 +442,27 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     await finished;
     const { page, errors } = await open(t, app);
     await page.locator('#tenants').waitFor({ state: 'visible', timeout: 10_000 });
-    await page.waitForFunction((model) => document.querySelector(`#models tr[data-model="${model}"] td[data-field="attainment"]`)?.textContent === '80.0 %', MODELS[0], { timeout: 10_000 });
+    await page.waitForFunction(
+      (model) => document.querySelector(`#models tr[data-model="${model}"] td[data-field="attainment"]`)?.textContent === '80.0 %',
+      MODELS[0],
+      { timeout: 10_000 },
+    );
     assert.equal(await page.locator('#models th.slo').isVisible(), true);
-    const rows = await page.locator('#tenant-table tbody tr').evaluateAll((trs) => trs.map((tr) => [...(tr as Dom).querySelectorAll('td')].map((td) => (td as Dom).textContent)));
-    assert.deepEqual(rows.map((r) => [r[0], r[7]]), [['search-team', '66.7 %'], ['ops', '100.0 %']]);
+    const rows = await page
+      .locator('#tenant-table tbody tr')
+      .evaluateAll((trs) => trs.map((tr) => [...(tr as Dom).querySelectorAll('td')].map((td) => (td as Dom).textContent)));
+    assert.deepEqual(
+      rows.map((r) => [r[0], r[7]]),
+      [
+        ['search-team', '66.7 %'],
+        ['ops', '100.0 %'],
+      ],
+    );
     assert.match(await page.locator('#slo').innerText(), /default: ttft:1000 tpot:100/);
-    assert.match((await page.locator(`#models tr[data-model="${MODELS[0]}"] td[data-field="attainment"]`).getAttribute('title')) ?? '', /^4 good, 0 missed, 1 failed, 0 cancelled/);
+    assert.match(
+      (await page.locator(`#models tr[data-model="${MODELS[0]}"] td[data-field="attainment"]`).getAttribute('title')) ?? '',
+      /^4 good, 0 missed, 1 failed, 0 cancelled/,
+    );
     assert.deepEqual(errors, []);
 
     const plain = await startProxy(t, upstream);
@@ -409,9 +492,16 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     const seq = Number(await page.locator('#status').getAttribute('data-seq'));
     await page.waitForFunction((before) => Number(document.getElementById('status')?.dataset.seq) > before, seq);
 
-    assert.deepEqual(requests.filter((u) => u.includes(TOKEN)), [], 'the token is in no URL');
+    assert.deepEqual(
+      requests.filter((u) => u.includes(TOKEN)),
+      [],
+      'the token is in no URL',
+    );
     // The wrong token's 401 is the only thing the console may report.
-    assert.deepEqual(errors.filter((e) => !/status of 401/.test(e)), []);
+    assert.deepEqual(
+      errors.filter((e) => !/status of 401/.test(e)),
+      [],
+    );
     assert.ok(errors.length <= 1, errors.join('\n'));
 
     await page.click('#forget');

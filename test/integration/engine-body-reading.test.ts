@@ -62,7 +62,7 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
     }
   });
 
-  it('reads a UTF-16 or UTF-32 body, which Python\'s json takes, in UTF-8: billed and injected as the engine serves it', async (t) => {
+  it("reads a UTF-16 or UTF-32 body, which Python's json takes, in UTF-8: billed and injected as the engine serves it", async (t) => {
     const engine = await startUvicornEngine(t, 'strict');
     const app = await startProxy(t, engine);
     const json = '{"model":"expensive-model","stream":true,"messages":[{"role":"user","content":"caf\u00e9 \ud83d\ude80"}]}';

@@ -33,7 +33,8 @@ async function engine(t: TestContext, env: Record<string, string> = {}): Promise
   let metrics = { status: 200, body: VLLM };
   upstream.respond((req) => {
     if (req.url === '/metrics') return { status: metrics.status, headers: { 'content-type': 'text/plain; version=0.0.4' }, body: [{ data: metrics.body }] };
-    if (req.url === '/v1/models') return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: JSON.stringify({ data: [{ id: MODEL }] }) }] };
+    if (req.url === '/v1/models')
+      return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: JSON.stringify({ data: [{ id: MODEL }] }) }] };
     return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{}' }] };
   });
   const logs: Array<Record<string, unknown>> = [];
@@ -97,7 +98,11 @@ async function llamacppLike(t: TestContext): Promise<{
     req.resume();
     if (req.url === '/metrics') {
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
-      res.end(fixture('llamacpp.prom').replace(/^llamacpp:requests_processing .*$/m, `llamacpp:requests_processing ${processing}`).replace(/^llamacpp:requests_deferred .*$/m, `llamacpp:requests_deferred ${deferred}`));
+      res.end(
+        fixture('llamacpp.prom')
+          .replace(/^llamacpp:requests_processing .*$/m, `llamacpp:requests_processing ${processing}`)
+          .replace(/^llamacpp:requests_deferred .*$/m, `llamacpp:requests_deferred ${deferred}`),
+      );
     } else if (req.url === '/v1/models') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ object: 'list', data: [{ id: 'tiny.gguf', object: 'model' }] }));
@@ -132,17 +137,29 @@ function nextFirstOutput(app: Infermeter): Promise<void> {
 }
 
 describe('engine metrics', () => {
-  it('attribute a single-model engine\'s running and waiting so that a request counts once, and waiting is never below the proxy\'s', async (t) => {
+  it("attribute a single-model engine's running and waiting so that a request counts once, and waiting is never below the proxy's", async (t) => {
     const engine = await llamacppLike(t);
-    const app = await startProxy(t, engine.url, { INFERMETER_UPSTREAM_METRICS: `${engine.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600', INFERMETER_DIALECTS: 'mindie,vllm' });
+    const app = await startProxy(t, engine.url, {
+      INFERMETER_UPSTREAM_METRICS: `${engine.url}/metrics`,
+      INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
+      INFERMETER_DIALECTS: 'mindie,vllm',
+    });
     const clients: Array<Promise<Response>> = [];
     const ask = (): void => {
-      clients.push(fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [] }) }));
+      clients.push(
+        fetch(`${app.dataUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [] }),
+        }),
+      );
     };
     const look = async () => {
       await app.metrics.engineScraper!.scrapeOnce();
       const x = await scrape(app);
-      const json = (await (await fetch(`${app.managementUrl}/metrics-json`)).json()) as { result: Array<{ metric: Array<{ __name__: string }>; value: string }> };
+      const json = (await (await fetch(`${app.managementUrl}/metrics-json`)).json()) as {
+        result: Array<{ metric: Array<{ __name__: string }>; value: string }>;
+      };
       const entry = (name: string) => Number(json.result.find((r) => r.metric[0]!.__name__ === name)?.value);
       return {
         x,
@@ -165,7 +182,7 @@ describe('engine metrics', () => {
     engine.set(1, 0);
     let { x, sums } = await look();
     assert.deepEqual(sums, { running: 1, waiting: 0, vllmRunning: 1, vllmWaiting: 0, jsonRunning: 1, jsonWaiting: 0 }, 'one request, counted once');
-    assert.equal(x.value('num_requests_running', { model_name: 'tiny.gguf' }), 1, 'under the engine\'s model');
+    assert.equal(x.value('num_requests_running', { model_name: 'tiny.gguf' }), 1, "under the engine's model");
     assert.equal(x.value('num_requests_running', { model_name: 'gpt-4o-mini' }), 0);
 
     // 2. Three more held before any token: llama.cpp's deferred count does not see them.
@@ -173,7 +190,11 @@ describe('engine metrics', () => {
     for (let i = 0; i < 3; i++) ask();
     await engine.arrived(4);
     ({ sums } = await look());
-    assert.deepEqual(sums, { running: 1, waiting: 3, vllmRunning: 1, vllmWaiting: 3, jsonRunning: 1, jsonWaiting: 3 }, 'waiting: what the proxy sees, not the engine\'s 0');
+    assert.deepEqual(
+      sums,
+      { running: 1, waiting: 3, vllmRunning: 1, vllmWaiting: 3, jsonRunning: 1, jsonWaiting: 3 },
+      "waiting: what the proxy sees, not the engine's 0",
+    );
 
     // 3. The engine takes one into prefill and defers one: four requests, each counted once.
     engine.set(2, 1);
@@ -189,7 +210,7 @@ describe('engine metrics', () => {
     let x = await scrape(e.app);
     assert.equal(x.value('infermeter_upstream_metrics_up'), 1);
     assert.equal(x.value('infermeter_upstream_engine_info', { engine: 'vllm' }), 1);
-    assert.equal(x.value('num_requests_running', m), 5, 'the engine\'s value');
+    assert.equal(x.value('num_requests_running', m), 5, "the engine's value");
     assert.equal(x.value('num_requests_waiting', m), 1);
     assert.equal(x.value('num_preemptions_total', m), 7);
     assert.equal(x.value('npu_cache_usage_perc', m), 0.5);
@@ -198,7 +219,13 @@ describe('engine metrics', () => {
     assert.deepEqual(await metricsJson(e.app), { TTFT: '0', TBT: '0', waitingInferRequestNum: '1', processingInferRequestNum: '5', remainBlocks: '1000' });
 
     // The engine's values change, and its KV-cache gauge disappears.
-    e.serve(200, VLLM.replace('engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 3.0', 'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 7.0').replace(/^vllm:kv_cache_usage_perc\{.*$/gm, ''));
+    e.serve(
+      200,
+      VLLM.replace('engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 3.0', 'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 7.0').replace(
+        /^vllm:kv_cache_usage_perc\{.*$/gm,
+        '',
+      ),
+    );
     await e.scrapeOnce();
     x = await scrape(e.app);
     assert.equal(x.value('num_requests_running', m), 9);
@@ -206,7 +233,7 @@ describe('engine metrics', () => {
     assert.equal((await metricsJson(e.app)).remainBlocks, undefined, 'no usage, no free blocks: never made up');
   });
 
-  it('drop every engine value when the engine cannot be read, fall back to the proxy\'s counts, and log once', async (t) => {
+  it("drop every engine value when the engine cannot be read, fall back to the proxy's counts, and log once", async (t) => {
     const e = await engine(t);
     await (await fetch(`${e.app.dataUrl}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: MODEL }) })).arrayBuffer();
     await e.scrapeOnce();
@@ -215,7 +242,7 @@ describe('engine metrics', () => {
     await e.scrapeOnce();
     await e.scrapeOnce();
     const x = await scrape(e.app);
-    assert.equal(x.value('num_requests_running', m), 0, 'the proxy\'s own in-flight count');
+    assert.equal(x.value('num_requests_running', m), 0, "the proxy's own in-flight count");
     assert.deepEqual(x.series('num_preemptions_total'), []);
     assert.equal(x.value('infermeter_upstream_metrics_up'), 0);
     assert.equal(x.value('infermeter_upstream_metrics_scrape_failures_total', { reason: 'status' }), 2);
@@ -249,20 +276,25 @@ describe('engine metrics', () => {
 });
 
 describe('engine metrics relay', () => {
-  it('re-serves the engine exposition below infermeter\'s own, dropping clashing families', async (t) => {
+  it("re-serves the engine exposition below infermeter's own, dropping clashing families", async (t) => {
     const e = await engine(t, { INFERMETER_RELAY_UPSTREAM_METRICS: '1', INFERMETER_RELAY_INTERVAL_SECONDS: '30' });
-    e.serve(200, `${fixture('mindie.prom')}# HELP mindie_custom_queue_depth A custom metric.\n# TYPE mindie_custom_queue_depth gauge\nmindie_custom_queue_depth{pool="a"} 42\n`);
+    e.serve(
+      200,
+      `${fixture('mindie.prom')}# HELP mindie_custom_queue_depth A custom metric.\n# TYPE mindie_custom_queue_depth gauge\nmindie_custom_queue_depth{pool="a"} 42\n`,
+    );
     await e.scrapeOnce();
     const x = await scrape(e.app);
     assert.equal(x.value('mindie_custom_queue_depth', { pool: 'a' }), 42, 'relayed');
-    assert.equal(x.text.match(/^# TYPE num_requests_running /gm)?.length, 1, 'the engine\'s clashing family is not repeated');
-    assert.equal(x.value('request_received_total', { model_name: 'llama3-70b' }), undefined, 'the engine\'s request_received_total is dropped');
+    assert.equal(x.text.match(/^# TYPE num_requests_running /gm)?.length, 1, "the engine's clashing family is not repeated");
+    assert.equal(x.value('request_received_total', { model_name: 'llama3-70b' }), undefined, "the engine's request_received_total is dropped");
     assert.equal(x.value('num_requests_running', { model_name: 'llama3-70b' }), 12, 'its value still reaches the MindIE family through the mapping');
     assert.equal(x.value('infermeter_relay_families', { state: 'relayed' }), 1);
     assert.equal(x.value('infermeter_relay_families', { state: 'dropped' }), 8);
     if (spawnSync('promtool', ['--version']).status === 0 || process.env.CI) {
       const check = spawnSync('promtool', ['check', 'metrics'], { input: x.text, encoding: 'utf8' });
-      const findings = `${check.stdout}${check.stderr}`.split('\n').filter((l) => l.trim() !== '' && !/toks_per_s metric names should not contain abbreviated units/.test(l));
+      const findings = `${check.stdout}${check.stderr}`
+        .split('\n')
+        .filter((l) => l.trim() !== '' && !/toks_per_s metric names should not contain abbreviated units/.test(l));
       assert.deepEqual(findings, [], 'promtool stays clean with the relay on');
       assert.ok(check.status === 0 || check.status === 3);
     }
@@ -293,7 +325,14 @@ describe('engine metrics relay', () => {
     await e.scrapeOnce();
     const x = await scrape(e.app);
     assert.deepEqual(x.duplicates(), [], 'no series twice on /metrics');
-    assert.deepEqual(x.series('engine_pool_depth'), [{ labels: { pool: 'a', zone: 'z' }, value: 1 }, { labels: { pool: 'b', zone: 'z' }, value: 4 }], 'the first of each series');
+    assert.deepEqual(
+      x.series('engine_pool_depth'),
+      [
+        { labels: { pool: 'a', zone: 'z' }, value: 1 },
+        { labels: { pool: 'b', zone: 'z' }, value: 4 },
+      ],
+      'the first of each series',
+    );
     assert.deepEqual(x.series('engine_jobs_total'), [{ labels: {}, value: 6 }]);
     assert.equal(x.value('engine_other'), 5);
     assert.equal(x.value('num_requests_running', { model_name: 'llama3-70b' }), 12, 'the engine figure is read once');
@@ -302,7 +341,10 @@ describe('engine metrics relay', () => {
 
   it('refuses an exposition over 240 KB and an unparseable one, counting each, and refreshes on its interval', async (t) => {
     const e = await engine(t, { INFERMETER_RELAY_UPSTREAM_METRICS: '1', INFERMETER_RELAY_INTERVAL_SECONDS: '30' });
-    const padding = Array.from({ length: 3000 }, (_, i) => `# HELP pad_${i} Padding to make the exposition large.\n# TYPE pad_${i} gauge\npad_${i}{shard="${i}"} ${i}\n`).join('');
+    const padding = Array.from(
+      { length: 3000 },
+      (_, i) => `# HELP pad_${i} Padding to make the exposition large.\n# TYPE pad_${i} gauge\npad_${i}{shard="${i}"} ${i}\n`,
+    ).join('');
     const big = VLLM + padding;
     assert.ok(Buffer.byteLength(big) > 300 * 1024);
     e.serve(200, big);
@@ -328,7 +370,7 @@ describe('engine metrics relay', () => {
     x = await scrape(e.app);
     assert.equal(x.value('infermeter_relay_rounds_skipped_total', { reason: 'unparseable' }), 1);
     assert.equal(x.value('vllm:num_requests_running', { engine: '0', model_name: MODEL }), undefined, 'a bad round relays nothing');
-    assert.equal(x.value('request_received_total', m) ?? 0, 0, 'infermeter\'s own metrics are unaffected');
+    assert.equal(x.value('request_received_total', m) ?? 0, 0, "infermeter's own metrics are unaffected");
     assert.match(x.text, /# TYPE request_received_total counter/);
   });
 });

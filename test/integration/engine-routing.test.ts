@@ -18,7 +18,13 @@ const ROUTES: ReadonlyArray<[string, InferenceApi]> = [
   ['/v1/responses', 'responses'],
   ['/v1/messages', 'messages'],
 ];
-const SERVED: Readonly<Record<string, InferenceApi>> = { chat: 'chat', completions: 'completions', embeddings: 'embeddings', responses: 'responses', messages: 'messages' };
+const SERVED: Readonly<Record<string, InferenceApi>> = {
+  chat: 'chat',
+  completions: 'completions',
+  embeddings: 'embeddings',
+  responses: 'responses',
+  messages: 'messages',
+};
 
 function encode(c: string, upper: boolean): string {
   const h = c.charCodeAt(0).toString(16).padStart(2, '0');
@@ -140,7 +146,18 @@ describe(`inference routes as uvicorn routes them (${uvicornVersion ?? 'uvicorn 
     await Promise.race([
       Promise.all(served.map(({ model }) => arrived(model))),
       new Promise((_, reject) => {
-        bound = setTimeout(() => reject(new Error(`served as inference, never metered: ${served.filter((s) => !samples.has(s.model)).map((s) => s.target).join(' ')}`)), 20_000);
+        bound = setTimeout(
+          () =>
+            reject(
+              new Error(
+                `served as inference, never metered: ${served
+                  .filter((s) => !samples.has(s.model))
+                  .map((s) => s.target)
+                  .join(' ')}`,
+              ),
+            ),
+          20_000,
+        );
       }),
     ]);
     clearTimeout(bound);
@@ -161,7 +178,10 @@ describe(`inference routes as uvicorn routes them (${uvicornVersion ?? 'uvicorn 
     }
     // The attack's spellings are among those served, so the test covers them.
     for (const target of ['/v1/chat%2Fcompletions', '/v1/%63hat/completions', '/v1/chat/completion%73', '/%761/chat/completions', '/v1/chat/completions#x']) {
-      assert.ok(served.some((s) => s.target === target), `${target} was not served by the engine`);
+      assert.ok(
+        served.some((s) => s.target === target),
+        `${target} was not served by the engine`,
+      );
     }
     assert.ok(served.length > 100, `${served.length} spellings served`);
   });

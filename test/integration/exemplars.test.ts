@@ -72,7 +72,7 @@ describe('exemplars', () => {
     assert.equal(wantsOpenMetrics('application/openmetrics-text;version=2.0.0'), false, 'a version we do not write');
   });
 
-  it('an OpenMetrics scrape carries the requests\' ids on the TTFT, TPOT and e2e buckets of every dialect, and ends with # EOF', async (t) => {
+  it("an OpenMetrics scrape carries the requests' ids on the TTFT, TPOT and e2e buckets of every dialect, and ends with # EOF", async (t) => {
     const app = await proxyFor(t);
     const finished = nextFinished(app, 3);
     await send(app, 'req-abc-123');
@@ -134,7 +134,15 @@ describe('exemplars', () => {
       const metrics = createMetrics({
         buckets: undefined,
         aom: { periodSeconds: 30, labels: { service_id: 's', instance_name: 'i', instance_id: 'i1', node_ip: '127.0.0.1', node_name: 'n' } },
-        container: { paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' }, hostCpus: 1, hostMemoryBytes: 1, gpu: false, npu: false, run: async () => undefined, now: () => now },
+        container: {
+          paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' },
+          hostCpus: 1,
+          hostMemoryBytes: 1,
+          gpu: false,
+          npu: false,
+          run: async () => undefined,
+          now: () => now,
+        },
         clock: () => now,
         throughputWindowSeconds: 60,
         version: 'test',
@@ -172,10 +180,21 @@ describe('exemplars', () => {
     assert.ok(withIds.om.includes(' # {request_id="id-4"} '), 'the OpenMetrics render carries them');
     assert.ok(!without.om.includes(' # {'), 'no id, no exemplar');
     // Without exemplars, OpenMetrics differs from the plain text only where the format does.
-    assert.equal(without.om.replace('# EOF\n', '').split('\n').filter((l) => !l.startsWith('#')).join('\n'), without.plain.split('\n').filter((l) => !l.startsWith('#')).join('\n'), 'the same samples, in the same order');
+    assert.equal(
+      without.om
+        .replace('# EOF\n', '')
+        .split('\n')
+        .filter((l) => !l.startsWith('#'))
+        .join('\n'),
+      without.plain
+        .split('\n')
+        .filter((l) => !l.startsWith('#'))
+        .join('\n'),
+      'the same samples, in the same order',
+    );
   });
 
-  it('with the access log on, a request without an id has the log line\'s generated id as its exemplar', async (t) => {
+  it("with the access log on, a request without an id has the log line's generated id as its exemplar", async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-exemplar-log-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));
     const log = join(dir, 'access.log');
@@ -186,12 +205,16 @@ describe('exemplars', () => {
     // The log is batched (every 100 ms): poll for the line, bounded.
     let line: { request_id?: string } | undefined;
     for (let i = 0; i < 100 && line === undefined; i++) {
-      if (existsSync(log)) line = readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { request_id?: string })[0];
+      if (existsSync(log))
+        line = readFileSync(log, 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { request_id?: string })[0];
       if (line === undefined) await new Promise((resolve) => setTimeout(resolve, 50));
     }
     assert.ok(line?.request_id !== undefined, 'the access log wrote the request');
     assert.match(line.request_id, UUID);
-    assert.equal(sample!.requestId, line.request_id, 'the sample carries the log\'s id');
+    assert.equal(sample!.requestId, line.request_id, "the sample carries the log's id");
     const { text } = await scrapeText(app, OM_ACCEPT);
     assert.deepEqual([...new Set(exemplarIds(text, 'time_to_first_token_seconds'))], [line.request_id]);
     assert.deepEqual([...new Set(exemplarIds(text, 'e2e_request_latency_seconds'))], [line.request_id]);
@@ -200,20 +223,42 @@ describe('exemplars', () => {
   it('carries the ids over the worker bus (INFERMETER_WORKERS=2): TTFT observed at the first token, e2e at the end', async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
-    upstream.respond(() => ({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ afterMs: 2, data: token('a') }, { afterMs: 2, data: `${token('b')}${USAGE}data: [DONE]\n\n` }] }));
-    const env = { INFERMETER_UPSTREAM: upstream.url, INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_UPSTREAM_METRICS: 'off' };
+    upstream.respond(() => ({
+      status: 200,
+      headers: { 'content-type': 'text/event-stream' },
+      body: [
+        { afterMs: 2, data: token('a') },
+        { afterMs: 2, data: `${token('b')}${USAGE}data: [DONE]\n\n` },
+      ],
+    }));
+    const env = {
+      INFERMETER_UPSTREAM: upstream.url,
+      INFERMETER_PORT: '0',
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_UPSTREAM_METRICS: 'off',
+    };
     const app = await startClusterPrimary(loadConfig(env), env, { log: createLogger('warn', () => undefined), workers: 2 });
     t.after(() => app.close());
     const ids = Array.from({ length: 6 }, (_, i) => `worker-req-${i}`);
     await Promise.all(
       ids.map(async (id) => {
-        const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'x-request-id': id, connection: 'close' }, body: '{"model":"m","stream":true}' });
+        const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'x-request-id': id, connection: 'close' },
+          body: '{"model":"m","stream":true}',
+        });
         await res.arrayBuffer();
       }),
     );
     assert.ok(new Set(upstream.requests.map((r) => r.remotePort)).size >= 2, 'the requests came through more than one worker');
     const text = await (await fetch(app.metricsUrl!, { headers: { accept: OM_ACCEPT } })).text();
-    for (const family of ['time_to_first_token_seconds', 'e2e_request_latency_seconds', 'time_per_output_token_seconds', 'infermeter_time_to_first_output_seconds']) {
+    for (const family of [
+      'time_to_first_token_seconds',
+      'e2e_request_latency_seconds',
+      'time_per_output_token_seconds',
+      'infermeter_time_to_first_output_seconds',
+    ]) {
       const found = exemplarIds(text, family);
       assert.ok(found.length >= 1 && found.every((id) => ids.includes(id)), `${family}: ${found.join(', ')}`);
     }
@@ -231,7 +276,9 @@ describe('exemplars', () => {
     await prometheus.waitForTargetsUp(30_000);
     const start = Math.floor(Date.now() / 1000) - 300;
     const exemplarsOf = async (query: string) => {
-      const data = (await prometheus.api(`/api/v1/query_exemplars?query=${encodeURIComponent(query)}&start=${start}&end=${Math.ceil(Date.now() / 1000) + 60}`)) as Array<{
+      const data = (await prometheus.api(
+        `/api/v1/query_exemplars?query=${encodeURIComponent(query)}&start=${start}&end=${Math.ceil(Date.now() / 1000) + 60}`,
+      )) as Array<{
         seriesLabels: Record<string, string>;
         exemplars: Array<{ labels: Record<string, string>; value: string; timestamp: number }>;
       }>;
@@ -244,17 +291,26 @@ describe('exemplars', () => {
       if (found.some((e) => e.labels.request_id === 'trace-0002')) break;
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
-    assert.ok(found.some((e) => e.labels.request_id === 'trace-0002'), `stored and returned: ${JSON.stringify(found)}\n${prometheus.log()}`);
+    assert.ok(
+      found.some((e) => e.labels.request_id === 'trace-0002'),
+      `stored and returned: ${JSON.stringify(found)}\n${prometheus.log()}`,
+    );
     for (const e of found) {
       assert.equal(e.series.__name__, 'time_to_first_token_seconds_bucket');
       assert.ok(['trace-0001', 'trace-0002'].includes(e.labels.request_id!), JSON.stringify(e));
     }
     // Every dialect's OpenMetrics parsed: the target is healthy, and the same series as in text.
     const targets = (await prometheus.api('/api/v1/targets?state=active')) as { activeTargets: Array<{ health: string; lastError: string }> };
-    assert.deepEqual(targets.activeTargets.map((x) => [x.health, x.lastError]), [['up', '']]);
+    assert.deepEqual(
+      targets.activeTargets.map((x) => [x.health, x.lastError]),
+      [['up', '']],
+    );
     const received = await prometheus.vector('request_received_total{model_name="m"}');
-    assert.deepEqual(received.map((s) => s.value), [2]);
+    assert.deepEqual(
+      received.map((s) => s.value),
+      [2],
+    );
     const e2e = await exemplarsOf('vllm:e2e_request_latency_seconds_bucket');
-    assert.ok(e2e.length > 0, 'the vllm dialect\'s exemplars too');
+    assert.ok(e2e.length > 0, "the vllm dialect's exemplars too");
   });
 });

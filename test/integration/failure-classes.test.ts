@@ -10,7 +10,7 @@ import { freePort } from '../helpers/listen.ts';
 const json = (status: number, body: string) => ({ status, headers: { 'content-type': 'application/json' }, body: [{ data: body }] });
 
 describe('failure classes', () => {
-  it('a 4xx is the client\'s, everything else the server\'s', () => {
+  it("a 4xx is the client's, everything else the server's", () => {
     assert.equal(failureClass({ failure: 'upstream_status', status: 404 }), 'client_error');
     assert.equal(failureClass({ failure: 'upstream_status', status: 400 }), 'client_error');
     // 408 and 429 are the service's capacity (as the goodput verdict has them): one rule for both.
@@ -28,10 +28,16 @@ describe('failure classes', () => {
     t.after(() => upstream.close());
     upstream.respond((req) => {
       const body = req.body.toString();
-      if (body.includes('"no-such-model"')) return json(404, '{"error":{"message":"The model `no-such-model` does not exist.","type":"NotFoundError","code":404}}');
+      if (body.includes('"no-such-model"'))
+        return json(404, '{"error":{"message":"The model `no-such-model` does not exist.","type":"NotFoundError","code":404}}');
       if (body.includes('"malformed"')) return json(400, '{"error":{"message":"bad request","code":400}}');
       if (body.includes('"broken"')) return json(500, '{"error":{"message":"engine died"}}');
-      if (body.includes('"erroring"')) return { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ data: 'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"error":{"message":"out of memory"}}\n\n' }] };
+      if (body.includes('"erroring"'))
+        return {
+          status: 200,
+          headers: { 'content-type': 'text/event-stream' },
+          body: [{ data: 'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"error":{"message":"out of memory"}}\n\n' }],
+        };
       return json(200, '{"usage":{"prompt_tokens":1,"completion_tokens":1}}');
     });
     const app = await startProxy(t, upstream.url);
@@ -65,7 +71,7 @@ describe('failure classes', () => {
     assert.equal(m.value('request_failed_total', { model_name: 'erroring' }), 1);
   });
 
-  it('counts an unreachable upstream as the server\'s', async (t) => {
+  it("counts an unreachable upstream as the server's", async (t) => {
     const port = await freePort();
     const app = await startProxy(t, `http://127.0.0.1:${port}`); // nothing listens there now
     const finished = nextFinished(app, 1);

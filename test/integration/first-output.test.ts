@@ -25,7 +25,9 @@ const STREAMS: Record<string, { bytes: () => Buffer; path: string; reasoningEven
 };
 
 describe('time to first visible output', () => {
-  it('is observed once per stream with visible output, after TTFT by the reasoning span, never without visible output', { skip: realStreamsSkip }, async (t) => {
+  it('is observed once per stream with visible output, after TTFT by the reasoning span, never without visible output', {
+    skip: realStreamsSkip,
+  }, async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
     upstream.respond((req) => sseScript(STREAMS[(JSON.parse(req.body.toString()) as { model: string }).model]!.bytes(), 1, GAP_MS));
@@ -62,13 +64,19 @@ describe('time to first visible output', () => {
         assert.equal(phaseCount, undefined, `${s.model}: no reasoning phase`);
       } else {
         // The visible output came reasoningEvents gaps after the first (reasoning) token at least.
-        assert.ok(s.timeToFirstOutput! - s.ttft! >= (reasoningEvents * GAP_MS - 1) / 1000, `${s.model}: ${s.timeToFirstOutput} after TTFT ${s.ttft} by ${reasoningEvents} gaps of ${GAP_MS} ms`);
+        assert.ok(
+          s.timeToFirstOutput! - s.ttft! >= (reasoningEvents * GAP_MS - 1) / 1000,
+          `${s.model}: ${s.timeToFirstOutput} after TTFT ${s.ttft} by ${reasoningEvents} gaps of ${GAP_MS} ms`,
+        );
         assert.equal(phaseCount, 1, `${s.model}: one reasoning phase`);
         assert.equal(m.value('infermeter_reasoning_phase_seconds_sum', { model_name: s.model }), s.reasoningPhase);
       }
     }
     // The TTFT buckets (MindIE's spec), so that the two compare.
-    const bounds = m.series('infermeter_time_to_first_output_seconds_bucket').filter((x) => x.labels.model_name === 'deepseek-reasoner').map((x) => x.labels.le);
+    const bounds = m
+      .series('infermeter_time_to_first_output_seconds_bucket')
+      .filter((x) => x.labels.model_name === 'deepseek-reasoner')
+      .map((x) => x.labels.le);
     assert.deepEqual(bounds, les(MINDIE_BUCKETS.time_to_first_token_seconds));
   });
 });

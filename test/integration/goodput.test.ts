@@ -166,7 +166,7 @@ describe('goodput', () => {
     assert.ok(Math.abs(value('goodputTokensPerSecond') / value('goodputRequestsPerSecond') - EXPECTED.goodTokens / good) < 1e-9);
   });
 
-  it('is exact with two workers, and a killed worker\'s lost requests are failed', async (t) => {
+  it("is exact with two workers, and a killed worker's lost requests are failed", async (t) => {
     const upstream = await sim(t);
     // A fixed port: a worker started again must listen where the others do.
     const port = String(await freePort());
@@ -210,7 +210,10 @@ describe('goodput', () => {
     held.forEach((h, i) => {
       (outcomes[i] ? late : lost)[h.tenant]++;
     });
-    assert.ok(lost.acme + lost.globex >= 1 && late.acme + late.globex >= 1, `both workers held some: lost ${JSON.stringify(lost)}, completed ${JSON.stringify(late)}`);
+    assert.ok(
+      lost.acme + lost.globex >= 1 && late.acme + late.globex >= 1,
+      `both workers held some: lost ${JSON.stringify(lost)}, completed ${JSON.stringify(late)}`,
+    );
     const after = await metrics();
     assert.equal(after.value('infermeter_worker_lost_requests_total'), lost.acme + lost.globex);
     assertMix(after, { failed: lost, missed: late });
@@ -221,7 +224,15 @@ describe('goodput', () => {
     t.after(() => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, 'slo.json');
     // batch tenants: only an e2e SLO; everyone else on sim-*: a TTFT of 150 ms.
-    writeFileSync(file, JSON.stringify({ classes: [{ name: 'batch', tenant: 'batch-*', slo: 'e2el:60000' }, { name: 'chat', model: 'sim-*', slo: 'ttft:150' }] }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        classes: [
+          { name: 'batch', tenant: 'batch-*', slo: 'e2el:60000' },
+          { name: 'chat', model: 'sim-*', slo: 'ttft:150' },
+        ],
+      }),
+    );
     const upstream = await sim(t);
     const app = await startProxy(t, upstream.url, { INFERMETER_SLO_FILE: file, INFERMETER_TENANT: 'header:x-tenant' });
     const slow = { tokens: 2, ttftMs: 300, gapMs: 1 };
@@ -239,7 +250,15 @@ describe('goodput', () => {
     m = await scrape(app);
     assert.equal(m.value('infermeter_slo_threshold_seconds', { slo_class: 'chat', model_pattern: 'sim-*', tenant_pattern: '*', slo: 'ttft' }), 0.15);
     // A good one replaces them: batch is now off (unjudged).
-    writeFileSync(file, JSON.stringify({ classes: [{ name: 'batch', tenant: 'batch-*', slo: 'off' }, { name: 'chat', slo: 'ttft:1000' }] }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        classes: [
+          { name: 'batch', tenant: 'batch-*', slo: 'off' },
+          { name: 'chat', slo: 'ttft:1000' },
+        ],
+      }),
+    );
     app.reloadSlo();
     finished = nextFinished(app, 2);
     await Promise.all([shoot(app.dataUrl, { ...slow, tenant: 'batch-nightly' }), shoot(app.dataUrl, { ...slow, tenant: 'acme' })]);
@@ -275,7 +294,10 @@ describe('goodput', () => {
     process.kill(app.workerPids()[0]!, 'SIGKILL');
     await app.workersStarted(3);
     const finished = nextFinished(app, 2);
-    const done = await Promise.all([shoot(app.dataUrl, { tenant: 'a', tokens: 2, ttftMs: 5, gapMs: 1 }), shoot(app.dataUrl, { tenant: 'a', tokens: 2, ttftMs: 5, gapMs: 1 })]);
+    const done = await Promise.all([
+      shoot(app.dataUrl, { tenant: 'a', tokens: 2, ttftMs: 5, gapMs: 1 }),
+      shoot(app.dataUrl, { tenant: 'a', tokens: 2, ttftMs: 5, gapMs: 1 }),
+    ]);
     await finished;
     assert.deepEqual(done, [true, true], 'both workers serve');
     const m = parseExposition(await (await fetch(app.metricsUrl!)).text());
@@ -285,7 +307,9 @@ describe('goodput', () => {
 
   // In CI a missing promtool is a failure, not a skip: .ci/run installs it.
   const promtool = spawnSync('promtool', ['--version']).status === 0;
-  it('serves families promtool check metrics accepts without a finding', { skip: promtool || process.env.CI ? false : 'promtool not installed (Debian package prometheus)' }, async (t) => {
+  it('serves families promtool check metrics accepts without a finding', {
+    skip: promtool || process.env.CI ? false : 'promtool not installed (Debian package prometheus)',
+  }, async (t) => {
     assert.ok(promtool, 'promtool must be installed');
     const upstream = await sim(t);
     const app = await startProxy(t, upstream.url, { ...SLO_ENV, INFERMETER_SLO_CLIENT_ALLOWANCE: 'ttft:2' });
@@ -297,7 +321,11 @@ describe('goodput', () => {
     ]);
     await finished;
     const text = (await scrape(app)).text;
-    const goodput = text.split('\n').filter((l) => /^(# (HELP|TYPE) )?infermeter_(tenant_)?(goodput|slo)_/.test(l)).join('\n') + '\n';
+    const goodput =
+      text
+        .split('\n')
+        .filter((l) => /^(# (HELP|TYPE) )?infermeter_(tenant_)?(goodput|slo)_/.test(l))
+        .join('\n') + '\n';
     assert.match(goodput, /infermeter_goodput_excluded_requests_total\{/);
     const result = spawnSync('promtool', ['check', 'metrics'], { input: goodput, encoding: 'utf8' });
     assert.equal(result.status, 0, `${result.stdout}${result.stderr}`);

@@ -21,7 +21,9 @@ const JAVA_CLIENT = fileURLToPath(new URL('../peers/H2cClient.java', import.meta
 function run(command: string, args: readonly string[], timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     // execFile kills the child at the timeout; it ends by itself otherwise.
-    execFile(command, args, { timeout: timeoutMs, encoding: 'utf8' }, (error, stdout, stderr) => resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stdout, stderr }));
+    execFile(command, args, { timeout: timeoutMs, encoding: 'utf8' }, (error, stdout, stderr) =>
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stdout, stderr }),
+    );
   });
 }
 
@@ -41,10 +43,13 @@ async function startEngine(t: import('node:test').TestContext): Promise<string> 
 }
 
 describe('clients that offer h2c', () => {
-  it('curl --http2: the same answers through infermeter as directly, inference measured', { skip: skipFor(curlOk, 'curl with HTTP/2 (nghttp2)') }, async (t) => {
+  it('curl --http2: the same answers through infermeter as directly, inference measured', {
+    skip: skipFor(curlOk, 'curl with HTTP/2 (nghttp2)'),
+  }, async (t) => {
     const engine = await startEngine(t);
     const app = await startProxy(t, engine);
-    const curl = (base: string, ...args: string[]) => run('curl', ['-sS', '--http2', '--max-time', '20', '-w', '\\n%{http_code} %{http_version}', ...args, base]);
+    const curl = (base: string, ...args: string[]) =>
+      run('curl', ['-sS', '--http2', '--max-time', '20', '-w', '\\n%{http_code} %{http_version}', ...args, base]);
     for (const [path, args] of [
       ['/v1/models', []],
       ['/v1/chat/completions', ['-H', 'content-type: application/json', '-d', CHAT]],
@@ -63,10 +68,16 @@ describe('clients that offer h2c', () => {
     }
   });
 
-  it("Java's HttpClient: the same answers through infermeter as directly, inference measured", { skip: skipFor(javaOk, 'java (default-jdk-headless)') }, async (t) => {
+  it("Java's HttpClient: the same answers through infermeter as directly, inference measured", {
+    skip: skipFor(javaOk, 'java (default-jdk-headless)'),
+  }, async (t) => {
     const engine = await startEngine(t);
     const app = await startProxy(t, engine);
-    const requests = (base: string) => [`GET\t${base}/v1/models`, `POST\t${base}/v1/chat/completions\t${CHAT}`, `POST\t${base}/v1/embeddings\t{"model":"sim-llama-8b","input":"x"}`];
+    const requests = (base: string) => [
+      `GET\t${base}/v1/models`,
+      `POST\t${base}/v1/chat/completions\t${CHAT}`,
+      `POST\t${base}/v1/embeddings\t{"model":"sim-llama-8b","input":"x"}`,
+    ];
     const finished = nextFinished(app, 2);
     const [direct, proxied] = await Promise.all([run('java', [JAVA_CLIENT, ...requests(engine)]), run('java', [JAVA_CLIENT, ...requests(app.dataUrl)])]);
     assert.equal(proxied.code, 0, proxied.stderr);

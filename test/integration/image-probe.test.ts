@@ -83,7 +83,10 @@ describe('the image health probe', () => {
   it('is a node command of a module that exists, run with the image entry point node', () => {
     assert.equal(probeNode, 'node');
     assert.equal(entryNode, 'node');
-    assert.ok(probeArgs.every((a) => !a.startsWith('-e') && !a.startsWith('--eval')), 'a module, not inline code reading one variable');
+    assert.ok(
+      probeArgs.every((a) => !a.startsWith('-e') && !a.startsWith('--eval')),
+      'a module, not inline code reading one variable',
+    );
     assert.equal(probeArgs.length, 1, `one module: ${probeArgs.join(' ')}`);
     assert.ok(existsSync(sourceOf(probeArgs[0]!)), `${probeArgs[0]} is built from ${fileURLToPath(sourceOf(probeArgs[0]!))}`);
   });
@@ -113,7 +116,13 @@ describe('the image health probe', () => {
       name: "a config file's managementIpAddress, another loopback address than the data plane's",
       env: (t, [data, management, metrics], upstream) => ({
         INFERMETER_UPSTREAM: upstream,
-        INFERMETER_CONFIG: configFile(t, { ipAddress: '127.0.0.1', managementIpAddress: '127.0.0.2', port: data, managementPort: management, metricsPort: metrics }),
+        INFERMETER_CONFIG: configFile(t, {
+          ipAddress: '127.0.0.1',
+          managementIpAddress: '127.0.0.2',
+          port: data,
+          managementPort: management,
+          metricsPort: metrics,
+        }),
       }),
       host: '127.0.0.2',
     },
@@ -199,13 +208,20 @@ describe("the image's listen address", () => {
     assert.deepEqual(addresses({ INFERMETER_CONFIG: 'c.json' }, file({ ipAddress: '10.0.0.5' })), ['10.0.0.5', '10.0.0.5']);
     assert.deepEqual(addresses({ INFERMETER_CONFIG: 'c.json' }, file({ ipAddress: '10.0.0.5', managementIpAddress: '10.1.0.5' })), ['10.0.0.5', '10.1.0.5']);
     assert.deepEqual(addresses({ INFERMETER_CONFIG: 'c.json', MIES_CONTAINER_IP: '10.0.0.7' }, file({ ipAddress: '10.0.0.5' })), ['10.0.0.7', '10.0.0.7']);
-    assert.deepEqual(addresses({ INFERMETER_CONFIG: 'c.json', MIES_CONTAINER_IP: '10.0.0.7', INFERMETER_HOST: '10.0.0.8' }, file({ ipAddress: '10.0.0.5' })), ['10.0.0.8', '10.0.0.8']);
+    assert.deepEqual(addresses({ INFERMETER_CONFIG: 'c.json', MIES_CONTAINER_IP: '10.0.0.7', INFERMETER_HOST: '10.0.0.8' }, file({ ipAddress: '10.0.0.5' })), [
+      '10.0.0.8',
+      '10.0.0.8',
+    ]);
     assert.deepEqual(addresses({ MIES_CONTAINER_MANAGEMENT_IP: '127.0.0.1' }), ['0.0.0.0', '127.0.0.1']);
   });
 
   it("does not lift MindIE's refusal of an every-address setting the operator wrote", () => {
     const refused = (env: Env, readFile?: () => string) =>
-      assert.throws(() => load(env, readFile), (e: unknown) => e instanceof ConfigError && /INFERMETER_ALLOW_ALL_ZERO_IP=1/.test(e.message), JSON.stringify(env));
+      assert.throws(
+        () => load(env, readFile),
+        (e: unknown) => e instanceof ConfigError && /INFERMETER_ALLOW_ALL_ZERO_IP=1/.test(e.message),
+        JSON.stringify(env),
+      );
     refused({ INFERMETER_HOST: '0.0.0.0' });
     refused({ MIES_CONTAINER_IP: '::' });
     refused({ INFERMETER_CONFIG: 'c.json' }, file({ ipAddress: '0.0.0.0' }));

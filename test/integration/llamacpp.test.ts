@@ -13,7 +13,14 @@ import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 const found = llamaFromEnv();
 const skip = typeof found === 'string' ? `${found}: no real llama.cpp server to test against` : false;
 const SERVED = 'tiny.gguf';
-const base: Omit<Ask, 'requestId'> = { api: 'chat', stream: true, includeUsage: false, prompt: 'Tell me about the proxy in front of the model server.', maxTokens: 16, model: 'gpt-4o-mini' };
+const base: Omit<Ask, 'requestId'> = {
+  api: 'chat',
+  stream: true,
+  includeUsage: false,
+  prompt: 'Tell me about the proxy in front of the model server.',
+  maxTokens: 16,
+  model: 'gpt-4o-mini',
+};
 
 describe('a real llama.cpp llama-server behind infermeter', { skip }, () => {
   let server: LlamaServer;
@@ -24,8 +31,12 @@ describe('a real llama.cpp llama-server behind infermeter', { skip }, () => {
   });
   after(() => server?.stop());
 
-  it('answers through infermeter as directly, with the engine\'s token counts and timings in the measurement', async (t) => {
-    app = await startProxy(t, server.url, { INFERMETER_UPSTREAM_METRICS: `${server.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600', INFERMETER_DIALECTS: 'mindie,vllm' });
+  it("answers through infermeter as directly, with the engine's token counts and timings in the measurement", async (t) => {
+    app = await startProxy(t, server.url, {
+      INFERMETER_UPSTREAM_METRICS: `${server.url}/metrics`,
+      INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
+      INFERMETER_DIALECTS: 'mindie,vllm',
+    });
     const kinds: Array<Omit<Ask, 'requestId'>> = [
       base,
       { ...base, includeUsage: true },
@@ -60,7 +71,7 @@ describe('a real llama.cpp llama-server behind infermeter', { skip }, () => {
     assert.equal(x.value('vllm:request_prefill_time_seconds_count', { model_name: 'gpt-4o-mini', engine: '0' }), kinds.length);
   });
 
-  it('counts llama.cpp\'s in-stream error after a 200 as a failure', async (t) => {
+  it("counts llama.cpp's in-stream error after a 200 as a failure", async (t) => {
     app = await startProxy(t, server.url, { INFERMETER_UPSTREAM_METRICS: 'off' });
     const finished = nextFinished(app, 1);
     // Longer than a slot's context (4096 / 4 slots), and the server was started with --no-context-shift.
@@ -73,8 +84,12 @@ describe('a real llama.cpp llama-server behind infermeter', { skip }, () => {
     assert.equal(sample!.e2e, undefined);
   });
 
-  it('files the engine\'s running request under its model once, whatever name the client asked for', async (t) => {
-    app = await startProxy(t, server.url, { INFERMETER_UPSTREAM_METRICS: `${server.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600', INFERMETER_DIALECTS: 'mindie,vllm' });
+  it("files the engine's running request under its model once, whatever name the client asked for", async (t) => {
+    app = await startProxy(t, server.url, {
+      INFERMETER_UPSTREAM_METRICS: `${server.url}/metrics`,
+      INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
+      INFERMETER_DIALECTS: 'mindie,vllm',
+    });
     // A long generation whose client reads its first token, then leaves once the gauges are read.
     const controller = new AbortController();
     const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
@@ -90,7 +105,10 @@ describe('a real llama.cpp llama-server behind infermeter', { skip }, () => {
     const x = await scrape(app);
     controller.abort();
     await reader.cancel().catch(() => undefined);
-    const context = x.text.split('\n').filter((l) => l.startsWith('num_requests_') || l.startsWith('vllm:num_requests_')).join('\n');
+    const context = x.text
+      .split('\n')
+      .filter((l) => l.startsWith('num_requests_') || l.startsWith('vllm:num_requests_'))
+      .join('\n');
     assert.equal(x.value('num_requests_running', { model_name: SERVED }), 1, context);
     assert.equal(x.sum('num_requests_running'), 1, context);
     assert.equal(x.sum('num_requests_waiting'), 0, context);

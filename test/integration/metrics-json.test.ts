@@ -57,20 +57,29 @@ describe('/metrics-json', () => {
     for (const [k, x] of samples.entries()) assert.ok(x.ttft! * 1000 >= 10 + 15 * k - 1, `request ${k}: TTFT ${x.ttft! * 1000} ms, scripted ${10 + 15 * k} ms`);
     const mean = (xs: typeof samples) => xs.reduce((s, x) => s + x.ttft! * 1000, 0) / xs.length;
     const [all, first3] = [mean(samples), mean(samples.slice(0, 3))];
-    assert.ok(Math.abs(value('TTFT') - all) > 1e-6 && Math.abs(value('TTFT') - first3) > 1e-6, `TTFT ${value('TTFT')}: the mean of the last 3 (${ttft}), not of all 5 (${all}) nor the first 3 (${first3})`);
+    assert.ok(
+      Math.abs(value('TTFT') - all) > 1e-6 && Math.abs(value('TTFT') - first3) > 1e-6,
+      `TTFT ${value('TTFT')}: the mean of the last 3 (${ttft}), not of all 5 (${all}) nor the first 3 (${first3})`,
+    );
     assert.equal(value('waitingInferRequestNum'), 0);
     assert.equal(value('processingInferRequestNum'), 0);
   });
 
-  it('reports the proxy\'s in-flight requests when no engine reports them', async (t) => {
+  it("reports the proxy's in-flight requests when no engine reports them", async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
-    upstream.respond((req) => (req.body.toString().includes('"first"')
-      ? { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ data: token('x') }], end: 'hang' }
-      : { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [], end: 'hang' }));
+    upstream.respond((req) =>
+      req.body.toString().includes('"first"')
+        ? { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ data: token('x') }], end: 'hang' }
+        : { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [], end: 'hang' },
+    );
     const app = await startProxy(t, upstream.url);
     const controllers = [new AbortController(), new AbortController()];
-    const running = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"first","stream":true}', signal: controllers[0]!.signal });
+    const running = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+      method: 'POST',
+      body: '{"model":"first","stream":true}',
+      signal: controllers[0]!.signal,
+    });
     await running.body!.getReader().read(); // its first token arrived: processing
     await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"second","stream":true}', signal: controllers[1]!.signal });
     await upstream.received(2);

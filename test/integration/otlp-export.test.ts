@@ -32,7 +32,9 @@ const total = (e: ReceivedExport, name: string): number => (metric(e, name)?.poi
 
 /** The point whose attributes include `match` exactly as given (and no other series does). */
 function point(e: ReceivedExport, name: string, match: Record<string, string | number>): HistogramPoint {
-  const hits = (metric(e, name)?.points ?? []).filter((p) => Object.entries(match).every(([k, v]) => p.attributes[k] === v) && Object.keys(p.attributes).length === Object.keys(match).length);
+  const hits = (metric(e, name)?.points ?? []).filter(
+    (p) => Object.entries(match).every(([k, v]) => p.attributes[k] === v) && Object.keys(p.attributes).length === Object.keys(match).length,
+  );
   assert.equal(hits.length, 1, `${name} ${JSON.stringify(match)}: one point (of ${JSON.stringify(metric(e, name)?.points.map((p) => p.attributes))})`);
   return hits[0]!;
 }
@@ -133,7 +135,10 @@ describe('OTLP export', () => {
       assert.equal(e.resource['service.instance.id'], hostname());
       assert.equal(e.resource['telemetry.sdk.language'], 'nodejs');
       assert.equal(typeof e.resource['service.version'], 'string');
-      assert.deepEqual(e.scopes.map((s) => s.name), ['infermeter']);
+      assert.deepEqual(
+        e.scopes.map((s) => s.name),
+        ['infermeter'],
+      );
 
       for (const { name, unit, family } of SEMCONV) {
         const m = metric(e, name);
@@ -143,13 +148,23 @@ describe('OTLP export', () => {
         for (const p of m.points) {
           assert.deepEqual(p.explicitBounds, OTEL_BUCKETS[family], `${name}: the conventions' bucket boundaries`);
           assert.equal(p.bucketCounts.length, p.explicitBounds.length + 1);
-          assert.equal(p.bucketCounts.reduce((a, b) => a + b, 0), p.count, `${name}: buckets add up to the count`);
+          assert.equal(
+            p.bucketCounts.reduce((a, b) => a + b, 0),
+            p.count,
+            `${name}: buckets add up to the count`,
+          );
         }
       }
       assert.deepEqual(e.metrics.map((m) => m.name).sort(), SEMCONV.map((s) => s.name).sort(), 'exactly the four instruments');
 
       const port = Number(new URL(sim.url).port);
-      const base = { 'gen_ai.provider.name': 'openai', 'server.address': '127.0.0.1', 'server.port': port, 'gen_ai.request.model': MODEL, 'gen_ai.response.model': MODEL };
+      const base = {
+        'gen_ai.provider.name': 'openai',
+        'server.address': '127.0.0.1',
+        'server.port': port,
+        'gen_ai.request.model': MODEL,
+        'gen_ai.response.model': MODEL,
+      };
       const chat = { ...base, 'gen_ai.operation.name': 'chat' };
       const completion = { ...base, 'gen_ai.operation.name': 'text_completion' };
       const embeddings = { ...base, 'gen_ai.operation.name': 'embeddings' };
@@ -159,7 +174,10 @@ describe('OTLP export', () => {
       // Node's timers count whole milliseconds: the sim's 25 ms timer can fire up to 1 ms early on
       // infermeter's finer clock (seen: 24.15 ms, under CPU contention). Without the delay, TTFT
       // would be about 1 ms.
-      assert.ok(point(e, 'gen_ai.server.time_to_first_token', chat).min! >= 0.024, `TTFT ${point(e, 'gen_ai.server.time_to_first_token', chat).min} s includes the simulated 25 ms`);
+      assert.ok(
+        point(e, 'gen_ai.server.time_to_first_token', chat).min! >= 0.024,
+        `TTFT ${point(e, 'gen_ai.server.time_to_first_token', chat).min} s includes the simulated 25 ms`,
+      );
       assert.equal(point(e, 'gen_ai.server.time_per_output_token', chat).count, 4);
       assert.equal(point(e, 'gen_ai.server.time_per_output_token', completion).count, 1);
       assert.equal(metric(e, 'gen_ai.server.time_to_first_token')!.points.length, 2);
@@ -167,10 +185,18 @@ describe('OTLP export', () => {
       assert.equal(point(e, 'gen_ai.server.request.duration', chat).count, 6);
       assert.equal(point(e, 'gen_ai.server.request.duration', completion).count, 1);
       assert.equal(point(e, 'gen_ai.server.request.duration', embeddings).count, 1);
-      const failed = { 'gen_ai.provider.name': 'openai', 'server.address': '127.0.0.1', 'server.port': port, 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'missing', 'error.type': '404' };
+      const failed = {
+        'gen_ai.provider.name': 'openai',
+        'server.address': '127.0.0.1',
+        'server.port': port,
+        'gen_ai.operation.name': 'chat',
+        'gen_ai.request.model': 'missing',
+        'error.type': '404',
+      };
       assert.equal(point(e, 'gen_ai.server.request.duration', failed).count, 1);
       // Tokens as the upstream reported them: output = max tokens asked for.
-      const tokens = (attributes: Record<string, string | number>, type: string) => point(e, 'gen_ai.client.token.usage', { ...attributes, 'gen_ai.token.type': type });
+      const tokens = (attributes: Record<string, string | number>, type: string) =>
+        point(e, 'gen_ai.client.token.usage', { ...attributes, 'gen_ai.token.type': type });
       assert.deepEqual([tokens(chat, 'output').count, tokens(chat, 'output').sum], [6, 3 * 6 + 2 * 4 + 3]);
       assert.deepEqual([tokens(chat, 'input').count, tokens(chat, 'input').sum], [6, [...prompt('chat'), ...prompt('responses')].reduce((a, b) => a + b, 0)]);
       assert.deepEqual([tokens(completion, 'output').count, tokens(completion, 'output').sum], [1, 5]);
@@ -254,16 +280,31 @@ describe('OTLP export', () => {
     // One connection per request, so that the cluster spreads them over the workers.
     const send = (): Promise<number> =>
       new Promise((resolve, reject) => {
-        const req = request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json' } }, (res) => {
-          res.resume();
-          res.on('end', () => resolve(res.statusCode ?? 0));
-        });
+        const req = request(
+          `${app.dataUrl}/v1/chat/completions`,
+          { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json' } },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+          },
+        );
         req.on('error', reject);
         req.end(JSON.stringify({ model: MODEL, stream: true, max_tokens: 2, messages: [] }));
       });
     assert.deepEqual(await Promise.all([send(), send(), send(), send()]), [200, 200, 200, 200]);
     const e = await receiver.waitFor((x) => total(x, 'gen_ai.server.request.duration') === 4);
     assert.equal(total(e, 'gen_ai.client.token.usage'), 8, 'input and output of each request');
-    assert.equal(point(e, 'gen_ai.client.token.usage', { 'gen_ai.provider.name': 'openai', 'server.address': '127.0.0.1', 'server.port': Number(new URL(sim.url).port), 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': MODEL, 'gen_ai.response.model': MODEL, 'gen_ai.token.type': 'output' }).sum, 8);
+    assert.equal(
+      point(e, 'gen_ai.client.token.usage', {
+        'gen_ai.provider.name': 'openai',
+        'server.address': '127.0.0.1',
+        'server.port': Number(new URL(sim.url).port),
+        'gen_ai.operation.name': 'chat',
+        'gen_ai.request.model': MODEL,
+        'gen_ai.response.model': MODEL,
+        'gen_ai.token.type': 'output',
+      }).sum,
+      8,
+    );
   });
 });

@@ -19,7 +19,9 @@ describe('the npm package', () => {
   let installed: string;
   before(() => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-pack-'));
-    const [packed] = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    const [packed] = JSON.parse(
+      execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }),
+    ) as Array<{ filename: string; files: Array<{ path: string }> }>;
     files = packed!.files.map((f) => f.path).sort();
     execFileSync('tar', ['-xzf', join(dir, packed!.filename), '-C', dir]);
     installed = join(dir, 'package');
@@ -28,17 +30,32 @@ describe('the npm package', () => {
   });
 
   it('ships the launcher, dist/, README, docs and LICENSE; no source map, screenshot, source or test', () => {
-    for (const f of ['LICENSE', 'README.md', 'package.json', 'bin/infermeter.js', 'dist/cli.js', 'dist/demo.js', 'dist/management/dashboard/dashboard.js', 'docs/metrics.md']) assert.ok(files.includes(f), `${f} in the package`);
+    for (const f of [
+      'LICENSE',
+      'README.md',
+      'package.json',
+      'bin/infermeter.js',
+      'dist/cli.js',
+      'dist/demo.js',
+      'dist/management/dashboard/dashboard.js',
+      'docs/metrics.md',
+    ])
+      assert.ok(files.includes(f), `${f} in the package`);
     // Every page the README links to (docs/*.md), so a user of the package has the configuration table and the rest.
     for (const f of readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md'))) assert.ok(files.includes(`docs/${f}`), `docs/${f} in the package`);
-    assert.deepEqual(files.filter((f) => f.endsWith('.map') || f.endsWith('.png') || /^(src|test|bench)\//.test(f) || f.endsWith('.ts')), []);
+    assert.deepEqual(
+      files.filter((f) => f.endsWith('.map') || f.endsWith('.png') || /^(src|test|bench)\//.test(f) || f.endsWith('.ts')),
+      [],
+    );
   });
 
   it('runs as installed: --version, --help, and the demo (compiled imports resolve)', async (t) => {
     const bin = join(installed, 'bin/infermeter.js');
     assert.equal(execFileSync(process.execPath, [bin, '--version'], { encoding: 'utf8' }), `${VERSION}\n`);
     assert.match(execFileSync(process.execPath, [bin, '--help'], { encoding: 'utf8' }), /INFERMETER_UPSTREAM\n/);
-    const demo = spawn(process.execPath, [bin, 'demo', '--duration', '1'], { env: { PATH: process.env.PATH ?? '', INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' } });
+    const demo = spawn(process.execPath, [bin, 'demo', '--duration', '1'], {
+      env: { PATH: process.env.PATH ?? '', INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' },
+    });
     t.after(() => {
       if (demo.exitCode === null) demo.kill('SIGKILL');
     });
@@ -60,7 +77,10 @@ describe('the npm package', () => {
       t.skip('no Node older than 22.18 on this machine');
       return;
     }
-    const run = spawnSync(old, [join(installed, 'bin/infermeter.js')], { encoding: 'utf8', env: { PATH: process.env.PATH ?? '', INFERMETER_UPSTREAM: 'http://127.0.0.1:8000' } });
+    const run = spawnSync(old, [join(installed, 'bin/infermeter.js')], {
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '', INFERMETER_UPSTREAM: 'http://127.0.0.1:8000' },
+    });
     assert.equal(run.status, 1, run.stderr);
     assert.match(run.stderr, /^infermeter: needs Node\.js >= 22\.18 \(24 LTS recommended\), found \d+\.\d+\.\d+ at /);
     assert.equal(run.stderr.trimEnd().split('\n').length, 1, run.stderr);

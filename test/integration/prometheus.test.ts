@@ -171,18 +171,53 @@ function selectors(expr: string): Array<{ name: string; matchers: string }> {
   return out;
 }
 
-const PROMQL_WORDS = new Set(['sum', 'avg', 'max', 'min', 'count', 'by', 'without', 'on', 'ignoring', 'or', 'and', 'unless', 'rate', 'increase', 'irate', 'histogram_quantile', 'label_replace', 'vector', 'le', 'model_name', 'kind', 'reason', 'counter', 'instance', 'process', 'inf', 'nan', 'slo_class', 'slo', 'job']);
+const PROMQL_WORDS = new Set([
+  'sum',
+  'avg',
+  'max',
+  'min',
+  'count',
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'or',
+  'and',
+  'unless',
+  'rate',
+  'increase',
+  'irate',
+  'histogram_quantile',
+  'label_replace',
+  'vector',
+  'le',
+  'model_name',
+  'kind',
+  'reason',
+  'counter',
+  'instance',
+  'process',
+  'inf',
+  'nan',
+  'slo_class',
+  'slo',
+  'job',
+]);
 
 /** Metric names an expression reads (strings, durations and PromQL words left out). */
 function metricNames(expr: string): string[] {
-  const bare = expr.replace(/"(?:[^"\\]|\\.)*"/g, '""').replace(/\{[^}]*\}/g, '').replace(/\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, '').replace(/\[[^\]]*\]/g, '').replace(/\$\{?\w+\}?/g, '');
+  const bare = expr
+    .replace(/"(?:[^"\\]|\\.)*"/g, '""')
+    .replace(/\{[^}]*\}/g, '')
+    .replace(/\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, '')
+    .replace(/\[[^\]]*\]/g, '')
+    .replace(/\$\{?\w+\}?/g, '');
   const names = new Set<string>();
   for (const m of bare.matchAll(/[A-Za-z_:][A-Za-z0-9_:]*/g)) if (!PROMQL_WORDS.has(m[0].toLowerCase())) names.add(m[0]);
   return [...names];
 }
 
-const documented = (name: string): boolean =>
-  [name, name.replace(/_(bucket|sum|count)$/, '')].some((n) => DOCS.includes(`\`${n}\``));
+const documented = (name: string): boolean => [name, name.replace(/_(bucket|sum|count)$/, '')].some((n) => DOCS.includes(`\`${n}\``));
 
 describe('Grafana dashboard deploy/grafana/infermeter.json', () => {
   it('is a valid Grafana dashboard on a ${datasource} variable, with a model variable and only documented metrics', () => {
@@ -210,7 +245,7 @@ describe('Grafana dashboard deploy/grafana/infermeter.json', () => {
     const instance = vars.get('instance');
     assert.ok(job && instance, 'job and instance variables');
     assert.equal(queryOf(job), 'label_values(infermeter_build_info,job)');
-    assert.equal(job.allValue, undefined, 'All is the list of infermeter\'s jobs, not a regex that could match an engine\'s');
+    assert.equal(job.allValue, undefined, "All is the list of infermeter's jobs, not a regex that could match an engine's");
     assert.equal(queryOf(instance), 'label_values(infermeter_build_info{job=~"$job"},instance)');
     for (const v of [job, instance]) {
       assert.equal(v.type, 'query');
@@ -224,7 +259,10 @@ describe('Grafana dashboard deploy/grafana/infermeter.json', () => {
 
     const panels = allPanels(d.panels);
     const ids = panels.map((p) => p.id);
-    assert.ok(ids.every((id) => Number.isInteger(id)), 'every panel has an integer id');
+    assert.ok(
+      ids.every((id) => Number.isInteger(id)),
+      'every panel has an integer id',
+    );
     assert.equal(new Set(ids).size, ids.length, 'panel ids are unique');
     for (const p of panels) {
       const g = p.gridPos;
@@ -248,10 +286,25 @@ describe('Grafana dashboard deploy/grafana/infermeter.json', () => {
         assert.ok(a.x + a.w <= b.x || b.x + b.w <= a.x || a.y + a.h <= b.y || b.y + b.h <= a.y, `panels ${a.title} and ${b.title} overlap`);
 
     const titles = panels.map((p) => p.title ?? '').join('\n');
-    for (const want of [/request rate/i, /failure/i, /first token/i, /per output token/i, /end-to-end/i, /tokens per second/i, /in-flight/i, /kv-cache/i, /upstream errors/i, /by tenant/i, /first visible output/i, /proxy's own time/i])
+    for (const want of [
+      /request rate/i,
+      /failure/i,
+      /first token/i,
+      /per output token/i,
+      /end-to-end/i,
+      /tokens per second/i,
+      /in-flight/i,
+      /kv-cache/i,
+      /upstream errors/i,
+      /by tenant/i,
+      /first visible output/i,
+      /proxy's own time/i,
+    ])
       assert.match(titles, want);
     // A TTFT panel with exemplars on (Grafana shows each bucket's request id, scraped as OpenMetrics).
-    const exemplars = panels.filter((p) => (p.targets ?? []).some((t) => (t as { exemplar?: boolean }).exemplar === true && /time_to_first_token_seconds_bucket/.test(t.expr ?? '')));
+    const exemplars = panels.filter((p) =>
+      (p.targets ?? []).some((t) => (t as { exemplar?: boolean }).exemplar === true && /time_to_first_token_seconds_bucket/.test(t.expr ?? '')),
+    );
     assert.ok(exemplars.length >= 1, 'an exemplar-enabled TTFT panel');
 
     const queries = dashboardQueries(d);
@@ -276,8 +329,7 @@ describe('Grafana dashboard deploy/grafana/infermeter.json', () => {
 // ---------------------------------------------------------------------------------------------
 // Prometheus against two replicas.
 
-const inRange = (v: number, low: number, high: number, what: string): void =>
-  assert.ok(v > low && v <= high, `${what} = ${v}, expected in (${low}, ${high}]`);
+const inRange = (v: number, low: number, high: number, what: string): void => assert.ok(v > low && v <= high, `${what} = ${v}, expected in (${low}, ${high}]`);
 
 describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }, () => {
   it('sums requests over replicas, puts the quantiles in the scripted buckets, answers the AOM spec queries and every dashboard query', async (t) => {
@@ -337,13 +389,18 @@ describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }
         Object.fromEntries(Object.entries(ROUND.byModel).map(([m, n]) => [m, n * REPLICAS * ROUNDS])),
       );
       const perReplica = await prom.vector('sum by (instance) (request_received_total)');
-      assert.deepEqual(perReplica.map((s) => s.value), [total / REPLICAS, total / REPLICAS]);
+      assert.deepEqual(
+        perReplica.map((s) => s.value),
+        [total / REPLICAS, total / REPLICAS],
+      );
       // Every kind is there from the start (at 0), so rate() and alerts see a series before the first fault.
       const upstreamErrors = await prom.vector('sum by (kind) (infermeter_upstream_errors_total)');
-      assert.deepEqual(
-        Object.fromEntries(upstreamErrors.map((s) => [s.metric.kind, s.value])),
-        { upstream_protocol: 0, upstream_reset: 0, upstream_timeout: REPLICAS * ROUNDS, upstream_unreachable: 0 },
-      );
+      assert.deepEqual(Object.fromEntries(upstreamErrors.map((s) => [s.metric.kind, s.value])), {
+        upstream_protocol: 0,
+        upstream_reset: 0,
+        upstream_timeout: REPLICAS * ROUNDS,
+        upstream_unreachable: 0,
+      });
       assert.equal(await value('sum(infermeter_client_errors_total{kind="malformed"})'), REPLICAS * ROUNDS);
       assert.equal(await value('sum(infermeter_request_body_uninspected_total{reason="invalid_json"})'), REPLICAS * ROUNDS);
       // Every successful request reported its usage (16 generated tokens); a cancelled stream
@@ -378,19 +435,42 @@ describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }
       for (const x of succeeded.filter((y) => y.streamed)) {
         // The last of 16 tokens: 16 timers, each up to 1 ms early.
         assert.ok(x.lastToken! >= (TTFT_MS + (TOKENS - 1) * GAP_MS - TOKENS) / 1000, `last token at ${x.lastToken} s`);
-        assert.ok(Math.abs(x.ttft! + x.tpot!.seconds * x.tpot!.tokens - x.lastToken!) < 1e-9, `TTFT ${x.ttft} + TPOT ${JSON.stringify(x.tpot)} = last token ${x.lastToken}`);
+        assert.ok(
+          Math.abs(x.ttft! + x.tpot!.seconds * x.tpot!.tokens - x.lastToken!) < 1e-9,
+          `TTFT ${x.ttft} + TPOT ${JSON.stringify(x.tpot)} = last token ${x.lastToken}`,
+        );
         assert.ok(x.ttft! < x.lastToken! && x.lastToken! <= x.e2e!, `TTFT ${x.ttft} < last token ${x.lastToken} <= e2e ${x.e2e}`);
       }
     });
 
     await t.test('MindIE quantiles lie in the buckets of what the replicas measured', async () => {
       within(await value(ttftP90), quantileRange(ttfts, MINDIE_BUCKETS.time_to_first_token_seconds), 'TTFT p90 (s)');
-      within(await value('histogram_quantile(0.5, sum by (le) (rate(time_to_first_token_seconds_bucket[1m])))'), quantileRange(ttfts, MINDIE_BUCKETS.time_to_first_token_seconds), 'TTFT p50 (s)');
-      within(await value('histogram_quantile(0.9, sum by (le) (rate(time_per_output_token_seconds_bucket[1m])))'), quantileRange(tpots, MINDIE_BUCKETS.time_per_output_token_seconds), 'TPOT p90 (s)');
-      within(await value('histogram_quantile(0.9, sum by (le) (rate(inter_token_latency_seconds_bucket[1m])))'), quantileRange(gaps, INFERMETER_BUCKETS.inter_token_latency_seconds), 'inter-token latency p90 (s)');
-      within(await value('histogram_quantile(0.9, sum by (le) (rate(e2e_request_latency_seconds_bucket[1m])))'), quantileRange(e2es, MINDIE_BUCKETS.e2e_request_latency_seconds), 'e2e p90 (s)');
+      within(
+        await value('histogram_quantile(0.5, sum by (le) (rate(time_to_first_token_seconds_bucket[1m])))'),
+        quantileRange(ttfts, MINDIE_BUCKETS.time_to_first_token_seconds),
+        'TTFT p50 (s)',
+      );
+      within(
+        await value('histogram_quantile(0.9, sum by (le) (rate(time_per_output_token_seconds_bucket[1m])))'),
+        quantileRange(tpots, MINDIE_BUCKETS.time_per_output_token_seconds),
+        'TPOT p90 (s)',
+      );
+      within(
+        await value('histogram_quantile(0.9, sum by (le) (rate(inter_token_latency_seconds_bucket[1m])))'),
+        quantileRange(gaps, INFERMETER_BUCKETS.inter_token_latency_seconds),
+        'inter-token latency p90 (s)',
+      );
+      within(
+        await value('histogram_quantile(0.9, sum by (le) (rate(e2e_request_latency_seconds_bucket[1m])))'),
+        quantileRange(e2es, MINDIE_BUCKETS.e2e_request_latency_seconds),
+        'e2e p90 (s)',
+      );
       // The mean is exact where the quantile interpolates: between the fastest and slowest measured.
-      within(await value('sum(rate(e2e_request_latency_seconds_sum[1m])) / sum(rate(e2e_request_latency_seconds_count[1m]))'), [(TTFT_MS + (TOKENS - 1) * GAP_MS - 5) / 1000, span(e2es)[1]], 'e2e mean (s)');
+      within(
+        await value('sum(rate(e2e_request_latency_seconds_sum[1m])) / sum(rate(e2e_request_latency_seconds_count[1m]))'),
+        [(TTFT_MS + (TOKENS - 1) * GAP_MS - 5) / 1000, span(e2es)[1]],
+        'e2e mean (s)',
+      );
       within(await value('sum(rate(time_to_first_token_seconds_sum[1m])) / sum(rate(time_to_first_token_seconds_count[1m]))'), span(ttfts), 'TTFT mean (s)');
     });
 
@@ -398,9 +478,21 @@ describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }
       const svc = 'service_id="svc-test"';
       const ms = (xs: number[]) => xs.map((x) => x * 1000);
       // As the spec writes them (004: "histogram_quantile(0.90, avg(rate(..._bucket{service_id=...}[1m]))by(le))").
-      within(await value(`histogram_quantile(0.90, avg(rate(infer_service_request_cost_bucket{${svc}}[1m])) by (le))`), quantileRange(ms(e2es), AOM_BUCKETS.infer_service_request_cost), 'request cost p90 (ms)');
-      within(await value(`histogram_quantile(0.90,avg(rate(infer_service_first_token_cost_bucket{${svc}}[1m]))by(le))`), quantileRange(ms(ttfts), AOM_BUCKETS.infer_service_first_token_cost), 'first token cost p90 (ms)');
-      within(await value(`histogram_quantile(0.90,avg(rate(infer_service_per_token_cost_bucket{${svc}}[1m]))by(le))`), quantileRange(ms(tpots), AOM_BUCKETS.infer_service_per_token_cost), 'per token cost p90 (ms)');
+      within(
+        await value(`histogram_quantile(0.90, avg(rate(infer_service_request_cost_bucket{${svc}}[1m])) by (le))`),
+        quantileRange(ms(e2es), AOM_BUCKETS.infer_service_request_cost),
+        'request cost p90 (ms)',
+      );
+      within(
+        await value(`histogram_quantile(0.90,avg(rate(infer_service_first_token_cost_bucket{${svc}}[1m]))by(le))`),
+        quantileRange(ms(ttfts), AOM_BUCKETS.infer_service_first_token_cost),
+        'first token cost p90 (ms)',
+      );
+      within(
+        await value(`histogram_quantile(0.90,avg(rate(infer_service_per_token_cost_bucket{${svc}}[1m]))by(le))`),
+        quantileRange(ms(tpots), AOM_BUCKETS.infer_service_per_token_cost),
+        'per token cost p90 (ms)',
+      );
       // Token counts are the script's: 11 prompt tokens each; 16 generated, or the one or two a
       // cancelled stream delivered.
       inRange(await value(`histogram_quantile(0.90,avg(rate(infer_service_input_token_quantity_bucket{${svc}}[1m]))by(le))`), 0, 16, 'input tokens p90');
@@ -411,7 +503,11 @@ describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }
       within(await value(avg('infer_service_first_token_cost')), span(ms(ttfts)), 'first token cost avg (ms)');
       within(await value(avg('infer_service_per_token_cost')), span(ms(tpots)), 'per token cost avg (ms)');
       // "Average latency equals infer_service_request_cost_sum divided by infer_service_request_cost_count."
-      within(await value(`sum(infer_service_request_cost_sum{${svc}}) / sum(infer_service_request_cost_count{${svc}})`), [TTFT_MS + (TOKENS - 1) * GAP_MS - 5, span(ms(e2es))[1]], 'request cost avg (ms)');
+      within(
+        await value(`sum(infer_service_request_cost_sum{${svc}}) / sum(infer_service_request_cost_count{${svc}})`),
+        [TTFT_MS + (TOKENS - 1) * GAP_MS - 5, span(ms(e2es))[1]],
+        'request cost avg (ms)',
+      );
       // Twins: each AOM histogram has its MindIE twin's count, over both replicas.
       assert.equal(await value(`sum(infer_service_first_token_cost_count{${svc}}) - sum(time_to_first_token_seconds_count)`), 0);
       assert.equal(await value(`count(count by (instance) (infer_service_request_cost_count{${svc}}))`), REPLICAS);
@@ -438,7 +534,11 @@ describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }
       assert.equal(instances.length, REPLICAS);
       // "All" (the variable's allValue) and a multi-value selection as Grafana writes it; one
       // instance on its own.
-      for (const [model, instance] of [['.*', '.*'], [`${LLAMA}|${QWEN}`, '.*'], ['.*', instances[0]!]] as const) {
+      for (const [model, instance] of [
+        ['.*', '.*'],
+        [`${LLAMA}|${QWEN}`, '.*'],
+        ['.*', instances[0]!],
+      ] as const) {
         for (const q of queries) {
           const expr = expand(q.expr, model, job, instance);
           assert.doesNotMatch(expr, /\$/, `${q.panel} ${q.refId}: a variable left unexpanded in ${expr}`);
@@ -446,8 +546,14 @@ describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }
           assert.equal(data.resultType, 'vector', `${q.panel} ${q.refId}`);
           assert.ok(data.result.length > 0, `${q.panel} ${q.refId} has no data for model=~"${model}", instance=~"${instance}": ${expr}`);
           const values = data.result.map((s) => Number(s.value[1]));
-          assert.ok(values.some(Number.isFinite), `${q.panel} ${q.refId} has only NaN for model=~"${model}", instance=~"${instance}": ${JSON.stringify(data.result)}`);
-          if (model === '.*' && instance === '.*') dashboardValues.push(`[${q.panel} ${q.refId}] ${data.result.map((r) => `${JSON.stringify(r.metric)}=${Number(r.value[1]).toPrecision(4)}`).join(' ')}`);
+          assert.ok(
+            values.some(Number.isFinite),
+            `${q.panel} ${q.refId} has only NaN for model=~"${model}", instance=~"${instance}": ${JSON.stringify(data.result)}`,
+          );
+          if (model === '.*' && instance === '.*')
+            dashboardValues.push(
+              `[${q.panel} ${q.refId}] ${data.result.map((r) => `${JSON.stringify(r.metric)}=${Number(r.value[1]).toPrecision(4)}`).join(' ')}`,
+            );
         }
       }
       // The model variable's label_values(request_received_total{job=~"$job", instance=~"$instance"}, model_name), through the API Grafana uses.

@@ -62,57 +62,73 @@ const SPEC_MANDATED_LINT = new Set([
 ]);
 
 describe('promtool check metrics', { skip }, () => {
-  for (const dialects of ['mindie', 'mindie,aom', 'aom', 'vllm', 'mindie,aom,vllm', 'otel', 'mindie,otel']) it(`accepts a live /metrics after mixed traffic (INFERMETER_DIALECTS=${dialects})`, async (t) => {
-    assert.ok(available, 'promtool must be installed');
-    const upstream = await startReplayUpstream();
-    t.after(() => upstream.close());
-    const vllm = readFileSync(new URL('../../fixtures/streams/vllm-chat-usage.sse', import.meta.url));
-    upstream.respond((req) => {
-      const body = req.body.toString();
-      if (body.includes('"fail"')) return { status: 500, body: [{ data: 'oops' }] };
-      if (body.includes('"stream":true')) return sseScript(vllm, 0, 0);
-      return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"usage":{"prompt_tokens":3,"completion_tokens":4}}' }] };
+  for (const dialects of ['mindie', 'mindie,aom', 'aom', 'vllm', 'mindie,aom,vllm', 'otel', 'mindie,otel'])
+    it(`accepts a live /metrics after mixed traffic (INFERMETER_DIALECTS=${dialects})`, async (t) => {
+      assert.ok(available, 'promtool must be installed');
+      const upstream = await startReplayUpstream();
+      t.after(() => upstream.close());
+      const vllm = readFileSync(new URL('../../fixtures/streams/vllm-chat-usage.sse', import.meta.url));
+      upstream.respond((req) => {
+        const body = req.body.toString();
+        if (body.includes('"fail"')) return { status: 500, body: [{ data: 'oops' }] };
+        if (body.includes('"stream":true')) return sseScript(vllm, 0, 0);
+        return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"usage":{"prompt_tokens":3,"completion_tokens":4}}' }] };
+      });
+      // A clock of our own, so that an AOM collection period can end without waiting for it.
+      let now = 0;
+      const env = { INFERMETER_DIALECTS: dialects, INFERMETER_AOM_SERVICE_ID: 'svc "1"' };
+      const app = await startProxy(t, upstream.url, env, { clock: () => now });
+      const bodies = [
+        '{"model":"llama","stream":true}',
+        '{"model":"llama"}',
+        '{"model":"qu\\"ote\\\\back\\nline","stream":true}',
+        '{"model":"fail"}',
+        'not json',
+      ];
+      for (const body of bodies) await (await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body })).arrayBuffer();
+      await scrape(app); // a first scrape, so that the exposer summary has observations
+      now += 31_000; // one AOM collection period (30 s) ends: its gauges join the exposition
+      const text = (await scrape(app)).text;
+      if (dialects.includes('aom')) assert.match(text, /infer_service_request_total\{/);
+      if (dialects.includes('vllm')) assert.match(text, /vllm:request_time_per_output_token_seconds_bucket\{/);
+      if (dialects.includes('otel'))
+        assert.match(text, /gen_ai_server_request_duration_seconds_bucket\{.*gen_ai_request_model="qu\\"ote\\\\back_line"/, 'otel: label values escaped');
+      // The otel dialect's model label is gen_ai_request_model: model_name comes with the others.
+      if (dialects !== 'otel') assert.match(text, /model_name="qu\\"ote\\\\back_line"/, 'label values escaped; the control character replaced');
+      const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+      const findings = `${result.stdout}\n${result.stderr}`
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l !== '');
+      const unexpected = findings.filter((l) => !SPEC_MANDATED_LINT.has(l));
+      assert.deepEqual(unexpected, [], 'promtool findings beyond the spec-mandated names');
+      // 0: clean; 3: lint findings only (all of them the allowed ones above). 1 would be a parse error.
+      assert.ok(result.status === 0 || result.status === 3, `promtool exit ${result.status}`);
     });
-    // A clock of our own, so that an AOM collection period can end without waiting for it.
-    let now = 0;
-    const env = { INFERMETER_DIALECTS: dialects, INFERMETER_AOM_SERVICE_ID: 'svc "1"' };
-    const app = await startProxy(t, upstream.url, env, { clock: () => now });
-    const bodies = [
-      '{"model":"llama","stream":true}',
-      '{"model":"llama"}',
-      '{"model":"qu\\"ote\\\\back\\nline","stream":true}',
-      '{"model":"fail"}',
-      'not json',
-    ];
-    for (const body of bodies) await (await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body })).arrayBuffer();
-    await scrape(app); // a first scrape, so that the exposer summary has observations
-    now += 31_000; // one AOM collection period (30 s) ends: its gauges join the exposition
-    const text = (await scrape(app)).text;
-    if (dialects.includes('aom')) assert.match(text, /infer_service_request_total\{/);
-    if (dialects.includes('vllm')) assert.match(text, /vllm:request_time_per_output_token_seconds_bucket\{/);
-    if (dialects.includes('otel')) assert.match(text, /gen_ai_server_request_duration_seconds_bucket\{.*gen_ai_request_model="qu\\"ote\\\\back_line"/, 'otel: label values escaped');
-    // The otel dialect's model label is gen_ai_request_model: model_name comes with the others.
-    if (dialects !== 'otel') assert.match(text, /model_name="qu\\"ote\\\\back_line"/, 'label values escaped; the control character replaced');
-    const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
-    const findings = `${result.stdout}\n${result.stderr}`.split('\n').map((l) => l.trim()).filter((l) => l !== '');
-    const unexpected = findings.filter((l) => !SPEC_MANDATED_LINT.has(l));
-    assert.deepEqual(unexpected, [], 'promtool findings beyond the spec-mandated names');
-    // 0: clean; 3: lint findings only (all of them the allowed ones above). 1 would be a parse error.
-    assert.ok(result.status === 0 || result.status === 3, `promtool exit ${result.status}`);
-  });
 
-  it('accepts a live /metrics with the engine\'s vLLM families relabelled (INFERMETER_DIALECTS=mindie,vllm, the engine read)', async (t) => {
+  it("accepts a live /metrics with the engine's vLLM families relabelled (INFERMETER_DIALECTS=mindie,vllm, the engine read)", async (t) => {
     assert.ok(available, 'promtool must be installed');
     const sim = await startSimServer({ ttftMs: 1, interTokenMs: 1, defaultTokens: 3, models: ['m'] });
     t.after(() => sim.close());
-    const app = await startProxy(t, sim.url, { INFERMETER_DIALECTS: 'mindie,vllm', INFERMETER_UPSTREAM_METRICS: `${sim.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600' });
+    const app = await startProxy(t, sim.url, {
+      INFERMETER_DIALECTS: 'mindie,vllm',
+      INFERMETER_UPSTREAM_METRICS: `${sim.url}/metrics`,
+      INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
+    });
     await (await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' })).arrayBuffer();
     await app.metrics.engineScraper!.scrapeOnce();
     const text = (await scrape(app)).text;
     assert.match(text, /^vllm:iteration_tokens_total_bucket\{/m, 'the engine-only families are served');
     const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
-    const findings = `${result.stdout}\n${result.stderr}`.split('\n').map((l) => l.trim()).filter((l) => l !== '');
-    assert.deepEqual(findings.filter((l) => !SPEC_MANDATED_LINT.has(l)), [], 'promtool findings beyond the documented ones');
+    const findings = `${result.stdout}\n${result.stderr}`
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '');
+    assert.deepEqual(
+      findings.filter((l) => !SPEC_MANDATED_LINT.has(l)),
+      [],
+      'promtool findings beyond the documented ones',
+    );
     assert.ok(findings.includes('vllm:iteration_tokens_total non-counter metrics should not have "_total" suffix'), findings.join('\n'));
     assert.ok(result.status === 3, `promtool exit ${result.status}`);
   });

@@ -34,7 +34,15 @@ describe('openai SDK through infermeter', () => {
   it('streams byte for byte and /metrics matches the script exactly', async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
-    upstream.respond((req) => (JSON.parse(req.body.toString()).stream ? sseScript(VLLM, FIRST_MS, GAP_MS) : { status: 200, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(NONSTREAM) }, body: [{ afterMs: 40, data: NONSTREAM }] }));
+    upstream.respond((req) =>
+      JSON.parse(req.body.toString()).stream
+        ? sseScript(VLLM, FIRST_MS, GAP_MS)
+        : {
+            status: 200,
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(NONSTREAM) },
+            body: [{ afterMs: 40, data: NONSTREAM }],
+          },
+    );
     const app = await startProxy(t, upstream.url);
     const finished = nextFinished(app, 4);
     const client = new OpenAI({ baseURL: `${app.dataUrl}/v1`, apiKey: 'sk-test', maxRetries: 0 });
@@ -49,7 +57,12 @@ describe('openai SDK through infermeter', () => {
     assert.equal(upstream.requests[0]!.headers.authorization, 'Bearer sk-test');
 
     // 2. The SDK, streamed: parses every chunk, usage at the end.
-    const stream = await client.chat.completions.create({ model: MODEL, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] });
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     let content = '';
     let usage: OpenAI.CompletionUsage | null | undefined;
     for await (const chunk of stream) {
@@ -67,7 +80,10 @@ describe('openai SDK through infermeter', () => {
     assert.equal(rawJson.headers.get('content-length'), String(Buffer.byteLength(NONSTREAM)));
 
     const samples = await finished;
-    assert.deepEqual(samples.map((s) => s.outcome), ['success', 'success', 'success', 'success']);
+    assert.deepEqual(
+      samples.map((s) => s.outcome),
+      ['success', 'success', 'success', 'success'],
+    );
     const m = await scrape(app);
     const model = { model_name: MODEL };
     assert.equal(m.value('request_received_total', model), 4);
@@ -109,10 +125,23 @@ describe('openai SDK through infermeter', () => {
         assert.equal(m.value(`${family}_bucket`, { ...model, le: String(le) }), below, `${family}_bucket le=${le} (values ${values.join(', ')})`);
       }
     };
-    histogram('time_to_first_token_seconds', MINDIE_BUCKETS.time_to_first_token_seconds, streams.map((s) => s.ttft!));
+    histogram(
+      'time_to_first_token_seconds',
+      MINDIE_BUCKETS.time_to_first_token_seconds,
+      streams.map((s) => s.ttft!),
+    );
     // TPOT: per stream completion_tokens - 1 = 10 observations of the stream's mean gap.
-    histogram('time_per_output_token_seconds', MINDIE_BUCKETS.time_per_output_token_seconds, streams.map((s) => s.tpot!.seconds), streams.map((s) => s.tpot!.tokens));
-    histogram('e2e_request_latency_seconds', MINDIE_BUCKETS.e2e_request_latency_seconds, samples.map((s) => s.e2e!));
+    histogram(
+      'time_per_output_token_seconds',
+      MINDIE_BUCKETS.time_per_output_token_seconds,
+      streams.map((s) => s.tpot!.seconds),
+      streams.map((s) => s.tpot!.tokens),
+    );
+    histogram(
+      'e2e_request_latency_seconds',
+      MINDIE_BUCKETS.e2e_request_latency_seconds,
+      samples.map((s) => s.e2e!),
+    );
     // What the script alone decides: no first token before it was sent.
     assert.equal(m.value('time_to_first_token_seconds_bucket', { ...model, le: '0.1' }), 0);
     // Token histograms: one observation per request.
@@ -126,7 +155,12 @@ describe('openai SDK through infermeter', () => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
     // One event, then the upstream holds the stream open: a buffering proxy would show nothing.
-    upstream.respond(() => ({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ data: 'data: {"choices":[{"delta":{"content":"x"}}]}\n\n' }], end: 'hang' }));
+    upstream.respond(() => ({
+      status: 200,
+      headers: { 'content-type': 'text/event-stream' },
+      body: [{ data: 'data: {"choices":[{"delta":{"content":"x"}}]}\n\n' }],
+      end: 'hang',
+    }));
     const app = await startProxy(t, upstream.url);
     const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' });
     const reader = res.body!.getReader();
@@ -163,7 +197,11 @@ describe('openai SDK through infermeter', () => {
   it('proxies every other request untouched and unmeasured, under the upstream path prefix', async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
-    upstream.respond((req) => ({ status: 200, headers: { 'content-type': 'application/json', 'x-upstream': 'yes' }, body: [{ data: JSON.stringify({ path: req.url, method: req.method }) }] }));
+    upstream.respond((req) => ({
+      status: 200,
+      headers: { 'content-type': 'application/json', 'x-upstream': 'yes' },
+      body: [{ data: JSON.stringify({ path: req.url, method: req.method }) }],
+    }));
     const app = await startProxy(t, `${upstream.url}/serving/llama`);
     const models = await fetch(`${app.dataUrl}/v1/models?limit=1`);
     assert.equal(models.headers.get('x-upstream'), 'yes');
@@ -176,12 +214,19 @@ describe('openai SDK through infermeter', () => {
     assert.deepEqual(m.series('request_received_total'), [{ labels: { model_name: 'm' }, value: 1 }]);
   });
 
-  it('keeps the client\'s connection semantics, not the upstream\'s', async (t) => {
+  it("keeps the client's connection semantics, not the upstream's", async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
-    upstream.respond(() => ({ status: 200, headers: { 'content-type': 'application/json', connection: 'keep-alive', 'keep-alive': 'timeout=5' }, body: [{ data: '{}' }] }));
+    upstream.respond(() => ({
+      status: 200,
+      headers: { 'content-type': 'application/json', connection: 'keep-alive', 'keep-alive': 'timeout=5' },
+      body: [{ data: '{}' }],
+    }));
     const app = await startProxy(t, upstream.url);
-    for (const [path, method] of [['/v1/completions', 'POST'], ['/v1/models', 'GET']] as const) {
+    for (const [path, method] of [
+      ['/v1/completions', 'POST'],
+      ['/v1/models', 'GET'],
+    ] as const) {
       const headers = await new Promise<Record<string, unknown>>((resolve, reject) => {
         const req = request(`${app.dataUrl}${path}`, { method, headers: { connection: 'close' }, agent: false }, (res) => {
           res.resume();
@@ -191,14 +236,18 @@ describe('openai SDK through infermeter', () => {
         req.end(method === 'POST' ? '{"model":"m"}' : undefined);
       });
       assert.equal(headers.connection, 'close', `${method} ${path}: the client asked to close`);
-      assert.equal(headers['keep-alive'], undefined, 'the upstream\'s keep-alive is hop-by-hop');
+      assert.equal(headers['keep-alive'], undefined, "the upstream's keep-alive is hop-by-hop");
     }
   });
 
   it('forwards headers as they were written, both ways: spelling, order and repeated fields', async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
-    upstream.respond(() => ({ status: 200, headers: { 'Content-Type': 'application/json', 'X-Upstream-Trace': 'a', Connection: 'X-Upstream-Hop', 'X-Upstream-Hop': '1' }, body: [{ data: '{}' }] }));
+    upstream.respond(() => ({
+      status: 200,
+      headers: { 'Content-Type': 'application/json', 'X-Upstream-Trace': 'a', Connection: 'X-Upstream-Hop', 'X-Upstream-Hop': '1' },
+      body: [{ data: '{}' }],
+    }));
     const app = await startProxy(t, upstream.url);
     const url = new URL(app.dataUrl);
     for (const body of ['{"model":"m"}', '{"model":"m","stream":true}']) {
@@ -220,10 +269,14 @@ describe('openai SDK through infermeter', () => {
       assert.deepEqual(
         pairs.filter((p) => !/^(host|content-length|connection):/i.test(p)),
         ['X-Tenant: one', 'Content-Type: application/json', 'x-tenant: two'],
-        'the client\'s end-to-end headers, as written; X-Client-Hop is named by Connection',
+        "the client's end-to-end headers, as written; X-Client-Hop is named by Connection",
       );
       const lines = head.split('\r\n').slice(1);
-      assert.deepEqual(lines.filter((l) => /^x-upstream/i.test(l)), ['X-Upstream-Trace: a'], 'the upstream\'s spelling; X-Upstream-Hop is hop-by-hop');
+      assert.deepEqual(
+        lines.filter((l) => /^x-upstream/i.test(l)),
+        ['X-Upstream-Trace: a'],
+        "the upstream's spelling; X-Upstream-Hop is hop-by-hop",
+      );
       assert.ok(lines.includes('Content-Type: application/json'), head);
     }
   });

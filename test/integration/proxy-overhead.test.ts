@@ -12,13 +12,17 @@ const token = (t: string) => `data: {"choices":[{"index":0,"delta":{"content":"$
 const USAGE = 'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}\n\n';
 
 describe('infermeter_proxy_overhead_seconds', () => {
-  it('is the mean of arrival-to-write over a response\'s writes (the timer, on a fake clock)', () => {
+  it("is the mean of arrival-to-write over a response's writes (the timer, on a fake clock)", () => {
     let now = 0;
     let sample: RequestSample | undefined;
     const timer = createRequestTimer('chat', () => now, { started() {}, firstOutput() {}, finished: (s) => void (sample = s) });
     timer.identify('m', true);
     timer.responseHeaders(200, true);
-    for (const [arrived, written] of [[10, 10.2], [20, 20.6], [30, 30.1]] as const) {
+    for (const [arrived, written] of [
+      [10, 10.2],
+      [20, 20.6],
+      [30, 30.1],
+    ] as const) {
       now = arrived;
       timer.chunkArrived();
       now = arrived + 0.05;
@@ -36,9 +40,18 @@ describe('infermeter_proxy_overhead_seconds', () => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
     upstream.respond((req) => {
-      if (!req.body.toString().includes('"stream":true')) return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"usage":{"prompt_tokens":5,"completion_tokens":2}}' }] };
+      if (!req.body.toString().includes('"stream":true'))
+        return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"usage":{"prompt_tokens":5,"completion_tokens":2}}' }] };
       // An injected request gets its usage chunk (stripped for the client); one that asked for usage too.
-      return { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ afterMs: 2, data: token('a') }, { afterMs: 2, data: token('b') }, { afterMs: 2, data: `${USAGE}data: [DONE]\n\n` }] };
+      return {
+        status: 200,
+        headers: { 'content-type': 'text/event-stream' },
+        body: [
+          { afterMs: 2, data: token('a') },
+          { afterMs: 2, data: token('b') },
+          { afterMs: 2, data: `${USAGE}data: [DONE]\n\n` },
+        ],
+      };
     });
     const app = await startProxy(t, upstream.url);
     const bodies = [

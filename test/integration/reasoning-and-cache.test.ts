@@ -57,7 +57,10 @@ describe('reasoning and cached prompt tokens from the usage', () => {
     const finished = nextFinished(app, sends.length);
     for (const [model, team] of sends) await send(app, model, team);
     const samples = await finished;
-    assert.deepEqual(samples.map((s) => s.outcome), sends.map(() => 'success'));
+    assert.deepEqual(
+      samples.map((s) => s.outcome),
+      sends.map(() => 'success'),
+    );
     const m = await scrape(app);
     const perModel = (family: string, model: string) => m.value(`infermeter_${family}`, { model_name: model });
     const perTenant = (family: string, tenant: string, model: string) => m.value(`infermeter_tenant_${family}`, { tenant, model_name: model });

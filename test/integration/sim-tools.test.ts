@@ -15,7 +15,11 @@ const TOOLS = [
     function: {
       name: 'get_weather',
       description: 'Current weather',
-      parameters: { type: 'object', properties: { city: { type: 'string' }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] }, days: { type: 'integer' } }, required: ['city'] },
+      parameters: {
+        type: 'object',
+        properties: { city: { type: 'string' }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] }, days: { type: 'integer' } },
+        required: ['city'],
+      },
     },
   },
 ];
@@ -45,9 +49,15 @@ describe('the simulator with tools', () => {
     assert.equal(deltas[0]!.function?.arguments, '');
     const fragments = deltas.slice(1).map((d) => d.function?.arguments ?? '');
     assert.ok(fragments.length > 3 && fragments.every((f) => f.length > 0 && f.length <= 4), `fragments: ${JSON.stringify(fragments)}`);
-    assert.ok(deltas.slice(1).every((d) => d.index === 0 && d.id === undefined && d.function?.name === undefined), 'later deltas carry only arguments');
+    assert.ok(
+      deltas.slice(1).every((d) => d.index === 0 && d.id === undefined && d.function?.name === undefined),
+      'later deltas carry only arguments',
+    );
     assert.deepEqual(JSON.parse(fragments.join('')), { city: 'sim', unit: 'celsius', days: 1 });
-    assert.equal(chunks.find((c) => c.choices[0]?.finish_reason !== null && c.choices[0]?.finish_reason !== undefined)?.choices[0]?.finish_reason, 'tool_calls');
+    assert.equal(
+      chunks.find((c) => c.choices[0]?.finish_reason !== null && c.choices[0]?.finish_reason !== undefined)?.choices[0]?.finish_reason,
+      'tool_calls',
+    );
     const usage = chunks.at(-1)!.usage!;
     assert.equal(usage.completion_tokens, fragments.length + 1);
 
@@ -81,6 +91,10 @@ describe('the simulator with tools', () => {
     const cut = await openai.chat.completions.create({ model: 'm', messages, tools: TOOLS, max_tokens: 3 });
     assert.equal(cut.choices[0]!.finish_reason, 'length');
     assert.equal(cut.usage!.completion_tokens, 3);
-    assert.equal(cut.choices[0]!.message.tool_calls![0]!.type === 'function' && cut.choices[0]!.message.tool_calls![0]!.function.arguments, '{"zone":', 'two fragments of the arguments');
+    assert.equal(
+      cut.choices[0]!.message.tool_calls![0]!.type === 'function' && cut.choices[0]!.message.tool_calls![0]!.function.arguments,
+      '{"zone":',
+      'two fragments of the arguments',
+    );
   });
 });

@@ -30,8 +30,21 @@ async function upstreamFor(t: TestContext): Promise<ReplayUpstream> {
     const body = req.body.toString();
     if (body.includes('"fail"')) return { status: 500, headers: { 'content-type': 'application/json' }, body: [{ data: '{"error":{"message":"boom"}}' }] };
     if (body.includes('"hold"')) return { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ data: token('HELD') }], end: 'hang' };
-    if (body.includes('"nousage"')) return { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ afterMs: 2, data: token('a') }, { afterMs: 2, data: `${token('b')}data: [DONE]\n\n` }] };
-    if (body.includes('"stream":true')) return { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ afterMs: 2, data: token('a') }, { afterMs: 2, data: token('b') + token('c') }, { data: `${USAGE}data: [DONE]\n\n` }] };
+    if (body.includes('"nousage"'))
+      return {
+        status: 200,
+        headers: { 'content-type': 'text/event-stream' },
+        body: [
+          { afterMs: 2, data: token('a') },
+          { afterMs: 2, data: `${token('b')}data: [DONE]\n\n` },
+        ],
+      };
+    if (body.includes('"stream":true'))
+      return {
+        status: 200,
+        headers: { 'content-type': 'text/event-stream' },
+        body: [{ afterMs: 2, data: token('a') }, { afterMs: 2, data: token('b') + token('c') }, { data: `${USAGE}data: [DONE]\n\n` }],
+      };
     return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"usage":{"prompt_tokens":5,"completion_tokens":2}}' }] };
   });
   return upstream;
@@ -40,11 +53,15 @@ async function upstreamFor(t: TestContext): Promise<ReplayUpstream> {
 /** One request on a connection of its own; resolves with the status and body. */
 function send(url: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(`${url}/v1/chat/completions`, { method: 'POST', agent: false, headers: { connection: 'close', 'content-type': 'application/json', ...headers } }, (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
+    const req = request(
+      `${url}/v1/chat/completions`,
+      { method: 'POST', agent: false, headers: { connection: 'close', 'content-type': 'application/json', ...headers } },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -126,7 +143,10 @@ describe('per-tenant metering', () => {
     const raw = upstream.requests[0]!.rawHeaders;
     assert.equal(raw[raw.indexOf('X-Tenant-Id') + 1], 'team-a', `raw headers upstream: ${raw.join(' ')}`);
     await app.close();
-    const lines = readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { tenant?: string; outcome: string });
+    const lines = readFileSync(log, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { tenant?: string; outcome: string });
     assert.deepEqual(lines.map((l) => l.tenant).sort(), ['L'.repeat(128), 'none', 'none', 'team-a', 'team-a', 'team-a', 'team-b', 'team-b'].sort());
   });
 
@@ -178,7 +198,11 @@ describe('per-tenant metering', () => {
     assert.deepEqual(tenantFigures(m, 'azure-team'), { success: 1, failed: 0, cancelled: 0, prompt: 5, generation: 2, ttft: undefined, e2e: 1 });
     assert.deepEqual(tenantFigures(m, tenants[2]!), { success: 1, failed: 0, cancelled: 0, prompt: 0, generation: 0, ttft: 1, e2e: 1 });
     assert.equal(m.value('infermeter_tenant_requests_total', { tenant: 'none', model_name: 'm', outcome: 'success' }), 1);
-    assert.equal(m.value('infermeter_tenant_requests_total', { tenant: tenants[0]!, model_name: 'unknown', outcome: 'success' }), 1, 'a body without a model is still its tenant\'s');
+    assert.equal(
+      m.value('infermeter_tenant_requests_total', { tenant: tenants[0]!, model_name: 'unknown', outcome: 'success' }),
+      1,
+      "a body without a model is still its tenant's",
+    );
     // The key still reaches the upstream exactly as sent.
     assert.equal(upstream.requests[0]!.headers.authorization, `Bearer ${KEYS[0]}`);
     assert.equal(upstream.requests[3]!.headers['api-key'], KEYS[1]);
@@ -195,7 +219,12 @@ describe('per-tenant metering', () => {
     const table = (JSON.parse(outputs.dashboard!) as { tenants: Array<{ tenant: string; requests: number; failed: number }> }).tenants;
     assert.deepEqual(
       table.map((r) => [r.tenant, r.requests, r.failed]).sort(),
-      [[tenants[0]!, 4, 1], ['azure-team', 1, 0], [tenants[2]!, 1, 0], ['none', 1, 0]].sort(),
+      [
+        [tenants[0]!, 4, 1],
+        ['azure-team', 1, 0],
+        [tenants[2]!, 1, 0],
+        ['none', 1, 0],
+      ].sort(),
     );
     await app.close(); // the last OTLP export, the access log flushed
     const exported = await receiver.waitFor((e) => e.metrics.some((x) => x.points.some((p) => p.attributes['infermeter.tenant'] === 'azure-team')));
@@ -208,7 +237,10 @@ describe('per-tenant metering', () => {
     }
     assert.match(outputs.accessLog, new RegExp(`"tenant":"${tenants[0]}"`));
     assert.match(outputs.metrics!, /gen_ai_client_token_usage_count\{[^}]*infermeter_tenant="azure-team"/);
-    assert.ok(exported.metrics.some((x) => x.points.some((p) => p.attributes['infermeter.tenant'] === tenants[0])), 'the OTLP export carries the hashed tenant');
+    assert.ok(
+      exported.metrics.some((x) => x.points.some((p) => p.attributes['infermeter.tenant'] === tenants[0])),
+      'the OTLP export carries the hashed tenant',
+    );
   });
 
   it('folds tenants past INFERMETER_MAX_TENANTS into other, counted; aliased ones and none always kept', async (t) => {
@@ -260,7 +292,7 @@ describe('per-tenant metering', () => {
     await changed;
     assert.match(logs.at(-1)!, /"level":"info".*reloaded/);
     assert.equal(await tenantOfNext(), 'Team Eins');
-    assert.doesNotMatch(logs.join(''), /Team|\bt1\b/, 'the file\'s content is never logged');
+    assert.doesNotMatch(logs.join(''), /Team|\bt1\b/, "the file's content is never logged");
     const m = await scrape(app);
     assert.deepEqual(
       ['Team One', 'Team Uno', 'Team Eins'].map((tenant) => m.value('infermeter_tenant_requests_total', { tenant, model_name: 'm', outcome: 'success' })),
@@ -308,11 +340,15 @@ describe('per-tenant metering', () => {
     let firstToken!: () => void;
     const sawFirstToken = new Promise<void>((resolve) => (firstToken = resolve));
     const gone = new Promise<void>((resolve) => {
-      const req = request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json', authorization: 'Bearer k-one' } }, (res) => {
-        res.once('data', firstToken);
-        res.on('error', () => undefined);
-        res.on('close', resolve);
-      });
+      const req = request(
+        `${app.dataUrl}/v1/chat/completions`,
+        { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json', authorization: 'Bearer k-one' } },
+        (res) => {
+          res.once('data', firstToken);
+          res.on('error', () => undefined);
+          res.on('close', resolve);
+        },
+      );
       req.on('error', () => resolve());
       req.end('{"model":"m","stream":true,"hold":1}');
     });

@@ -13,7 +13,11 @@ const SSE = { 'content-type': 'text/event-stream' };
 
 /** The stream as the upstream sends it when nobody asked for usage: no usage-only chunk. */
 function withoutUsageChunk(bytes: Buffer): Buffer {
-  return Buffer.concat(sseBlocks(bytes).filter((b) => !(b.isEvent && /"choices":\[\]/.test(b.bytes.toString()) && /"usage":\{/.test(b.bytes.toString()))).map((b) => b.bytes));
+  return Buffer.concat(
+    sseBlocks(bytes)
+      .filter((b) => !(b.isEvent && /"choices":\[\]/.test(b.bytes.toString()) && /"usage":\{/.test(b.bytes.toString())))
+      .map((b) => b.bytes),
+  );
 }
 
 /** An upstream that answers like a real engine: usage only when asked for it. */
@@ -25,8 +29,17 @@ function engineLike(bytes: Buffer): (body: Buffer) => Script {
 }
 
 const chatStreams = [
-  ...ownStreams().filter((f) => f.api === 'chat' || f.api === 'completions').map((f) => ({ name: f.name, api: f.api, bytes: f.bytes, expect: f.expect })),
-  ...(realStreamsAvailable() ? REAL_STREAMS.filter((s) => s.api === 'chat' || s.api === 'completions').map((s) => ({ name: s.file, api: s.api, bytes: realStreamBytes(s.file), expect: s.expect })) : []),
+  ...ownStreams()
+    .filter((f) => f.api === 'chat' || f.api === 'completions')
+    .map((f) => ({ name: f.name, api: f.api, bytes: f.bytes, expect: f.expect })),
+  ...(realStreamsAvailable()
+    ? REAL_STREAMS.filter((s) => s.api === 'chat' || s.api === 'completions').map((s) => ({
+        name: s.file,
+        api: s.api,
+        bytes: realStreamBytes(s.file),
+        expect: s.expect,
+      }))
+    : []),
 ];
 
 describe('usage injection', () => {
@@ -90,7 +103,11 @@ describe('usage injection', () => {
     const stream = ownStreams().find((f) => f.name === 'ollama-chat-nousage.sse')!;
     upstream.respond((req) =>
       req.body.toString().includes('stream_options')
-        ? { status: 400, headers: { 'content-type': 'application/json' }, body: [{ data: '{"error":{"message":"Unrecognized request argument supplied: stream_options","type":"invalid_request_error"}}' }] }
+        ? {
+            status: 400,
+            headers: { 'content-type': 'application/json' },
+            body: [{ data: '{"error":{"message":"Unrecognized request argument supplied: stream_options","type":"invalid_request_error"}}' }],
+          }
         : { status: 200, headers: SSE, body: [{ data: stream.bytes }] },
     );
     const logs: string[] = [];
@@ -105,12 +122,20 @@ describe('usage injection', () => {
       assert.equal(sample!.outcome, 'success');
       assert.equal(sample!.tokenEvents, 5);
     }
-    assert.deepEqual(upstream.requests.map((r) => r.body.toString().includes('stream_options')), [true, false, false], 'one refused attempt, its retry, then no more injection');
+    assert.deepEqual(
+      upstream.requests.map((r) => r.body.toString().includes('stream_options')),
+      [true, false, false],
+      'one refused attempt, its retry, then no more injection',
+    );
     assert.equal(upstream.requests[1]!.body.toString(), body, 'the retry is the body as the client wrote it');
     const m = await scrape(app);
     assert.equal(m.value('infermeter_usage_injection_active'), 0);
     assert.equal(m.value('request_failed_total', { model_name: 'llama3.2' }), 0);
-    assert.equal(m.value('infermeter_streams_without_usage_total', { model_name: 'llama3.2' }), 2, 'both streams ended without usage: their tokens are missing, not zero');
+    assert.equal(
+      m.value('infermeter_streams_without_usage_total', { model_name: 'llama3.2' }),
+      2,
+      'both streams ended without usage: their tokens are missing, not zero',
+    );
     assert.equal(logs.filter((l) => l.includes('refuses stream_options')).length, 1, 'logged once');
   });
 
@@ -135,7 +160,11 @@ describe('usage injection', () => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
     const big = `{"error":{"message":"${'x'.repeat(200_000)}"}}`;
-    upstream.respond(() => ({ status: 413, headers: { 'content-type': 'application/json' }, body: [{ data: big.slice(0, 50_000) }, { afterMs: 5, data: big.slice(50_000) }] }));
+    upstream.respond(() => ({
+      status: 413,
+      headers: { 'content-type': 'application/json' },
+      body: [{ data: big.slice(0, 50_000) }, { afterMs: 5, data: big.slice(50_000) }],
+    }));
     const app = await startProxy(t, upstream.url);
     const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' });
     assert.equal(res.status, 413);

@@ -84,7 +84,7 @@ function numbers(data: QueryData): number[] {
 }
 
 describe('a vLLM Grafana dashboard in front of a non-vLLM server', { skip: prometheusSkip }, () => {
-  it('answers every panel query of vLLM\'s example dashboard, with the traffic\'s exact counts', async (t) => {
+  it("answers every panel query of vLLM's example dashboard, with the traffic's exact counts", async (t) => {
     assert.ok(prometheusAvailable, 'prometheus must be installed (Debian package prometheus)');
     const sim = await startSimServer({ ttftMs: 60, interTokenMs: 15, defaultTokens: TOKENS, models: [LLAMA, QWEN] });
     t.after(() => sim.close());
@@ -105,7 +105,11 @@ describe('a vLLM Grafana dashboard in front of a non-vLLM server', { skip: prome
     await prom.waitFor(finished, equals(2 * PER_MODEL_ROUND), 15_000);
     await round(app);
     await prom.waitFor(finished, equals(2 * 2 * PER_MODEL_ROUND), 15_000);
-    await prom.waitFor(`histogram_quantile(0.9, sum by(le) (rate(vllm:time_to_first_token_seconds_bucket{model_name="${QWEN}"}[1m])))`, (d) => Number.isFinite(single(d)), 10_000);
+    await prom.waitFor(
+      `histogram_quantile(0.9, sum by(le) (rate(vllm:time_to_first_token_seconds_bucket{model_name="${QWEN}"}[1m])))`,
+      (d) => Number.isFinite(single(d)),
+      10_000,
+    );
 
     const labels = (await (await fetch(`${prom.url}/api/v1/label/model_name/values`)).json()) as { data: string[] };
     assert.deepEqual(labels.data.filter((v) => v.startsWith('sim-')).sort(), [LLAMA, QWEN].sort());
@@ -134,7 +138,11 @@ describe('a vLLM Grafana dashboard in front of a non-vLLM server', { skip: prome
       assert.equal(await one(`vllm:request_params_max_tokens_sum{model_name="${model}"}`), (8 + 20 + 6) * rounds);
       assert.equal(await one(`vllm:request_params_n_count{model_name="${model}"}`), PER_MODEL_ROUND * rounds, 'n: every finished request, 1 by default');
       assert.equal(await one(`vllm:request_queue_time_seconds_count{model_name="${model}"}`), PER_MODEL_ROUND * rounds);
-      assert.equal(await one(`vllm:time_to_first_token_seconds_count{model_name="${model}"}`), (STREAMS.length + 1) * rounds, 'the streams, the one left included');
+      assert.equal(
+        await one(`vllm:time_to_first_token_seconds_count{model_name="${model}"}`),
+        (STREAMS.length + 1) * rounds,
+        'the streams, the one left included',
+      );
     }
     // 12 requests at once and room for 4: the others waited in the admission queue.
     assert.ok((await prom.vector('sum(vllm:request_queue_time_seconds_sum)'))[0]!.value > 0, 'time spent in the admission queue');

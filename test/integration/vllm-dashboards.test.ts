@@ -60,7 +60,11 @@ interface Traffic {
 }
 
 async function post(app: Infermeter, body: Record<string, unknown>, headers: Record<string, string> = {}): Promise<number> {
-  const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
   await res.arrayBuffer();
   return res.status;
 }
@@ -157,11 +161,16 @@ function assertExactly(empty: Map<string, string>, expected: readonly string[], 
   );
 }
 
-describe('vLLM\'s Grafana dashboards against the vllm dialect', () => {
-  it('every panel query of the four dashboards returns data, but the documented engine-only ones', { skip: prometheusSkip || vllmDashboardsSkip }, async (t) => {
+describe("vLLM's Grafana dashboards against the vllm dialect", () => {
+  it('every panel query of the four dashboards returns data, but the documented engine-only ones', {
+    skip: prometheusSkip || vllmDashboardsSkip,
+  }, async (t) => {
     assert.ok(prometheusAvailable, 'prometheus must be installed (Debian package prometheus)');
     const dashboards = vllmDashboards();
-    assert.deepEqual(dashboards.map((d) => d.file), ['performance_statistics.json', 'prometheus_grafana.json', 'query_statistics.json', 'vllm_overview.json']);
+    assert.deepEqual(
+      dashboards.map((d) => d.file),
+      ['performance_statistics.json', 'prometheus_grafana.json', 'query_statistics.json', 'vllm_overview.json'],
+    );
     const [withEngine, without] = await Promise.all([setup(t, true), setup(t, false)]);
     const start = Math.floor(Date.now() / 1000);
     await Promise.all([drive(withEngine), drive(without)]);
@@ -175,11 +184,19 @@ describe('vLLM\'s Grafana dashboards against the vllm dialect', () => {
         const one = async (promql: string): Promise<number> => single(await s.prom.query(promql));
         assert.equal(await one(`sum(vllm:request_success_total{model_name="${model}",finished_reason="error"})`), sent.failed, 'the 500s are vLLM\'s "error"');
         assert.equal(await one(`sum(vllm:request_success_total{model_name="${model}",finished_reason="abort"})`), sent.cancelled);
-        assert.equal(await one(`infermeter_prompt_tokens_unknown_total{model_name="${model}",outcome="cancelled"}`), sent.cancelled, 'the cancels\' prompt tokens are not known: counted');
+        assert.equal(
+          await one(`infermeter_prompt_tokens_unknown_total{model_name="${model}",outcome="cancelled"}`),
+          sent.cancelled,
+          "the cancels' prompt tokens are not known: counted",
+        );
       }
       const total = [...s.traffic.sent.values()].reduce((n, c) => n + c.ok + c.failed + c.cancelled, 0);
       const failed = [...s.traffic.sent.values()].reduce((n, c) => n + c.failed, 0);
-      assert.equal(single(await s.prom.query('sum(http_requests_total{handler="/v1/chat/completions",method="POST"})')), total, 'every request, by the route it took');
+      assert.equal(
+        single(await s.prom.query('sum(http_requests_total{handler="/v1/chat/completions",method="POST"})')),
+        total,
+        'every request, by the route it took',
+      );
       assert.equal(single(await s.prom.query('sum(http_requests_total{status="5xx"})')), failed);
       assert.equal(single(await s.prom.query('sum(http_request_duration_seconds_count{handler="/v1/chat/completions"})')), total);
       // The pass-through route, through the data plane's httpRequest hook.
@@ -193,8 +210,8 @@ describe('vLLM\'s Grafana dashboards against the vllm dialect', () => {
     }
 
     for (const [s, expected, what] of [
-      [withEngine, NEED_CONNECTOR_OR_MULTIMODAL, 'with the engine\'s metrics'],
-      [without, NEED_ENGINE, 'without the engine\'s metrics'],
+      [withEngine, NEED_CONNECTOR_OR_MULTIMODAL, "with the engine's metrics"],
+      [without, NEED_ENGINE, "without the engine's metrics"],
     ] as const) {
       const { empty, runs } = await emptyQueries(s.prom, start, end);
       assert.deepEqual(runs, RUNS, 'every query, with every filling');

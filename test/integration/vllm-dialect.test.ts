@@ -36,7 +36,8 @@ const FAMILIES: ReadonlyArray<readonly [string, string, string]> = [
   ['vllm:request_decode_time_seconds', 'histogram', 'Histogram of time spent in DECODE phase for request.'],
 ];
 
-const near = (a: number | undefined, b: number, what: string): void => assert.ok(a !== undefined && Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b)), `${what}: ${a} vs ${b}`);
+const near = (a: number | undefined, b: number, what: string): void =>
+  assert.ok(a !== undefined && Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b)), `${what}: ${a} vs ${b}`);
 
 /** The proxy in front of the simulated server, with the engine's /metrics read on demand. */
 async function simProxy(t: TestContext, dialects: string): Promise<Infermeter> {
@@ -63,7 +64,11 @@ async function traffic(app: Infermeter): Promise<RequestSample[]> {
   await post('/v1/chat/completions', { model: 'no-such-model', messages, stream: true });
   // The client leaves after its first bytes of a long answer.
   const abort = new AbortController();
-  const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: MODEL, messages, stream: true, max_tokens: 500 }), signal: abort.signal });
+  const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+    method: 'POST',
+    body: JSON.stringify({ model: MODEL, messages, stream: true, max_tokens: 500 }),
+    signal: abort.signal,
+  });
   const reader = res.body!.getReader();
   let text = '';
   while (!text.includes('"content":"the"')) text += new TextDecoder().decode((await reader.read()).value);
@@ -73,7 +78,7 @@ async function traffic(app: Infermeter): Promise<RequestSample[]> {
 }
 
 describe('vLLM dialect', () => {
-  it('serves vLLM\'s names, types, labels and buckets in front of the simulated server, with the requests\' figures', async (t) => {
+  it("serves vLLM's names, types, labels and buckets in front of the simulated server, with the requests' figures", async (t) => {
     const app = await simProxy(t, 'vllm');
     const samples = (await traffic(app)).filter((s) => s.model === MODEL);
     // The simulated engine frees the abandoned request when its connection closes, which may
@@ -95,7 +100,10 @@ describe('vLLM dialect', () => {
       assert.match(line, /\bmodel_name="/, line);
     }
     for (const name of FAMILIES.filter(([, type]) => type === 'histogram').map(([n]) => n)) {
-      const les = x.series(`${name}_bucket`).filter((s) => s.labels.model_name === MODEL).map((s) => s.labels.le);
+      const les = x
+        .series(`${name}_bucket`)
+        .filter((s) => s.labels.model_name === MODEL)
+        .map((s) => s.labels.le);
       assert.ok(VLLM_BUCKETS[name] !== undefined, `${name}: a vLLM histogram with buckets pinned in spec-buckets.ts`);
       assert.deepEqual(les, specLes(VLLM_BUCKETS[name]), `${name}: vLLM's buckets`);
     }
@@ -110,24 +118,48 @@ describe('vLLM dialect', () => {
 
     // Counters, from the same samples.
     const sum = (read: (s: RequestSample) => number | undefined) => samples.reduce((total, s) => total + (read(s) ?? 0), 0);
-    assert.equal(x.value('vllm:prompt_tokens_total', l()), sum((s) => s.promptTokens));
-    assert.equal(x.value('vllm:generation_tokens_total', l()), sum((s) => s.completionTokens));
-    assert.ok(sum((s) => s.completionTokens) >= 6 * 3 + 4 + 6 + 6, 'every answer\'s tokens, the cut one\'s too');
+    assert.equal(
+      x.value('vllm:prompt_tokens_total', l()),
+      sum((s) => s.promptTokens),
+    );
+    assert.equal(
+      x.value('vllm:generation_tokens_total', l()),
+      sum((s) => s.completionTokens),
+    );
+    assert.ok(sum((s) => s.completionTokens) >= 6 * 3 + 4 + 6 + 6, "every answer's tokens, the cut one's too");
 
     // Histograms: TTFT, per-request TPOT and decode time once per stream that produced a token;
     // inter-token latency once per token after the first; e2e once per success.
     const streams = samples.filter((s) => s.ttft !== undefined);
     assert.equal(streams.length, 6);
     assert.equal(x.value('vllm:time_to_first_token_seconds_count', l()), 6);
-    near(x.value('vllm:time_to_first_token_seconds_sum', l()), sum((s) => s.ttft), 'TTFT sum');
+    near(
+      x.value('vllm:time_to_first_token_seconds_sum', l()),
+      sum((s) => s.ttft),
+      'TTFT sum',
+    );
     // The sim's 20 ms timer counts whole milliseconds: it can fire up to 1 ms early on the
     // proxy's finer clock.
-    assert.ok(streams.every((s) => s.ttft! >= 0.019), `the simulated TTFT of 20 ms: ${streams.map((s) => s.ttft).join(', ')}`);
+    assert.ok(
+      streams.every((s) => s.ttft! >= 0.019),
+      `the simulated TTFT of 20 ms: ${streams.map((s) => s.ttft).join(', ')}`,
+    );
     assert.equal(x.value('vllm:request_time_per_output_token_seconds_count', l()), 6);
-    near(x.value('vllm:request_time_per_output_token_seconds_sum', l()), sum((s) => (s.ttft === undefined ? undefined : (s.tpot?.seconds ?? 0))), 'TPOT sum');
+    near(
+      x.value('vllm:request_time_per_output_token_seconds_sum', l()),
+      sum((s) => (s.ttft === undefined ? undefined : (s.tpot?.seconds ?? 0))),
+      'TPOT sum',
+    );
     assert.equal(x.value('vllm:request_decode_time_seconds_count', l()), 6);
-    near(x.value('vllm:request_decode_time_seconds_sum', l()), sum((s) => (s.ttft === undefined ? undefined : s.lastToken! - s.ttft)), 'decode sum');
-    assert.equal(x.value('vllm:inter_token_latency_seconds_count', l()), sum((s) => (s.tokenEvents > 0 ? s.tokenEvents - 1 : 0)));
+    near(
+      x.value('vllm:request_decode_time_seconds_sum', l()),
+      sum((s) => (s.ttft === undefined ? undefined : s.lastToken! - s.ttft)),
+      'decode sum',
+    );
+    assert.equal(
+      x.value('vllm:inter_token_latency_seconds_count', l()),
+      sum((s) => (s.tokenEvents > 0 ? s.tokenEvents - 1 : 0)),
+    );
     near(x.value('vllm:inter_token_latency_seconds_sum', l()), x.value('vllm:request_decode_time_seconds_sum', l())!, 'ITL sum = decode time');
     assert.equal(x.value('vllm:e2e_request_latency_seconds_count', l()), 6);
     assert.equal(x.value('vllm:request_generation_tokens_count', l()), samples.filter((s) => s.completionTokens !== undefined).length);
@@ -170,7 +202,11 @@ describe('vLLM dialect', () => {
     const app = await startProxy(t, upstream.url, { INFERMETER_DIALECTS: 'vllm', INFERMETER_BUCKETS_VLLM_E2E_REQUEST_LATENCY_SECONDS: '0.5,5' });
     await (await fetch(`${app.dataUrl}/v1/completions`, { method: 'POST', body: '{"model":"m"}' })).arrayBuffer();
     const x = await scrape(app);
-    assert.deepEqual(x.series('vllm:e2e_request_latency_seconds_bucket').map((s) => s.labels.le), ['0.5', '5.0', '+Inf'], 'as vLLM writes them');
+    assert.deepEqual(
+      x.series('vllm:e2e_request_latency_seconds_bucket').map((s) => s.labels.le),
+      ['0.5', '5.0', '+Inf'],
+      'as vLLM writes them',
+    );
     assert.equal(x.value('vllm:request_success_total', { model_name: 'm', engine: '0', finished_reason: 'stop' }), 1, 'no finish_reason in the body: stop');
   });
 });
@@ -179,13 +215,18 @@ describe('vLLM dialect with a vLLM upstream relayed', () => {
   const VLLM = readFileSync(new URL('../../fixtures/engine-metrics/vllm-v1.prom', import.meta.url), 'utf8');
   const ENGINE_MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 
-  it('keeps infermeter\'s vllm:* families, drops the engine\'s same-named ones (and their _created) from the relay and counts them', async (t) => {
+  it("keeps infermeter's vllm:* families, drops the engine's same-named ones (and their _created) from the relay and counts them", async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
     upstream.respond((req) => {
       if (req.url === '/metrics') return { status: 200, headers: { 'content-type': 'text/plain; version=0.0.4' }, body: [{ data: VLLM }] };
-      if (req.url === '/v1/models') return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: JSON.stringify({ data: [{ id: ENGINE_MODEL }] }) }] };
-      return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"choices":[{"index":0,"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}' }] };
+      if (req.url === '/v1/models')
+        return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: JSON.stringify({ data: [{ id: ENGINE_MODEL }] }) }] };
+      return {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: [{ data: '{"choices":[{"index":0,"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}' }],
+      };
     });
     const app = await startProxy(t, upstream.url, {
       INFERMETER_DIALECTS: 'mindie,vllm',
@@ -201,20 +242,37 @@ describe('vLLM dialect with a vLLM upstream relayed', () => {
     const e = { model_name: ENGINE_MODEL, engine: '0' };
 
     // Each clashing family appears once: infermeter's.
-    for (const name of ['vllm:num_requests_running', 'vllm:kv_cache_usage_perc', 'vllm:num_preemptions_total', 'vllm:prompt_tokens_total', 'vllm:generation_tokens_total', 'vllm:request_success_total', 'vllm:time_to_first_token_seconds', 'vllm:inter_token_latency_seconds', 'vllm:e2e_request_latency_seconds']) {
+    for (const name of [
+      'vllm:num_requests_running',
+      'vllm:kv_cache_usage_perc',
+      'vllm:num_preemptions_total',
+      'vllm:prompt_tokens_total',
+      'vllm:generation_tokens_total',
+      'vllm:request_success_total',
+      'vllm:time_to_first_token_seconds',
+      'vllm:inter_token_latency_seconds',
+      'vllm:e2e_request_latency_seconds',
+    ]) {
       assert.equal(x.text.match(new RegExp(`^# TYPE ${name} `, 'gm'))?.length, 1, `${name} once`);
     }
-    assert.equal(x.value('vllm:request_success_total', { ...e, finished_reason: 'stop' }), 1, 'infermeter\'s count, not the engine\'s 4');
-    assert.equal(x.value('vllm:request_success_total', { ...e, finished_reason: 'length' }), 0, 'not the engine\'s 1');
-    assert.equal(x.value('vllm:prompt_tokens_total', e), 3, 'not the engine\'s 1200');
-    assert.deepEqual(x.series('vllm:prompt_tokens_total').map((s) => s.labels.engine), ['0'], 'the engine\'s per-engine series are gone');
+    assert.equal(x.value('vllm:request_success_total', { ...e, finished_reason: 'stop' }), 1, "infermeter's count, not the engine's 4");
+    assert.equal(x.value('vllm:request_success_total', { ...e, finished_reason: 'length' }), 0, "not the engine's 1");
+    assert.equal(x.value('vllm:prompt_tokens_total', e), 3, "not the engine's 1200");
+    assert.deepEqual(
+      x.series('vllm:prompt_tokens_total').map((s) => s.labels.engine),
+      ['0'],
+      "the engine's per-engine series are gone",
+    );
     assert.equal(x.value('vllm:e2e_request_latency_seconds_count', e), 1);
     assert.deepEqual(
-      x.series('vllm:e2e_request_latency_seconds_bucket').filter((s) => s.labels.le === '+Inf').map((s) => s.value),
+      x
+        .series('vllm:e2e_request_latency_seconds_bucket')
+        .filter((s) => s.labels.le === '+Inf')
+        .map((s) => s.value),
       [1],
-      'infermeter\'s one request; the engine\'s buckets (5 requests) are not relayed',
+      "infermeter's one request; the engine's buckets (5 requests) are not relayed",
     );
-    assert.deepEqual(x.series('vllm:time_to_first_token_seconds_count'), [], 'a non-streamed answer has no TTFT; the engine\'s 5 are not relayed');
+    assert.deepEqual(x.series('vllm:time_to_first_token_seconds_count'), [], "a non-streamed answer has no TTFT; the engine's 5 are not relayed");
     // The queue and KV-cache figures are the engine's, through the engine mapping: summed and
     // averaged over its two data-parallel engines, under engine="0".
     assert.equal(x.value('vllm:num_requests_running', e), 5);
@@ -235,10 +293,24 @@ describe('vLLM dialect with a vLLM upstream relayed', () => {
     // engines summed under engine="0", once (the relay's copy dropped).
     assert.equal(x.value('vllm:prefix_cache_queries_total', e), 2000);
     assert.equal(x.value('vllm:prefix_cache_hits_total', e), 800);
-    assert.deepEqual(x.series('vllm:prefix_cache_queries_total').map((s) => s.labels.engine), ['0']);
+    assert.deepEqual(
+      x.series('vllm:prefix_cache_queries_total').map((s) => s.labels.engine),
+      ['0'],
+    );
     assert.equal(x.text.match(/^# TYPE vllm:prefix_cache_hits_total /gm)?.length, 1);
     // What infermeter does not serve is relayed as the engine wrote it.
-    assert.equal(x.value('vllm:cache_config_info', { block_size: '16', cache_dtype: 'auto', enable_prefix_caching: 'True', engine: '0', gpu_memory_utilization: '0.9', num_cpu_blocks: 'None', num_gpu_blocks: '1000' }), 1);
+    assert.equal(
+      x.value('vllm:cache_config_info', {
+        block_size: '16',
+        cache_dtype: 'auto',
+        enable_prefix_caching: 'True',
+        engine: '0',
+        gpu_memory_utilization: '0.9',
+        num_cpu_blocks: 'None',
+        num_gpu_blocks: '1000',
+      }),
+      1,
+    );
     assert.equal(x.value('infermeter_relay_families', { state: 'relayed' }), 2);
     assert.equal(x.value('infermeter_relay_families', { state: 'dropped' }), 14);
 
@@ -246,17 +318,26 @@ describe('vLLM dialect with a vLLM upstream relayed', () => {
       const check = spawnSync('promtool', ['check', 'metrics'], { input: x.text, encoding: 'utf8' });
       const findings = `${check.stdout}${check.stderr}`
         .split('\n')
-        .filter((line) => line.trim() !== '' && !/toks_per_s metric names should not contain abbreviated units/.test(line) && !/^vllm:\S+ metric names should not contain ':'$/.test(line.trim()));
+        .filter(
+          (line) =>
+            line.trim() !== '' &&
+            !/toks_per_s metric names should not contain abbreviated units/.test(line) &&
+            !/^vllm:\S+ metric names should not contain ':'$/.test(line.trim()),
+        );
       assert.deepEqual(findings, [], 'promtool: only the names vLLM fixes');
       assert.ok(check.status === 0 || check.status === 3);
     }
   });
 
-  it('relays the engine\'s vllm:* families untouched when the vllm dialect is off', async (t) => {
+  it("relays the engine's vllm:* families untouched when the vllm dialect is off", async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
     upstream.respond(() => ({ status: 200, headers: { 'content-type': 'text/plain; version=0.0.4' }, body: [{ data: VLLM }] }));
-    const app = await startProxy(t, upstream.url, { INFERMETER_UPSTREAM_METRICS: `${upstream.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600', INFERMETER_RELAY_UPSTREAM_METRICS: '1' });
+    const app = await startProxy(t, upstream.url, {
+      INFERMETER_UPSTREAM_METRICS: `${upstream.url}/metrics`,
+      INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
+      INFERMETER_RELAY_UPSTREAM_METRICS: '1',
+    });
     await app.metrics.engineScraper!.scrapeOnce();
     const x = await scrape(app);
     assert.equal(x.value('vllm:request_success_total', { engine: '0', finished_reason: 'stop', model_name: ENGINE_MODEL }), 4);

@@ -37,7 +37,16 @@ describe('several workers', () => {
       const body = req.body.toString();
       if (body.includes('"hold"')) return { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ data: token('x') }], end: 'hang' };
       if (body.includes('"bad"')) return { status: 400, headers: { 'content-type': 'application/json' }, body: [{ data: '{"error":{"message":"no"}}' }] };
-      if (body.includes('"stream":true')) return { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [{ afterMs: 5, data: token('a') }, { afterMs: 5, data: token('b') + token('c') }, { data: 'data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}\n\ndata: [DONE]\n\n' }] };
+      if (body.includes('"stream":true'))
+        return {
+          status: 200,
+          headers: { 'content-type': 'text/event-stream' },
+          body: [
+            { afterMs: 5, data: token('a') },
+            { afterMs: 5, data: token('b') + token('c') },
+            { data: 'data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}\n\ndata: [DONE]\n\n' },
+          ],
+        };
       return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"usage":{"prompt_tokens":5,"completion_tokens":2}}' }] };
     });
     // A fixed port: with port 0, workers that all die and start again would get a new one.
@@ -76,18 +85,22 @@ describe('several workers', () => {
     assert.equal(m.value('e2e_request_latency_seconds_count', { model_name: 'm' }), 18);
     assert.equal(m.value('num_requests_running', { model_name: 'm' }), 0);
     const json = (await (await fetch(`${app.managementUrl}/metrics-json`)).json()) as { result: Array<{ metric: Array<{ __name__: string }>; value: string }> };
-    assert.ok(Number(json.result.find((r) => r.metric[0]!.__name__ === 'TTFT')!.value) > 0, 'the JSON window sees the workers\' requests');
+    assert.ok(Number(json.result.find((r) => r.metric[0]!.__name__ === 'TTFT')!.value) > 0, "the JSON window sees the workers' requests");
 
     // A worker dies with a request in flight: it is restarted and the loss is counted. The scrape
     // waits for the first token to reach the client (the tap reads it after it was sent).
     let firstToken!: () => void;
     const sawFirstToken = new Promise<void>((resolve) => (firstToken = resolve));
     const held = new Promise<void>((resolve) => {
-      const req = request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json' } }, (res) => {
-        res.once('data', firstToken);
-        res.on('error', () => undefined);
-        res.on('close', resolve);
-      });
+      const req = request(
+        `${app.dataUrl}/v1/chat/completions`,
+        { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json' } },
+        (res) => {
+          res.once('data', firstToken);
+          res.on('error', () => undefined);
+          res.on('close', resolve);
+        },
+      );
       req.on('error', () => resolve());
       req.end('{"model":"hold","stream":true}');
     });
@@ -98,7 +111,7 @@ describe('several workers', () => {
     // own series.
     const delaysBefore = before.value('infermeter_event_loop_delay_seconds_count', { process: 'workers' });
     assert.ok(delaysBefore !== undefined && delaysBefore > 0, `workers' loop-delay samples: ${delaysBefore}`);
-    assert.ok((before.value('infermeter_event_loop_delay_seconds_count', { process: 'main' }) ?? 0) > 0, 'the primary\'s own');
+    assert.ok((before.value('infermeter_event_loop_delay_seconds_count', { process: 'main' }) ?? 0) > 0, "the primary's own");
     for (const pid of app.workerPids()) process.kill(pid, 'SIGKILL');
     await held;
     await app.workersStarted(4);

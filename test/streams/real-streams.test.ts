@@ -26,7 +26,10 @@ describe('real recorded streams', () => {
       const bytes = realStreamBytes(file);
       if (bytes.includes(0x0d)) return; // has CRs of its own: rewritten, its lines would change
       const text = bytes.toString('latin1');
-      for (const [form, nl] of [['CRLF', '\r\n'], ['CR', '\r']] as const) {
+      for (const [form, nl] of [
+        ['CRLF', '\r\n'],
+        ['CR', '\r'],
+      ] as const) {
         checkRechunked(api, Buffer.from(text.replaceAll('\n', nl), 'latin1'), expect, `${file} (${form})`, 6);
       }
       checkRechunked(api, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), bytes]), expect, `${file} (byte-order mark)`, 6);
@@ -49,7 +52,7 @@ describe('real recorded streams', () => {
     }
   });
 
-  it('llamacpp-b4747-chat-nonstream.json: usage and the engine\'s timings of a non-streamed answer', () => {
+  it("llamacpp-b4747-chat-nonstream.json: usage and the engine's timings of a non-streamed answer", () => {
     for (let seed = 1; seed <= 5; seed++) {
       const { sample, problems } = runTap({ api: 'chat', chunks: bodyChunks('llamacpp-b4747-chat-nonstream.json', seed), headers: json });
       assert.equal(sample.outcome, 'success');

@@ -29,7 +29,8 @@ function checkTotals(run: TapRun, expect: StreamExpectation, context: string, by
   assert.equal(sample.timeToFirstOutput !== undefined, firstVisible !== null, `${context}: time to first output observed`);
   // The reasoning phase: for a stream that opens with reasoning, from its first token to its first visible output.
   assert.equal(sample.reasoningPhase !== undefined, firstVisible !== null && firstVisible !== expect.firstTokenEvent, `${context}: reasoning phase`);
-  if (sample.reasoningPhase !== undefined) assert.ok(Math.abs(sample.reasoningPhase - (sample.timeToFirstOutput! - sample.ttft!)) < 1e-9, `${context}: reasoning phase = time to first output - TTFT`);
+  if (sample.reasoningPhase !== undefined)
+    assert.ok(Math.abs(sample.reasoningPhase - (sample.timeToFirstOutput! - sample.ttft!)) < 1e-9, `${context}: reasoning phase = time to first output - TTFT`);
   if (expect.promptTokens === null && expect.completionTokens === null) {
     assert.notEqual(sample.usageSource, 'upstream', `${context}: no usage expected`);
   } else {
@@ -45,7 +46,11 @@ function checkTotals(run: TapRun, expect: StreamExpectation, context: string, by
   assert.equal(sample.cachedPromptTokens, expect.cachedPromptTokens, `${context}: cached prompt tokens`);
   assert.equal(sample.cacheWriteTokens, expect.cacheWriteTokens, `${context}: cache write tokens`);
   assert.equal(problems.filter((p) => p === 'malformed_event').length, expect.malformed, `${context}: malformed events`);
-  assert.deepEqual(problems.filter((p) => p !== 'malformed_event'), [], `${context}: other tap problems`);
+  assert.deepEqual(
+    problems.filter((p) => p !== 'malformed_event'),
+    [],
+    `${context}: other tap problems`,
+  );
 }
 
 /** One event per chunk, the clock reading the event's index: checks which events are tokens. */
@@ -60,7 +65,11 @@ export function checkEventByEvent(api: InferenceApi, bytes: Buffer, expect: Stre
   assert.equal(run.firstTokenAt ?? null, expect.firstTokenEvent, `${name}: first token event`);
   // The clock reads the event's index: the first visible output's event, after TTFT's by the reasoning events' span.
   const firstVisible = expect.firstVisibleEvent === undefined ? expect.firstTokenEvent : expect.firstVisibleEvent;
-  assert.equal(run.sample.timeToFirstOutput === undefined ? null : Math.round(run.sample.timeToFirstOutput * 1000), firstVisible, `${name}: first visible output event`);
+  assert.equal(
+    run.sample.timeToFirstOutput === undefined ? null : Math.round(run.sample.timeToFirstOutput * 1000),
+    firstVisible,
+    `${name}: first visible output event`,
+  );
   const { sample } = run;
   // The clock reads the event's index (in ms): the last token's event, whether or not a TPOT
   // follows from it.
@@ -68,7 +77,11 @@ export function checkEventByEvent(api: InferenceApi, bytes: Buffer, expect: Stre
   // TPOT = (last - first) / (n - 1), n the usage's completion tokens (else the token events):
   // there is one exactly when more than one token event came and n > 1.
   const n = expect.completionTokens ?? expect.tokenEvents;
-  assert.equal(sample.tpot !== undefined, expect.tokenEvents > 1 && n > 1, `${name}: TPOT ${JSON.stringify(sample.tpot)} for ${expect.tokenEvents} token events, n = ${n}`);
+  assert.equal(
+    sample.tpot !== undefined,
+    expect.tokenEvents > 1 && n > 1,
+    `${name}: TPOT ${JSON.stringify(sample.tpot)} for ${expect.tokenEvents} token events, n = ${n}`,
+  );
   if (sample.tpot !== undefined) {
     assert.equal(sample.tpot.tokens, n - 1, `${name}: TPOT tokens`);
     // Recover the last token's event from TPOT: the same event.

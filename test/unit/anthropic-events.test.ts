@@ -19,8 +19,12 @@ import { runTap } from '../helpers/tap-harness.ts';
 const event = (data: { type: string } & Record<string, unknown>): [string, string] => [JSON.stringify(data), data.type];
 const delta = (d: Record<string, unknown>) => event({ type: 'content_block_delta', index: 0, delta: d });
 const start = (usage: Record<string, unknown>, model = 'claude-x') =>
-  event({ type: 'message_start', message: { id: 'msg_1', type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage } });
-const messageDelta = (usage: Record<string, unknown>, stopReason: string | null = 'end_turn') => event({ type: 'message_delta', delta: { stop_reason: stopReason, stop_sequence: null }, usage });
+  event({
+    type: 'message_start',
+    message: { id: 'msg_1', type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage },
+  });
+const messageDelta = (usage: Record<string, unknown>, stopReason: string | null = 'end_turn') =>
+  event({ type: 'message_delta', delta: { stop_reason: stopReason, stop_sequence: null }, usage });
 
 /** SSE bytes of events, with or without their `event:` lines. */
 function sse(events: Array<[string, string]>, named = true): Buffer[] {
@@ -35,7 +39,11 @@ function sampleOf(events: Array<[string, string]>, named = true): RequestSample 
 
 describe('Messages API events', () => {
   it('counts text, tool input and thinking deltas as tokens, and nothing else', () => {
-    for (const d of [{ type: 'text_delta', text: 'x' }, { type: 'input_json_delta', partial_json: '{"a' }, { type: 'thinking_delta', thinking: 'hm' }]) {
+    for (const d of [
+      { type: 'text_delta', text: 'x' },
+      { type: 'input_json_delta', partial_json: '{"a' },
+      { type: 'thinking_delta', thinking: 'hm' },
+    ]) {
       assert.equal(classifyEvent(...delta(d)).token, true, JSON.stringify(d));
       // Thinking is reasoning: TTFT, not visible output.
       assert.equal(classifyEvent(...delta(d)).reasoning, d.type === 'thinking_delta' ? true : undefined, JSON.stringify(d));
@@ -60,8 +68,20 @@ describe('Messages API events', () => {
   });
 
   it('reads usage, model and stop reason where the API reports them', () => {
-    const s = classifyEvent(...start({ input_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1, service_tier: 'standard' }, 'claude-sonnet-4-5'));
-    assert.deepEqual([s.usage, s.model, s.finishReason], [{ promptTokens: 12, completionTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0, cachedTokens: undefined, reasoningTokens: undefined }, 'claude-sonnet-4-5', undefined]);
+    const s = classifyEvent(
+      ...start(
+        { input_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1, service_tier: 'standard' },
+        'claude-sonnet-4-5',
+      ),
+    );
+    assert.deepEqual(
+      [s.usage, s.model, s.finishReason],
+      [
+        { promptTokens: 12, completionTokens: 1, cacheReadTokens: 0, cacheCreationTokens: 0, cachedTokens: undefined, reasoningTokens: undefined },
+        'claude-sonnet-4-5',
+        undefined,
+      ],
+    );
     const d = classifyEvent(...messageDelta({ output_tokens: 30 }, 'max_tokens'));
     assert.deepEqual([d.usage, d.finishReason], [{ promptTokens: undefined, completionTokens: 30 }, 'max_tokens']);
     assert.equal(classifyEvent(...messageDelta({ output_tokens: 30 }, null)).finishReason, undefined);
@@ -86,7 +106,11 @@ describe('Messages API events', () => {
     ];
     for (const named of [true, false]) {
       const only = sampleOf(events({ output_tokens: 7 }), named);
-      assert.deepEqual([only.promptTokens, only.completionTokens, only.tokenEvents, only.finishReason, only.responseModel], [114, 7, 2, 'end_turn', 'claude-x'], `named ${named}`);
+      assert.deepEqual(
+        [only.promptTokens, only.completionTokens, only.tokenEvents, only.finishReason, only.responseModel],
+        [114, 7, 2, 'end_turn', 'claude-x'],
+        `named ${named}`,
+      );
       assert.equal(only.tpot?.tokens, 6, 'n = the final output_tokens');
       const restated = sampleOf(events({ input_tokens: 20, cache_read_input_tokens: 50, output_tokens: 9 }), named);
       assert.deepEqual([restated.promptTokens, restated.completionTokens], [20 + 4 + 50, 9], 'each field: its last report');
@@ -98,7 +122,11 @@ describe('Messages API events', () => {
   it('leaves a data-only Messages event to the full classifier', () => {
     const [data] = delta({ type: 'text_delta', text: 'x' });
     assert.equal(skimTokenEvent(Buffer.from(data)), undefined);
-    assert.equal(skimTokenEvent(Buffer.from('{"choices":[],"usage":{"prompt_tokens":1,"cache_read_input_tokens":2}}')), undefined, 'cache counts are not skimmed');
+    assert.equal(
+      skimTokenEvent(Buffer.from('{"choices":[],"usage":{"prompt_tokens":1,"cache_read_input_tokens":2}}')),
+      undefined,
+      'cache counts are not skimmed',
+    );
   });
 
   it('reads a non-streamed answer: usage with the cache, stop_reason, model; an error body', () => {
@@ -126,11 +154,17 @@ describe('Messages API events', () => {
     assert.equal(promptTotal({ promptTokens: undefined, completionTokens: 4 }), undefined);
     const later = { promptTokens: 5, completionTokens: 6 };
     assert.equal(mergeUsage({ promptTokens: 1, completionTokens: 2 }, later), later);
-    assert.deepEqual(mergeUsage({ promptTokens: 1, completionTokens: 2, cacheReadTokens: 3 }, later), { ...later, cacheReadTokens: 3, cacheCreationTokens: undefined, cachedTokens: undefined, reasoningTokens: undefined });
+    assert.deepEqual(mergeUsage({ promptTokens: 1, completionTokens: 2, cacheReadTokens: 3 }, later), {
+      ...later,
+      cacheReadTokens: 3,
+      cacheCreationTokens: undefined,
+      cachedTokens: undefined,
+      reasoningTokens: undefined,
+    });
   });
 });
 
-describe('createDeltaSkimmer (a block\'s template)', () => {
+describe("createDeltaSkimmer (a block's template)", () => {
   it('agrees with the full classifier on deltas that share the template, and leaves the others to it', () => {
     const skimmer = createDeltaSkimmer();
     const random = seededRandom(23);
@@ -177,7 +211,7 @@ describe('the /v1/messages route', () => {
     assert.equal(inferenceApi('GET', '/v1/messages'), undefined);
   });
 
-  it('is labelled by every dialect: the AOM path, the OpenTelemetry operation, vLLM\'s finished reason', async () => {
+  it("is labelled by every dialect: the AOM path, the OpenTelemetry operation, vLLM's finished reason", async () => {
     const clock = { now: 0 };
     const labels = { service_id: 'svc' };
     const metrics = createMetrics({
@@ -187,7 +221,15 @@ describe('the /v1/messages route', () => {
       dialects: ['mindie', 'aom', 'vllm', 'otel'],
       buckets: {},
       aom: { periodSeconds: 30, labels },
-      container: { paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' }, hostCpus: 1, hostMemoryBytes: 1, gpu: false, npu: false, run: async () => undefined, now: () => clock.now },
+      container: {
+        paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' },
+        hostCpus: 1,
+        hostMemoryBytes: 1,
+        gpu: false,
+        npu: false,
+        run: async () => undefined,
+        now: () => clock.now,
+      },
     });
     const timer = createRequestTimer('messages', () => clock.now, metrics.sink);
     timer.identify('claude-x', true);
@@ -203,7 +245,14 @@ describe('the /v1/messages route', () => {
     clock.now = 30_000; // the AOM period ends
     const m = parseExposition(await metrics.render());
     assert.equal(m.value('infer_service_request_total', { ...labels, model_name: 'claude-x', code: '2xx', method: 'POST', path: '/v1/messages' }), 1);
-    assert.equal(m.sum('gen_ai_server_time_to_first_token_seconds_count', { gen_ai_operation_name: 'chat', gen_ai_provider_name: 'anthropic', gen_ai_request_model: 'claude-x' }), 1);
+    assert.equal(
+      m.sum('gen_ai_server_time_to_first_token_seconds_count', {
+        gen_ai_operation_name: 'chat',
+        gen_ai_provider_name: 'anthropic',
+        gen_ai_request_model: 'claude-x',
+      }),
+      1,
+    );
     assert.equal(m.sum('gen_ai_client_token_usage_sum', { gen_ai_operation_name: 'chat', gen_ai_token_type: 'input' }), 9);
     assert.equal(m.sum('vllm:request_success_total', { model_name: 'claude-x', finished_reason: 'length' }), 1);
     assert.equal(m.value('prompt_tokens_total', { model_name: 'claude-x' }), 9);

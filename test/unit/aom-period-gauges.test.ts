@@ -18,7 +18,14 @@ function setup(tools = { gpu: false, npu: false }): { metrics: Metrics; clock: {
     buckets: {},
     aom: { periodSeconds: 30, labels: SERVICE },
     openConnections: () => 3,
-    container: { paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' }, hostCpus: 1, hostMemoryBytes: 1, ...tools, run: async () => undefined, now: () => clock.now },
+    container: {
+      paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' },
+      hostCpus: 1,
+      hostMemoryBytes: 1,
+      ...tools,
+      run: async () => undefined,
+      now: () => clock.now,
+    },
   });
   return { metrics, clock, scrape: async () => parseExposition(await metrics.render()) };
 }
@@ -153,7 +160,11 @@ describe('AOM period gauges', () => {
 
 describe('AOM accelerator families', () => {
   it('exist only where the vendor tool does', async () => {
-    for (const tools of [{ gpu: false, npu: false }, { gpu: true, npu: false }, { gpu: false, npu: true }]) {
+    for (const tools of [
+      { gpu: false, npu: false },
+      { gpu: true, npu: false },
+      { gpu: false, npu: true },
+    ]) {
       const { metrics } = setup(tools);
       const text = await metrics.render();
       assert.equal(text.includes('# TYPE ma_container_gpu_util gauge'), tools.gpu);

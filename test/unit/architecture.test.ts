@@ -95,14 +95,25 @@ describe('architecture', () => {
       ['d', ['a']],
     ]);
     assert.deepEqual(findCircle(graph), ['a', 'b', 'c', 'a']);
-    assert.equal(findCircle(new Map([['a', ['b']], ['b', []]])), undefined);
+    assert.equal(
+      findCircle(
+        new Map([
+          ['a', ['b']],
+          ['b', []],
+        ]),
+      ),
+      undefined,
+    );
   });
 
   it('has no import circle anywhere in src/', () => {
     const files = sources(SRC);
     const graph = new Map(files.map((file) => [file, imports(file)]));
     assert.ok(graph.size > 50, `read ${graph.size} modules`);
-    assert.ok([...graph.values()].some((deps) => deps.length > 0), 'imports were read');
+    assert.ok(
+      [...graph.values()].some((deps) => deps.length > 0),
+      'imports were read',
+    );
     const circle = findCircle(graph);
     assert.equal(circle?.map((f) => relative(SRC, f)).join(' -> '), undefined);
   });

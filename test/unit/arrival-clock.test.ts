@@ -10,9 +10,12 @@ import { listen } from '../helpers/listen.ts';
 const checkPhase = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe('arrival clock', () => {
-  it('gives every request of one turn the first one\'s time', () => {
+  it("gives every request of one turn the first one's time", () => {
     let now = 100;
-    const arrival = createArrivalClock(() => now, () => 7);
+    const arrival = createArrivalClock(
+      () => now,
+      () => 7,
+    );
     assert.equal(arrival(), 100);
     now = 103; // the work of forwarding the first
     assert.equal(arrival(), 100);
@@ -23,7 +26,10 @@ describe('arrival clock', () => {
   it('stamps anew once the loop waited for I/O (its idle time grew)', () => {
     let now = 100;
     let idle = 7;
-    const arrival = createArrivalClock(() => now, () => idle);
+    const arrival = createArrivalClock(
+      () => now,
+      () => idle,
+    );
     assert.equal(arrival(), 100);
     now = 150;
     idle = 8;
@@ -34,7 +40,10 @@ describe('arrival clock', () => {
 
   it('stamps anew after the check phase, when the next poll did not wait', async () => {
     let now = 100;
-    const arrival = createArrivalClock(() => now, () => 7);
+    const arrival = createArrivalClock(
+      () => now,
+      () => 7,
+    );
     assert.equal(arrival(), 100);
     await checkPhase();
     now = 120;

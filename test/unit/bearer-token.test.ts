@@ -11,7 +11,10 @@ const TOKEN = 'metrics-token-0123456789abcdef';
 
 function app(): Hono {
   const a = new Hono();
-  a.use('*', requireBearer(TOKEN, (path) => path === '/dashboard'));
+  a.use(
+    '*',
+    requireBearer(TOKEN, (path) => path === '/dashboard'),
+  );
   for (const path of ['/metrics', '/health', '/ready', '/dashboard']) a.get(path, (c) => c.text('data'));
   return a;
 }

@@ -100,6 +100,9 @@ describe('bench load client', () => {
     await runLoad(url, { ...one, requests: 3, includeUsage: true, freshConnections: true }, agent);
     agent.destroy();
     assert.equal(sockets.size, 3, 'fresh connections: one per request');
-    assert.deepEqual(bodies.map((b) => 'stream_options' in (JSON.parse(b) as object)), [false, false, false, true, true, true]);
+    assert.deepEqual(
+      bodies.map((b) => 'stream_options' in (JSON.parse(b) as object)),
+      [false, false, false, true, true, true],
+    );
   });
 });

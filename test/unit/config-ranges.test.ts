@@ -20,7 +20,10 @@ describe('configuration ranges, at their edges', () => {
   it('covers the ranged rows (the limits, the caps, the windows and intervals)', () => {
     assert.ok(ranged.length >= 20, `${ranged.length} ranged rows`);
     for (const name of ['INFERMETER_WORKERS', 'INFERMETER_DRAIN_TIMEOUT_MS', 'INFERMETER_MAX_TENANTS', 'INFERMETER_AOM_PERIOD_SECONDS']) {
-      assert.ok(ranged.some((r) => r.name === name), name);
+      assert.ok(
+        ranged.some((r) => r.name === name),
+        name,
+      );
     }
   });
 

@@ -32,26 +32,35 @@ describe('loadConfig', () => {
 
   it('requires the upstream only when asked to', () => {
     assert.equal(loadConfig({}).upstream, undefined);
-    assert.throws(() => loadConfig({}, { requireUpstream: true }), (e: unknown) => {
-      assert.ok(e instanceof ConfigError);
-      assert.equal(e.problems[0]?.variable, 'INFERMETER_UPSTREAM');
-      return true;
-    });
+    assert.throws(
+      () => loadConfig({}, { requireUpstream: true }),
+      (e: unknown) => {
+        assert.ok(e instanceof ConfigError);
+        assert.equal(e.problems[0]?.variable, 'INFERMETER_UPSTREAM');
+        return true;
+      },
+    );
   });
 
   it('keeps a path prefix of the upstream and refuses credentials in it', () => {
     assert.equal(loadConfig({ INFERMETER_UPSTREAM: 'https://models.example/serving/llama' }).upstream?.pathname, '/serving/llama');
-    assert.throws(() => loadConfig({ INFERMETER_UPSTREAM: 'http://user:secret@h:1' }), (e: ConfigError) => {
-      assert.doesNotMatch(e.message, /secret/, 'a password never reaches the error message');
-      return true;
-    });
+    assert.throws(
+      () => loadConfig({ INFERMETER_UPSTREAM: 'http://user:secret@h:1' }),
+      (e: ConfigError) => {
+        assert.doesNotMatch(e.message, /secret/, 'a password never reaches the error message');
+        return true;
+      },
+    );
   });
 
   it('reads INFERMETER_UPSTREAM_CONNECTIONS: mirror by default, pool or close, anything else refused by name', () => {
     assert.equal(loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000' }).upstreamConnections, 'mirror');
     assert.equal(loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000', INFERMETER_UPSTREAM_CONNECTIONS: 'Pool' }).upstreamConnections, 'pool');
     assert.equal(loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000', INFERMETER_UPSTREAM_CONNECTIONS: 'close' }).upstreamConnections, 'close');
-    assert.throws(() => loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000', INFERMETER_UPSTREAM_CONNECTIONS: 'shared' }), /INFERMETER_UPSTREAM_CONNECTIONS: expected mirror, pool, close/);
+    assert.throws(
+      () => loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000', INFERMETER_UPSTREAM_CONNECTIONS: 'shared' }),
+      /INFERMETER_UPSTREAM_CONNECTIONS: expected mirror, pool, close/,
+    );
   });
 
   it('collects every bad value into one error naming each variable', () => {
@@ -67,10 +76,14 @@ describe('loadConfig', () => {
       assert.fail('expected a ConfigError');
     } catch (e) {
       assert.ok(e instanceof ConfigError);
-      assert.deepEqual(
-        e.problems.map((p) => p.variable).sort(),
-        ['INFERMETER_HOST', 'INFERMETER_LOG_LEVEL', 'INFERMETER_MANAGEMENT_PORT', 'INFERMETER_MAX_INSPECT_BYTES', 'INFERMETER_PORT', 'INFERMETER_UPSTREAM'],
-      );
+      assert.deepEqual(e.problems.map((p) => p.variable).sort(), [
+        'INFERMETER_HOST',
+        'INFERMETER_LOG_LEVEL',
+        'INFERMETER_MANAGEMENT_PORT',
+        'INFERMETER_MAX_INSPECT_BYTES',
+        'INFERMETER_PORT',
+        'INFERMETER_UPSTREAM',
+      ]);
       assert.match(e.message, /INFERMETER_PORT: expected an integer port from 0 to 65535/);
     }
   });
@@ -85,10 +98,7 @@ describe('loadConfig', () => {
       [fromFile.host, fromFile.managementHost, fromFile.port, fromFile.managementPort, fromFile.metricsPort],
       ['10.0.0.5', '10.0.0.6', 2025, 2026, 2027],
     );
-    const mies = loadConfig(
-      { INFERMETER_CONFIG: 'c.json', MIES_CONTAINER_IP: '10.1.0.1', MIES_CONTAINER_MANAGEMENT_IP: '10.1.0.2' },
-      { readFile },
-    );
+    const mies = loadConfig({ INFERMETER_CONFIG: 'c.json', MIES_CONTAINER_IP: '10.1.0.1', MIES_CONTAINER_MANAGEMENT_IP: '10.1.0.2' }, { readFile });
     assert.deepEqual([mies.host, mies.managementHost], ['10.1.0.1', '10.1.0.2']);
     const env = loadConfig(
       { INFERMETER_CONFIG: 'c.json', MIES_CONTAINER_IP: '10.1.0.1', INFERMETER_HOST: '::1', INFERMETER_PORT: '0', INFERMETER_METRICS_PORT: '0' },
@@ -112,19 +122,28 @@ describe('loadConfig', () => {
     assert.deepEqual(hosts({ INFERMETER_DEFAULT_HOST: '0.0.0.0', MIES_CONTAINER_IP: '10.1.0.1' }), ['10.1.0.1', '10.1.0.1']);
     assert.deepEqual(hosts({ INFERMETER_DEFAULT_HOST: '0.0.0.0', INFERMETER_CONFIG: 'c.json' }), ['10.0.0.5', '10.0.0.5']);
     assert.deepEqual(hosts({ INFERMETER_DEFAULT_HOST: '0.0.0.0', INFERMETER_HOST: '127.0.0.2' }), ['127.0.0.2', '127.0.0.2']);
-    assert.throws(() => loadConfig({ INFERMETER_DEFAULT_HOST: 'not a host!' }), /INFERMETER_DEFAULT_HOST: expected an IPv4 or IPv6 address or a host name, got "not a host!"/);
+    assert.throws(
+      () => loadConfig({ INFERMETER_DEFAULT_HOST: 'not a host!' }),
+      /INFERMETER_DEFAULT_HOST: expected an IPv4 or IPv6 address or a host name, got "not a host!"/,
+    );
     // An explicit every-address setting still needs the allowance, default or not.
     assert.throws(() => loadConfig({ INFERMETER_DEFAULT_HOST: '0.0.0.0', INFERMETER_HOST: '0.0.0.0' }), /INFERMETER_HOST: expected a specific address/);
   });
 
   it('reports an unreadable or malformed config file under INFERMETER_CONFIG', () => {
-    assert.throws(() => loadConfig({ INFERMETER_CONFIG: '/nope.json' }, { readFile: noFile }), /INFERMETER_CONFIG: expected a readable MindIE config.json file \(ENOENT\)/);
+    assert.throws(
+      () => loadConfig({ INFERMETER_CONFIG: '/nope.json' }, { readFile: noFile }),
+      /INFERMETER_CONFIG: expected a readable MindIE config.json file \(ENOENT\)/,
+    );
     assert.throws(() => loadConfig({ INFERMETER_CONFIG: 'x' }, { readFile: () => '{' }), /INFERMETER_CONFIG: expected a JSON file/);
     assert.throws(() => loadConfig({ INFERMETER_CONFIG: 'x' }, { readFile: () => '{"ServerConfig":{"port":"http"}}' }), /INFERMETER_CONFIG ServerConfig.port/);
   });
 
   it('refuses a data port that collides with a management listener', () => {
-    assert.throws(() => loadConfig({ INFERMETER_PORT: '9000', INFERMETER_METRICS_PORT: '9000' }), /INFERMETER_PORT: expected a port different from INFERMETER_METRICS_PORT/);
+    assert.throws(
+      () => loadConfig({ INFERMETER_PORT: '9000', INFERMETER_METRICS_PORT: '9000' }),
+      /INFERMETER_PORT: expected a port different from INFERMETER_METRICS_PORT/,
+    );
     // Port 0 never collides, and management and metrics may share a port.
     const shared = loadConfig({ INFERMETER_MANAGEMENT_PORT: '9001', INFERMETER_METRICS_PORT: '9001' });
     assert.equal(shared.metricsPort, shared.managementPort);
@@ -191,7 +210,8 @@ describe('loadConfig', () => {
     for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
       const text = readFileSync(new URL(file, dir), 'utf8');
       for (const [name] of text.matchAll(/\b(?:INFERMETER|MIES|OTEL)_[A-Z0-9_]*[A-Z0-9]\b/g)) {
-        if (name === 'OTEL_VARIABLES' || name === 'INFERMETER_CONFIG_INVALID' || /^INFERMETER_(?:MANAGEMENT|METRICS|BUCKETS)$|^INFERMETER_BUCKETS_/.test(name)) continue;
+        if (name === 'OTEL_VARIABLES' || name === 'INFERMETER_CONFIG_INVALID' || /^INFERMETER_(?:MANAGEMENT|METRICS|BUCKETS)$|^INFERMETER_BUCKETS_/.test(name))
+          continue;
         assert.ok(known.has(name), `${name} (in src/config/${file}) is in the configuration table`);
       }
     }
@@ -210,7 +230,10 @@ describe('loadConfig', () => {
       assert.equal(closestVariable(typed), meant, typed);
       assert.throws(
         () => loadConfig({ [typed]: 'secret-value' }),
-        (e: unknown) => e instanceof ConfigError && e.message.includes(`${typed}: expected a variable infermeter reads: did you mean ${meant}?`) && !e.message.includes('secret-value'),
+        (e: unknown) =>
+          e instanceof ConfigError &&
+          e.message.includes(`${typed}: expected a variable infermeter reads: did you mean ${meant}?`) &&
+          !e.message.includes('secret-value'),
         typed,
       );
     }
@@ -245,7 +268,11 @@ describe('loadConfig', () => {
     ] as const) {
       assert.throws(
         () => loadConfig({ INFERMETER_UPSTREAM: given }),
-        (e: unknown) => e instanceof ConfigError && e.message.includes('without the trailing /v1') && e.message.includes(`set ${fix}, got`) && e.message.includes(`got "${given}"`),
+        (e: unknown) =>
+          e instanceof ConfigError &&
+          e.message.includes('without the trailing /v1') &&
+          e.message.includes(`set ${fix}, got`) &&
+          e.message.includes(`got "${given}"`),
         given,
       );
     }
@@ -257,7 +284,10 @@ describe('loadConfig', () => {
       () => loadConfig({ INFERMETER_HOST: '0.0.0.0' }),
       (e: unknown) => {
         assert.ok(e instanceof ConfigError);
-        assert.deepEqual(e.problems.map((p) => p.variable), ['INFERMETER_HOST']);
+        assert.deepEqual(
+          e.problems.map((p) => p.variable),
+          ['INFERMETER_HOST'],
+        );
         assert.match(e.message, /the management and metrics ports follow it, INFERMETER_MANAGEMENT_HOST being unset/);
         return true;
       },
@@ -273,12 +303,15 @@ describe('loadConfig', () => {
   });
 
   it('records what set each listen setting', () => {
-    assert.deepEqual({ ...loadConfig({ INFERMETER_METRICS_PORT: '2027', MIES_CONTAINER_IP: '127.0.0.3' }).sources }, {
-      host: 'MIES_CONTAINER_IP',
-      port: undefined,
-      managementHost: undefined,
-      managementPort: undefined,
-      metricsPort: 'INFERMETER_METRICS_PORT',
-    });
+    assert.deepEqual(
+      { ...loadConfig({ INFERMETER_METRICS_PORT: '2027', MIES_CONTAINER_IP: '127.0.0.3' }).sources },
+      {
+        host: 'MIES_CONTAINER_IP',
+        port: undefined,
+        managementHost: undefined,
+        managementPort: undefined,
+        metricsPort: 'INFERMETER_METRICS_PORT',
+      },
+    );
   });
 });

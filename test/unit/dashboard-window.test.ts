@@ -151,10 +151,7 @@ describe('dashboard snapshot ring', () => {
     h.feed.snapshot(); // #1 at 0 s: no model yet
     let d = h.feed.data();
     assert.deepEqual({ seq: d.seq, full: d.full, t: d.t, models: d.models }, { seq: 1, full: true, t: [1_700_000_000], models: [] });
-    assert.deepEqual(
-      [d.intervalSeconds, d.retentionSeconds, d.rateWindowSeconds, d.quantileWindowSeconds, d.quantileRelativeError],
-      [1, 600, 2, 60, 0.0443],
-    );
+    assert.deepEqual([d.intervalSeconds, d.retentionSeconds, d.rateWindowSeconds, d.quantileWindowSeconds, d.quantileRelativeError], [1, 600, 2, 60, 0.0443]);
 
     h.at(200);
     for (let i = 0; i < 3; i++) h.sink.started(info('m'));
@@ -256,14 +253,23 @@ describe('dashboard snapshot ring', () => {
     assert.deepEqual(model(d, 'm').series.ttftP50, [0.25, null]);
     d = tick(); // #3
     d = tick(); // #4
-    assert.deepEqual(d.t, [1, 2, 3, 4].map((s) => 1_700_000_000 + s));
+    assert.deepEqual(
+      d.t,
+      [1, 2, 3, 4].map((s) => 1_700_000_000 + s),
+    );
     assert.deepEqual(model(d, 'm').series.requests, [null, 0, 0, 0]);
     d = tick(); // #5: the ring keeps 4 (#2..#5), all idle since #1: released
     assert.deepEqual(d.models, []);
-    assert.deepEqual(d.t, [2, 3, 4, 5].map((s) => 1_700_000_000 + s));
+    assert.deepEqual(
+      d.t,
+      [2, 3, 4, 5].map((s) => 1_700_000_000 + s),
+    );
     h.sink.started(info('m'));
     d = tick(); // #6: active again, from its last counts (1 received), not from zero
-    assert.deepEqual(d.t, [3, 4, 5, 6].map((s) => 1_700_000_000 + s));
+    assert.deepEqual(
+      d.t,
+      [3, 4, 5, 6].map((s) => 1_700_000_000 + s),
+    );
     assert.deepEqual(model(d, 'm').series.requests, [null, null, null, 1]);
     assert.deepEqual(model(d, 'm').series.waiting, [null, null, null, 1]);
     assert.equal(model(d, 'm').totals.received, 2);

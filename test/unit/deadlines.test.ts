@@ -8,7 +8,10 @@ function fakeExchange() {
   const socket = { bytesRead: 0, bytesWritten: 0 };
   const request = { socket, destroyed: false };
   const response = { complete: false };
-  const item: { upstreamRequest: ClientRequest | undefined; upstreamResponse: IncomingMessage | undefined } = { upstreamRequest: undefined, upstreamResponse: undefined };
+  const item: { upstreamRequest: ClientRequest | undefined; upstreamResponse: IncomingMessage | undefined } = {
+    upstreamRequest: undefined,
+    upstreamResponse: undefined,
+  };
   return {
     item: item as Watched,
     socket,
@@ -27,7 +30,17 @@ function setup(idleMs: number, totalMs: number) {
     t = ms;
     d.sweep();
   };
-  return { d, fired, at, watch: (x: { item: Watched }, name: string) => d.watch(x.item, () => fired.push(`${name} idle`), () => fired.push(`${name} total`)) };
+  return {
+    d,
+    fired,
+    at,
+    watch: (x: { item: Watched }, name: string) =>
+      d.watch(
+        x.item,
+        () => fired.push(`${name} idle`),
+        () => fired.push(`${name} total`),
+      ),
+  };
 }
 
 describe('deadlines', () => {

@@ -125,15 +125,7 @@ interface Kustomization {
   kind: 'Kustomization';
   resources?: string[];
 }
-type Manifest = { file: string } & (
-  | Deployment
-  | Service
-  | ServiceMonitor
-  | Secret
-  | NetworkPolicy
-  | Kustomization
-  | { kind: 'Other' }
-);
+type Manifest = { file: string } & (Deployment | Service | ServiceMonitor | Secret | NetworkPolicy | Kustomization | { kind: 'Other' });
 
 const FILES = readdirSync(DIR)
   .filter((f) => /\.ya?ml$/.test(f))
@@ -287,8 +279,15 @@ describe('deploy/kubernetes manifests', () => {
     // Kubernetes adds <SERVICE>_PORT=tcp://ip:port etc. for each Service of the namespace: a
     // Service named `infermeter` would set INFERMETER_PORT to a URL and stop the start.
     assert.equal(pod.enableServiceLinks, false, 'enableServiceLinks: false');
-    const clash = serviceLinkEnv({ kind: 'Service', metadata: { name: 'infermeter-metrics' }, spec: { selector: {}, ports: [{ name: 'metrics', port: 1027 }] } });
-    assert.throws(() => load({ ...containerEnv(infermeter), ...clash }), (e: unknown) => e instanceof ConfigError && e.problems.some((p) => p.variable === 'INFERMETER_METRICS_PORT'));
+    const clash = serviceLinkEnv({
+      kind: 'Service',
+      metadata: { name: 'infermeter-metrics' },
+      spec: { selector: {}, ports: [{ name: 'metrics', port: 1027 }] },
+    });
+    assert.throws(
+      () => load({ ...containerEnv(infermeter), ...clash }),
+      (e: unknown) => e instanceof ConfigError && e.problems.some((p) => p.variable === 'INFERMETER_METRICS_PORT'),
+    );
     for (const service of only('Service')) {
       const links = serviceLinkEnv(service);
       for (const name of Object.keys(links)) assert.ok(!ALLOWED.has(name), `Service ${service.metadata.name} would set ${name}`);
@@ -381,7 +380,8 @@ describe('deploy/kubernetes manifests', () => {
       const target = p.targetPort ?? p.port;
       assert.ok(typeof target !== 'string' || infermeter.ports?.some((c) => c.name === target), `targetPort ${target} is a port of infermeter`);
       assert.notEqual(portOf(infermeter, target), modelPort, 'not the model server port');
-      for (const other of others) assert.ok(!other.ports?.some((c) => c.name === target || c.containerPort === target), `targetPort ${target} is not ${other.name}'s`);
+      for (const other of others)
+        assert.ok(!other.ports?.some((c) => c.name === target || c.containerPort === target), `targetPort ${target} is not ${other.name}'s`);
     }
     assert.ok(targets.includes(config().port), 'the data port is exposed');
     assert.ok(targets.includes(config().metricsPort), 'the metrics port is exposed');
@@ -392,7 +392,8 @@ describe('deploy/kubernetes manifests', () => {
   it('the ServiceMonitor scrapes a port of the Service at /metrics every 15 s with the Secret’s token', () => {
     const monitor = one('ServiceMonitor');
     const service = one('Service');
-    for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels)) assert.equal(service.metadata.labels?.[k], v, `ServiceMonitor selector ${k} matches the Service`);
+    for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels))
+      assert.equal(service.metadata.labels?.[k], v, `ServiceMonitor selector ${k} matches the Service`);
     assert.equal(monitor.spec.endpoints.length, 1);
     const endpoint = monitor.spec.endpoints[0]!;
     const port = service.spec.ports.find((p) => p.name === endpoint.port);
@@ -406,7 +407,7 @@ describe('deploy/kubernetes manifests', () => {
     assert.deepEqual(endpoint.authorization?.credentials, { name: ref?.name, key: ref?.key }, 'the same Secret key as the container');
   });
 
-  it('the ServiceMonitor\'s job is one the rules of deploy/prometheus/alerts.yml select', (t) => {
+  it("the ServiceMonitor's job is one the rules of deploy/prometheus/alerts.yml select", (t) => {
     const monitor = one('ServiceMonitor');
     const service = one('Service');
     // The operator's job: the Service's jobLabel label, else the Service name; a relabeling after it wins.
@@ -435,11 +436,16 @@ describe('deploy/kubernetes manifests', () => {
     const ref = envOf(infermeter, 'INFERMETER_METRICS_TOKEN')?.valueFrom?.secretKeyRef;
     const secret = only('Secret').find((s) => s.metadata.name === ref?.name);
     assert.ok(secret, `a Secret named ${ref?.name}`);
-    const placeholder = secret.stringData?.[ref!.key] ?? (secret.data?.[ref!.key] === undefined ? undefined : Buffer.from(secret.data[ref!.key]!, 'base64').toString());
+    const placeholder =
+      secret.stringData?.[ref!.key] ?? (secret.data?.[ref!.key] === undefined ? undefined : Buffer.from(secret.data[ref!.key]!, 'base64').toString());
     assert.ok(placeholder !== undefined, `the Secret has the key ${ref?.key}`);
     assert.match(readFileSync(new URL(secret.file, DIR), 'utf8'), /REPLACE/, 'marked to be replaced');
     const env = { ...containerEnv(infermeter), INFERMETER_METRICS_TOKEN: placeholder };
-    assert.throws(() => load(env), (e: unknown) => e instanceof ConfigError && e.problems.some((p) => p.variable === 'INFERMETER_METRICS_TOKEN'), 'the placeholder is not a usable token');
+    assert.throws(
+      () => load(env),
+      (e: unknown) => e instanceof ConfigError && e.problems.some((p) => p.variable === 'INFERMETER_METRICS_TOKEN'),
+      'the placeholder is not a usable token',
+    );
   });
 
   it('the grace period outlasts the preStop sleep plus the drain, with a margin', () => {
@@ -476,7 +482,9 @@ describe('deploy/kubernetes manifests', () => {
     assert.equal(sc.allowPrivilegeEscalation, false, 'allowPrivilegeEscalation false');
     assert.ok(sc.capabilities?.drop?.includes('ALL'), 'capabilities drop ALL');
     // The kubelet can check runAsNonRoot only against a numeric user: a name in USER needs runAsUser.
-    const user = STAGE.filter((i) => i.op === 'USER').at(-1)?.rest.split(':')[0];
+    const user = STAGE.filter((i) => i.op === 'USER')
+      .at(-1)
+      ?.rest.split(':')[0];
     assert.ok(user !== undefined && user !== 'root' && user !== '0', 'the image does not run as root');
     if (!/^\d+$/.test(user)) assert.ok(sc.runAsUser !== undefined && sc.runAsUser > 0, `the image's USER ${user} is a name: runAsUser is set to its uid`);
     const r = infermeter.resources;

@@ -83,7 +83,10 @@ describe('the dialect table: a new dialect is one module plus one row', () => {
     const config = loadConfig(env, { dialectTable: withDummy() });
     assert.deepEqual(config.dialects, ['mindie', 'dummy']);
     assert.deepEqual(config.buckets, { dummy_request_milliseconds: [5, 50] });
-    assert.throws(() => loadConfig({ INFERMETER_DIALECTS: 'dummy,dummy' }, { dialectTable: withDummy() }), /INFERMETER_DIALECTS: expected a comma-separated list of mindie, aom, vllm, otel, dummy, each at most once/);
+    assert.throws(
+      () => loadConfig({ INFERMETER_DIALECTS: 'dummy,dummy' }, { dialectTable: withDummy() }),
+      /INFERMETER_DIALECTS: expected a comma-separated list of mindie, aom, vllm, otel, dummy, each at most once/,
+    );
     // Without the row (the real table): neither the name nor its family is known; nothing leaked.
     assert.throws(
       () => loadConfig(env),
@@ -100,7 +103,11 @@ describe('the dialect table: a new dialect is one module plus one row', () => {
     assert.match(dialectsHelp(table), /`otel` \([^)]*\), `dummy` \(a test's own `dummy_\*` names\), e\.g\./);
     assert.match(bucketFamiliesHelp(table), /; the `dummy` dialect's `dummy_request_milliseconds`; infermeter's own /);
     const own = Object.keys(OWN_BUCKETS);
-    assert.deepEqual(histogramFamilies(table), [...histogramFamilies().slice(0, -own.length), 'dummy_request_milliseconds', ...own], "after the other dialects', before infermeter's own");
+    assert.deepEqual(
+      histogramFamilies(table),
+      [...histogramFamilies().slice(0, -own.length), 'dummy_request_milliseconds', ...own],
+      "after the other dialects', before infermeter's own",
+    );
     // The configuration table (--help, and the README's rows, compared in config.test.ts) is the real table's text.
     const meaning = (name: string) => CONFIGURATION_TABLE.find((v) => v.name === name)?.meaning.join(' ');
     assert.equal(meaning('INFERMETER_DIALECTS'), dialectsHelp(DIALECTS));
@@ -115,7 +122,11 @@ describe('the dialect table: a new dialect is one module plus one row', () => {
     upstream.respond((req) =>
       req.url === '/v1/models'
         ? { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"data":[{"id":"m"}]}' }] }
-        : { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: '{"choices":[{"index":0,"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}' }] },
+        : {
+            status: 200,
+            headers: { 'content-type': 'application/json' },
+            body: [{ data: '{"choices":[{"index":0,"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}' }],
+          },
     );
     const counted: Array<[string, string, number]> = [];
     const table = withDummy((route, method, status) => counted.push([route, method, status]));
@@ -148,7 +159,11 @@ describe('the dialect table: a new dialect is one module plus one row', () => {
     assert.equal(x.value('dummy_requests_total', { model: 'm' }), 1);
     assert.deepEqual(
       x.series('dummy_request_milliseconds_bucket').map((s) => [s.labels.le, s.value]),
-      [['1000', 1], ['60000', 1], ['+Inf', 1]],
+      [
+        ['1000', 1],
+        ['60000', 1],
+        ['+Inf', 1],
+      ],
       'the override INFERMETER_BUCKETS_DUMMY_REQUEST_MILLISECONDS, not the default 10, 100, 1000',
     );
     assert.equal(x.value('dummy_forwarded_total', { route: '/v1/models' }), 1);
@@ -157,13 +172,35 @@ describe('the dialect table: a new dialect is one module plus one row', () => {
   });
 
   it('createMetrics builds the dialects of the names, from the table it is given', async (t: TestContext) => {
-    const metrics = createMetrics({ clock: () => 0, throughputWindowSeconds: 10, version: 'test', dialects: ['dummy'], dialectTable: withDummy(), buckets: {}, aom: { periodSeconds: 30, labels: {} } });
+    const metrics = createMetrics({
+      clock: () => 0,
+      throughputWindowSeconds: 10,
+      version: 'test',
+      dialects: ['dummy'],
+      dialectTable: withDummy(),
+      buckets: {},
+      aom: { periodSeconds: 30, labels: {} },
+    });
     t.after(() => metrics.close());
-    assert.deepEqual(metrics.dialects.map((d) => d.name), ['dummy']);
+    assert.deepEqual(
+      metrics.dialects.map((d) => d.name),
+      ['dummy'],
+    );
     const x = parseExposition(await metrics.render());
     assert.deepEqual(x.series('dummy_request_milliseconds_bucket'), [], 'no request yet: no series');
     assert.match(x.text, /^# TYPE dummy_request_milliseconds histogram$/m);
-    assert.throws(() => createMetrics({ clock: () => 0, throughputWindowSeconds: 10, version: 'test', dialects: ['dummy'], buckets: {}, aom: { periodSeconds: 30, labels: {} } }), /no dialect named dummy in the dialect table \(mindie, aom, vllm, otel\)/);
+    assert.throws(
+      () =>
+        createMetrics({
+          clock: () => 0,
+          throughputWindowSeconds: 10,
+          version: 'test',
+          dialects: ['dummy'],
+          buckets: {},
+          aom: { periodSeconds: 30, labels: {} },
+        }),
+      /no dialect named dummy in the dialect table \(mindie, aom, vllm, otel\)/,
+    );
   });
 
   it('holds every real dialect once, each bucket family registered by its own dialect and by no other row', () => {
@@ -171,13 +208,21 @@ describe('the dialect table: a new dialect is one module plus one row', () => {
     assert.deepEqual(names, [...new Set(names)]);
     for (const name of names) assert.match(name, /^[a-z][a-z0-9]*$/, 'INFERMETER_DIALECTS lower-cases what it reads');
     const families = histogramFamilies();
-    assert.deepEqual(families, [...new Set(families)], 'no family in two rows, nor in infermeter\'s own');
+    assert.deepEqual(families, [...new Set(families)], "no family in two rows, nor in infermeter's own");
     for (const f of Object.keys(OWN_BUCKETS)) assert.ok(families.includes(f));
     for (const row of DIALECTS) {
-      const metrics = createMetrics({ clock: () => 0, throughputWindowSeconds: 10, version: 'test', dialects: [row.name], buckets: {}, aom: { periodSeconds: 30, labels: {} } });
+      const metrics = createMetrics({
+        clock: () => 0,
+        throughputWindowSeconds: 10,
+        version: 'test',
+        dialects: [row.name],
+        buckets: {},
+        aom: { periodSeconds: 30, labels: {} },
+      });
       const dialect = metrics.dialects[0]!;
       metrics.close();
-      for (const family of Object.keys(row.buckets)) assert.ok(dialect.metricNames.includes(family), `${row.name} registers ${family}, whose buckets its row gives`);
+      for (const family of Object.keys(row.buckets))
+        assert.ok(dialect.metricNames.includes(family), `${row.name} registers ${family}, whose buckets its row gives`);
     }
   });
 });

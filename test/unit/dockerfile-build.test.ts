@@ -91,7 +91,11 @@ describe('the Dockerfile build', () => {
     writeFileSync(join(dir, 'node_modules/@dev/b/b.js'), '');
     mkdirSync(join(dir, 'node_modules/.bin'));
     symlinkSync('../@dev/b/b.js', join(dir, 'node_modules/.bin/b'));
-    const result = spawnSync('sh', ['-c', commands], { cwd: dir, encoding: 'utf8', env: { ...process.env, npm_config_offline: 'true', npm_config_update_notifier: 'false' } });
+    const result = spawnSync('sh', ['-c', commands], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { ...process.env, npm_config_offline: 'true', npm_config_update_notifier: 'false' },
+    });
     assert.equal(result.status, 0, `${commands}:\n${result.stdout}${result.stderr}`);
     const left: string[] = [];
     const walk = (rel: string): void => {
@@ -104,6 +108,10 @@ describe('the Dockerfile build', () => {
       }
     };
     walk('node_modules');
-    assert.deepEqual(left.sort(), ['node_modules/.package-lock.json', 'node_modules/a/package.json'], 'the production dependency, nothing of the dev one, no empty folder');
+    assert.deepEqual(
+      left.sort(),
+      ['node_modules/.package-lock.json', 'node_modules/a/package.json'],
+      'the production dependency, nothing of the dev one, no empty folder',
+    );
   });
 });

@@ -9,7 +9,12 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const DOCUMENTS = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const DOCUMENTS = [
+  'README.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 /** The text a reader sees outside code: fenced blocks blanked (lines kept), inline code spans emptied. */
 export function prose(markdown: string): string {
@@ -98,14 +103,17 @@ function broken(from: string, target: string): string | undefined {
 }
 
 describe('links in the README and docs/', () => {
-  it("slugs headings as GitHub does, and reads links outside code only", () => {
+  it('slugs headings as GitHub does, and reads links outside code only', () => {
     assert.equal(slug("vLLM's dashboards: what works without the engine's metrics"), 'vllms-dashboards-what-works-without-the-engines-metrics');
     assert.equal(slug('Live dashboard (`GET /dashboard`)'), 'live-dashboard-get-dashboard');
     assert.equal(slug('Per-request log (`INFERMETER_ACCESS_LOG`)'), 'per-request-log-infermeter_access_log');
     assert.equal(slug('**Bold** and [a link](x.md)'), 'bold-and-a-link');
     assert.equal(slug('Issue 34: the default path (in progress)'), 'issue-34-the-default-path-in-progress');
     assert.deepEqual([...anchors('# A\n## A\n```\n# not a heading\n```\n## A\n<a id="x"></a>')], ['a', 'a-1', 'a-2', 'x']);
-    assert.deepEqual(links('[a](a.md) `[b](b.md)`\n```\n[c](c.md)\n```\n![d](d.png "title")'), [{ target: 'a.md', line: 1 }, { target: 'd.png', line: 5 }]);
+    assert.deepEqual(links('[a](a.md) `[b](b.md)`\n```\n[c](c.md)\n```\n![d](d.png "title")'), [
+      { target: 'a.md', line: 1 },
+      { target: 'd.png', line: 5 },
+    ]);
     assert.equal(broken('README.md', 'docs/nowhere.md'), 'docs/nowhere.md does not exist');
     assert.equal(broken('README.md', 'docs/metrics.md#no-such-heading'), 'no heading #no-such-heading in docs/metrics.md');
     assert.equal(broken('docs/metrics.md', '#goodput'), undefined);

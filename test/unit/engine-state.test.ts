@@ -10,7 +10,7 @@ const fixture = (name: string) => readFileSync(new URL(`../../fixtures/engine-me
 const read = (name: string, previous?: EngineSnapshot) => readEngineState(parseExposition(fixture(name)), { servedModel: 'served-model', previous })!;
 const values = (s: EngineSnapshot) => Object.fromEntries([...s.values].map(([family, byModel]) => [family, Object.fromEntries(byModel)]));
 
-describe('engine state from each engine\'s exposition', () => {
+describe("engine state from each engine's exposition", () => {
   it('vLLM v1: data-parallel engines summed or averaged, hit rate from counters, free blocks', () => {
     const s = read('vllm-v1.prom');
     assert.equal(s.engine, 'vllm');

@@ -30,20 +30,28 @@ describe('error answers', () => {
     assert.deepEqual(decideErrorAnswer({ ...fresh, clientGone: true, responseBegan: true, headSent: true }, 'ETIMEDOUT'), { action: 'none' });
   });
 
-  it("never answers twice: a begun response is cut, or left to finish after its last byte", () => {
+  it('never answers twice: a begun response is cut, or left to finish after its last byte', () => {
     const began = { ...fresh, responseBegan: true, headSent: true };
     assert.deepEqual(decideErrorAnswer(began, 'ECONNRESET'), { action: 'cut_upstream' });
     assert.deepEqual(decideErrorAnswer({ ...began, responseComplete: true }, 'HPE_INVALID_CONSTANT'), { action: 'count', kind: 'upstream_protocol' });
   });
 
   it('takes a timeout as its own to act on even after the response began: the client is cut or answered 504', () => {
-    assert.deepEqual(decideErrorAnswer({ ...fresh, responseBegan: true, headSent: true }, 'ETIMEDOUT'), { action: 'cut', kind: 'upstream_timeout', failure: 'upstream_timeout' });
+    assert.deepEqual(decideErrorAnswer({ ...fresh, responseBegan: true, headSent: true }, 'ETIMEDOUT'), {
+      action: 'cut',
+      kind: 'upstream_timeout',
+      failure: 'upstream_timeout',
+    });
     assert.deepEqual(decideErrorAnswer({ ...fresh, responseBegan: true }, 'ETIMEDOUT'), { action: 'answer', kind: 'upstream_timeout' });
   });
 
   it('cuts a client whose head is out as a reset, a timeout as a timeout', () => {
     assert.deepEqual(decideErrorAnswer({ ...fresh, headSent: true }, 'ECONNRESET'), { action: 'cut', kind: 'upstream_unreachable', failure: 'upstream_reset' });
-    assert.deepEqual(decideErrorAnswer({ ...fresh, headSent: true }, 'ECONNECT_TIMEOUT'), { action: 'cut', kind: 'upstream_timeout', failure: 'upstream_timeout' });
+    assert.deepEqual(decideErrorAnswer({ ...fresh, headSent: true }, 'ECONNECT_TIMEOUT'), {
+      action: 'cut',
+      kind: 'upstream_timeout',
+      failure: 'upstream_timeout',
+    });
   });
 
   it('writes the OpenAI error shape with its status, size and a clean reason phrase', async (t) => {
@@ -61,6 +69,8 @@ describe('error answers', () => {
     assert.equal(res.headers.get('content-type'), 'application/json');
     assert.equal(Number(res.headers.get('content-length')), Buffer.byteLength(body));
     assert.deepEqual(written, { status: 503, bytes: Buffer.byteLength(body) });
-    assert.deepEqual(JSON.parse(body), { error: { message: 'too many requests in flight; try again later', type: 'upstream_error', param: null, code: 'overloaded' } });
+    assert.deepEqual(JSON.parse(body), {
+      error: { message: 'too many requests in flight; try again later', type: 'upstream_error', param: null, code: 'overloaded' },
+    });
   });
 });

@@ -11,17 +11,25 @@ import { runTap } from '../helpers/tap-harness.ts';
 const event = (nl: string) => `data: {"choices":[{"index":0,"delta":{"content":"${'x'.repeat(200)}"}}]}${nl}${nl}`;
 
 describe('event size cap', () => {
-  for (const [path, nl, lead] of [['fast path', '\n', ''], ['general path', '\r\n', ': keep-alive\r\n\r\n']] as const) {
+  for (const [path, nl, lead] of [
+    ['fast path', '\n', ''],
+    ['general path', '\r\n', ': keep-alive\r\n\r\n'],
+  ] as const) {
     it(`${path}: a partial event of exactly the cap is read, one byte more is not`, () => {
       const whole = event(nl);
       const head = whole.slice(0, -2 * nl.length); // the event but its blank line: it must wait
       // The partial event in one chunk, and in two (the second adds to what waits).
       for (const pieces of [[head], [head.slice(0, 100), head.slice(100)]]) {
-        const run = (max: number) => runTap({ api: 'chat', chunks: [lead, ...pieces, nl + nl, whole].filter((c) => c !== '').map((c) => Buffer.from(c)), maxEventBytes: max });
+        const run = (max: number) =>
+          runTap({ api: 'chat', chunks: [lead, ...pieces, nl + nl, whole].filter((c) => c !== '').map((c) => Buffer.from(c)), maxEventBytes: max });
         const at = run(head.length);
         assert.deepEqual([at.sample.tokenEvents, at.problems], [2, []], `cap ${head.length} = the partial event, in ${pieces.length} chunks`);
         const over = run(head.length - 1);
-        assert.deepEqual([over.sample.tokenEvents, over.problems], [0, ['event_too_large']], `cap ${head.length - 1}: one byte under the partial event, in ${pieces.length} chunks`);
+        assert.deepEqual(
+          [over.sample.tokenEvents, over.problems],
+          [0, ['event_too_large']],
+          `cap ${head.length - 1}: one byte under the partial event, in ${pieces.length} chunks`,
+        );
       }
       const oneChunk = runTap({ api: 'chat', chunks: [Buffer.from(whole)], maxEventBytes: 16 });
       assert.deepEqual([oneChunk.sample.tokenEvents, oneChunk.problems], [1, []], 'a whole event in one chunk is not held');

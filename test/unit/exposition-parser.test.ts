@@ -21,12 +21,15 @@ describe('exposition parser', () => {
       'h_count 3',
     ].join('\n');
     const families = parseExposition(text);
-    assert.deepEqual(families.map((f) => [f.name, f.type, f.samples.length]), [
-      ['http_requests_total', 'counter', 2],
-      ['msdos_file_access_time_seconds', 'untyped', 1],
-      ['rpc_duration_seconds', 'summary', 3],
-      ['h', 'histogram', 3],
-    ]);
+    assert.deepEqual(
+      families.map((f) => [f.name, f.type, f.samples.length]),
+      [
+        ['http_requests_total', 'counter', 2],
+        ['msdos_file_access_time_seconds', 'untyped', 1],
+        ['rpc_duration_seconds', 'summary', 3],
+        ['h', 'histogram', 3],
+      ],
+    );
     assert.deepEqual(families[1]!.samples[0]!.labels, { path: 'C:\\DIR\\FILE.TXT', error: 'Cannot find file:\n"FILE.TXT"' });
     assert.equal(families[0]!.samples[0]!.timestamp, '1395066363000');
     assert.ok(Number.isNaN(families[2]!.samples[0]!.value));
@@ -46,7 +49,11 @@ describe('exposition parser', () => {
       ['# TYPE h histogram\nh_bucket 1', 2],
       ['x{a="1",a="2"} 1', 1],
     ] as const) {
-      assert.throws(() => parseExposition(text), (e: unknown) => e instanceof ExpositionError && e.line === line, text);
+      assert.throws(
+        () => parseExposition(text),
+        (e: unknown) => e instanceof ExpositionError && e.line === line,
+        text,
+      );
     }
   });
 
@@ -69,7 +76,21 @@ describe('exposition parser', () => {
     ].join('\n');
     const { families, dropped } = dropDuplicateSeries(parseExposition(text));
     assert.equal(dropped, 4);
-    assert.equal(formatExposition(families), ['# TYPE a gauge', 'a{x="1",y="2"} 1', 'a{x="1",y="3"} 4', '# TYPE b gauge', 'b 5', '# TYPE c_total gauge', 'c_total 7', '# TYPE d gauge', 'd{m="\ufffd"} 9', ''].join('\n'));
+    assert.equal(
+      formatExposition(families),
+      [
+        '# TYPE a gauge',
+        'a{x="1",y="2"} 1',
+        'a{x="1",y="3"} 4',
+        '# TYPE b gauge',
+        'b 5',
+        '# TYPE c_total gauge',
+        'c_total 7',
+        '# TYPE d gauge',
+        'd{m="\ufffd"} 9',
+        '',
+      ].join('\n'),
+    );
     const clean = parseExposition('# TYPE a gauge\na{x="1"} 1\na{x="2"} 2\n');
     assert.deepEqual(dropDuplicateSeries(clean), { families: clean, dropped: 0 }, 'nothing to drop: the same families');
   });

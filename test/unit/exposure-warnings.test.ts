@@ -28,9 +28,15 @@ describe('start-time warnings', () => {
     assert.equal(exposureWarnings(loadConfig({ INFERMETER_DEFAULT_HOST: '0.0.0.0' }), undefined).length, 1);
     assert.equal(exposureWarnings(loadConfig({ INFERMETER_MANAGEMENT_HOST: '::', INFERMETER_ALLOW_ALL_ZERO_IP: '1' }), undefined).length, 1);
     // Fixed: a token, a specific address, or no /metrics at all.
-    assert.deepEqual(exposureWarnings(loadConfig({ INFERMETER_MANAGEMENT_HOST: '0.0.0.0', INFERMETER_ALLOW_ALL_ZERO_IP: '1', INFERMETER_METRICS_TOKEN: TOKEN }), undefined), []);
+    assert.deepEqual(
+      exposureWarnings(loadConfig({ INFERMETER_MANAGEMENT_HOST: '0.0.0.0', INFERMETER_ALLOW_ALL_ZERO_IP: '1', INFERMETER_METRICS_TOKEN: TOKEN }), undefined),
+      [],
+    );
     assert.deepEqual(exposureWarnings(loadConfig({ INFERMETER_DEFAULT_HOST: '0.0.0.0', INFERMETER_MANAGEMENT_HOST: '10.0.0.5' }), undefined), []);
-    assert.deepEqual(exposureWarnings(loadConfig({ INFERMETER_MANAGEMENT_HOST: '0.0.0.0', INFERMETER_ALLOW_ALL_ZERO_IP: '1', MIES_SERVICE_MONITOR_MODE: '0' }), undefined), []);
+    assert.deepEqual(
+      exposureWarnings(loadConfig({ INFERMETER_MANAGEMENT_HOST: '0.0.0.0', INFERMETER_ALLOW_ALL_ZERO_IP: '1', MIES_SERVICE_MONITOR_MODE: '0' }), undefined),
+      [],
+    );
     assert.deepEqual(exposureWarnings(loadConfig({}), undefined), [], 'the default, loopback');
   });
 
@@ -39,10 +45,21 @@ describe('start-time warnings', () => {
     const both = loadConfig(env, file({ ipAddress: '127.0.0.1' }));
     const [w, ...rest] = exposureWarnings(both, '/.dockerenv');
     assert.equal(rest.length, 0, 'one line: the management address follows the data one');
-    assert.match(w!.msg, /^INFERMETER_CONFIG ServerConfig\.ipAddress is the loopback address 127\.0\.0\.1 and infermeter runs in a container: the data, management and metrics ports cannot be reached from outside it.*set INFERMETER_HOST/);
-    assert.deepEqual(w!.fields, { variable: 'INFERMETER_HOST', source: 'INFERMETER_CONFIG ServerConfig.ipAddress', address: '127.0.0.1', container: '/.dockerenv' });
+    assert.match(
+      w!.msg,
+      /^INFERMETER_CONFIG ServerConfig\.ipAddress is the loopback address 127\.0\.0\.1 and infermeter runs in a container: the data, management and metrics ports cannot be reached from outside it.*set INFERMETER_HOST/,
+    );
+    assert.deepEqual(w!.fields, {
+      variable: 'INFERMETER_HOST',
+      source: 'INFERMETER_CONFIG ServerConfig.ipAddress',
+      address: '127.0.0.1',
+      container: '/.dockerenv',
+    });
     const management = exposureWarnings(loadConfig(env, file({ ipAddress: '10.0.0.5', managementIpAddress: '::1' })), 'KUBERNETES_SERVICE_HOST is set');
-    assert.deepEqual(management.map((x) => x.fields.variable), ['INFERMETER_MANAGEMENT_HOST']);
+    assert.deepEqual(
+      management.map((x) => x.fields.variable),
+      ['INFERMETER_MANAGEMENT_HOST'],
+    );
     assert.match(management[0]!.msg, /ServerConfig\.managementIpAddress is the loopback address ::1 .*the management and metrics ports/);
     // Not in a container; an address the operator set as a variable; a non-loopback file address.
     assert.deepEqual(exposureWarnings(both, undefined), []);
@@ -53,11 +70,18 @@ describe('start-time warnings', () => {
   it('are logged at start, one line each', () => {
     const lines: Array<Record<string, unknown>> = [];
     const log = createLogger('info', (l) => lines.push(JSON.parse(l) as Record<string, unknown>));
-    logStartWarnings(loadConfig({ INFERMETER_CONFIG: 'c.json', INFERMETER_MANAGEMENT_HOST: '0.0.0.0', INFERMETER_ALLOW_ALL_ZERO_IP: '1' }, file({ ipAddress: '127.0.0.1' })), log, '/run/.containerenv');
-    assert.deepEqual(lines.map((l) => [l.level, l.variable]), [
-      ['warn', 'INFERMETER_METRICS_TOKEN'],
-      ['warn', 'INFERMETER_HOST'],
-    ]);
+    logStartWarnings(
+      loadConfig({ INFERMETER_CONFIG: 'c.json', INFERMETER_MANAGEMENT_HOST: '0.0.0.0', INFERMETER_ALLOW_ALL_ZERO_IP: '1' }, file({ ipAddress: '127.0.0.1' })),
+      log,
+      '/run/.containerenv',
+    );
+    assert.deepEqual(
+      lines.map((l) => [l.level, l.variable]),
+      [
+        ['warn', 'INFERMETER_METRICS_TOKEN'],
+        ['warn', 'INFERMETER_HOST'],
+      ],
+    );
   });
 });
 
@@ -72,7 +96,7 @@ describe('container detection', () => {
     return dir;
   }
 
-  it('finds the engines\' marker files, Kubernetes\' variables, a runtime\'s cgroup path', (t) => {
+  it("finds the engines' marker files, Kubernetes' variables, a runtime's cgroup path", (t) => {
     const none = root(t, { 'proc/self/cgroup': '0::/user.slice/user-1000.slice/session-2.scope\n' });
     const probe = (dir: string, env: Record<string, string> = {}) => containerEvidence({ root: dir, procRoot: join(dir, 'proc'), env });
     assert.equal(probe(none), undefined, 'a host session');

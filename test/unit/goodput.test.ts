@@ -57,7 +57,9 @@ describe('goodput configuration', () => {
     assert.deepEqual(parseTargets('ttft:500,tpot:50, e2el:1e4'), { ok: true, targets: { ttft: 500, tpot: 50, e2el: 10000 } });
     assert.deepEqual(parseTargets('TTFT:0.5'), { ok: true, targets: { ttft: 0.5 } });
     assert.deepEqual(loadConfig({}).slo, { classes: [], file: undefined, allowance: NO_ALLOWANCE });
-    assert.deepEqual(loadConfig({ INFERMETER_SLO: 'ttft:150 tpot:25' }).slo.classes, [{ name: 'default', model: '*', tenant: '*', targets: { ttft: 150, tpot: 25 } }]);
+    assert.deepEqual(loadConfig({ INFERMETER_SLO: 'ttft:150 tpot:25' }).slo.classes, [
+      { name: 'default', model: '*', tenant: '*', targets: { ttft: 150, tpot: 25 } },
+    ]);
     assert.deepEqual(loadConfig({ INFERMETER_SLO: 'ttft:150', INFERMETER_SLO_CLIENT_ALLOWANCE: 'ttft:5' }).slo.allowance, { ttft: 5, tpot: 0, e2el: 0 });
   });
 
@@ -68,12 +70,22 @@ describe('goodput configuration', () => {
     assert.match(problems({ INFERMETER_SLO_CLIENT_ALLOWANCE: 'ttft:5' }).join(), /INFERMETER_SLO_CLIENT_ALLOWANCE: INFERMETER_SLO or INFERMETER_SLO_FILE/);
     assert.match(problems({ INFERMETER_SLO: 'ttft:5', INFERMETER_SLO_CLIENT_ALLOWANCE: 'ttft:x' }).join(), /INFERMETER_SLO_CLIENT_ALLOWANCE: key:milliseconds/);
     assert.match(problems({ INFERMETER_SLO_FILE: '/missing.json' }).join(), /INFERMETER_SLO_FILE: a readable JSON file/);
-    assert.match(problems({ INFERMETER_SLO_FILE: '/s.json' }, { '/s.json': '{"classes": [{"name": "a", "slo": "ttft:x"}]}' }).join(), /INFERMETER_SLO_FILE: .*class 1's slo/);
+    assert.match(
+      problems({ INFERMETER_SLO_FILE: '/s.json' }, { '/s.json': '{"classes": [{"name": "a", "slo": "ttft:x"}]}' }).join(),
+      /INFERMETER_SLO_FILE: .*class 1's slo/,
+    );
     assert.match(problems({ INFERMETER_SLO_TYPO: 'ttft:1' }).join(), /INFERMETER_SLO_TYPO: a variable infermeter reads/);
   });
 
   it('reads the SLO file: classes in order, globs, off, names unique', () => {
-    const read = parseSloFile(JSON.stringify({ classes: [{ name: 'batch', tenant: 'batch-*', slo: 'off' }, { name: 'chat', model: 'llama-?b*', slo: 'ttft:500 tpot:50' }] }));
+    const read = parseSloFile(
+      JSON.stringify({
+        classes: [
+          { name: 'batch', tenant: 'batch-*', slo: 'off' },
+          { name: 'chat', model: 'llama-?b*', slo: 'ttft:500 tpot:50' },
+        ],
+      }),
+    );
     assert.deepEqual(read, {
       ok: true,
       classes: [
@@ -102,7 +114,15 @@ describe('goodput configuration', () => {
   it('puts a request in the first class whose model and tenant globs match; without tenants only in a class for every tenant', () => {
     const config = loadConfig(
       { INFERMETER_SLO_FILE: '/s.json', INFERMETER_SLO: 'ttft:1000' },
-      { readFile: () => JSON.stringify({ classes: [{ name: 'batch', tenant: 'batch-*', slo: 'e2el:60000' }, { name: 'llama', model: 'llama-*', slo: 'ttft:200' }] }) },
+      {
+        readFile: () =>
+          JSON.stringify({
+            classes: [
+              { name: 'batch', tenant: 'batch-*', slo: 'e2el:60000' },
+              { name: 'llama', model: 'llama-*', slo: 'ttft:200' },
+            ],
+          }),
+      },
     );
     const policy = createSloPolicy({ config: config.slo, log: silentLogger, watchIntervalMs: 0 });
     assert.equal(policy.classOf('llama-8b', 'batch-1')?.name, 'batch');
@@ -126,26 +146,44 @@ describe('the SLO classes, live', () => {
     const next = () => new Promise<string>((resolve) => (heard = resolve));
     const policy = createSloPolicy({ config: config.slo, log, watchIntervalMs: 20 });
     t.after(() => policy.close());
-    assert.deepEqual(policy.classes().map((c) => c.name), ['a', 'default']);
+    assert.deepEqual(
+      policy.classes().map((c) => c.name),
+      ['a', 'default'],
+    );
     // The watcher's first look at the file is asynchronous: a write before it is its starting
     // point, not a change. So the first change is written (its size different each time) until
     // the reload is heard, a bounded number of times.
     let line = next();
     let reloaded: string | undefined;
     for (let i = 0; i < 100 && reloaded === undefined; i++) {
-      writeFileSync(file, JSON.stringify({ classes: [{ name: 'b', model: 'x*', slo: 'tpot:10' }, { name: 'c', slo: 'off' }] }) + ' '.repeat(i));
+      writeFileSync(
+        file,
+        JSON.stringify({
+          classes: [
+            { name: 'b', model: 'x*', slo: 'tpot:10' },
+            { name: 'c', slo: 'off' },
+          ],
+        }) + ' '.repeat(i),
+      );
       reloaded = await Promise.race([line, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 50))]);
     }
     assert.match(reloaded ?? 'not heard', /INFERMETER_SLO_FILE reloaded/);
-    assert.deepEqual(policy.classes().map((c) => c.name), ['b', 'c', 'default'], 'INFERMETER_SLO stays the last class');
+    assert.deepEqual(
+      policy.classes().map((c) => c.name),
+      ['b', 'c', 'default'],
+      'INFERMETER_SLO stays the last class',
+    );
     assert.equal(policy.classOf('x1', undefined)?.name, 'b', 'the cache was emptied');
     assert.equal(policy.classOf('y', undefined)?.name, 'c');
     line = next();
     writeFileSync(file, '{"classes": [{"name": "SECRET!!"}]}');
     const warning = await line;
     assert.match(warning, /INFERMETER_SLO_FILE not reloaded: the SLO classes in use are kept/);
-    assert.doesNotMatch(warning, /SECRET/, 'the file\'s content is not echoed');
-    assert.deepEqual(policy.classes().map((c) => c.name), ['b', 'c', 'default']);
+    assert.doesNotMatch(warning, /SECRET/, "the file's content is not echoed");
+    assert.deepEqual(
+      policy.classes().map((c) => c.name),
+      ['b', 'c', 'default'],
+    );
   });
 });
 
@@ -158,13 +196,17 @@ describe('the goodput verdict', () => {
     assert.deepEqual(judge(at, { ttft: 150, e2el: 250 }, NO_ALLOWANCE), { verdict: 'good', missed: [], tokens: 5 });
     // ttft 0.125 s and tpot 0.125 / 5 = 0.025 s, exactly at ttft:125 tpot:25 (vLLM's floating
     // point: 0.2 - 0.15 would not be 0.05, so the boundary is taken where the figures are exact).
-    assert.deepEqual(judge(sample({ ttft: 0.125, e2e: 0.25, completionTokens: 6 }), { ttft: 125, tpot: 25 }, NO_ALLOWANCE), { verdict: 'good', missed: [], tokens: 6 });
+    assert.deepEqual(judge(sample({ ttft: 0.125, e2e: 0.25, completionTokens: 6 }), { ttft: 125, tpot: 25 }, NO_ALLOWANCE), {
+      verdict: 'good',
+      missed: [],
+      tokens: 6,
+    });
     assert.deepEqual(judge(sample({ ttft: 0.150001, e2e: 0.2 }), slo, NO_ALLOWANCE).missed, ['ttft']);
     assert.deepEqual(judge(sample({ ttft: 0.1, e2e: 0.2001, completionTokens: 5 }), slo, NO_ALLOWANCE).missed, ['tpot']);
     assert.deepEqual(judge(sample({ ttft: 0.2, e2e: 1, completionTokens: 5 }), slo, NO_ALLOWANCE), { verdict: 'missed', missed: ['ttft', 'tpot'], tokens: 5 });
   });
 
-  it('takes tpot as 0 for one token, and a non-streamed answer\'s ttft as its e2e', () => {
+  it("takes tpot as 0 for one token, and a non-streamed answer's ttft as its e2e", () => {
     assert.equal(figuresOf(sample({ ttft: 0.1, e2e: 9, completionTokens: 1 }), 1)?.tpot, 0);
     assert.equal(judge(sample({ ttft: 0.1, e2e: 9, completionTokens: 1, tokenEvents: 1 }), slo, NO_ALLOWANCE).verdict, 'good');
     const plain = sample({ stream: false, streamed: false, ttft: undefined, e2e: 0.12, completionTokens: 40, tokenEvents: 0 });
@@ -174,15 +216,17 @@ describe('the goodput verdict', () => {
     assert.equal(judge(sample({ usageSource: 'fallback', completionTokens: 0, tokenEvents: 7 }), slo, NO_ALLOWANCE).tokens, 7);
   });
 
-  it('never makes a failed or cancelled request good; a stream without a token is failed, as vLLM\'s client marks it', () => {
+  it("never makes a failed or cancelled request good; a stream without a token is failed, as vLLM's client marks it", () => {
     assert.equal(judge(sample({ outcome: 'failed', status: 500, failure: 'upstream_status', e2e: undefined }), slo, NO_ALLOWANCE).verdict, 'failed');
     assert.equal(judge(sample({ outcome: 'cancelled', cancelPhase: 'decoding', e2e: undefined }), slo, NO_ALLOWANCE).verdict, 'cancelled');
     assert.equal(judge(sample({ ttft: undefined, completionTokens: 0, tokenEvents: 0 }), slo, NO_ALLOWANCE).verdict, 'failed');
   });
 
   it('leaves client errors and embeddings unjudged; 408 and 429 are failures', () => {
-    for (const status of [400, 401, 404, 413, 422]) assert.equal(exclusionOf(sample({ outcome: 'failed', status, failure: 'upstream_status' })), 'client_error', String(status));
-    for (const status of [408, 429, 500, 502, 503]) assert.equal(exclusionOf(sample({ outcome: 'failed', status, failure: 'upstream_status' })), undefined, String(status));
+    for (const status of [400, 401, 404, 413, 422])
+      assert.equal(exclusionOf(sample({ outcome: 'failed', status, failure: 'upstream_status' })), 'client_error', String(status));
+    for (const status of [408, 429, 500, 502, 503])
+      assert.equal(exclusionOf(sample({ outcome: 'failed', status, failure: 'upstream_status' })), undefined, String(status));
     assert.equal(exclusionOf(sample({ api: 'embeddings' })), 'embeddings');
   });
 

@@ -24,8 +24,8 @@ function proc(t: TestContext, commands: Record<number, readonly string[]>): stri
   return root;
 }
 
-describe('the container\'s command', () => {
-  it('is PID 1\'s arguments after the entry point', (t) => {
+describe("the container's command", () => {
+  it("is PID 1's arguments after the entry point", (t) => {
     assert.deepEqual(mainCommandArgs(proc(t, { 1: [...ENTRY, 'sim', '--port', '9000'] }), 999), ['sim', '--port', '9000']);
     assert.deepEqual(mainCommandArgs(proc(t, { 1: ENTRY }), 999), []);
   });
@@ -38,7 +38,7 @@ describe('the container\'s command', () => {
     assert.deepEqual(mainCommandArgs(tini, 30), ['sim', '--port', '8001']);
   });
 
-  it('is nothing on a host: PID 1 is the system\'s init and other infermeters are not this one', (t) => {
+  it("is nothing on a host: PID 1 is the system's init and other infermeters are not this one", (t) => {
     assert.equal(mainCommandArgs(proc(t, { 1: ['/sbin/init', 'splash'], 7: [...ENTRY, 'sim'] }), 30), undefined);
   });
 });

@@ -13,14 +13,17 @@ const engine = (running: Record<string, number>, waiting: Record<string, number>
 const plain = (m: Map<string, number>) => Object.fromEntries(m);
 
 describe('requests in flight per model_name', () => {
-  it('are the proxy\'s own where the engine reports nothing', () => {
-    const proxy: ProxyInFlight[] = [{ model: 'a', waiting: 2, running: 1 }, { model: 'b', waiting: 0, running: 3 }];
+  it("are the proxy's own where the engine reports nothing", () => {
+    const proxy: ProxyInFlight[] = [
+      { model: 'a', waiting: 2, running: 1 },
+      { model: 'b', waiting: 0, running: 3 },
+    ];
     const x = attributeInFlight(proxy, undefined);
     assert.deepEqual(plain(x.running), { a: 1, b: 3 });
     assert.deepEqual(plain(x.waiting), { a: 2, b: 0 });
   });
 
-  it('file a single-model engine\'s figures under its model, whatever name the client sent: one request counts once', () => {
+  it("file a single-model engine's figures under its model, whatever name the client sent: one request counts once", () => {
     // The issue's case: llama.cpp serves tiny.gguf; the client asked for gpt-4o-mini; one request decoding.
     const x = attributeInFlight([{ model: 'gpt-4o-mini', waiting: 0, running: 1 }], engine({ 'tiny.gguf': 1 }, { 'tiny.gguf': 0 }));
     assert.deepEqual(plain(x.running), { 'gpt-4o-mini': 0, 'tiny.gguf': 1 });
@@ -28,7 +31,7 @@ describe('requests in flight per model_name', () => {
     assert.deepEqual(inFlightTotals(x), { running: 1, waiting: 0 });
   });
 
-  it('keep waiting at what the proxy sees when the engine\'s queue misses requests held in its HTTP layer', () => {
+  it("keep waiting at what the proxy sees when the engine's queue misses requests held in its HTTP layer", () => {
     // Concurrency 8 against 4 slots: 4 decoding, 4 without a first token; llama.cpp's deferred says 1.
     const x = attributeInFlight([{ model: 'gpt-4o-mini', waiting: 4, running: 4 }], engine({ 'tiny.gguf': 4 }, { 'tiny.gguf': 1 }));
     assert.deepEqual(inFlightTotals(x), { running: 4, waiting: 4 });
@@ -40,18 +43,21 @@ describe('requests in flight per model_name', () => {
     assert.deepEqual(inFlightTotals(x), { running: 3, waiting: 1 }, 'two of the three without a token are in prefill');
   });
 
-  it('keep the engine\'s queue where it is longer (other clients reach the engine too)', () => {
+  it("keep the engine's queue where it is longer (other clients reach the engine too)", () => {
     const x = attributeInFlight([{ model: 'm', waiting: 1, running: 0 }], engine({ m: 2 }, { m: 5 }));
     assert.deepEqual(inFlightTotals(x), { running: 2, waiting: 5 });
   });
 
-  it('with several engine models, attribute by name; a name the engine does not report keeps the proxy\'s figures', () => {
+  it("with several engine models, attribute by name; a name the engine does not report keeps the proxy's figures", () => {
     const x = attributeInFlight(
-      [{ model: 'a', waiting: 1, running: 0 }, { model: 'c', waiting: 1, running: 1 }],
+      [
+        { model: 'a', waiting: 1, running: 0 },
+        { model: 'c', waiting: 1, running: 1 },
+      ],
       engine({ a: 1, b: 2 }, { a: 0, b: 0 }),
     );
     assert.deepEqual(plain(x.running), { a: 1, c: 1, b: 2 });
-    assert.deepEqual(plain(x.waiting), { a: 0, c: 1, b: 0 }, 'a\'s request without a token is the one the engine runs');
+    assert.deepEqual(plain(x.waiting), { a: 0, c: 1, b: 0 }, "a's request without a token is the one the engine runs");
   });
 
   it('add up to exactly the requests there are, for any consistent state of proxy and single-model engine, and never to more', () => {

@@ -21,7 +21,12 @@ function hold(status: number, chunks: readonly (string | Buffer)[], original: Bu
   });
 }
 
-const VLLM_REFUSAL = JSON.stringify({ object: 'error', message: "[{'type': 'extra_forbidden', 'loc': ('body', 'stream_options'), 'msg': 'Extra inputs are not permitted'}]", type: 'BadRequestError', code: 400 });
+const VLLM_REFUSAL = JSON.stringify({
+  object: 'error',
+  message: "[{'type': 'extra_forbidden', 'loc': ('body', 'stream_options'), 'msg': 'Extra inputs are not permitted'}]",
+  type: 'BadRequestError',
+  code: 400,
+});
 
 describe('injected answers', () => {
   it('holds only 4xx answers: a success, a redirect or a 5xx goes to the client at once', () => {
@@ -36,9 +41,25 @@ describe('injected answers', () => {
 
   it("takes each engine's way of refusing an unknown field as a refusal", async () => {
     const refusals: Array<[number, string]> = [
-      [422, JSON.stringify({ detail: [{ type: 'extra_forbidden', loc: ['body', 'stream_options'], msg: 'Extra inputs are not permitted', input: { include_usage: true } }] })], // FastAPI / pydantic v2
-      [422, JSON.stringify({ error: 'Failed to deserialize the JSON body into the target type: unknown field `stream_options`, expected one of `model`, `messages`', error_type: 'validation' })], // TGI (serde)
-      [400, JSON.stringify({ error: { message: 'Unrecognized request argument supplied: stream_options', type: 'invalid_request_error', param: null, code: null } })], // OpenAI
+      [
+        422,
+        JSON.stringify({
+          detail: [{ type: 'extra_forbidden', loc: ['body', 'stream_options'], msg: 'Extra inputs are not permitted', input: { include_usage: true } }],
+        }),
+      ], // FastAPI / pydantic v2
+      [
+        422,
+        JSON.stringify({
+          error: 'Failed to deserialize the JSON body into the target type: unknown field `stream_options`, expected one of `model`, `messages`',
+          error_type: 'validation',
+        }),
+      ], // TGI (serde)
+      [
+        400,
+        JSON.stringify({
+          error: { message: 'Unrecognized request argument supplied: stream_options', type: 'invalid_request_error', param: null, code: null },
+        }),
+      ], // OpenAI
       [400, JSON.stringify({ error: { code: 400, message: 'Unsupported param: stream_options', type: 'invalid_request_error' } })], // llama.cpp's style
       [400, JSON.stringify({ detail: [{ loc: ['body', 'stream_options', 'include_usage'], msg: 'extra fields not permitted', type: 'value_error.extra' }] })], // pydantic v1
     ];
@@ -47,17 +68,32 @@ describe('injected answers', () => {
 
   it('never takes for a refusal what the client can make an engine say', async () => {
     // vLLM's 404 echoes the model the client named.
-    const echoed = JSON.stringify({ object: 'error', message: 'The model `stream_options` does not exist (extra inputs are not permitted).', type: 'NotFoundError', code: 404 });
+    const echoed = JSON.stringify({
+      object: 'error',
+      message: 'The model `stream_options` does not exist (extra inputs are not permitted).',
+      type: 'NotFoundError',
+      code: 404,
+    });
     assert.equal((await hold(404, [echoed], Buffer.from('{"model":"stream_options","stream":true}'))).held.refused, false, 'a 404');
     // pydantic echoes the input of a field the client added: the text is the client's.
-    const ownField = JSON.stringify({ detail: [{ type: 'extra_forbidden', loc: ['body', 'foo'], msg: 'Extra inputs are not permitted', input: 'stream_options' }] });
-    assert.equal((await hold(422, [ownField], Buffer.from('{"model":"m","stream":true,"foo":"stream_options"}'))).held.refused, false, "the client's own value");
+    const ownField = JSON.stringify({
+      detail: [{ type: 'extra_forbidden', loc: ['body', 'foo'], msg: 'Extra inputs are not permitted', input: 'stream_options' }],
+    });
+    assert.equal(
+      (await hold(422, [ownField], Buffer.from('{"model":"m","stream":true,"foo":"stream_options"}'))).held.refused,
+      false,
+      "the client's own value",
+    );
     // The client's own stream_options refused: it would be refused without infermeter too.
     const own = JSON.stringify({ error: { message: 'Unrecognized request argument supplied: stream_options' } });
     assert.equal((await hold(400, [own], Buffer.from('{"model":"m","stream":true,"stream_options":{}}'))).held.refused, false, "the client's own field");
     // Naming the field without refusing it, or a server error.
     assert.equal((await hold(400, [JSON.stringify({ error: { message: 'stream_options requires stream' } })])).held.refused, false, 'no refusal phrase');
-    assert.equal((await hold(500, [JSON.stringify({ error: { message: 'Unrecognized request argument supplied: stream_options' } })])).held.refused, false, 'a 500');
+    assert.equal(
+      (await hold(500, [JSON.stringify({ error: { message: 'Unrecognized request argument supplied: stream_options' } })])).held.refused,
+      false,
+      'a 500',
+    );
   });
 
   it('passes any other 4xx on whole, byte for byte', async () => {

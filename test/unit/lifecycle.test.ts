@@ -101,7 +101,10 @@ describe('request lifecycle', () => {
     assert.equal(ex.resendReason, 'refused_injection');
     assert.equal(ex.resentFor('stale_connection'), true);
     assert.equal(ex.forwarded(request, 'stale_connection'), false, 'a second retry');
-    assert.deepEqual(violations.map((v) => `${v.from}->${v.to}`), ['forwarded->resend']);
+    assert.deepEqual(
+      violations.map((v) => `${v.from}->${v.to}`),
+      ['forwarded->resend'],
+    );
   });
 
   it('reports a second re-send, a re-send before forwarding and a first forward twice', () => {
@@ -109,16 +112,25 @@ describe('request lifecycle', () => {
     twice.exchange.forwarded(request);
     twice.exchange.forwarded(request, 'refused_injection');
     assert.equal(twice.exchange.forwarded(request, 'refused_injection'), false);
-    assert.deepEqual(twice.violations.map((v) => `${v.from}->${v.to}`), ['forwarded->resend']);
+    assert.deepEqual(
+      twice.violations.map((v) => `${v.from}->${v.to}`),
+      ['forwarded->resend'],
+    );
 
     const early = exchange();
     assert.equal(early.exchange.forwarded(request, 'refused_injection'), false);
-    assert.deepEqual(early.violations.map((v) => `${v.from}->${v.to}`), ['received->resend']);
+    assert.deepEqual(
+      early.violations.map((v) => `${v.from}->${v.to}`),
+      ['received->resend'],
+    );
 
     const again = exchange();
     again.exchange.forwarded(request);
     assert.equal(again.exchange.forwarded(request), false);
-    assert.deepEqual(again.violations.map((v) => `${v.from}->${v.to}`), ['forwarded->forwarded']);
+    assert.deepEqual(
+      again.violations.map((v) => `${v.from}->${v.to}`),
+      ['forwarded->forwarded'],
+    );
   });
 
   it('reports an answer given twice and leaves the first one standing', () => {
@@ -127,7 +139,10 @@ describe('request lifecycle', () => {
     ex.answered('relayed');
     assert.equal(ex.answered('error'), false);
     assert.equal(ex.answeredWith, 'relayed');
-    assert.deepEqual(violations.map((v) => `${v.from}->${v.to}`), ['answered->answered']);
+    assert.deepEqual(
+      violations.map((v) => `${v.from}->${v.to}`),
+      ['answered->answered'],
+    );
     assert.ok(violations[0] instanceof LifecycleViolation);
     assert.equal(violations[0]!.code, 'ERR_INFERMETER_LIFECYCLE');
   });
@@ -139,7 +154,10 @@ describe('request lifecycle', () => {
     assert.equal(ex.forwarded(request), false);
     assert.equal(ex.answered('relayed'), false);
     assert.equal(ex.finish(true), undefined);
-    assert.deepEqual(violations.map((v) => `${v.from}->${v.to}`), ['finished->forwarded', 'finished->answered', 'finished->finished']);
+    assert.deepEqual(
+      violations.map((v) => `${v.from}->${v.to}`),
+      ['finished->forwarded', 'finished->answered', 'finished->finished'],
+    );
     assert.equal(samples.length, 1);
     assert.equal(samples[0]?.outcome, 'cancelled');
   });
@@ -149,7 +167,10 @@ describe('request lifecycle', () => {
     ex.identify(identified);
     ex.identify({ ok: true, model: 'other', stream: false });
     ex.finish(true);
-    assert.deepEqual(violations.map((v) => `${v.from}->${v.to}`), ['identified->identify']);
+    assert.deepEqual(
+      violations.map((v) => `${v.from}->${v.to}`),
+      ['identified->identify'],
+    );
     assert.equal(samples[0]?.model, 'm');
   });
 

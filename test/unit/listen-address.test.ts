@@ -47,7 +47,22 @@ function ipv4Spellings(bytes: readonly number[], random: () => number, n: number
   return out;
 }
 
-const IPV6_ALL = ['::', '::0', '0::', '0::0', '0:0:0:0:0:0:0:0', '0000:0000::0000', '::0.0.0.0', '::ffff:0.0.0.0', '::FFFF:0:0', '0:0:0:0:0:ffff:0.0.0.0', '[::]', '[::ffff:0.0.0.0]', '::%lo', '0::0%1'];
+const IPV6_ALL = [
+  '::',
+  '::0',
+  '0::',
+  '0::0',
+  '0:0:0:0:0:0:0:0',
+  '0000:0000::0000',
+  '::0.0.0.0',
+  '::ffff:0.0.0.0',
+  '::FFFF:0:0',
+  '0:0:0:0:0:ffff:0.0.0.0',
+  '[::]',
+  '[::ffff:0.0.0.0]',
+  '::%lo',
+  '0::0%1',
+];
 const IPV6_SPECIFIC = ['::1', '::0.0.0.1', '::ffff:127.0.0.1', '::ffff:0:1', '1::', 'fe80::1%lo', '64:ff9b::0.0.0.0', '[::1]'];
 
 describe('the all-addresses guard', () => {
@@ -79,14 +94,19 @@ describe('the all-addresses guard', () => {
         assert.ok(error instanceof ConfigError, String(error));
         problem = error.message;
       }
-      if (os) assert.match(problem ?? 'accepted', /INFERMETER_HOST: expected a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1/, spelling);
+      if (os)
+        assert.match(
+          problem ?? 'accepted',
+          /INFERMETER_HOST: expected a specific address: listening on all addresses needs INFERMETER_ALLOW_ALL_ZERO_IP=1/,
+          spelling,
+        );
       else assert.equal(problem, undefined, spelling);
       if (os) loadConfig({ INFERMETER_HOST: spelling, INFERMETER_ALLOW_ALL_ZERO_IP: '1' });
     }
     assert.ok(all >= 60 + 4 + IPV6_ALL.length, `the corpus holds the unspecified spellings (${all})`);
   });
 
-  it('reads every source of a host the same way: the management host, MindIE\'s variables and config file', () => {
+  it("reads every source of a host the same way: the management host, MindIE's variables and config file", () => {
     const refused = (env: Record<string, string>, readFile?: () => string) => {
       try {
         loadConfig(env, readFile === undefined ? {} : { readFile });
@@ -99,8 +119,14 @@ describe('the all-addresses guard', () => {
     // The refusal names what the operator set (issue 21): here MindIE's variable.
     assert.match(refused({ MIES_CONTAINER_IP: '::ffff:0.0.0.0' }), /MIES_CONTAINER_IP: expected a specific address/);
     assert.match(refused({ MIES_CONTAINER_MANAGEMENT_IP: '[::0]', INFERMETER_HOST: '127.0.0.1' }), /MIES_CONTAINER_MANAGEMENT_IP: expected a specific address/);
-    assert.match(refused({ INFERMETER_CONFIG: 'c.json' }, () => '{"ServerConfig":{"ipAddress":"000.000.000.000"}}'), /INFERMETER_CONFIG ServerConfig\.ipAddress: expected a specific address/);
-    assert.equal(refused({ INFERMETER_CONFIG: 'c.json' }, () => '{"ServerConfig":{"ipAddress":"0","allowAllZeroIpListening":true}}'), 'accepted');
+    assert.match(
+      refused({ INFERMETER_CONFIG: 'c.json' }, () => '{"ServerConfig":{"ipAddress":"000.000.000.000"}}'),
+      /INFERMETER_CONFIG ServerConfig\.ipAddress: expected a specific address/,
+    );
+    assert.equal(
+      refused({ INFERMETER_CONFIG: 'c.json' }, () => '{"ServerConfig":{"ipAddress":"0","allowAllZeroIpListening":true}}'),
+      'accepted',
+    );
   });
 
   it('resolves a host name when listening and refuses one that lands on every address; nothing is bound', async (t) => {
@@ -110,7 +136,13 @@ describe('the all-addresses guard', () => {
     assert.equal(await resolveListenAddress('::1', false, 'INFERMETER_HOST'), '::1');
     // A host that got past the configuration (a name the resolver maps to 0.0.0.0; here a
     // configuration built by hand) is refused by the listen itself, in one process and with workers.
-    const env = { INFERMETER_UPSTREAM: 'http://127.0.0.1:9', INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_UPSTREAM_METRICS: 'off' };
+    const env = {
+      INFERMETER_UPSTREAM: 'http://127.0.0.1:9',
+      INFERMETER_PORT: '0',
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_UPSTREAM_METRICS: 'off',
+    };
     const config = { ...loadConfig(env), host: '0x0', hostDefaulted: false };
     await assert.rejects(startInfermeter(config, { log: silentLogger }), /INFERMETER_HOST=0x0 listens on every address/);
     const management = { ...loadConfig(env), managementHost: '0', managementHostDefaulted: false };
@@ -120,6 +152,10 @@ describe('the all-addresses guard', () => {
       }),
       /INFERMETER_MANAGEMENT_HOST=0 listens on every address/,
     );
-    await assert.rejects(startClusterPrimary(config, env, { log: silentLogger, workers: 2 }), /INFERMETER_HOST=0x0 listens on every address/, 'refused before any worker starts');
+    await assert.rejects(
+      startClusterPrimary(config, env, { log: silentLogger, workers: 2 }),
+      /INFERMETER_HOST=0x0 listens on every address/,
+      'refused before any worker starts',
+    );
   });
 });

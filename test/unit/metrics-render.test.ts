@@ -17,7 +17,15 @@ function fullCardinality(models: number) {
     dialects: ['mindie', 'aom', 'vllm', 'otel'],
     buckets: {},
     aom: { periodSeconds: 30, labels: { service_id: 'test' } },
-    container: { paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' }, hostCpus: 2, hostMemoryBytes: 1, gpu: false, npu: false, run: async () => undefined, now: () => now },
+    container: {
+      paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' },
+      hostCpus: 2,
+      hostMemoryBytes: 1,
+      gpu: false,
+      npu: false,
+      run: async () => undefined,
+      now: () => now,
+    },
     maxModels: models,
   });
   for (let m = 0; m < models; m++) {
@@ -164,7 +172,10 @@ describe('/metrics render in pieces', () => {
     t.after(() => metrics.close());
     const app = createMetricsApp(metrics, true, undefined, undefined, { maxScrapes: 2, stallMs: 60_000, totalMs: 60_000 });
     const answers = await Promise.all([app.request('/metrics'), app.request('/metrics'), app.request('/metrics')]);
-    assert.deepEqual(answers.map((r) => r.status), [200, 200, 503]);
+    assert.deepEqual(
+      answers.map((r) => r.status),
+      [200, 200, 503],
+    );
     assert.equal(answers[2]!.headers.get('retry-after'), '1');
     await Promise.all(answers.map((r) => r.text()));
     assert.equal((await app.request('/metrics')).status, 200, 'a place is free again once they are done');

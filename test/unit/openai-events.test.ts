@@ -40,10 +40,10 @@ describe('classifyEvent', () => {
       completionTokens: 1,
     });
     assert.equal(classifyEvent(chat({ content: 'x' }, { usage: null })).usage, undefined);
-    assert.deepEqual(
-      classifyEvent(JSON.stringify({ type: 'response.completed', response: { usage: { input_tokens: 5, output_tokens: 7 } } })).usage,
-      { promptTokens: 5, completionTokens: 7 },
-    );
+    assert.deepEqual(classifyEvent(JSON.stringify({ type: 'response.completed', response: { usage: { input_tokens: 5, output_tokens: 7 } } })).usage, {
+      promptTokens: 5,
+      completionTokens: 7,
+    });
     assert.equal(classifyEvent(JSON.stringify({ choices: [], usage: { prompt_tokens: -1, completion_tokens: 1.5 } })).usage, undefined);
   });
 
@@ -64,13 +64,32 @@ describe('classifyEvent', () => {
     assert.equal(finish([{ index: 0, delta: { content: '.' }, finish_reason: 'length' }]), 'length', 'with the last token');
     assert.equal(classifyEvent(JSON.stringify({ choices: [{ index: 0, delta: { content: '.' }, finish_reason: 'length' }] })).token, true);
     assert.equal(finish([{ index: 0, text: '', finish_reason: 'length' }]), 'length', 'completions');
-    assert.equal(finish([{ index: 0, delta: {}, finish_reason: 'stop' }, { index: 1, delta: {}, finish_reason: 'length' }]), 'length', 'n > 1: the last');
-    assert.equal(finish([{ index: 0, delta: {}, finish_reason: 'tool_calls' }, { index: 1, delta: {}, finish_reason: null }]), 'tool_calls');
+    assert.equal(
+      finish([
+        { index: 0, delta: {}, finish_reason: 'stop' },
+        { index: 1, delta: {}, finish_reason: 'length' },
+      ]),
+      'length',
+      'n > 1: the last',
+    );
+    assert.equal(
+      finish([
+        { index: 0, delta: {}, finish_reason: 'tool_calls' },
+        { index: 1, delta: {}, finish_reason: null },
+      ]),
+      'tool_calls',
+    );
     assert.equal(finish([{ index: 0, delta: {}, finish_reason: '' }]), undefined);
     assert.equal(finish([{ index: 0, delta: {}, finish_reason: 7 }]), undefined);
     assert.equal(finish([{ index: 0, delta: {}, finish_reason: 'x'.repeat(100) }]), 'x'.repeat(64), 'cut to 64 characters');
-    const finishUsage = classifyEvent(JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 2 } }));
-    assert.deepEqual([finishUsage.finishReason, finishUsage.usage], ['stop', { promptTokens: 1, completionTokens: 2 }], 'finish and usage in one chunk (llama.cpp, DeepSeek)');
+    const finishUsage = classifyEvent(
+      JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 2 } }),
+    );
+    assert.deepEqual(
+      [finishUsage.finishReason, finishUsage.usage],
+      ['stop', { promptTokens: 1, completionTokens: 2 }],
+      'finish and usage in one chunk (llama.cpp, DeepSeek)',
+    );
     const responses = (type: string, response: unknown) => classifyEvent(JSON.stringify({ type, response }), type).finishReason;
     assert.equal(responses('response.completed', { status: 'completed', usage: null }), 'stop');
     assert.equal(responses('response.completed', { usage: null }), 'stop', 'the event type stands for a missing status');
@@ -100,7 +119,10 @@ describe('classifyBody', () => {
   });
 
   it('reads the finish reason of a whole body', () => {
-    assert.equal(classifyBody('{"object":"chat.completion","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"length"}]}').finishReason, 'length');
+    assert.equal(
+      classifyBody('{"object":"chat.completion","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"length"}]}').finishReason,
+      'length',
+    );
     assert.equal(classifyBody('{"object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"stop"}]}').finishReason, 'stop');
     assert.equal(classifyBody('{"object":"response","status":"completed","output":[]}').finishReason, 'stop');
     assert.equal(classifyBody('{"object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}').finishReason, 'length');

@@ -44,7 +44,15 @@ function setup(options: { maxModels?: number; buckets?: Record<string, number[]>
 function stream(
   s: ReturnType<typeof setup>,
   model: string,
-  o: { first: number; gap: number; events: number; end: number; usage?: { promptTokens: number; completionTokens: number }; responseModel?: string; api?: InferenceApi },
+  o: {
+    first: number;
+    gap: number;
+    events: number;
+    end: number;
+    usage?: { promptTokens: number; completionTokens: number };
+    responseModel?: string;
+    api?: InferenceApi;
+  },
 ): void {
   const { timer, at } = s.start(o.api ?? 'chat', model, true);
   at(5);
@@ -181,18 +189,39 @@ describe('otel dialect', () => {
     assert.equal(m.value(`${tokens}_bucket`, { ...t(chat, 'output'), le: '4' }), 1);
     assert.equal(m.value(`${tokens}_bucket`, { ...t(chat, 'output'), le: '16' }), 2);
     assert.deepEqual([m.value(`${tokens}_sum`, t(completion, 'input')), m.value(`${tokens}_sum`, t(completion, 'output'))], [7, 9]);
-    assert.deepEqual([m.value(`${tokens}_count`, t(chatNoModel, 'output')), m.value(`${tokens}_sum`, t(chatNoModel, 'output'))], [2, 2], 'the broken and the cancelled stream delivered one token each');
+    assert.deepEqual(
+      [m.value(`${tokens}_count`, t(chatNoModel, 'output')), m.value(`${tokens}_sum`, t(chatNoModel, 'output'))],
+      [2, 2],
+      'the broken and the cancelled stream delivered one token each',
+    );
     assert.equal(m.value(`${tokens}_sum`, t(bge, 'input')), 4);
     assert.equal(m.value(`${tokens}_count`, t(bge, 'output')), undefined, 'embeddings have no output tokens');
     assert.equal(m.sum(`${tokens}_count`, { gen_ai_request_model: 'qwen' }), undefined, 'a stream without usage reports no tokens');
     assert.equal(m.series(`${tokens}_count`).length, 6);
 
     // The conventions' buckets, in full.
-    for (const family of ['gen_ai_server_time_to_first_token_seconds', 'gen_ai_server_time_per_output_token_seconds', 'gen_ai_server_request_duration_seconds', 'gen_ai_client_token_usage'] as const) {
-      const les = m.series(`${family}_bucket`).filter((x) => x.labels.gen_ai_request_model === 'llama' && x.labels.error_type === undefined && x.labels.gen_ai_operation_name === 'chat' && x.labels.gen_ai_token_type !== 'output').map((x) => x.labels.le);
+    for (const family of [
+      'gen_ai_server_time_to_first_token_seconds',
+      'gen_ai_server_time_per_output_token_seconds',
+      'gen_ai_server_request_duration_seconds',
+      'gen_ai_client_token_usage',
+    ] as const) {
+      const les = m
+        .series(`${family}_bucket`)
+        .filter(
+          (x) =>
+            x.labels.gen_ai_request_model === 'llama' &&
+            x.labels.error_type === undefined &&
+            x.labels.gen_ai_operation_name === 'chat' &&
+            x.labels.gen_ai_token_type !== 'output',
+        )
+        .map((x) => x.labels.le);
       assert.deepEqual(les, specLes(OTEL_BUCKETS[family]), family);
     }
-    assert.match(m.text, /# HELP gen_ai_server_time_to_first_token_seconds Time to generate first token for successful responses\.\n# TYPE gen_ai_server_time_to_first_token_seconds histogram/);
+    assert.match(
+      m.text,
+      /# HELP gen_ai_server_time_to_first_token_seconds Time to generate first token for successful responses\.\n# TYPE gen_ai_server_time_to_first_token_seconds histogram/,
+    );
     assert.doesNotMatch(m.text, /^(request_received_total|infer_service_|vllm:)/m, 'otel alone');
     s.metrics.close();
   });
@@ -201,7 +230,10 @@ describe('otel dialect', () => {
     const s = setup({ buckets: { gen_ai_server_time_to_first_token_seconds: [0.5, 2] } });
     stream(s, 'm', { first: 100, gap: 10, events: 2, end: 120 });
     const m = await s.scrape();
-    assert.deepEqual(m.series('gen_ai_server_time_to_first_token_seconds_bucket').map((x) => x.labels.le), ['0.5', '2', '+Inf']);
+    assert.deepEqual(
+      m.series('gen_ai_server_time_to_first_token_seconds_bucket').map((x) => x.labels.le),
+      ['0.5', '2', '+Inf'],
+    );
     assert.equal(m.series('gen_ai_server_request_duration_seconds_bucket').length, OTEL_BUCKETS.gen_ai_server_request_duration_seconds.length + 1);
     s.metrics.close();
   });
@@ -259,7 +291,12 @@ describe('response model', () => {
     assert.equal(finish.model, 'gpt-4o-2024-08-06');
     const usage = classifyEvent(JSON.stringify({ model: 'm-1', choices: [], usage: { prompt_tokens: 1, completion_tokens: 2 } }));
     assert.equal(usage.model, 'm-1');
-    assert.equal(classifyEvent(JSON.stringify({ type: 'response.completed', response: { model: 'm-2', status: 'completed', usage: { input_tokens: 1, output_tokens: 1 } } })).model, 'm-2');
+    assert.equal(
+      classifyEvent(
+        JSON.stringify({ type: 'response.completed', response: { model: 'm-2', status: 'completed', usage: { input_tokens: 1, output_tokens: 1 } } }),
+      ).model,
+      'm-2',
+    );
     assert.equal(classifyBody(JSON.stringify({ model: 'm-3', usage: { prompt_tokens: 1 } })).model, 'm-3');
     assert.equal(classifyBody(JSON.stringify({ model: '', usage: { prompt_tokens: 1 } })).model, undefined);
     assert.equal('model' in classifyBody('{"usage":{"prompt_tokens":1}}'), false, 'absent, not undefined, when the body names none');
@@ -286,7 +323,10 @@ describe('OTEL_* configuration', () => {
     assert.deepEqual([c.protocol, c.intervalMs, c.timeoutMs], ['http/protobuf', 60_000, 30_000]);
     assert.deepEqual(c.resource, { 'service.name': 'infermeter', 'service.instance.id': 'pod-1' });
     assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'https://c.example/otlp/' }).otel.export!.url.href, 'https://c.example/otlp/v1/metrics');
-    assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'http://b:9000/m' }).otel.export!.url.href, 'http://b:9000/m');
+    assert.equal(
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'http://b:9000/m' }).otel.export!.url.href,
+      'http://b:9000/m',
+    );
   });
 
   it('reads protocol, headers, interval, timeout and resource', () => {
@@ -328,21 +368,44 @@ describe('OTEL_* configuration', () => {
       }
       return [];
     };
-    assert.deepEqual(problems({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }).map((p) => p.variable), ['OTEL_EXPORTER_OTLP_ENDPOINT']);
-    assert.deepEqual(problems({ OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'ftp://x/' }).map((p) => p.variable), ['OTEL_EXPORTER_OTLP_METRICS_ENDPOINT']);
+    assert.deepEqual(
+      problems({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }).map((p) => p.variable),
+      ['OTEL_EXPORTER_OTLP_ENDPOINT'],
+    );
+    assert.deepEqual(
+      problems({ OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'ftp://x/' }).map((p) => p.variable),
+      ['OTEL_EXPORTER_OTLP_METRICS_ENDPOINT'],
+    );
     assert.match(problems({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })[0]!.expected, /grpc is not supported/);
     const secret = problems({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_HEADERS: 'token%zz=secret-value,broken' })[0]!;
     assert.equal(secret.variable, 'OTEL_EXPORTER_OTLP_HEADERS');
     assert.equal(secret.got, undefined, 'a header value is never echoed');
-    assert.deepEqual(problems({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_METRIC_EXPORT_INTERVAL: '0' }).map((p) => p.variable), ['OTEL_METRIC_EXPORT_INTERVAL']);
-    assert.deepEqual(problems({ OTEL_METRICS_EXPORTER: 'prometheus' }).map((p) => p.variable), ['OTEL_METRICS_EXPORTER']);
-    assert.deepEqual(problems({ INFERMETER_OTEL_PROVIDER_NAME: 'a\u0001b' }).map((p) => p.variable), ['INFERMETER_OTEL_PROVIDER_NAME']);
+    assert.deepEqual(
+      problems({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_METRIC_EXPORT_INTERVAL: '0' }).map((p) => p.variable),
+      ['OTEL_METRIC_EXPORT_INTERVAL'],
+    );
+    assert.deepEqual(
+      problems({ OTEL_METRICS_EXPORTER: 'prometheus' }).map((p) => p.variable),
+      ['OTEL_METRICS_EXPORTER'],
+    );
+    assert.deepEqual(
+      problems({ INFERMETER_OTEL_PROVIDER_NAME: 'a\u0001b' }).map((p) => p.variable),
+      ['INFERMETER_OTEL_PROVIDER_NAME'],
+    );
     // Without an endpoint the export's own variables are not read.
     assert.deepEqual(problems({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }), []);
   });
 
   it('lists the variables it reads', () => {
-    for (const v of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT', 'OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_METRIC_EXPORT_INTERVAL', 'OTEL_SERVICE_NAME', 'OTEL_RESOURCE_ATTRIBUTES', 'INFERMETER_OTEL_PROVIDER_NAME']) {
+    for (const v of [
+      'OTEL_EXPORTER_OTLP_ENDPOINT',
+      'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT',
+      'OTEL_EXPORTER_OTLP_HEADERS',
+      'OTEL_METRIC_EXPORT_INTERVAL',
+      'OTEL_SERVICE_NAME',
+      'OTEL_RESOURCE_ATTRIBUTES',
+      'INFERMETER_OTEL_PROVIDER_NAME',
+    ]) {
       assert.ok((VARIABLES as readonly string[]).includes(v), v);
     }
     assert.ok(loadConfig({ INFERMETER_DIALECTS: 'mindie,otel' }).dialects.includes('otel'));

@@ -32,17 +32,24 @@ describe('README.md', () => {
     assert.ok(lines <= 150, `README.md has ${lines} lines`);
   });
 
-  it("has the two-command quick start, and CI runs exactly its commands", () => {
+  it('has the two-command quick start, and CI runs exactly its commands', () => {
     const block = /```sh\n([\s\S]*?)```/.exec(section(README, 'Quick start'))?.[1] ?? '';
-    const commands = block.split('\n').filter(Boolean).map((l) => l.replace(/\s+#.*$/, ''));
+    const commands = block
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.replace(/\s+#.*$/, ''));
     assert.deepEqual(commands, ['npm ci && npm run demo', 'npm test']);
     const ci = read('.ci/run')
       .split('\n')
       .filter((l) => /^npm /.test(l));
-    assert.deepEqual(ci, ['npm ci --no-audit --no-fund', 'npm test'], '.ci/run installs with npm ci, then runs the README\'s test command, last');
+    assert.deepEqual(ci, ['npm ci --no-audit --no-fund', 'npm test'], ".ci/run installs with npm ci, then runs the README's test command, last");
     assert.equal(read('.ci/run').trimEnd().split('\n').at(-1), 'npm test');
     const scripts = JSON.parse(read('package.json')).scripts as Record<string, string>;
-    assert.match(scripts.test!, /^tsc --noEmit && biome format && biome lint && knip && node --test /, 'npm test type-checks, runs the static checks, then the suite');
+    assert.match(
+      scripts.test!,
+      /^tsc --noEmit && biome format && biome lint && knip && node --test /,
+      'npm test type-checks, runs the static checks, then the suite',
+    );
     assert.equal(scripts.demo, 'node bin/infermeter.js demo');
   });
 
@@ -63,7 +70,12 @@ describe('README.md', () => {
       .filter((l) => l.startsWith('| ') && !l.startsWith('| figure') && !l.startsWith('|---'));
     assert.ok(table.length >= 10, `${table.length} rows`);
     for (const row of table) {
-      const families = [...row.split(' | ').at(-1)!.matchAll(/`([a-z_:][a-z0-9_:]*)`/g)].map((m) => m[1]);
+      const families = [
+        ...row
+          .split(' | ')
+          .at(-1)!
+          .matchAll(/`([a-z_:][a-z0-9_:]*)`/g),
+      ].map((m) => m[1]);
       assert.ok(families.length > 0, row);
       for (const family of families) assert.ok(served.has(family), `${family} is served (fixtures/exposition/full-scrape.prom)`);
     }

@@ -42,7 +42,12 @@ async function stage(t: { after(fn: () => unknown): void }, filter?: BodyFilter)
     let tapEnd!: () => void;
     const tapEnded = new Promise<void>((resolve) => (tapEnd = resolve));
     const lastWrite: { writes: number; ended: boolean }[] = [];
-    relay(upstream as unknown as IncomingMessage, res, { chunk: (b) => tapped.push(b.toString()), end: tapEnd, close: () => undefined }, { lastWrite: () => lastWrite.push({ writes, ended: res.writableEnded }), filter });
+    relay(
+      upstream as unknown as IncomingMessage,
+      res,
+      { chunk: (b) => tapped.push(b.toString()), end: tapEnd, close: () => undefined },
+      { lastWrite: () => lastWrite.push({ writes, ended: res.writableEnded }), filter },
+    );
     ready({ upstream, res, socketWrites: () => writes, tapped, tapEnded, received, lastWrite });
   });
   const { url } = await listen(t, server);
@@ -156,14 +161,19 @@ describe('relay', () => {
     assert.equal(s.tapped.join(''), 'data: a\n\ndata: [DONE]\n\n');
   });
 
-  it("through infermeter, a stream whose last events and end came in one read ends in one write to the client, its usage chunk stripped or not (issue 29)", async (t) => {
+  it('through infermeter, a stream whose last events and end came in one read ends in one write to the client, its usage chunk stripped or not (issue 29)', async (t) => {
     const chunk = (text: string): string => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
     const upstream = net.createServer((socket) => {
       socket.on('error', () => undefined);
       socket.once('data', () => {
-        socket.write(`HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunk('data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n')}`);
+        socket.write(
+          `HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunk('data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n')}`,
+        );
         // The usage chunk, [DONE] and the terminator in one write, a moment later.
-        setTimeout(() => socket.end(`${chunk('data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\n')}${chunk('data: [DONE]\n\n')}0\r\n\r\n`), 20);
+        setTimeout(
+          () => socket.end(`${chunk('data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\n')}${chunk('data: [DONE]\n\n')}0\r\n\r\n`),
+          20,
+        );
       });
     });
     const app = await startProxy(t, (await listen(t, upstream)).url);
@@ -177,7 +187,10 @@ describe('relay', () => {
     });
     for (const includeUsage of [true, false]) {
       writes.length = 0;
-      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'm', stream: true, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) }) });
+      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+        method: 'POST',
+        body: JSON.stringify({ model: 'm', stream: true, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) }),
+      });
       const text = await res.text();
       assert.match(text, /data: \[DONE\]\n\n$/);
       assert.equal(text.includes('"usage"'), includeUsage, 'the injected usage chunk stripped');

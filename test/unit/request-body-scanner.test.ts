@@ -66,7 +66,12 @@ describe('request body scanner', () => {
   });
 
   it('keeps a model name of 512 bytes and drops one of 513, whole or cut at any byte', () => {
-    for (const [name, expected] of [['é'.repeat(256), 'é'.repeat(256)], ['x'.repeat(512), 'x'.repeat(512)], ['x'.repeat(513), undefined], ['a\\u00e9'.repeat(64), 'a\u00e9'.repeat(64)]] as const) {
+    for (const [name, expected] of [
+      ['é'.repeat(256), 'é'.repeat(256)],
+      ['x'.repeat(512), 'x'.repeat(512)],
+      ['x'.repeat(513), undefined],
+      ['a\\u00e9'.repeat(64), 'a\u00e9'.repeat(64)],
+    ] as const) {
       const bytes = Buffer.from(`{"model":"${name}","stream":true}`);
       assert.deepEqual(scan(bytes), { ok: true, model: expected, stream: true });
       for (let at = 0; at <= bytes.length; at += 7) {
@@ -97,7 +102,10 @@ describe('request body scanner', () => {
           12.5,
           [{ content: '}]"{[' }],
           // Long texts with escapes anywhere (quotes, backslashes, newlines, \u escapes), cut by the rechunking at any byte.
-          [{ role: 'user', content: `${'a"b\\c\n'.repeat(40)}\\` }, { role: 'assistant', content: '\u0001\u2028"}' + 'x'.repeat(300) }],
+          [
+            { role: 'user', content: `${'a"b\\c\n'.repeat(40)}\\` },
+            { role: 'assistant', content: '\u0001\u2028"}' + 'x'.repeat(300) },
+          ],
           { include_usage: true, model: 'inner' },
         ]);
       }
@@ -121,29 +129,71 @@ describe('request body scanner: the body as the engine reads it', () => {
     assert.deepEqual(scan('{"\\u006d\\u006F\\u0064\\u0065\\u006c":"m","\\u0073tream":true}'), { ok: true, model: 'm', stream: true });
     assert.deepEqual(scan('{"model\\u0000":"x","stre\\/am":true,"mod\\u00e9l":"y"}'), { ok: true, model: undefined, stream: undefined });
     const r = scanFull('{"stream":true,"stream\\u005foptions":{"include_usage":false}}');
-    assert.ok(r.ok && r.streamOptions !== undefined, 'an escaped stream_options is the client\'s stream_options');
+    assert.ok(r.ok && r.streamOptions !== undefined, "an escaped stream_options is the client's stream_options");
   });
   it('refuses keys JSON refuses: a bad escape, a control byte', () => {
     assert.deepEqual(scan('{"str\\qeam":true}'), { ok: false, reason: 'invalid_json' });
     assert.deepEqual(scan('{"str\\u00zzeam":true}'), { ok: false, reason: 'invalid_json' });
     assert.deepEqual(scan('{"str\nam":true}'), { ok: false, reason: 'invalid_json' });
   });
-  it('reads stream as pydantic\'s lax bool does', () => {
-    for (const [v, expected] of [['1', true], ['0', false], ['1.0', true], ['0e3', false], ['"true"', true], ['"YES"', true], ['"on"', true], ['"t"', true], ['"y"', true], ['"1"', true], ['"off"', false], ['"No"', false], ['"\\u0074rue"', true], ['2', undefined], ['"true "', undefined], ['"yess"', undefined], ['-1', undefined], ['[true]', undefined]] as const) {
-      for (const seed of [undefined, 1, 2]) assert.equal(scan(`{"stream":${v}}`, seed).ok && (scanFull(`{"stream":${v}}`, seed) as { stream: unknown }).stream, expected, `${v}, seed ${seed}`);
+  it("reads stream as pydantic's lax bool does", () => {
+    for (const [v, expected] of [
+      ['1', true],
+      ['0', false],
+      ['1.0', true],
+      ['0e3', false],
+      ['"true"', true],
+      ['"YES"', true],
+      ['"on"', true],
+      ['"t"', true],
+      ['"y"', true],
+      ['"1"', true],
+      ['"off"', false],
+      ['"No"', false],
+      ['"\\u0074rue"', true],
+      ['2', undefined],
+      ['"true "', undefined],
+      ['"yess"', undefined],
+      ['-1', undefined],
+      ['[true]', undefined],
+    ] as const) {
+      for (const seed of [undefined, 1, 2])
+        assert.equal(scan(`{"stream":${v}}`, seed).ok && (scanFull(`{"stream":${v}}`, seed) as { stream: unknown }).stream, expected, `${v}, seed ${seed}`);
     }
   });
-  it('skips a UTF-8 byte order mark and takes NaN and Infinity, as Python\'s json.loads does', () => {
-    assert.deepEqual(scan(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"model":"m","stream":true}')])), { ok: true, model: 'm', stream: true });
+  it("skips a UTF-8 byte order mark and takes NaN and Infinity, as Python's json.loads does", () => {
+    assert.deepEqual(scan(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"model":"m","stream":true}')])), {
+      ok: true,
+      model: 'm',
+      stream: true,
+    });
     assert.deepEqual(scan(Buffer.concat([Buffer.from([0xef, 0xbb]), Buffer.from('{"model":"m"}')])), { ok: false, reason: 'not_object' });
     assert.deepEqual(scan('{"temperature":NaN,"top_p":-Infinity,"model":"m","stream":true}'), { ok: true, model: 'm', stream: true });
   });
 
-  it('agrees with JSON.parse (and pydantic\'s bool) over escaped and duplicated keys, at any chunking', () => {
+  it("agrees with JSON.parse (and pydantic's bool) over escaped and duplicated keys, at any chunking", () => {
     const random = seededRandom(30);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
     const names = ['model', 'stream', 'stream_options', 'n', 'max_tokens', 'max_completion_tokens', 'max_output_tokens', 'messages', 'user', 'streams', 'mode'];
-    const values = ['"m-a"', '"m\\u00e9"', '"caf\\u00e9\\"x"', 'true', 'false', '1', '0', '"yes"', '"off"', 'null', '7', '3', '0.5', '[1,{"model":"in"}]', '{"include_usage":true}', '{}', '"str\\"eam"'];
+    const values = [
+      '"m-a"',
+      '"m\\u00e9"',
+      '"caf\\u00e9\\"x"',
+      'true',
+      'false',
+      '1',
+      '0',
+      '"yes"',
+      '"off"',
+      'null',
+      '7',
+      '3',
+      '0.5',
+      '[1,{"model":"in"}]',
+      '{"include_usage":true}',
+      '{}',
+      '"str\\"eam"',
+    ];
     // A key spelt with each character escaped or not, in upper or lower hex, or with \/ for nothing.
     const spell = (key: string): string => {
       let out = '';
@@ -161,12 +211,27 @@ describe('request body scanner: the body as the engine reads it', () => {
       const text = `{${members.join(random() < 0.5 ? ',' : ' , ')}}`;
       const parsed = JSON.parse(text) as Record<string, unknown>;
       const int = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
-      const bool = (v: unknown) => (typeof v === 'boolean' ? v : v === 1 ? true : v === 0 ? false : typeof v === 'string' ? ({ yes: true, off: false } as Record<string, boolean>)[v] : undefined);
+      const bool = (v: unknown) =>
+        typeof v === 'boolean'
+          ? v
+          : v === 1
+            ? true
+            : v === 0
+              ? false
+              : typeof v === 'string'
+                ? ({ yes: true, off: false } as Record<string, boolean>)[v]
+                : undefined;
       const r = scanFull(text, i % 3 === 0 ? undefined : i);
       assert.ok(r.ok, text);
       const n = int(parsed.n);
       assert.deepEqual(
-        { model: r.model, stream: r.stream, n: r.n, maxTokens: r.maxTokens, options: r.streamOptions === undefined ? undefined : JSON.parse(Buffer.from(text).subarray(r.streamOptions.start, r.streamOptions.end).toString()) },
+        {
+          model: r.model,
+          stream: r.stream,
+          n: r.n,
+          maxTokens: r.maxTokens,
+          options: r.streamOptions === undefined ? undefined : JSON.parse(Buffer.from(text).subarray(r.streamOptions.start, r.streamOptions.end).toString()),
+        },
         {
           model: typeof parsed.model === 'string' ? parsed.model : undefined,
           stream: bool(parsed.stream),
@@ -185,7 +250,10 @@ describe('request body scanner: where stream_options lies', () => {
     const r = scanFull(body, seed);
     assert.ok(r.ok);
     const bytes = Buffer.from(body);
-    return { objectStart: r.objectStart, options: r.streamOptions && { text: bytes.subarray(r.streamOptions.start, r.streamOptions.end).toString(), isObject: r.streamOptions.isObject } };
+    return {
+      objectStart: r.objectStart,
+      options: r.streamOptions && { text: bytes.subarray(r.streamOptions.start, r.streamOptions.end).toString(), isObject: r.streamOptions.isObject },
+    };
   };
   it('finds the top-level object and the stream_options value of any type, at any chunking', () => {
     for (const seed of [undefined, 1, 2, 3]) {
@@ -223,7 +291,10 @@ describe('request body scanner: maxTokens and n', () => {
     for (const order of [entries, [...entries].reverse(), [entries[1], entries[2], entries[0]]]) {
       assert.deepEqual(limits(`{${order.join(',')}}`), { maxTokens: 1, n: undefined }, order.join());
     }
-    for (const order of [['"max_tokens":2', '"max_output_tokens":3'], ['"max_output_tokens":3', '"max_tokens":2']]) {
+    for (const order of [
+      ['"max_tokens":2', '"max_output_tokens":3'],
+      ['"max_output_tokens":3', '"max_tokens":2'],
+    ]) {
       assert.deepEqual(limits(`{${order.join(',')}}`), { maxTokens: 2, n: undefined }, order.join());
     }
     // An invalid value counts as absent, so the next key in precedence shows through.
@@ -235,7 +306,11 @@ describe('request body scanner: maxTokens and n', () => {
       for (const key of ['max_completion_tokens', 'max_tokens', 'max_output_tokens', 'n']) {
         const r = scanFull(`{"model":"m","${key}":${bad},"stream":true}`);
         assert.ok(r.ok, `${key}: ${bad}`);
-        assert.deepEqual({ maxTokens: r.maxTokens, n: r.n, model: r.model, stream: r.stream }, { maxTokens: undefined, n: undefined, model: 'm', stream: true }, `${key}: ${bad}`);
+        assert.deepEqual(
+          { maxTokens: r.maxTokens, n: r.n, model: r.model, stream: r.stream },
+          { maxTokens: undefined, n: undefined, model: 'm', stream: true },
+          `${key}: ${bad}`,
+        );
       }
     }
     assert.deepEqual(limits('{"n":0}'), { maxTokens: undefined, n: undefined });

@@ -55,7 +55,7 @@ describe('request timer', () => {
   // Found merging issue 29 (the last read held to leave with the end) with issue 32 (a chunk's
   // time is its write's): the tap, handed the last read after the last write, stamped its token
   // after e2e's end.
-  it('gives a chunk handed over after the last write that write\'s time: its token never after e2e', () => {
+  it("gives a chunk handed over after the last write that write's time: its token never after e2e", () => {
     const h = harness();
     h.timer.identify('m', true);
     h.timer.responseHeaders(200, true);
@@ -184,7 +184,11 @@ describe('request timer', () => {
     assert.deepEqual(h.calls, ['started m', 'output 0.05', 'finished failed']);
     assert.equal(h.sample.failure, 'stream_error');
     assert.equal(h.sample.e2e, undefined, 'e2e is for successes only');
-    assert.deepEqual([h.sample.usageSource, h.sample.completionTokens, h.sample.promptTokens], ['events', 1, undefined], 'a broken stream keeps the tokens it delivered, not the zero fallback');
+    assert.deepEqual(
+      [h.sample.usageSource, h.sample.completionTokens, h.sample.promptTokens],
+      ['events', 1, undefined],
+      'a broken stream keeps the tokens it delivered, not the zero fallback',
+    );
   });
 
   it('counts a client that leaves as cancelled, an upstream that breaks as failed', () => {
@@ -262,7 +266,11 @@ describe('request timer', () => {
     timer.tokenEvent(6); // 60 ms over 3 tokens
     timer.responseFinished();
     const sample = timer.close(true)!;
-    assert.deepEqual(gaps, [[0.02, 1], [0.03, 1], [0.02, 3]]);
+    assert.deepEqual(gaps, [
+      [0.02, 1],
+      [0.03, 1],
+      [0.02, 3],
+    ]);
     assert.equal(sample.ttfb, 0.04);
   });
 

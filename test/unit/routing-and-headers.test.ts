@@ -59,13 +59,29 @@ describe('offersWebsocket: which upgrades go to the websocket path', () => {
 });
 
 describe('pathJoiner', () => {
-  const upstreams = ['http://m:8000', 'http://m:8000/', 'http://m:8000/serving/llama', 'http://m:8000/serving/llama/', 'http://m:8000/p?key=1', 'http://[::1]:8000/x/'];
-  const urls = ['/v1/chat/completions', '/v1/chat/completions?a=1&b=2', '/a//b/v1/embeddings', '/%7Euser/v1/responses', 'http://client.example/v1/chat/completions?z=9', '//evil.example/v1/chat/completions'];
+  const upstreams = [
+    'http://m:8000',
+    'http://m:8000/',
+    'http://m:8000/serving/llama',
+    'http://m:8000/serving/llama/',
+    'http://m:8000/p?key=1',
+    'http://[::1]:8000/x/',
+  ];
+  const urls = [
+    '/v1/chat/completions',
+    '/v1/chat/completions?a=1&b=2',
+    '/a//b/v1/embeddings',
+    '/%7Euser/v1/responses',
+    'http://client.example/v1/chat/completions?z=9',
+    '//evil.example/v1/chat/completions',
+  ];
   it('joins the upstream prefix and query with the client path as http-proxy-3 does', () => {
     for (const upstream of upstreams) {
       const join = pathJoiner(new URL(upstream));
       for (const url of urls) {
-        const expected = (setupOutgoing({} as never, { target: new URL(upstream) }, { url, headers: {}, method: 'POST', httpVersionMajor: 1 } as never) as { path: string }).path;
+        const expected = (
+          setupOutgoing({} as never, { target: new URL(upstream) }, { url, headers: {}, method: 'POST', httpVersionMajor: 1 } as never) as { path: string }
+        ).path;
         assert.equal(join(url), expected, `${upstream} + ${url}`);
       }
     }
@@ -128,7 +144,10 @@ describe('forwardHeaders', () => {
         expected[key] = key in expected ? `${expected[key]}, ${raw[j + 1]}` : raw[j + 1]!;
       }
       stripHopByHop(expected);
-      const kept = raw.filter((_, j) => j % 2 === 0).map((name, j) => [name, raw[2 * j + 1]!] as const).filter(([name]) => name.toLowerCase() in expected);
+      const kept = raw
+        .filter((_, j) => j % 2 === 0)
+        .map((name, j) => [name, raw[2 * j + 1]!] as const)
+        .filter(([name]) => name.toLowerCase() in expected);
       assert.deepEqual(out, kept.flat(), JSON.stringify(raw));
     }
   });

@@ -34,7 +34,11 @@ describe('node flags', () => {
   });
 
   it('are accepted by this node', () => {
-    const r = spawnSync(process.execPath, [...INFERMETER_FLAGS.split(' '), '-e', 'process.stdout.write(String(require("node:v8").getHeapStatistics().heap_size_limit > 0))']);
+    const r = spawnSync(process.execPath, [
+      ...INFERMETER_FLAGS.split(' '),
+      '-e',
+      'process.stdout.write(String(require("node:v8").getHeapStatistics().heap_size_limit > 0))',
+    ]);
     assert.equal(r.status, 0, r.stderr.toString());
     assert.equal(r.stdout.toString(), 'true');
   });

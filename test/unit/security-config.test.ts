@@ -20,7 +20,17 @@ describe('security configuration', () => {
   it('has generous defaults: no limit, no token, long timeouts', () => {
     const { security: s, limits: l } = loadConfig({});
     assert.deepEqual(
-      [l.maxModels, l.maxConcurrency, s.metricsToken, l.headersTimeoutMs, l.requestTimeoutMs, l.upstreamConnectTimeoutMs, l.upstreamIdleTimeoutMs, l.totalTimeoutMs, l.drainTimeoutMs],
+      [
+        l.maxModels,
+        l.maxConcurrency,
+        s.metricsToken,
+        l.headersTimeoutMs,
+        l.requestTimeoutMs,
+        l.upstreamConnectTimeoutMs,
+        l.upstreamIdleTimeoutMs,
+        l.totalTimeoutMs,
+        l.drainTimeoutMs,
+      ],
       [100, 0, undefined, 60_000, 300_000, 10_000, 600_000, 3_600_000, 30_000],
     );
     assert.equal(s.dataTls, undefined);
@@ -50,9 +60,19 @@ describe('security configuration', () => {
       return Buffer.from(files[path]!);
     };
     assert.equal(loadConfig({ INFERMETER_METRICS_TOKEN_FILE: '/run/secrets/token' }, { readBinary }).security.metricsToken, TOKEN);
-    assert.equal(loadConfig({ INFERMETER_METRICS_TOKEN: 'from-the-variable-0123', INFERMETER_METRICS_TOKEN_FILE: '/run/secrets/token' }, { readBinary }).security.metricsToken, 'from-the-variable-0123');
-    assert.match(problemsOf(() => loadConfig({ INFERMETER_METRICS_TOKEN_FILE: '/run/secrets/nope' }, { readBinary })), /INFERMETER_METRICS_TOKEN_FILE: expected a readable file holding the token \(ENOENT\), got "\/run\/secrets\/nope"/);
-    assert.match(problemsOf(() => loadConfig({ INFERMETER_METRICS_TOKEN_FILE: '/run/secrets/empty' }, { readBinary })), /INFERMETER_METRICS_TOKEN_FILE: expected a file holding the token/);
+    assert.equal(
+      loadConfig({ INFERMETER_METRICS_TOKEN: 'from-the-variable-0123', INFERMETER_METRICS_TOKEN_FILE: '/run/secrets/token' }, { readBinary }).security
+        .metricsToken,
+      'from-the-variable-0123',
+    );
+    assert.match(
+      problemsOf(() => loadConfig({ INFERMETER_METRICS_TOKEN_FILE: '/run/secrets/nope' }, { readBinary })),
+      /INFERMETER_METRICS_TOKEN_FILE: expected a readable file holding the token \(ENOENT\), got "\/run\/secrets\/nope"/,
+    );
+    assert.match(
+      problemsOf(() => loadConfig({ INFERMETER_METRICS_TOKEN_FILE: '/run/secrets/empty' }, { readBinary })),
+      /INFERMETER_METRICS_TOKEN_FILE: expected a file holding the token/,
+    );
     const spaced = problemsOf(() => loadConfig({ INFERMETER_METRICS_TOKEN: 'has a space in the middle' }));
     assert.match(spaced, /INFERMETER_METRICS_TOKEN: expected a token of 16 to 4096 printable characters, no spaces, got "25 characters"/);
     assert.doesNotMatch(spaced, /space in the middle/, 'the token itself is never shown');
@@ -78,10 +98,16 @@ describe('security configuration', () => {
   });
 
   it('explains a port variable set by a Kubernetes service link', () => {
-    assert.match(problemsOf(() => loadConfig({ INFERMETER_METRICS_PORT: 'tcp://10.96.0.10:1027' })), /INFERMETER_METRICS_PORT: expected an integer port from 0 to 65535 \(0 picks a free port\); this looks like a Kubernetes service link .*enableServiceLinks: false/);
+    assert.match(
+      problemsOf(() => loadConfig({ INFERMETER_METRICS_PORT: 'tcp://10.96.0.10:1027' })),
+      /INFERMETER_METRICS_PORT: expected an integer port from 0 to 65535 \(0 picks a free port\); this looks like a Kubernetes service link .*enableServiceLinks: false/,
+    );
   });
 
   it('an unreadable upstream CA file stops the start', () => {
-    assert.match(problemsOf(() => loadConfig({ INFERMETER_UPSTREAM_CA_FILE: '/nonexistent/ca.pem' })), /INFERMETER_UPSTREAM_CA_FILE: expected a readable PEM file of CA certificates \(ENOENT\)/);
+    assert.match(
+      problemsOf(() => loadConfig({ INFERMETER_UPSTREAM_CA_FILE: '/nonexistent/ca.pem' })),
+      /INFERMETER_UPSTREAM_CA_FILE: expected a readable PEM file of CA certificates \(ENOENT\)/,
+    );
   });
 });

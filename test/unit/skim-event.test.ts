@@ -15,7 +15,10 @@ describe('skimTokenEvent', () => {
     assert.equal(skim('{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}'), true);
     assert.equal(skim('{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}'), false);
     // Reasoning is a token, not visible output.
-    assert.deepEqual(skim('{"choices":[{"delta":{"role":null,"content":null,"reasoning_content":"x","tool_calls":null}}]}'), classifyEvent('{"choices":[{"delta":{"reasoning_content":"x"}}]}'));
+    assert.deepEqual(
+      skim('{"choices":[{"delta":{"role":null,"content":null,"reasoning_content":"x","tool_calls":null}}]}'),
+      classifyEvent('{"choices":[{"delta":{"reasoning_content":"x"}}]}'),
+    );
     assert.equal(classifyEvent('{"choices":[{"delta":{"reasoning_content":"x"}}]}').reasoning, true);
     assert.equal(skim('{"choices":[{"delta":{"reasoning":"x","content":"y"}}]}'), true, 'visible output beside reasoning: visible');
     assert.equal(skim('{"choices":[{"delta":{"reasoning":"x"}},{"delta":{"tool_calls":[{"index":0}]}}]}'), true, 'visible in another choice');
@@ -78,7 +81,20 @@ describe('skimTokenEvent', () => {
   it('agrees with the full classifier on random chunks whenever it decides', () => {
     const random = seededRandom(11);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
-    const values = ['""', '" "', '"x"', '"\\"}{[\\\\"', 'null', '[]', '[{"index":0,"function":{"arguments":"}"}}]', '{}', '{"data":"AA"}', '0', 'true', '"\u00e9\u{1F680}"'];
+    const values = [
+      '""',
+      '" "',
+      '"x"',
+      '"\\"}{[\\\\"',
+      'null',
+      '[]',
+      '[{"index":0,"function":{"arguments":"}"}}]',
+      '{}',
+      '{"data":"AA"}',
+      '0',
+      'true',
+      '"\u00e9\u{1F680}"',
+    ];
     const keys = ['role', 'content', 'reasoning_content', 'reasoning', 'tool_calls', 'refusal', 'audio', 'function_call', 'other', 'delta'];
     let decided = 0;
     for (let i = 0; i < 5000; i++) {
@@ -87,13 +103,36 @@ describe('skimTokenEvent', () => {
       const members = chosen.map((key) => `${pick(['', ' '])}"${key}":${pick(['', ' '])}${pick(values)}`);
       const delta = `{${members.join(',')}}`;
       const finish = random() < 0.2 ? pick(['"stop"', '"length"', '"tool_calls"', '""', '1', '"st\\"op"', '"é"']) : 'null';
-      const choice = random() < 0.15 ? `{"index":0,"text":${pick(values)},"finish_reason":${finish}}` : `{"index":0,"delta":${random() < 0.05 ? 'null' : delta},"finish_reason":${finish}}`;
+      const choice =
+        random() < 0.15
+          ? `{"index":0,"text":${pick(values)},"finish_reason":${finish}}`
+          : `{"index":0,"delta":${random() < 0.05 ? 'null' : delta},"finish_reason":${finish}}`;
       const choices = random() < 0.2 ? `[${choice},${choice}]` : `[${choice}]`;
       const count = () => pick(['3', '0', '17', 'null', '"4"', '1.5', '-2', '2e1', '{}']);
-      const usage = `{${pick(['prompt_tokens', 'input_tokens', 'total_tokens'])}:${count()},${pick(['completion_tokens', 'output_tokens', 'x'])}:${count()}}`.replace(/\{(\w+):/, '{"$1":').replace(/,(\w+):/, ',"$1":');
-      const details = pick(['', ',"prompt_tokens_details":{"cached_tokens":' + count() + '}', ',"completion_tokens_details":{"audio_tokens":0,"reasoning_tokens":' + count() + '}', ',"prompt_cache_hit_tokens":' + count(), ',"prompt_tokens_details":null']);
+      const usage = `{${pick(['prompt_tokens', 'input_tokens', 'total_tokens'])}:${count()},${pick(['completion_tokens', 'output_tokens', 'x'])}:${count()}}`
+        .replace(/\{(\w+):/, '{"$1":')
+        .replace(/,(\w+):/, ',"$1":');
+      const details = pick([
+        '',
+        ',"prompt_tokens_details":{"cached_tokens":' + count() + '}',
+        ',"completion_tokens_details":{"audio_tokens":0,"reasoning_tokens":' + count() + '}',
+        ',"prompt_cache_hit_tokens":' + count(),
+        ',"prompt_tokens_details":null',
+      ]);
       const detailed = usage.slice(0, -1) + details + '}';
-      const extra = pick(['', ',"usage":null', `,"usage":${usage}`, `,"usage":${detailed}`, ',"usage":{}', ',"usage":7', ',"model":"m\\"x"', ',"model":"m"', ',"model":""', ',"model":3', ',"error":null']);
+      const extra = pick([
+        '',
+        ',"usage":null',
+        `,"usage":${usage}`,
+        `,"usage":${detailed}`,
+        ',"usage":{}',
+        ',"usage":7',
+        ',"model":"m\\"x"',
+        ',"model":"m"',
+        ',"model":""',
+        ',"model":3',
+        ',"error":null',
+      ]);
       const payload = `{"id":"c","choices":${choices}${extra}}`;
       const fast = skim(payload);
       if (fast === undefined) continue;

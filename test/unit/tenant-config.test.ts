@@ -24,7 +24,12 @@ describe('tenant configuration', () => {
       { INFERMETER_TENANT: 'header:X-Tenant-Id', INFERMETER_MAX_TENANTS: '7', INFERMETER_TENANT_ALIASES: '/a.json' },
       { readFile: () => '{"acme": "Acme Corp"}' },
     );
-    assert.deepEqual(config.tenant, { source: { kind: 'header', header: 'x-tenant-id' }, aliasesFile: '/a.json', aliases: new Map([['acme', 'Acme Corp']]), max: 7 });
+    assert.deepEqual(config.tenant, {
+      source: { kind: 'header', header: 'x-tenant-id' },
+      aliasesFile: '/a.json',
+      aliases: new Map([['acme', 'Acme Corp']]),
+      max: 7,
+    });
     assert.deepEqual(loadConfig({ INFERMETER_TENANT: 'API-KEY' }).tenant.source, { kind: 'api-key' });
   });
 
@@ -42,7 +47,13 @@ describe('tenant configuration', () => {
   });
 
   it('checks an alias file', () => {
-    assert.deepEqual(parseTenantAliases('{"a":"A","key-0123456789ab":"search-team"}'), { ok: true, aliases: new Map([['a', 'A'], ['key-0123456789ab', 'search-team']]) });
+    assert.deepEqual(parseTenantAliases('{"a":"A","key-0123456789ab":"search-team"}'), {
+      ok: true,
+      aliases: new Map([
+        ['a', 'A'],
+        ['key-0123456789ab', 'search-team'],
+      ]),
+    });
     for (const [text, why] of [
       ['{', /not valid JSON/],
       ['[]', /no object/],
@@ -59,8 +70,8 @@ describe('tenant configuration', () => {
   });
 });
 
-describe('a request\'s tenant', () => {
-  it('is key- and the first 12 hex digits of the key\'s SHA-256', () => {
+describe("a request's tenant", () => {
+  it("is key- and the first 12 hex digits of the key's SHA-256", () => {
     // `printf %s sk-test | sha256sum | cut -c1-12`, as docs/metrics.md tells an operator to check.
     assert.equal(keyTenant('sk-test'), 'key-f3abf2a6cc4f');
     assert.notEqual(keyTenant('sk-test'), keyTenant('sk-tesu'));
@@ -87,7 +98,10 @@ describe('a request\'s tenant', () => {
     assert.equal(ofHeader({ 'x-tenant': ' b ' }), 'b');
     assert.equal(ofHeader({ 'x-tenant': 'c\u0001d' }), 'c_d');
     assert.equal(ofHeader({ 'x-tenant': '' }), 'none');
-    assert.equal(createTenantOf({ kind: 'off' }, () => new Map()), undefined);
+    assert.equal(
+      createTenantOf({ kind: 'off' }, () => new Map()),
+      undefined,
+    );
   });
 
   it('reads a header value as the UTF-8 its sender wrote (Node hands its bytes over as Latin-1)', async (t) => {
@@ -96,13 +110,18 @@ describe('a request\'s tenant', () => {
     const { connect } = await import('node:net');
     let received!: (header: string) => void;
     const header = new Promise<string>((resolve) => (received = resolve));
-    const { port } = await listen(t, createServer((req, res) => {
-      received(req.headers['x-tenant'] as string);
-      res.end();
-    }));
+    const { port } = await listen(
+      t,
+      createServer((req, res) => {
+        received(req.headers['x-tenant'] as string);
+        res.end();
+      }),
+    );
     const socket = connect(port, '127.0.0.1');
     socket.on('error', () => {});
-    socket.end(Buffer.concat([Buffer.from('GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Tenant: '), Buffer.from('café', 'utf8'), Buffer.from('\r\n\r\n')]));
+    socket.end(
+      Buffer.concat([Buffer.from('GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Tenant: '), Buffer.from('café', 'utf8'), Buffer.from('\r\n\r\n')]),
+    );
     const parsed = await header;
     assert.equal(parsed, 'cafÃ©', 'what Node gives');
     const of = createTenantOf({ kind: 'header', header: 'x-tenant' }, () => new Map([['café', 'Café Team']]))!;

@@ -42,7 +42,9 @@ class FakeRequest extends EventEmitter {
   }
 }
 
-type Report = { kind: 'response'; response: IncomingMessage; held: string | undefined; complete: boolean | undefined } | { kind: 'failed' | 'broke'; code: string | undefined };
+type Report =
+  | { kind: 'response'; response: IncomingMessage; held: string | undefined; complete: boolean | undefined }
+  | { kind: 'failed' | 'broke'; code: string | undefined };
 
 function fakeResponse(status: number): IncomingMessage {
   const response = new PassThrough() as PassThrough & { statusCode: number; headers: Record<string, string>; complete: boolean };
@@ -85,7 +87,8 @@ function harness(options: { reused?: boolean[]; injected?: Buffer; req?: Incomin
     exchange,
     { take: () => true, release() {} },
     {
-      response: (response, held) => reports.push({ kind: 'response', response, held: held === undefined ? undefined : Buffer.concat(held.chunks).toString(), complete: held?.complete }),
+      response: (response, held) =>
+        reports.push({ kind: 'response', response, held: held === undefined ? undefined : Buffer.concat(held.chunks).toString(), complete: held?.complete }),
       failed: (error) => reports.push({ kind: 'failed', code: (error as NodeJS.ErrnoException).code }),
       broke: (error) => reports.push({ kind: 'broke', code: (error as NodeJS.ErrnoException).code }),
     },
@@ -97,7 +100,12 @@ const reset = (): Error => Object.assign(new Error('read ECONNRESET'), { code: '
 const refused = (): Error => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
 const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 const BODY = Buffer.from('{"model":"m","stream":true}');
-const REFUSAL = JSON.stringify({ object: 'error', message: "[{'type': 'extra_forbidden', 'loc': ('body', 'stream_options'), 'msg': 'Extra inputs are not permitted'}]", type: 'BadRequestError', code: 400 });
+const REFUSAL = JSON.stringify({
+  object: 'error',
+  message: "[{'type': 'extra_forbidden', 'loc': ('body', 'stream_options'), 'msg': 'Extra inputs are not permitted'}]",
+  type: 'BadRequestError',
+  code: 400,
+});
 
 /** The contract, checked on every report list: at most one answer or failure, never both; a break only after an answer, once. */
 function assertContract(reports: readonly Report[]): void {
@@ -114,7 +122,10 @@ describe('the upstream attempt', () => {
     h.attempt.send(BODY);
     const response = fakeResponse(200);
     h.sent[0]!.handlers.response(response);
-    assert.deepEqual(h.reports.map((r) => r.kind), ['response']);
+    assert.deepEqual(
+      h.reports.map((r) => r.kind),
+      ['response'],
+    );
     assert.equal(h.sent.length, 1);
     assert.equal(h.exchange.upstreamResponse, response);
     assert.deepEqual([h.retried, h.violations], [[], []]);
@@ -129,7 +140,7 @@ describe('the upstream attempt', () => {
     assert.equal(h.sent.length, 1);
   });
 
-  it('sends a held body again once, on a new connection, when its reused connection failed before any byte; the answer is the re-send\'s', async () => {
+  it("sends a held body again once, on a new connection, when its reused connection failed before any byte; the answer is the re-send's", async () => {
     const h = harness({ reused: [true, true] });
     h.attempt.send(BODY);
     h.sent[0]!.handlers.error(reset());
@@ -159,7 +170,7 @@ describe('the upstream attempt', () => {
     assert.deepEqual(h.reports, [{ kind: 'failed', code: 'ECONNRESET' }]);
   });
 
-  it('never re-sends an error that is not a stale connection\'s, even on a reused one', () => {
+  it("never re-sends an error that is not a stale connection's, even on a reused one", () => {
     const h = harness({ reused: [true] });
     h.attempt.send(BODY);
     h.sent[0]!.handlers.error(refused());
@@ -174,7 +185,10 @@ describe('the upstream attempt', () => {
     h.sent[0]!.handlers.error(reset());
     h.sent[0]!.handlers.error(reset());
     assert.equal(h.sent.length, 1);
-    assert.deepEqual(h.reports.map((r) => r.kind), ['response', 'broke']);
+    assert.deepEqual(
+      h.reports.map((r) => r.kind),
+      ['response', 'broke'],
+    );
   });
 
   it('re-sends a streamed body from its copy once the client sent it all, and fails when it was not kept whole', async () => {
@@ -200,7 +214,7 @@ describe('the upstream attempt', () => {
     assert.deepEqual(g.reports, [{ kind: 'failed', code: 'ECONNRESET' }]);
   });
 
-  it('never re-sends a streamed body that is not the client\'s own request (held bytes, then the rest)', () => {
+  it("never re-sends a streamed body that is not the client's own request (held bytes, then the rest)", () => {
     const h = harness({ reused: [true] });
     h.attempt.send(Readable.from([BODY]));
     h.sent[0]!.handlers.error(reset());
@@ -208,7 +222,7 @@ describe('the upstream attempt', () => {
     assert.deepEqual(h.reports, [{ kind: 'failed', code: 'ECONNRESET' }]);
   });
 
-  it('re-sends the client\'s own body once after a refused injection; the route sees only the re-send\'s answer, and its success turns injection off', async () => {
+  it("re-sends the client's own body once after a refused injection; the route sees only the re-send's answer, and its success turns injection off", async () => {
     const h = harness({ injected: BODY });
     h.attempt.send(Buffer.from('{"model":"m","stream":true,"stream_options":{"include_usage":true}}'));
     const refusal = fakeResponse(400);
@@ -236,7 +250,10 @@ describe('the upstream attempt', () => {
     (answer as unknown as PassThrough).end('{"error":"no such model"}');
     await tick();
     assert.equal(h.sent.length, 1);
-    assert.deepEqual(h.reports.map((r) => [r.kind, (r as { held?: string }).held, (r as { complete?: boolean }).complete]), [['response', '{"error":"no such model"}', true]]);
+    assert.deepEqual(
+      h.reports.map((r) => [r.kind, (r as { held?: string }).held, (r as { complete?: boolean }).complete]),
+      [['response', '{"error":"no such model"}', true]],
+    );
   });
 
   it('reports a held 4xx cut before its end as a failure, never as an answer', async () => {
@@ -283,7 +300,10 @@ describe('the upstream attempt', () => {
     after.sent[0]!.handlers.response(fakeResponse(200));
     after.attempt.destroy(Object.assign(new Error('silent'), { code: 'ETIMEDOUT' }));
     await tick();
-    assert.deepEqual(after.reports.map((r) => r.kind), ['response', 'broke']);
+    assert.deepEqual(
+      after.reports.map((r) => r.kind),
+      ['response', 'broke'],
+    );
   });
 
   it('keeps the contract under any order of upstream events (seeded, 2000 scripts)', async () => {

@@ -18,11 +18,14 @@ describe('usage injection', () => {
   });
 
   it('completes a stream_options object that lacks include_usage', () => {
-    assert.equal(inject('{"stream":true,"stream_options":{"continuous_usage_stats":true}}'), '{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}');
+    assert.equal(
+      inject('{"stream":true,"stream_options":{"continuous_usage_stats":true}}'),
+      '{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}',
+    );
     assert.equal(inject('{"stream":true,"stream_options":{ }}'), '{"stream":true,"stream_options":{"include_usage":true }}');
   });
 
-  it('takes stream_options: null (a client\'s unset field) as absent: the null becomes the object', () => {
+  it("takes stream_options: null (a client's unset field) as absent: the null becomes the object", () => {
     assert.equal(inject('{"stream":true,"stream_options":null}'), '{"stream":true,"stream_options":{"include_usage":true}}');
     assert.equal(inject('{"stream_options": null ,"stream":true}'), '{"stream_options": {"include_usage":true} ,"stream":true}');
     const out = inject('{"model":"m","stream_options":null,"stream":true,"n":1}')!;
@@ -40,7 +43,18 @@ describe('usage injection', () => {
   });
 
   it('reads stream_options as JSON.parse does, in the form clients send and any other', () => {
-    const cases = ['{ "include_usage" : true }', '{"include_usage":false}', '{\n\t"include_usage": true\n}', '{"include\\u005fusage":true}', '{"x":{"include_usage":true}}', '{"x":"\\"include_usage\\""}', '{"continuous_usage_stats":true,"include_usage":true}', '{ }', '{}', '{"a":1}'];
+    const cases = [
+      '{ "include_usage" : true }',
+      '{"include_usage":false}',
+      '{\n\t"include_usage": true\n}',
+      '{"include\\u005fusage":true}',
+      '{"x":{"include_usage":true}}',
+      '{"x":"\\"include_usage\\""}',
+      '{"continuous_usage_stats":true,"include_usage":true}',
+      '{ }',
+      '{}',
+      '{"a":1}',
+    ];
     for (const options of cases) {
       const body = `{"stream":true,"stream_options":${options}}`;
       const has = 'include_usage' in (JSON.parse(options) as object);
@@ -87,7 +101,7 @@ describe('usage injection', () => {
     assert.equal(trustedRefusal(400, far, clean), false, 'but not trusted');
   });
 
-  it('agrees with JSON.parse over escaped and duplicated keys: the engine sees the client\'s fields and include_usage', () => {
+  it("agrees with JSON.parse over escaped and duplicated keys: the engine sees the client's fields and include_usage", () => {
     const random = seededRandom(31);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
     const names = ['model', 'stream', 'stream_options', 'messages', 'n'];

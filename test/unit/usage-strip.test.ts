@@ -17,7 +17,11 @@ function strip(chunks: Buffer[], maxEventBytes = 1 << 20): { out: Buffer; stripp
 
 /** The stream as it would be without usage: the usage-only event's block removed. */
 function withoutUsageEvent(bytes: Buffer): Buffer {
-  return Buffer.concat(sseBlocks(bytes).filter((b) => !(b.isEvent && /"choices":\[\],"usage":\{/.test(b.bytes.toString()))).map((b) => b.bytes));
+  return Buffer.concat(
+    sseBlocks(bytes)
+      .filter((b) => !(b.isEvent && /"choices":\[\],"usage":\{/.test(b.bytes.toString())))
+      .map((b) => b.bytes),
+  );
 }
 
 describe('usage strip', () => {
@@ -28,7 +32,10 @@ describe('usage strip', () => {
         const chunks = seed === 0 ? [fixture.bytes] : rechunk(fixture.bytes, seededRandom(seed), seed % 2 === 0 ? 5 : 300);
         const { out, stripped } = strip(chunks);
         assert.ok(out.equals(expected), `${fixture.name} seed ${seed}`);
-        assert.equal(stripped.reduce((a, b) => a + b, 0), fixture.bytes.length - expected.length);
+        assert.equal(
+          stripped.reduce((a, b) => a + b, 0),
+          fixture.bytes.length - expected.length,
+        );
       }
     }
   });
@@ -58,7 +65,10 @@ describe('usage strip', () => {
       for (let at = 0; at <= input.length; at++) {
         const { out, stripped } = strip([input.subarray(0, at), input.subarray(at)]);
         assert.ok(out.equals(expected), `${JSON.stringify(nl)} cut at ${at}: ${JSON.stringify(out.toString())}`);
-        assert.equal(stripped.reduce((a, b) => a + b, 0), Buffer.byteLength(usage));
+        assert.equal(
+          stripped.reduce((a, b) => a + b, 0),
+          Buffer.byteLength(usage),
+        );
       }
       const bytes = strip([...input].map((b) => Buffer.from([b])));
       assert.ok(bytes.out.equals(expected), `${JSON.stringify(nl)}, a byte a read`);

@@ -51,7 +51,7 @@ const close = (actual: number | undefined, expected: number, what: string): void
   assert.ok(actual !== undefined && Math.abs(actual - expected) < 1e-12, `${what}: ${actual} vs ${expected}`);
 
 describe('vLLM dialect', () => {
-  it('gives exact values under vLLM\'s names for a scripted mix of requests', async () => {
+  it("gives exact values under vLLM's names for a scripted mix of requests", async () => {
     const { metrics, clock, scrape } = setup();
     const l = (labels: Record<string, string> = {}) => ({ model_name: 'm', engine: '0', ...labels });
 
@@ -107,7 +107,7 @@ describe('vLLM dialect', () => {
     assert.equal(x.value('vllm:num_requests_waiting', l()), 0);
     assert.equal(x.value('vllm:num_requests_waiting', { model_name: 'q', engine: '0' }), 1);
     assert.equal(x.value('vllm:num_requests_running', { model_name: 'q', engine: '0' }), 1);
-    assert.deepEqual(x.series('vllm:kv_cache_usage_perc'), [], 'engine-only: no samples without the engine\'s metrics');
+    assert.deepEqual(x.series('vllm:kv_cache_usage_perc'), [], "engine-only: no samples without the engine's metrics");
     assert.deepEqual(x.series('vllm:num_preemptions_total'), []);
 
     // TTFT: streams 1-4 (100, 50, 400, 60 ms) and q's running one (0 ms).
@@ -155,7 +155,10 @@ describe('vLLM dialect', () => {
 
     // vLLM's buckets, with +Inf.
     assert.deepEqual(
-      x.series('vllm:time_to_first_token_seconds_bucket').filter((s) => s.labels.model_name === 'm').map((s) => s.labels.le),
+      x
+        .series('vllm:time_to_first_token_seconds_bucket')
+        .filter((s) => s.labels.model_name === 'm')
+        .map((s) => s.labels.le),
       specLes(VLLM_BUCKETS['vllm:time_to_first_token_seconds']!),
     );
     metrics.close();
@@ -170,8 +173,14 @@ describe('vLLM dialect', () => {
     assert.equal(x.value('vllm:request_time_per_output_token_seconds_count', { model_name: 'm', engine: '0' }), 1);
     close(x.value('vllm:request_time_per_output_token_seconds_sum', { model_name: 'm', engine: '0' }), 0.025, 'vLLM: the mean');
     // The inter-token latencies agree: both are per token as the wire shows them.
-    assert.equal(x.value('vllm:inter_token_latency_seconds_count', { model_name: 'm', engine: '0' }), x.value('inter_token_latency_seconds_count', { model_name: 'm' }));
-    assert.equal(x.value('vllm:inter_token_latency_seconds_sum', { model_name: 'm', engine: '0' }), x.value('inter_token_latency_seconds_sum', { model_name: 'm' }));
+    assert.equal(
+      x.value('vllm:inter_token_latency_seconds_count', { model_name: 'm', engine: '0' }),
+      x.value('inter_token_latency_seconds_count', { model_name: 'm' }),
+    );
+    assert.equal(
+      x.value('vllm:inter_token_latency_seconds_sum', { model_name: 'm', engine: '0' }),
+      x.value('inter_token_latency_seconds_sum', { model_name: 'm' }),
+    );
     metrics.close();
   });
 
@@ -198,11 +207,15 @@ describe('vLLM dialect', () => {
     const { metrics, clock, scrape } = setup(['vllm'], { 'vllm:e2e_request_latency_seconds': [1, 10] });
     stream(metrics, clock, 'm', { tokensAt: [10], endAt: 20 });
     const x = await scrape();
-    assert.deepEqual(x.series('vllm:e2e_request_latency_seconds_bucket').map((s) => s.labels.le), ['1.0', '10.0', '+Inf'], 'written as vLLM writes them');
+    assert.deepEqual(
+      x.series('vllm:e2e_request_latency_seconds_bucket').map((s) => s.labels.le),
+      ['1.0', '10.0', '+Inf'],
+      'written as vLLM writes them',
+    );
     metrics.close();
   });
 
-  it('derives vLLM\'s finished_reason from the outcome and the upstream\'s finish_reason', () => {
+  it("derives vLLM's finished_reason from the outcome and the upstream's finish_reason", () => {
     const sample = (outcome: RequestSample['outcome'], finishReason?: string) => ({ outcome, finishReason }) as RequestSample;
     assert.equal(vllmFinishedReason(sample('success', 'stop')), 'stop');
     assert.equal(vllmFinishedReason(sample('success', 'length')), 'length');
@@ -272,7 +285,7 @@ describe('vLLM dialect', () => {
     assert.equal(x.value('vllm:request_max_num_generation_tokens_bucket', { ...l, le: '100.0' }), 1);
   });
 
-  it('takes the phases from the engine\'s own timings where the answer carries them, and counts those requests', async () => {
+  it("takes the phases from the engine's own timings where the answer carries them, and counts those requests", async () => {
     const { metrics, clock, scrape } = setup();
     const l = { model_name: 'm', engine: '0' };
     const timings = (promptMs: number, predictedMs: number) => ({ promptTokens: 40, promptMs, predictedTokens: 3, predictedMs });
@@ -309,18 +322,18 @@ describe('vLLM dialect', () => {
 
     const x = await scrape();
     assert.equal(x.value('vllm:request_queue_time_seconds_count', l), 3);
-    close(x.value('vllm:request_queue_time_seconds_sum', l), 0.65 + 0.3 + 0, 'queue: the time before the engine\'s prefill');
+    close(x.value('vllm:request_queue_time_seconds_sum', l), 0.65 + 0.3 + 0, "queue: the time before the engine's prefill");
     assert.equal(x.value('vllm:request_prefill_time_seconds_count', l), 3);
-    close(x.value('vllm:request_prefill_time_seconds_sum', l), 0.25 + 0.5 + 0.2, 'prefill: the engine\'s, then the estimate');
+    close(x.value('vllm:request_prefill_time_seconds_sum', l), 0.25 + 0.5 + 0.2, "prefill: the engine's, then the estimate");
     assert.equal(x.value('vllm:request_decode_time_seconds_count', l), 3);
-    close(x.value('vllm:request_decode_time_seconds_sum', l), 0.38 + 1.2 + 0.1, 'decode: the engine\'s, then the estimate');
+    close(x.value('vllm:request_decode_time_seconds_sum', l), 0.38 + 1.2 + 0.1, "decode: the engine's, then the estimate");
     close(x.value('vllm:request_inference_time_seconds_sum', l), 0.63 + 1.7 + 0.3, 'inference: prefill + decode');
-    assert.equal(x.value('vllm:request_time_per_output_token_seconds_count', l), 2, 'TPOT stays the streams\' own');
-    assert.equal(x.value('infermeter_engine_timings_total', { model_name: 'm' }), 2, 'requests whose phases are the engine\'s');
+    assert.equal(x.value('vllm:request_time_per_output_token_seconds_count', l), 2, "TPOT stays the streams' own");
+    assert.equal(x.value('infermeter_engine_timings_total', { model_name: 'm' }), 2, "requests whose phases are the engine's");
     metrics.close();
   });
 
-  it('lists its families in vLLM\'s order, every one prefixed vllm: but vLLM\'s HTTP layer\'s', () => {
+  it("lists its families in vLLM's order, every one prefixed vllm: but vLLM's HTTP layer's", () => {
     const { metrics } = setup();
     const vllm = metrics.dialects.find((d) => d.name === 'vllm')!;
     assert.deepEqual(vllm.metricNames, [

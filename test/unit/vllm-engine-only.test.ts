@@ -47,10 +47,10 @@ describe('engine-only vLLM families', () => {
     assert.equal(out.has('vllm:mm_cache_hits_total'), false, 'absent from the engine: absent here');
   });
 
-  it('label forwarded routes by vLLM\'s templates, bounded', () => {
+  it("label forwarded routes by vLLM's templates, bounded", () => {
     assert.equal(vllmHandler('/v1/models'), '/v1/models');
     assert.equal(vllmHandler('/tokenize?x=1'), '/tokenize');
-    assert.equal(vllmHandler('/health'), undefined, 'vLLM\'s instrumentator leaves it out');
+    assert.equal(vllmHandler('/health'), undefined, "vLLM's instrumentator leaves it out");
     assert.equal(vllmHandler('/metrics'), undefined);
     assert.equal(vllmHandler('/v1/models/some-model'), 'none', 'an untemplated path is "none"');
     assert.equal(vllmHandler(`/${'x'.repeat(5000)}`), 'none');

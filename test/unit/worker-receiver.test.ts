@@ -24,7 +24,10 @@ describe('worker receiver', () => {
     const finished: RequestSample[] = [];
     metrics.addObserver({ finished: (s) => void finished.push(s) });
     const messages: WorkerMessage[] = [];
-    const bus = createWorkerBus((m) => messages.push(m), () => 0);
+    const bus = createWorkerBus(
+      (m) => messages.push(m),
+      () => 0,
+    );
     const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel, metrics.tenantLabel);
     const deliver = () => {
       bus.flush();
@@ -49,7 +52,13 @@ describe('worker receiver', () => {
     first.responseFinished();
     first.close(true);
     deliver();
-    assert.deepEqual(finished.map((s) => [s.tenant, s.outcome]), [['unauthenticated', 'failed'], ['acme', 'success']]);
+    assert.deepEqual(
+      finished.map((s) => [s.tenant, s.outcome]),
+      [
+        ['unauthenticated', 'failed'],
+        ['acme', 'success'],
+      ],
+    );
     // The second, started when acme had no place, is lost with the worker: counted once, as acme's
     // now that it has one or under unauthenticated, never twice and never left in flight.
     assert.equal(receiver.lost(), 1);
@@ -62,13 +71,23 @@ describe('worker receiver', () => {
     metrics.close();
   });
 
-  it('finishes a dead worker\'s waiting and running requests as failed, per model, and only those', async () => {
+  it("finishes a dead worker's waiting and running requests as failed, per model, and only those", async () => {
     const clock = { now: 0 };
-    const metrics = createMetrics({ clock: () => clock.now, throughputWindowSeconds: 10, version: 'test', dialects: ['mindie'], buckets: {}, aom: { periodSeconds: 30, labels: {} } });
+    const metrics = createMetrics({
+      clock: () => clock.now,
+      throughputWindowSeconds: 10,
+      version: 'test',
+      dialects: ['mindie'],
+      buckets: {},
+      aom: { periodSeconds: 30, labels: {} },
+    });
     const finished: RequestSample[] = [];
     metrics.addObserver({ finished: (s) => void finished.push(s) });
     const messages: WorkerMessage[] = [];
-    const bus = createWorkerBus((m) => messages.push(m), () => 0);
+    const bus = createWorkerBus(
+      (m) => messages.push(m),
+      () => 0,
+    );
     const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel);
     const request = (model: string) => {
       const timer = createRequestTimer('chat', () => clock.now, bus.sink);
@@ -96,25 +115,55 @@ describe('worker receiver', () => {
     for (const m of messages) if (m.t === 'events') receiver.receive(m.events);
 
     let x = parseExposition(await metrics.render());
-    const gauges = () => ['a', 'b'].map((model) => [x.value('num_requests_waiting', { model_name: model }), x.value('num_requests_running', { model_name: model })]);
-    assert.deepEqual(gauges(), [[2, 1], [1, 0]], 'waiting and running before the worker dies');
+    const gauges = () =>
+      ['a', 'b'].map((model) => [x.value('num_requests_waiting', { model_name: model }), x.value('num_requests_running', { model_name: model })]);
+    assert.deepEqual(
+      gauges(),
+      [
+        [2, 1],
+        [1, 0],
+      ],
+      'waiting and running before the worker dies',
+    );
     assert.equal(finished.length, 1);
 
     assert.equal(receiver.lost(), 4, 'two waiting and one running on a, one waiting on b');
     x = parseExposition(await metrics.render());
-    assert.deepEqual(gauges(), [[0, 0], [0, 0]], 'nothing left in flight');
+    assert.deepEqual(
+      gauges(),
+      [
+        [0, 0],
+        [0, 0],
+      ],
+      'nothing left in flight',
+    );
     assert.deepEqual([x.value('request_failed_total', { model_name: 'a' }), x.value('request_failed_total', { model_name: 'b' })], [3, 1]);
     const lost = finished.slice(1);
-    assert.deepEqual(lost.map((s) => [s.model, s.outcome, s.failure, s.outputSeen]).sort(), [['a', 'failed', 'worker_exit', false], ['a', 'failed', 'worker_exit', false], ['a', 'failed', 'worker_exit', true], ['b', 'failed', 'worker_exit', false]]);
+    assert.deepEqual(lost.map((s) => [s.model, s.outcome, s.failure, s.outputSeen]).sort(), [
+      ['a', 'failed', 'worker_exit', false],
+      ['a', 'failed', 'worker_exit', false],
+      ['a', 'failed', 'worker_exit', true],
+      ['b', 'failed', 'worker_exit', false],
+    ]);
     assert.equal(receiver.lost(), 0, 'counted once');
     metrics.close();
   });
 
-  it('carries a pass-through request (httpRequest) to the vllm dialect\'s HTTP families', async () => {
-    const metrics = createMetrics({ clock: () => 0, throughputWindowSeconds: 10, version: 'test', dialects: ['mindie', 'vllm'], buckets: {}, aom: { periodSeconds: 30, labels: {} } });
+  it("carries a pass-through request (httpRequest) to the vllm dialect's HTTP families", async () => {
+    const metrics = createMetrics({
+      clock: () => 0,
+      throughputWindowSeconds: 10,
+      version: 'test',
+      dialects: ['mindie', 'vllm'],
+      buckets: {},
+      aom: { periodSeconds: 30, labels: {} },
+    });
     assert.notEqual(metrics.proxy.httpRequest, undefined, 'the vllm dialect listens');
     const messages: WorkerMessage[] = [];
-    const bus = createWorkerBus((m) => messages.push(m), () => 0);
+    const bus = createWorkerBus(
+      (m) => messages.push(m),
+      () => 0,
+    );
     const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel);
     bus.events.httpRequest!('vllm', '/v1/models', 'GET', 200, 0.05);
     bus.events.httpRequest!('vllm', '/v1/models', 'GET', 200, 0.7);
@@ -127,7 +176,14 @@ describe('worker receiver', () => {
     assert.equal(x.value('http_request_duration_seconds_bucket', { handler: '/v1/models', method: 'GET', le: '0.1' }), 1);
     assert.equal(x.value('http_request_duration_seconds_bucket', { handler: '/v1/models', method: 'GET', le: '1.0' }), 2);
     metrics.close();
-    const mindieOnly = createMetrics({ clock: () => 0, throughputWindowSeconds: 10, version: 'test', dialects: ['mindie'], buckets: {}, aom: { periodSeconds: 30, labels: {} } });
+    const mindieOnly = createMetrics({
+      clock: () => 0,
+      throughputWindowSeconds: 10,
+      version: 'test',
+      dialects: ['mindie'],
+      buckets: {},
+      aom: { periodSeconds: 30, labels: {} },
+    });
     assert.equal(mindieOnly.proxy.httpRequest, undefined, 'no dialect serves HTTP families: no hook');
     mindieOnly.close();
   });

@@ -6,20 +6,71 @@ function createDashboardCharts(container, fmt) {
   'use strict';
   const QUANTILE_COLORS = ['#2f6fd6', '#e08a1e', '#c8372d'];
   const CHARTS = [
-    { id: 'requests', title: 'Requests', unit: 'per second', series: [['finished', 'finished', '#5f6b7a'], ['success', 'success', '#3a9a4a'], ['failed', 'failed', '#c8372d'], ['cancelled', 'cancelled', '#9b59b6']] },
-    { id: 'ttft', title: 'Time to first token', unit: 'ms', suffix: ' ms', scale: 1000, series: [['ttftP50', 'p50'], ['ttftP90', 'p90'], ['ttftP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
-    { id: 'tpot', title: 'Time per output token', unit: 'ms', suffix: ' ms', scale: 1000, series: [['tpotP50', 'p50'], ['tpotP90', 'p90'], ['tpotP99', 'p99']].map((s, i) => [...s, QUANTILE_COLORS[i]]) },
-    { id: 'tokens', title: 'Tokens', unit: 'per second', series: [['promptTokens', 'prompt', '#8c6d31'], ['generationTokens', 'generation', '#2f6fd6']] },
-    { id: 'inflight', title: 'In flight', unit: 'requests', series: [['waiting', 'waiting', '#e08a1e'], ['running', 'running', '#3a9a4a']] },
+    {
+      id: 'requests',
+      title: 'Requests',
+      unit: 'per second',
+      series: [
+        ['finished', 'finished', '#5f6b7a'],
+        ['success', 'success', '#3a9a4a'],
+        ['failed', 'failed', '#c8372d'],
+        ['cancelled', 'cancelled', '#9b59b6'],
+      ],
+    },
+    {
+      id: 'ttft',
+      title: 'Time to first token',
+      unit: 'ms',
+      suffix: ' ms',
+      scale: 1000,
+      series: [
+        ['ttftP50', 'p50'],
+        ['ttftP90', 'p90'],
+        ['ttftP99', 'p99'],
+      ].map((s, i) => [...s, QUANTILE_COLORS[i]]),
+    },
+    {
+      id: 'tpot',
+      title: 'Time per output token',
+      unit: 'ms',
+      suffix: ' ms',
+      scale: 1000,
+      series: [
+        ['tpotP50', 'p50'],
+        ['tpotP90', 'p90'],
+        ['tpotP99', 'p99'],
+      ].map((s, i) => [...s, QUANTILE_COLORS[i]]),
+    },
+    {
+      id: 'tokens',
+      title: 'Tokens',
+      unit: 'per second',
+      series: [
+        ['promptTokens', 'prompt', '#8c6d31'],
+        ['generationTokens', 'generation', '#2f6fd6'],
+      ],
+    },
+    {
+      id: 'inflight',
+      title: 'In flight',
+      unit: 'requests',
+      series: [
+        ['waiting', 'waiting', '#e08a1e'],
+        ['running', 'running', '#3a9a4a'],
+      ],
+    },
     { id: 'kv', title: 'KV-cache usage', unit: '% (engine)', suffix: ' %', scale: 100, series: [['kvCache', 'KV cache', '#9b59b6']] },
   ];
   const charts = [];
 
   function chartData(def, t, entry) {
-    return [t, ...def.series.map(([name]) => {
-      const values = entry ? entry.series[name] : t.map(() => null);
-      return def.scale ? values.map((v) => (v == null ? null : v * def.scale)) : values;
-    })];
+    return [
+      t,
+      ...def.series.map(([name]) => {
+        const values = entry ? entry.series[name] : t.map(() => null);
+        return def.scale ? values.map((v) => (v == null ? null : v * def.scale)) : values;
+      }),
+    ];
   }
 
   /** Draws `t` (the snapshots' times) and the selected model's series (`entry`, absent: none). */
@@ -45,9 +96,24 @@ function createDashboardCharts(container, fmt) {
           // A fresh page has seconds of data: at least a minute is shown, so that the time axis
           // does not tick every few hundred milliseconds; ticks at least 90 px apart leave room
           // for an h:mm:ss label each.
-          scales: { x: { time: true, range: (_u, min, max) => [Math.min(min, max - 60), max] }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.15 : 1] } },
-          axes: [{ stroke: '#5f6b7a', space: 90, grid: { stroke: '#eef0f3' } }, { stroke: '#5f6b7a', size: 58, space: 30, grid: { stroke: '#eef0f3' } }],
-          series: [{}, ...def.series.map(([, label, color]) => ({ label, stroke: color, width: 1.6, spanGaps: false, value: (_u, v) => (v == null ? '–' : `${fmt(v, Math.abs(v) < 10 ? 2 : 1)}${def.suffix || ''}`) }))],
+          scales: {
+            x: { time: true, range: (_u, min, max) => [Math.min(min, max - 60), max] },
+            y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.15 : 1] },
+          },
+          axes: [
+            { stroke: '#5f6b7a', space: 90, grid: { stroke: '#eef0f3' } },
+            { stroke: '#5f6b7a', size: 58, space: 30, grid: { stroke: '#eef0f3' } },
+          ],
+          series: [
+            {},
+            ...def.series.map(([, label, color]) => ({
+              label,
+              stroke: color,
+              width: 1.6,
+              spanGaps: false,
+              value: (_u, v) => (v == null ? '–' : `${fmt(v, Math.abs(v) < 10 ? 2 : 1)}${def.suffix || ''}`),
+            })),
+          ],
         };
         const plot = new uPlot(options, chartData(def, t, entry), plotBox);
         charts.push({ def, plot, box, plotBox });

@@ -3,13 +3,32 @@
 // dashboard-charts.js (loaded before this). With a metrics token the page asks for it, keeps it
 // in sessionStorage (this tab only) and sends it as an Authorization header; it never goes into
 // a URL.
+// Over 300 lines: one classic <script>, no bundler: the page's state, polling and tables together.
 (() => {
   'use strict';
   const TOKEN_KEY = 'infermeter.dashboard.token';
   const needsToken = document.body.dataset.auth === 'bearer';
   const $ = (id) => document.getElementById(id);
 
-  const SERIES = ['requests', 'finished', 'success', 'failed', 'cancelled', 'failedShare', 'promptTokens', 'generationTokens', 'waiting', 'running', 'kvCache', 'ttftP50', 'ttftP90', 'ttftP99', 'tpotP50', 'tpotP90', 'tpotP99'];
+  const SERIES = [
+    'requests',
+    'finished',
+    'success',
+    'failed',
+    'cancelled',
+    'failedShare',
+    'promptTokens',
+    'generationTokens',
+    'waiting',
+    'running',
+    'kvCache',
+    'ttftP50',
+    'ttftP90',
+    'ttftP99',
+    'tpotP50',
+    'tpotP90',
+    'tpotP99',
+  ];
   // Table columns: [series or derived field, decimals/scale].
   const COLUMNS = [
     ['finished', (v) => fmt(v, 2)],
@@ -17,8 +36,12 @@
     ['failed', (v) => fmt(v, 2)],
     ['cancelled', (v) => fmt(v, 2)],
     ['failedShare', (v) => (v == null ? '–' : `${fmt(v * 100, 1)} %`)],
-    ['ttftP50', ms], ['ttftP90', ms], ['ttftP99', ms],
-    ['tpotP50', ms], ['tpotP90', ms], ['tpotP99', ms],
+    ['ttftP50', ms],
+    ['ttftP90', ms],
+    ['ttftP99', ms],
+    ['tpotP50', ms],
+    ['tpotP90', ms],
+    ['tpotP99', ms],
     ['attainment', pct],
     ['promptTokens', (v) => fmt(v, 1)],
     ['generationTokens', (v) => fmt(v, 1)],
@@ -47,7 +70,8 @@
     return v == null ? '–' : `${fmt(v * 100, 1)} %`;
   }
   // Goodput's row of a model or tenant over the last minute (INFERMETER_SLO), as a cell's tooltip.
-  const verdicts = (g) => (g ? `${g.good} good, ${g.missed} missed, ${g.failed} failed, ${g.cancelled} cancelled in the last minute` : 'nothing judged in the last minute');
+  const verdicts = (g) =>
+    g ? `${g.good} good, ${g.missed} missed, ${g.failed} failed, ${g.cancelled} cancelled in the last minute` : 'nothing judged in the last minute';
 
   // ---- token --------------------------------------------------------------------------------
   const token = () => sessionStorage.getItem(TOKEN_KEY);
@@ -167,7 +191,8 @@
     renderTable(models);
     renderSelect(models);
     const meta = store.meta;
-    $('notes').textContent = `rates over the last ${meta.rateWindowSeconds} s; quantiles over the last ${meta.quantileWindowSeconds} s (within ±${(meta.quantileRelativeError * 100).toFixed(1)} %); ${Math.round(meta.retentionSeconds / 60)} minutes kept`;
+    $('notes').textContent =
+      `rates over the last ${meta.rateWindowSeconds} s; quantiles over the last ${meta.quantileWindowSeconds} s (within ±${(meta.quantileRelativeError * 100).toFixed(1)} %); ${Math.round(meta.retentionSeconds / 60)} minutes kept`;
     charts ??= createDashboardCharts($('charts'), fmt);
     charts.render(store.t, store.models.get(selected), selected);
     renderTenants(meta);
@@ -180,7 +205,9 @@
     $('models').classList.toggle('no-slo', !on);
     $('tenant-table').classList.toggle('no-slo', !on);
     $('slo').hidden = !on;
-    if (on) $('slo').textContent = `SLO met: requests good by vLLM's goodput rules, of those that completed or failed, in the last ${meta.quantileWindowSeconds} s. SLOs: ${meta.goodput.slo.join('; ')}`;
+    if (on)
+      $('slo').textContent =
+        `SLO met: requests good by vLLM's goodput rules, of those that completed or failed, in the last ${meta.quantileWindowSeconds} s. SLOs: ${meta.goodput.slo.join('; ')}`;
   }
 
   // Per-tenant metering's table (INFERMETER_TENANT): over the quantile window, newest answer.
@@ -189,31 +216,33 @@
     const rows = meta.tenants || [];
     $('tenants').hidden = rows.length === 0;
     $('tenants-window').textContent = `finished in the last ${meta.quantileWindowSeconds} s`;
-    $('tenant-table').tBodies[0].replaceChildren(...rows.map((r) => {
-      const row = document.createElement('tr');
-      row.dataset.tenant = r.tenant;
-      const failed = r.requests > 0 ? r.failed / r.requests : null;
-      const cells = [
-        [r.tenant],
-        [fmt(r.requests, 0)],
-        [failed == null ? '–' : `${fmt(failed * 100, 1)} %`, failed != null && failed > 0.05],
-        [fmt(r.promptTokens, 0)],
-        [fmt(r.generationTokens, 0)],
-        [ms(r.ttftP50)],
-        [ms(r.ttftP99)],
-      ];
-      const g = meta.goodput?.tenants[r.tenant];
-      const attained = g ? g.attainment : null;
-      cells.push([pct(attained), attained != null && attained < 0.99, 'slo', verdicts(g)]);
-      for (const [text, bad, cls, title] of cells) {
-        const cell = row.insertCell();
-        cell.textContent = text;
-        if (bad) cell.classList.add('bad');
-        if (cls) cell.classList.add(cls);
-        if (title) cell.title = title;
-      }
-      return row;
-    }));
+    $('tenant-table').tBodies[0].replaceChildren(
+      ...rows.map((r) => {
+        const row = document.createElement('tr');
+        row.dataset.tenant = r.tenant;
+        const failed = r.requests > 0 ? r.failed / r.requests : null;
+        const cells = [
+          [r.tenant],
+          [fmt(r.requests, 0)],
+          [failed == null ? '–' : `${fmt(failed * 100, 1)} %`, failed != null && failed > 0.05],
+          [fmt(r.promptTokens, 0)],
+          [fmt(r.generationTokens, 0)],
+          [ms(r.ttftP50)],
+          [ms(r.ttftP99)],
+        ];
+        const g = meta.goodput?.tenants[r.tenant];
+        const attained = g ? g.attainment : null;
+        cells.push([pct(attained), attained != null && attained < 0.99, 'slo', verdicts(g)]);
+        for (const [text, bad, cls, title] of cells) {
+          const cell = row.insertCell();
+          cell.textContent = text;
+          if (bad) cell.classList.add('bad');
+          if (cls) cell.classList.add(cls);
+          if (title) cell.title = title;
+        }
+        return row;
+      }),
+    );
   }
 
   function busiest(models) {

@@ -147,16 +147,56 @@ export function createAomDialect(registry: Registry, state: MeasurementState, co
   gauge('infer_service_request_connect_count', 'Number of client connections open on the data plane when the metric is collected.', () => [
     labelled({}, context.openConnections()),
   ]);
-  gauge('infer_service_token_count', 'Number of tokens generated in the last collection period.', perModel((m) => m.tokens, 0));
-  gauge('infer_service_first_token_avg_cost', 'Average TTFT in the last collection period, in milliseconds.', perModel((m) => avg(m.firstToken), undefined));
-  gauge('infer_service_first_token_min_cost', 'Minimum TTFT in the last collection period, in milliseconds.', perModel((m) => min(m.firstToken), undefined));
-  gauge('infer_service_first_token_max_cost', 'Maximum TTFT in the last collection period, in milliseconds.', perModel((m) => max(m.firstToken), undefined));
-  gauge('infer_service_per_token_avg_cost', 'Average output latency of each token after the first in the last collection period, in milliseconds.', perModel((m) => avg(m.perToken), undefined));
-  gauge('infer_service_per_token_max_cost', 'Maximum per-request output latency of each token after the first in the last collection period, in milliseconds.', perModel((m) => max(m.perToken), undefined));
-  gauge('infer_service_per_token_min_cost', 'Minimum per-request output latency of each token after the first in the last collection period, in milliseconds.', perModel((m) => min(m.perToken), undefined));
-  gauge('infer_service_token_latency_avg_cost', 'Average time consumed by each token, the first included, in the last collection period, in milliseconds.', perModel((m) => avg(m.tokenLatency), undefined));
-  gauge('infer_service_token_latency_min_cost', 'Minimum per-request time consumed by each token, the first included, in the last collection period, in milliseconds.', perModel((m) => min(m.tokenLatency), undefined));
-  gauge('infer_service_token_latency_max_cost', 'Maximum per-request time consumed by each token, the first included, in the last collection period, in milliseconds.', perModel((m) => max(m.tokenLatency), undefined));
+  gauge(
+    'infer_service_token_count',
+    'Number of tokens generated in the last collection period.',
+    perModel((m) => m.tokens, 0),
+  );
+  gauge(
+    'infer_service_first_token_avg_cost',
+    'Average TTFT in the last collection period, in milliseconds.',
+    perModel((m) => avg(m.firstToken), undefined),
+  );
+  gauge(
+    'infer_service_first_token_min_cost',
+    'Minimum TTFT in the last collection period, in milliseconds.',
+    perModel((m) => min(m.firstToken), undefined),
+  );
+  gauge(
+    'infer_service_first_token_max_cost',
+    'Maximum TTFT in the last collection period, in milliseconds.',
+    perModel((m) => max(m.firstToken), undefined),
+  );
+  gauge(
+    'infer_service_per_token_avg_cost',
+    'Average output latency of each token after the first in the last collection period, in milliseconds.',
+    perModel((m) => avg(m.perToken), undefined),
+  );
+  gauge(
+    'infer_service_per_token_max_cost',
+    'Maximum per-request output latency of each token after the first in the last collection period, in milliseconds.',
+    perModel((m) => max(m.perToken), undefined),
+  );
+  gauge(
+    'infer_service_per_token_min_cost',
+    'Minimum per-request output latency of each token after the first in the last collection period, in milliseconds.',
+    perModel((m) => min(m.perToken), undefined),
+  );
+  gauge(
+    'infer_service_token_latency_avg_cost',
+    'Average time consumed by each token, the first included, in the last collection period, in milliseconds.',
+    perModel((m) => avg(m.tokenLatency), undefined),
+  );
+  gauge(
+    'infer_service_token_latency_min_cost',
+    'Minimum per-request time consumed by each token, the first included, in the last collection period, in milliseconds.',
+    perModel((m) => min(m.tokenLatency), undefined),
+  );
+  gauge(
+    'infer_service_token_latency_max_cost',
+    'Maximum per-request time consumed by each token, the first included, in the last collection period, in milliseconds.',
+    perModel((m) => max(m.tokenLatency), undefined),
+  );
 
   // Container resources, sampled on the collection period.
   const samplerOptions: ContainerSamplerOptions = options.container ?? {
@@ -181,14 +221,18 @@ export function createAomDialect(registry: Registry, state: MeasurementState, co
   resource('ma_container_network_receive_bytes', 'Inbound network throughput of the container, bytes per second.', (r) => r.networkReceiveBytesPerSecond);
   resource('ma_container_network_transmit_bytes', 'Outbound network throughput of the container, bytes per second.', (r) => r.networkTransmitBytesPerSecond);
   if (samplerOptions.gpu) {
-    resource('ma_container_gpu_util', 'GPU utilization, percent, averaged over the container\'s GPUs.', (r) => r.gpu?.utilPercent);
-    resource('ma_container_gpu_mem_used_megabytes', 'GPU memory used over the container\'s GPUs, in megabytes.', (r) => r.gpu?.memoryUsedMegabytes);
-    resource('ma_container_gpu_mem_util', 'GPU memory utilization over the container\'s GPUs, percent.', (r) => (r.gpu === undefined ? undefined : (r.gpu.memoryUsedMegabytes / r.gpu.memoryTotalMegabytes) * 100));
+    resource('ma_container_gpu_util', "GPU utilization, percent, averaged over the container's GPUs.", (r) => r.gpu?.utilPercent);
+    resource('ma_container_gpu_mem_used_megabytes', "GPU memory used over the container's GPUs, in megabytes.", (r) => r.gpu?.memoryUsedMegabytes);
+    resource('ma_container_gpu_mem_util', "GPU memory utilization over the container's GPUs, percent.", (r) =>
+      r.gpu === undefined ? undefined : (r.gpu.memoryUsedMegabytes / r.gpu.memoryTotalMegabytes) * 100,
+    );
   }
   if (samplerOptions.npu) {
-    resource('ma_container_npu_util', 'NPU (AI Core) utilization, percent, averaged over the container\'s NPUs.', (r) => r.npu?.utilPercent);
-    resource('ma_container_npu_memory_used_megabytes', 'NPU memory (HBM) used over the container\'s NPUs, in megabytes.', (r) => r.npu?.memoryUsedMegabytes);
-    resource('ma_container_npu_memory_util', 'NPU memory (HBM) utilization over the container\'s NPUs, percent.', (r) => (r.npu === undefined ? undefined : (r.npu.memoryUsedMegabytes / r.npu.memoryTotalMegabytes) * 100));
+    resource('ma_container_npu_util', "NPU (AI Core) utilization, percent, averaged over the container's NPUs.", (r) => r.npu?.utilPercent);
+    resource('ma_container_npu_memory_used_megabytes', "NPU memory (HBM) used over the container's NPUs, in megabytes.", (r) => r.npu?.memoryUsedMegabytes);
+    resource('ma_container_npu_memory_util', "NPU memory (HBM) utilization over the container's NPUs, percent.", (r) =>
+      r.npu === undefined ? undefined : (r.npu.memoryUsedMegabytes / r.npu.memoryTotalMegabytes) * 100,
+    );
   }
   const sampleNow = (): void => void sampler.sample().catch(() => undefined);
   sampleNow();

@@ -27,7 +27,9 @@ export const MINDIE_BUCKETS = {
   request_generation_tokens: [10, 50, 100, 200, 500, 1000, 2000, 5000, 10000],
   // infermeter's additions in MindIE style: the gap between tokens, resolved below 10 ms where
   // fast decoders live; the first response byte on the TTFT buckets, so the two compare.
-  inter_token_latency_seconds: [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5],
+  inter_token_latency_seconds: [
+    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5,
+  ],
   time_to_first_byte_seconds: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
 } as const satisfies BucketTable;
 
@@ -52,30 +54,65 @@ export function createMindieDialect(registry: Registry, state: MeasurementState,
     names.push(name);
   };
 
-  family('request_received_total', 'Number of requests received so far.', 'counter', perModel((m) => m.received));
-  family('request_success_total', 'Number of requests proceed successfully so far.', 'counter', perModel((m) => m.success));
-  family('request_failed_total', 'Number of requests failed so far.', 'counter', perModel((m) => m.failed));
-  family('request_cancelled_total', 'Number of requests cancelled by the client so far (neither success nor failure), by the phase they were in.', 'counter', () => {
-    const values: MetricValue[] = [];
-    for (const m of state.models.values()) {
-      values.push({ value: m.cancelledBeforeFirstToken, labels: { [LABEL]: m.model, phase: 'before_first_token' } });
-      values.push({ value: m.cancelledDecoding, labels: { [LABEL]: m.model, phase: 'decoding' } });
-    }
-    return values;
-  });
-  family('request_no_first_token_total', 'Number of streamed requests that ended without a token, by reason: no_token (the stream ended), error, cancelled.', 'counter', () => {
-    const values: MetricValue[] = [];
-    for (const m of state.models.values()) {
-      for (const reason of ['no_token', 'error', 'cancelled'] as const) values.push({ value: m.noFirstToken[reason], labels: { [LABEL]: m.model, reason } });
-    }
-    return values;
-  });
+  family(
+    'request_received_total',
+    'Number of requests received so far.',
+    'counter',
+    perModel((m) => m.received),
+  );
+  family(
+    'request_success_total',
+    'Number of requests proceed successfully so far.',
+    'counter',
+    perModel((m) => m.success),
+  );
+  family(
+    'request_failed_total',
+    'Number of requests failed so far.',
+    'counter',
+    perModel((m) => m.failed),
+  );
+  family(
+    'request_cancelled_total',
+    'Number of requests cancelled by the client so far (neither success nor failure), by the phase they were in.',
+    'counter',
+    () => {
+      const values: MetricValue[] = [];
+      for (const m of state.models.values()) {
+        values.push({ value: m.cancelledBeforeFirstToken, labels: { [LABEL]: m.model, phase: 'before_first_token' } });
+        values.push({ value: m.cancelledDecoding, labels: { [LABEL]: m.model, phase: 'decoding' } });
+      }
+      return values;
+    },
+  );
+  family(
+    'request_no_first_token_total',
+    'Number of streamed requests that ended without a token, by reason: no_token (the stream ended), error, cancelled.',
+    'counter',
+    () => {
+      const values: MetricValue[] = [];
+      for (const m of state.models.values()) {
+        for (const reason of ['no_token', 'error', 'cancelled'] as const) values.push({ value: m.noFirstToken[reason], labels: { [LABEL]: m.model, reason } });
+      }
+      return values;
+    },
+  );
   family('num_preemptions_total', 'Cumulative number of preemption from the engine.', 'counter', engineOnly('num_preemptions_total'));
   family('num_requests_running', 'Number of requests currently running on NPU.', 'gauge', inFlight('running'));
   family('num_requests_waiting', 'Number of requests waiting to be processed.', 'gauge', inFlight('waiting'));
   family('num_requests_swapped', 'Number of requests swapped to CPU.', 'gauge', engineOnly('num_requests_swapped'));
-  family('prompt_tokens_total', 'Number of prefill tokens processed.', 'counter', perModel((m) => m.promptTokens));
-  family('generation_tokens_total', 'Number of generation tokens processed.', 'counter', perModel((m) => m.generationTokens));
+  family(
+    'prompt_tokens_total',
+    'Number of prefill tokens processed.',
+    'counter',
+    perModel((m) => m.promptTokens),
+  );
+  family(
+    'generation_tokens_total',
+    'Number of generation tokens processed.',
+    'counter',
+    perModel((m) => m.generationTokens),
+  );
   family(
     'avg_prompt_throughput_toks_per_s',
     'Average prefill throughput in tokens/s.',
@@ -88,7 +125,13 @@ export function createMindieDialect(registry: Registry, state: MeasurementState,
     'gauge',
     perModel((m) => m.generationWindow.sum(state.clock()) / state.windowCoverage()),
   );
-  family('failed_request_perc', 'Requests failure rate. 1 means 100 percent usage.', 'gauge', perModel((m) => (m.received === 0 ? 0 : m.failed / m.received)), 'average');
+  family(
+    'failed_request_perc',
+    'Requests failure rate. 1 means 100 percent usage.',
+    'gauge',
+    perModel((m) => (m.received === 0 ? 0 : m.failed / m.received)),
+    'average',
+  );
   family('npu_cache_usage_perc', 'NPU KV-cache usage. 1 means 100 percent usage.', 'gauge', engineOnly('npu_cache_usage_perc'), 'average');
   family('cpu_cache_usage_perc', 'CPU KV-cache usage. 1 means 100 percent usage.', 'gauge', engineOnly('cpu_cache_usage_perc'), 'average');
   family('npu_prefix_cache_hit_rate', 'NPU prefix cache block hit rate.', 'gauge', engineOnly('npu_prefix_cache_hit_rate'), 'average');

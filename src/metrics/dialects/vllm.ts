@@ -107,8 +107,18 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
   // The name of vLLM 0.10 and earlier, beside the new one (see the older names below).
   family('vllm:gpu_cache_usage_perc', 'GPU KV-cache usage. 1 means 100 percent usage.', 'gauge', engineOnly('npu_cache_usage_perc'), 'average');
   family('vllm:num_preemptions_total', 'Cumulative number of preemption from the engine.', 'counter', engineOnly('num_preemptions_total'));
-  family('vllm:prompt_tokens_total', 'Number of prefill tokens processed.', 'counter', perModel((m) => m.promptTokens));
-  family('vllm:generation_tokens_total', 'Number of generation tokens processed.', 'counter', perModel((m) => m.generationTokens));
+  family(
+    'vllm:prompt_tokens_total',
+    'Number of prefill tokens processed.',
+    'counter',
+    perModel((m) => m.promptTokens),
+  );
+  family(
+    'vllm:generation_tokens_total',
+    'Number of generation tokens processed.',
+    'counter',
+    perModel((m) => m.generationTokens),
+  );
   family('vllm:request_success_total', 'Count of successfully processed requests.', 'counter', () => {
     const values: MetricValue[] = [];
     for (const m of state.models.values()) {
@@ -169,7 +179,11 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
   const alias = (of: Family, name: string, help: string): void => {
     const source = `${of.name}_`;
     family(name, help, 'histogram', () =>
-      of.get().values.map((v) => ({ ...v, labels: 'le' in v.labels ? { ...v.labels, le: formatLe(v.labels.le!) } : v.labels, metricName: `${name}_${v.metricName!.slice(source.length)}` })),
+      of.get().values.map((v) => ({
+        ...v,
+        labels: 'le' in v.labels ? { ...v.labels, le: formatLe(v.labels.le!) } : v.labels,
+        metricName: `${name}_${v.metricName!.slice(source.length)}`,
+      })),
     );
   };
   // In the order of vLLM's loggers.py.
