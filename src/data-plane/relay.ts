@@ -61,13 +61,19 @@ export function chunkFrame(bytes: Buffer): Buffer {
   return frame;
 }
 
+/** What a batch's write did: what to wait on for 'drain' before the next, and whether its bytes are on the socket. */
+interface Written {
+  full: NodeJS.EventEmitter | undefined;
+  sent: boolean;
+}
+
 /**
- * Writes one batch; what to wait on for 'drain' before the next, or undefined. Framed by the
- * relay when Node would frame it as a chunk and the head has gone to the socket, else
- * Node's own write. A framed write goes to the socket: its 'drain' is the one to wait for (Node
- * tells the response only of drains its own write() asked for).
+ * Writes one batch. Framed by the relay when Node would frame it as a chunk and the head has
+ * gone to the socket, else Node's own write. A framed write goes to the socket: its 'drain' is
+ * the one to wait for (Node tells the response only of drains its own write() asked for), and
+ * on an uncorked socket its bytes have left (or are queued behind earlier ones) when it returns.
  */
-function writeBatch(res: ServerResponse, out: Buffer): NodeJS.EventEmitter | undefined {
+function writeBatch(res: ServerResponse, out: Buffer, written: Written): void {
   const raw = res as unknown as RawSend;
   const socket = res.socket;
   if (
@@ -79,9 +85,12 @@ function writeBatch(res: ServerResponse, out: Buffer): NodeJS.EventEmitter | und
     out.length <= FRAME_COPY_MAX &&
     typeof raw._send === 'function'
   ) {
-    return raw._send(chunkFrame(out), null, null) ? undefined : socket;
+    written.full = raw._send(chunkFrame(out), null, null) ? undefined : socket;
+    written.sent = socket.writableCorked === 0;
+    return;
   }
-  return res.write(out) ? undefined : res;
+  written.full = res.write(out) ? undefined : res;
+  written.sent = false;
 }
 
 export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
@@ -90,6 +99,7 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   const batch: Buffer[] = [];
   let batchLength = 0;
   let waiting = false;
+  const written: Written = { full: undefined, sent: false };
   const onDrain = (): void => {
     waiting = false;
     proxyRes.resume();
@@ -119,7 +129,8 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
         firstWrite = undefined;
       }
       if (!res.destroyed && !res.writableEnded) {
-        const full = writeBatch(res, out);
+        writeBatch(res, out, written);
+        const full = written.full;
         if (full !== undefined && !waiting) {
           waiting = true;
           proxyRes.pause();
@@ -128,7 +139,9 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
       }
       sent?.(out.length);
     }
-    tap?.chunk(read);
+    // Read at once only when what the client gets of this read went straight to the socket.
+    tap?.chunk(read, written.sent);
+    written.sent = false;
   };
   proxyRes.on('data', (chunk: Buffer) => {
     if (batch.length === 0) {

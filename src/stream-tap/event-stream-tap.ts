@@ -103,9 +103,9 @@ export function tapEventStream(timer: RequestTimer, options: TapOptions, complet
     return live;
   });
   return {
-    chunk(chunk) {
+    chunk(chunk, sent = false) {
       const at = timer.responseBody();
-      if (live) queue.push(chunk, at, complete());
+      if (live) queue.push(chunk, at, complete(), sent);
     },
     end() {
       queue.drain(); // whatever is still queued comes first

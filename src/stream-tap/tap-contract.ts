@@ -18,9 +18,13 @@ export interface TapOptions {
   readonly problem: (kind: TapProblem, error?: unknown) => void;
 }
 
-/** What reads a response body: handed each chunk once it was sent on to the client. */
+/**
+ * What reads a response body: handed each chunk once it was sent on to the client. `sent`: its
+ * bytes are on the client's socket already (a write straight to an uncorked socket), so it may
+ * be read at once; otherwise Node's response may still hold them corked until the next tick.
+ */
 export interface ResponseTap {
-  readonly chunk: (chunk: Buffer) => void;
+  readonly chunk: (chunk: Buffer, sent?: boolean) => void;
   /** The body ended. */
   readonly end: () => void;
   /** The response closed, ended or not: what was handed over is read still. */

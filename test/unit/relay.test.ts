@@ -23,6 +23,8 @@ interface Stage {
   readonly received: Promise<string>;
   /** When the relay said its last write was coming: socket writes then, and whether the response had ended. */
   readonly lastWrite: { writes: number; ended: boolean }[];
+  /** For each chunk the tap was handed: whether it was told the bytes are on the socket, and the socket writes then. */
+  readonly tapSent: { sent: boolean | undefined; writes: number }[];
 }
 
 async function stage(t: { after(fn: () => unknown): void }, filter?: BodyFilter): Promise<Stage> {
@@ -42,13 +44,21 @@ async function stage(t: { after(fn: () => unknown): void }, filter?: BodyFilter)
     let tapEnd!: () => void;
     const tapEnded = new Promise<void>((resolve) => (tapEnd = resolve));
     const lastWrite: { writes: number; ended: boolean }[] = [];
+    const tapSent: { sent: boolean | undefined; writes: number }[] = [];
     relay(
       upstream as unknown as IncomingMessage,
       res,
-      { chunk: (b) => tapped.push(b.toString()), end: tapEnd, close: () => undefined },
+      {
+        chunk: (b, sent) => {
+          tapped.push(b.toString());
+          tapSent.push({ sent, writes });
+        },
+        end: tapEnd,
+        close: () => undefined,
+      },
       { lastWrite: () => lastWrite.push({ writes, ended: res.writableEnded }), filter },
     );
-    ready({ upstream, res, socketWrites: () => writes, tapped, tapEnded, received, lastWrite });
+    ready({ upstream, res, socketWrites: () => writes, tapped, tapEnded, received, lastWrite, tapSent });
   });
   const { url } = await listen(t, server);
   const received = new Promise<string>((resolve, reject) => {
@@ -90,6 +100,25 @@ describe('relay', () => {
     assert.equal(await s.received, 'abcdefg');
     await s.tapEnded;
     assert.deepEqual(s.tapped.join(''), 'abcdefg');
+  });
+
+  it('tells the tap a framed batch is on the socket already (so it is read at once), and a batch Node still corks is not', async (t) => {
+    const s = await stage(t);
+    await turn();
+    s.upstream.write('a'); // the first write carries the head: Node's own, corked until the next tick
+    await turn();
+    s.upstream.write('b'); // after the head: framed by the relay, straight to the socket
+    await turn();
+    const writesBefore = s.socketWrites();
+    s.upstream.write('c');
+    await turn();
+    assert.deepEqual(s.tapped, ['a', 'b', 'c']);
+    assert.equal(s.tapSent[0]!.sent, false, 'the head and first batch went through Node');
+    assert.equal(s.tapSent[1]!.sent, true);
+    assert.equal(s.tapSent[2]!.sent, true);
+    assert.equal(s.tapSent[2]!.writes, writesBefore + 1, "the batch's socket write came before the tap was handed it");
+    s.upstream.end();
+    assert.equal(await s.received, 'abc');
   });
 
   it('leaves no cork behind when the response ends with a batch waiting', async (t) => {
