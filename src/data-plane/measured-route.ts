@@ -18,7 +18,7 @@ import type { Logger } from '../log.ts';
 import type { InferenceApi } from '../measure/sample.ts';
 import { tapRequestBody } from '../stream-tap/request-tap.ts';
 import { isEventStream, type TapOptions } from '../stream-tap/response-tap.ts';
-import { createUsageStrip } from '../stream-tap/usage-strip.ts';
+import { createUsageStrip, type UsageStripOptions } from '../stream-tap/usage-strip.ts';
 import type { TenantOf } from '../tenant/tenant-of.ts';
 import { accessRecord } from './access-record.ts';
 import type { ConcurrencyLimit } from './concurrency-limit.ts';
@@ -59,15 +59,18 @@ const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 export function createMeasuredRoute(options: MeasuredRouteOptions): MeasuredRoute {
   // Not expected: a write after end would be a bug, but one that must not take the proxy down.
   const onResponseError = (error: Error): void => options.log.warnThrottled('response_error', 'error on a client response', { error: String(error) });
+  // The usage strip's options are the route's: made once, not per request.
+  const strip: UsageStripOptions = { maxEventBytes: options.maxEventBytes, stripped: (bytes) => options.usageInjection?.stripped(bytes) };
   return (req, res, api) => {
     res.on('error', onResponseError);
-    new InferenceCall(options, req, res, api).receive();
+    new InferenceCall(options, strip, req, res, api).receive();
   };
 }
 
 /** One inference request, from its arrival to its client's close. */
 class InferenceCall {
   private readonly options: MeasuredRouteOptions;
+  private readonly strip: UsageStripOptions;
   private readonly req: IncomingMessage;
   private readonly res: ServerResponse;
   private readonly exchange: Exchange;
@@ -87,8 +90,9 @@ class InferenceCall {
   /** This request's share of the budget for held bodies, given back when it finishes. */
   private readonly hold: BodyHold;
 
-  constructor(options: MeasuredRouteOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
+  constructor(options: MeasuredRouteOptions, strip: UsageStripOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
     this.options = options;
+    this.strip = strip;
     this.req = req;
     this.res = res;
     const given = req.headers['x-request-id'];
@@ -196,10 +200,7 @@ class InferenceCall {
     // Its length changes: no content-length.
     if (!this.answerWithHead(response, 'stripped', true)) return;
     setImmediate(flushIdleHeaders, this.res, response, this.headSent);
-    const filter = createUsageStrip({
-      maxEventBytes: options.maxEventBytes,
-      stripped: (bytes) => options.usageInjection?.stripped(bytes),
-    });
+    const filter = createUsageStrip(this.strip);
     relay(response, this.res, this.exchange.tap(response, options.tap), {
       sent: this.bytesSent(),
       firstWrite: this.headSent,

@@ -67,14 +67,12 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
   const mirrorOf = (client: Socket): http.Agent => {
     const agent = make(true);
     const add = (agent as unknown as AddRequest).addRequest;
-    (agent as unknown as AddRequest).addRequest = function (this: http.Agent, proxyReq: ClientRequest, ...rest: unknown[]): void {
-      const res = latest.get(client);
-      // Before the route's own listener writes the client's head from res.shouldKeepAlive. Node
-      // set proxyReq.shouldKeepAlive from the upstream's head (`Connection: close`, HTTP/1.0).
-      proxyReq.prependOnceListener('response', (_proxyRes: IncomingMessage) => {
-        if (!proxyReq.shouldKeepAlive && res !== undefined && !res.headersSent) res.shouldKeepAlive = false;
-      });
-      add.call(this, proxyReq, ...rest);
+    // ClientRequest calls addRequest(req, options): no rest array, no closure per request.
+    (agent as unknown as AddRequest).addRequest = function (this: http.Agent, proxyReq: ClientRequest, requestOptions: unknown): void {
+      (proxyReq as Mirrored)[CLIENT_RESPONSE] = latest.get(client);
+      // Before the route's own listener writes the client's head from res.shouldKeepAlive.
+      proxyReq.prependListener('response', closeAfterUpstream);
+      add.call(this, proxyReq, requestOptions);
     };
     return agent;
   };
@@ -120,7 +118,20 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
   };
 }
 
+const CLIENT_RESPONSE = Symbol('infermeter.clientResponse');
+type Mirrored = ClientRequest & { [CLIENT_RESPONSE]?: ServerResponse | undefined };
+
+/**
+ * An upstream request's 'response' (once per request, so a plain listener): Node set its
+ * shouldKeepAlive from the upstream's head (`Connection: close`, HTTP/1.0); a close is passed on
+ * to the client response that was the connection's latest when the request was sent.
+ */
+function closeAfterUpstream(this: Mirrored): void {
+  const res = this[CLIENT_RESPONSE];
+  if (!this.shouldKeepAlive && res !== undefined && !res.headersSent) res.shouldKeepAlive = false;
+}
+
 /** Node's Agent#addRequest, through which every request it serves comes (not in its types). */
 interface AddRequest {
-  addRequest(this: http.Agent, req: ClientRequest, ...rest: unknown[]): void;
+  addRequest(this: http.Agent, req: ClientRequest, options: unknown): void;
 }

@@ -90,7 +90,9 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
   const host = upstream.host;
   const join = pathJoiner(upstream);
 
-  const onSocket = (socket: Socket): void => {
+  // One 'socket' listener (a second would make the event's listeners an array per request).
+  const onSocket = function (this: Tracked, socket: Socket): void {
+    sent.call(this, socket);
     if (connectTimeoutMs > 0 && socket.connecting) connectTimeout(socket, connectTimeoutMs);
   };
 
@@ -113,7 +115,6 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     // Every header of the upstream's head, not Node's first 1000 (the rest, content-type among
     // them, would be dropped unsaid); its size stays bounded by the parser's maxHeaderSize.
     proxyReq.maxHeadersCount = 0;
-    proxyReq.on('socket', sent);
     proxyReq.on('socket', onSocket);
     proxyReq.on('information', informed);
     const onError = (error: NodeJS.ErrnoException): void => {
@@ -127,7 +128,8 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
     req.on('error', onError);
     proxyReq.on('error', onError);
     // A retry listens to the client's request again: each attempt's listener goes with it.
-    proxyReq.once('close', () => req.off('error', onError));
+    // ('on': a request closes once; `once` would wrap the listener per request.)
+    proxyReq.on('close', () => req.off('error', onError));
     proxyReq.on('response', handlers.response);
     // A 101 to a request that asked for no upgrade: Node would drop the socket and leave the
     // request waiting for a response that never comes.
