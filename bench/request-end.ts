@@ -6,6 +6,7 @@
 // a whole /metrics render of 100 models with every dialect.
 import { createRequestTimer } from '../src/measure/request-timer.ts';
 import { createMetrics } from '../src/metrics/metrics.ts';
+import { noContainer } from '../test/helpers/no-container.ts';
 
 let now = 0;
 const clock = () => now;
@@ -20,15 +21,7 @@ const metricsOf = (dialects: Parameters<typeof createMetrics>[0]['dialects']) =>
     dialects,
     buckets: {},
     aom: { periodSeconds: 30, labels: { service_id: 'bench' } },
-    container: {
-      paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' },
-      hostCpus: 2,
-      hostMemoryBytes: 1,
-      gpu: false,
-      npu: false,
-      run: async () => undefined,
-      now: clock,
-    },
+    container: noContainer(clock, { hostCpus: 2 }),
     maxModels: 100,
   });
 

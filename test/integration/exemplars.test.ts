@@ -19,6 +19,7 @@ import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { nextFinished, startProxy } from '../helpers/proxy-harness.ts';
 import { prometheusSkip, startPrometheus } from '../helpers/prometheus.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
+import { noContainer } from '../helpers/no-container.ts';
 
 const OM_ACCEPT = 'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1';
 const token = (t: string) => `data: {"choices":[{"index":0,"delta":{"content":"${t}"}}]}\n\n`;
@@ -134,15 +135,7 @@ describe('exemplars', () => {
       const metrics = createMetrics({
         buckets: undefined,
         aom: { periodSeconds: 30, labels: { service_id: 's', instance_name: 'i', instance_id: 'i1', node_ip: '127.0.0.1', node_name: 'n' } },
-        container: {
-          paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' },
-          hostCpus: 1,
-          hostMemoryBytes: 1,
-          gpu: false,
-          npu: false,
-          run: async () => undefined,
-          now: () => now,
-        },
+        container: noContainer(() => now),
         clock: () => now,
         throughputWindowSeconds: 60,
         version: 'test',

@@ -15,6 +15,7 @@ import { createMetrics } from '../../src/metrics/metrics.ts';
 import { parseExposition } from '../helpers/exposition.ts';
 import { seededRandom } from '../helpers/random.ts';
 import { runTap } from '../helpers/tap-harness.ts';
+import { noContainer } from '../helpers/no-container.ts';
 
 const event = (data: { type: string } & Record<string, unknown>): [string, string] => [JSON.stringify(data), data.type];
 const delta = (d: Record<string, unknown>) => event({ type: 'content_block_delta', index: 0, delta: d });
@@ -221,15 +222,7 @@ describe('the /v1/messages route', () => {
       dialects: ['mindie', 'aom', 'vllm', 'otel'],
       buckets: {},
       aom: { periodSeconds: 30, labels },
-      container: {
-        paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' },
-        hostCpus: 1,
-        hostMemoryBytes: 1,
-        gpu: false,
-        npu: false,
-        run: async () => undefined,
-        now: () => clock.now,
-      },
+      container: noContainer(() => clock.now),
     });
     const timer = createRequestTimer('messages', () => clock.now, metrics.sink);
     timer.identify('claude-x', true);

@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
+import { noContainer } from '../helpers/no-container.ts';
 
 const SERVICE = { service_id: 'svc-1', source: 'pod-a' };
 
@@ -18,14 +19,7 @@ function setup(tools = { gpu: false, npu: false }): { metrics: Metrics; clock: {
     buckets: {},
     aom: { periodSeconds: 30, labels: SERVICE },
     openConnections: () => 3,
-    container: {
-      paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' },
-      hostCpus: 1,
-      hostMemoryBytes: 1,
-      ...tools,
-      run: async () => undefined,
-      now: () => clock.now,
-    },
+    container: noContainer(() => clock.now, tools),
   });
   return { metrics, clock, scrape: async () => parseExposition(await metrics.render()) };
 }

@@ -13,6 +13,7 @@ import { silentLogger } from '../../src/log.ts';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
 import { createSloPolicy } from '../../src/slo/slo-policy.ts';
+import { noContainer } from '../helpers/no-container.ts';
 
 const file = (name: string) => new URL(`../../fixtures/exposition/${name}`, import.meta.url);
 
@@ -29,15 +30,7 @@ function scrapeOnFixedTraffic() {
     dialects: ['mindie', 'aom', 'vllm', 'otel'],
     buckets: {},
     aom: { periodSeconds: 30, labels: { service_id: 'golden' } },
-    container: {
-      paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' },
-      hostCpus: 2,
-      hostMemoryBytes: 1,
-      gpu: false,
-      npu: false,
-      run: async () => undefined,
-      now: clock,
-    },
+    container: noContainer(clock, { hostCpus: 2 }),
     maxModels: 10,
     tenants: { max: 10, aliases: { current: () => aliases, onChange: () => undefined } },
     slo,

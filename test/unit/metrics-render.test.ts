@@ -7,6 +7,7 @@ import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { createMetricsApp } from '../../src/management/metrics-app.ts';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.ts';
 import { OPENMETRICS_EOF, toOpenMetrics } from '../../src/metrics/openmetrics.ts';
+import { noContainer } from '../helpers/no-container.ts';
 
 function fullCardinality(models: number) {
   let now = 0;
@@ -17,15 +18,7 @@ function fullCardinality(models: number) {
     dialects: ['mindie', 'aom', 'vllm', 'otel'],
     buckets: {},
     aom: { periodSeconds: 30, labels: { service_id: 'test' } },
-    container: {
-      paths: { cgroupRoot: '/nonexistent', procRoot: '/nonexistent' },
-      hostCpus: 2,
-      hostMemoryBytes: 1,
-      gpu: false,
-      npu: false,
-      run: async () => undefined,
-      now: () => now,
-    },
+    container: noContainer(() => now, { hostCpus: 2 }),
     maxModels: models,
   });
   for (let m = 0; m < models; m++) {
