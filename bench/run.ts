@@ -2,7 +2,8 @@
 // one run, interleaved (the order rotates every repetition), medians over repetitions, because
 // these machines are noisy. `--quick` for a shorter run; `--write` puts the table in
 // docs/performance.md; BENCH_COMPARE=<another checkout> adds that build as one more target
-// (BENCH_COMPARE_FLAGS: its node flags), to measure a change before and after in one run;
+// (BENCH_COMPARE_FLAGS: its node flags; several, comma-separated, each one more target, and with
+// `--memory-only` in the memory section too), to measure a change before and after in one run;
 // BENCH_WORKERS=N adds infermeter with N worker processes; `--scenario=<name>` runs that scenario
 // alone (with `--no-memory`, a short run); `--scenario=wave` the wave pattern alone (bench/wave.ts:
 // 32 streams ending together, the next 32 arriving at once; its blind spot needs tcpdump).
@@ -292,7 +293,10 @@ async function main(): Promise<void> {
         '| target | warm-up rounds (RSS after each) | after warm-up | after the requests | 30 % into the long streams | 90 % into them | after them | growth after warm-up | after them, free pages returned |',
       );
       say('|---|---|---|---|---|---|---|---|---|');
-      for (const name of ['infermeter', 'node pass-through']) {
+      // With --memory-only, the builds compared (BENCH_COMPARE) too: memory before and after a
+      // change in one run (a full run keeps its length: a build takes minutes here).
+      const compared = memoryOnly ? fleet.targets.filter((x) => x.name.startsWith('infermeter @ ')).map((x) => x.name) : [];
+      for (const name of ['infermeter', ...compared, 'node pass-through']) {
         const t = fleet.targets.find((x) => x.name === name)!;
         const agent = new http.Agent({ keepAlive: true, maxSockets: streams + 32 });
         const warmRss: number[] = [];

@@ -162,9 +162,10 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
   // change is measured before and after in one run; BENCH_COMPARE_FLAGS: its node flags.
   const compare = process.env.BENCH_COMPARE;
   const compareFlags = process.env.BENCH_COMPARE_FLAGS;
-  if (compare !== undefined && compare !== '') {
-    const name = `infermeter @ ${compare}${compareFlags === undefined ? '' : ` (${compareFlags})`}`;
-    targets.push(await infermeter(name, {}, join(compare, 'src/cli.ts'), compareFlags));
+  // Several builds: comma-separated (a fix measured beside the build before it and an older one).
+  for (const build of compare === undefined || compare === '' ? [] : compare.split(',')) {
+    const name = `infermeter @ ${build}${compareFlags === undefined ? '' : ` (${compareFlags})`}`;
+    targets.push(await infermeter(name, {}, join(build, 'src/cli.ts'), compareFlags));
   }
 
   let nginx: ChildProcess | undefined;

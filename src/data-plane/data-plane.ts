@@ -31,6 +31,7 @@ import { createUpstreamConnections, type UpstreamConnectionPolicy } from './upst
 import { createUpstreamRequest } from './upstream-request.ts';
 import type { TenantOf } from '../tenant/tenant-of.ts';
 import type { ClientErrorKind } from './client-connections.ts';
+import { boundBufferPool } from './buffer-pool.ts';
 
 export interface DataPlaneOptions {
   readonly upstream: URL;
@@ -111,6 +112,7 @@ const HEADERS_TOO_LARGE = 'HTTP/1.1 431 Request Header Fields Too Large\r\nConne
 
 export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const { upstream, log } = options;
+  boundBufferPool();
   const limits = options.limits ?? DEFAULT_LIMITS;
   // The upstream connections (the client's own by default); a retry's fresh connection comes
   // from an agent that keeps none.

@@ -131,8 +131,10 @@ export class EventSplitter {
       sink.oversized(held);
       return;
     }
-    // A copy: a view would keep the whole socket read buffer (up to 64 KiB) alive per stream.
-    const copy = Buffer.copyBytesFrom(chunk, from);
+    // A copy of its own: a view would keep the whole socket read buffer (up to 64 KiB) alive per
+    // stream, a pooled copy its pool slab, for as long as the stream waits (a slow client).
+    const copy = Buffer.allocUnsafeSlow(chunk.length - from);
+    chunk.copy(copy, 0, from);
     this.#held.push(copy);
     this.#heldLength += copy.length;
     if (maybeCR) this.#heldCR = true;
