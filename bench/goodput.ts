@@ -30,7 +30,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ChildProcess } from 'node:child_process';
-import { percentile } from './load.ts';
+import { benchHeaders, percentile } from './load.ts';
 import { INFERMETER_FLAGS, infermeterEnv, startNode, startUpstream } from './targets.ts';
 
 const quick = process.argv.includes('--quick');
@@ -113,14 +113,7 @@ function vllmChatRequest(url: string, agent: http.Agent, model: string, id: stri
       {
         method: 'POST',
         agent,
-        headers: {
-          'content-type': 'application/json',
-          'content-length': String(Buffer.byteLength(payload)),
-          'x-request-id': id,
-          'x-bench-tokens': String(TOKENS),
-          'x-bench-ttft-ms': String(s.ttftMs),
-          'x-bench-gap-ms': String(s.gapMs),
-        },
+        headers: benchHeaders(payload, { tokens: TOKENS, ttftMs: s.ttftMs, gapMs: s.gapMs }, id),
       },
       (res) => {
         if (res.statusCode !== 200) {

@@ -60,6 +60,18 @@ function failureKind(error: NodeJS.ErrnoException, phase: 'before the response' 
   return `${error.code ?? error.message} ${phase}, ${reused ? 'reused' : 'new'} connection`;
 }
 
+/** A JSON request's headers for the bench's upstream (bench/upstream.ts): the stream's shape it is to answer with. */
+export function benchHeaders(payload: string, shape: Pick<Scenario, 'tokens' | 'ttftMs' | 'gapMs'>, id?: string): Record<string, string> {
+  return {
+    'content-type': 'application/json',
+    'content-length': String(Buffer.byteLength(payload)),
+    ...(id === undefined ? {} : { 'x-request-id': id }),
+    'x-bench-tokens': String(shape.tokens),
+    'x-bench-ttft-ms': String(shape.ttftMs),
+    'x-bench-gap-ms': String(shape.gapMs),
+  };
+}
+
 export async function runLoad(baseUrl: string, scenario: Scenario, agent: http.Agent): Promise<LoadResult> {
   const url = new URL('/v1/chat/completions', baseUrl);
   const ttftMs: number[] = [];
@@ -74,13 +86,7 @@ export async function runLoad(baseUrl: string, scenario: Scenario, agent: http.A
   let next = 0;
   const BODY = body(scenario.includeUsage === true);
   const via = scenario.freshConnections === true ? false : agent;
-  const headers = {
-    'content-type': 'application/json',
-    'content-length': String(Buffer.byteLength(BODY)),
-    'x-bench-tokens': String(scenario.tokens),
-    'x-bench-ttft-ms': String(scenario.ttftMs),
-    'x-bench-gap-ms': String(scenario.gapMs),
-  };
+  const headers = benchHeaders(BODY, scenario);
   const one = () =>
     new Promise<void>((resolve) => {
       const t0 = performance.now();

@@ -11,6 +11,7 @@ import http from 'node:http';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { wireExchanges } from './wire-times.ts';
+import { benchHeaders } from './load.ts';
 
 export interface Shape {
   readonly tokens: number;
@@ -50,14 +51,7 @@ export function stream(url: string, id: string, agent: http.Agent, shape: Shape,
       {
         method: 'POST',
         agent,
-        headers: {
-          'content-type': 'application/json',
-          'content-length': String(Buffer.byteLength(payload)),
-          'x-request-id': id,
-          'x-bench-tokens': String(shape.tokens),
-          'x-bench-ttft-ms': String(shape.ttftMs),
-          'x-bench-gap-ms': String(shape.gapMs),
-        },
+        headers: benchHeaders(payload, shape, id),
       },
       (res) => {
         res.on('data', () => {

@@ -10,7 +10,7 @@ import { loadConfig } from '../../src/config/config.ts';
 import { silentLogger } from '../../src/log.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
 import { rawExchange, startBystander, startRawUpstream, type RawUpstream } from '../helpers/raw-peers.ts';
-import { scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { scrape, startProxy, clusterEnv } from '../helpers/proxy-harness.ts';
 import { freePort } from '../helpers/listen.ts';
 
 const CHAT = '/v1/chat/completions';
@@ -169,15 +169,10 @@ describe('hostile peers', () => {
     });
     // A fixed port: workers share it (port 0 would give each its own).
     const port = String(await freePort());
-    const env = {
-      PATH: process.env.PATH ?? '',
-      INFERMETER_UPSTREAM: upstream.url,
+    const env = clusterEnv(upstream.url, {
       INFERMETER_PORT: port,
-      INFERMETER_MANAGEMENT_PORT: '0',
-      INFERMETER_METRICS_PORT: '0',
-      INFERMETER_UPSTREAM_METRICS: 'off',
       INFERMETER_LOG_LEVEL: 'error',
-    };
+    });
     const app = await startClusterPrimary(loadConfig(env), env, { log: silentLogger, workers: 2 });
     t.after(() => app.close());
     // One bystander per worker, most likely (each on a connection of its own).

@@ -7,16 +7,21 @@ import { silentLogger } from '../../src/log.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { parseExposition, type Exposition } from './exposition.ts';
 
+/** Every test's infermeter: ports chosen by the system, the upstream not scraped (engine tests set it). */
+const TEST_ENV = {
+  INFERMETER_PORT: '0',
+  INFERMETER_MANAGEMENT_PORT: '0',
+  INFERMETER_METRICS_PORT: '0',
+  INFERMETER_UPSTREAM_METRICS: 'off',
+};
+
+/** The environment of a test's infermeter with worker processes (startClusterPrimary): they inherit it, PATH with it. */
+export function clusterEnv(upstream: string, env: Env = {}): Env {
+  return { PATH: process.env.PATH ?? '', INFERMETER_UPSTREAM: upstream, ...TEST_ENV, ...env };
+}
+
 export async function startProxy(t: TestContext, upstream: string, env: Env = {}, options: Partial<StartOptions> = {}): Promise<Infermeter> {
-  const config = loadConfig({
-    INFERMETER_UPSTREAM: upstream,
-    INFERMETER_PORT: '0',
-    INFERMETER_MANAGEMENT_PORT: '0',
-    INFERMETER_METRICS_PORT: '0',
-    // Tests of other features do not want the replaying upstream scraped; engine tests set it.
-    INFERMETER_UPSTREAM_METRICS: 'off',
-    ...env,
-  });
+  const config = loadConfig({ INFERMETER_UPSTREAM: upstream, ...TEST_ENV, ...env });
   // An impossible move of a request's lifecycle fails the test that provoked it.
   const violations: string[] = [];
   const app = await startInfermeter(config, { log: silentLogger, lifecycleViolation: (error) => violations.push(error.message), ...options });

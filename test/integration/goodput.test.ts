@@ -17,7 +17,7 @@ import { createLogger, silentLogger } from '../../src/log.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
-import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { nextFinished, scrape, startProxy, clusterEnv } from '../helpers/proxy-harness.ts';
 import { freePort } from '../helpers/listen.ts';
 
 const MODEL = 'sim-llama-8b';
@@ -170,16 +170,11 @@ describe('goodput', () => {
     const upstream = await sim(t);
     // A fixed port: a worker started again must listen where the others do.
     const port = String(await freePort());
-    const env = {
-      PATH: process.env.PATH ?? '',
-      INFERMETER_UPSTREAM: upstream.url,
+    const env = clusterEnv(upstream.url, {
       INFERMETER_PORT: port,
-      INFERMETER_MANAGEMENT_PORT: '0',
-      INFERMETER_METRICS_PORT: '0',
-      INFERMETER_UPSTREAM_METRICS: 'off',
       INFERMETER_LOG_LEVEL: 'warn',
       ...SLO_ENV,
-    };
+    });
     const app = await startClusterPrimary(loadConfig(env), env, { log: createLogger('error', () => undefined), workers: 2 });
     t.after(() => app.close());
     const metrics = async () => parseExposition(await (await fetch(app.metricsUrl!)).text());
@@ -277,17 +272,12 @@ describe('goodput', () => {
     writeFileSync(file, JSON.stringify({ classes: [{ name: 'chat', slo: 'ttft:1000' }] }));
     const upstream = await sim(t);
     const port = String(await freePort());
-    const env = {
-      PATH: process.env.PATH ?? '',
-      INFERMETER_UPSTREAM: upstream.url,
+    const env = clusterEnv(upstream.url, {
       INFERMETER_PORT: port,
-      INFERMETER_MANAGEMENT_PORT: '0',
-      INFERMETER_METRICS_PORT: '0',
-      INFERMETER_UPSTREAM_METRICS: 'off',
       INFERMETER_LOG_LEVEL: 'error',
       INFERMETER_SLO_FILE: file,
       INFERMETER_SLO_CLIENT_ALLOWANCE: 'ttft:1',
-    };
+    });
     const app = await startClusterPrimary(loadConfig(env), env, { log: createLogger('error', () => undefined), workers: 2 });
     t.after(() => app.close());
     writeFileSync(file, 'not json');

@@ -16,7 +16,7 @@ import { createLogger } from '../../src/log.ts';
 import { keyTenant } from '../../src/tenant/tenant-of.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
 import { startOtlpReceiver } from '../helpers/otlp-receiver.ts';
-import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { nextFinished, scrape, startProxy, clusterEnv } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream, type ReplayUpstream } from '../helpers/replay-upstream.ts';
 
 const token = (t: string) => `data: {"choices":[{"index":0,"delta":{"content":"${t}"}}]}\n\n`;
@@ -303,16 +303,10 @@ describe('per-tenant metering', () => {
   it('sums exactly across workers', async (t) => {
     const upstream = await upstreamFor(t);
     // Port 0: the workers restarted below are not sent to.
-    const env = {
-      PATH: process.env.PATH ?? '',
-      INFERMETER_UPSTREAM: upstream.url,
-      INFERMETER_PORT: '0',
-      INFERMETER_MANAGEMENT_PORT: '0',
-      INFERMETER_METRICS_PORT: '0',
-      INFERMETER_UPSTREAM_METRICS: 'off',
+    const env = clusterEnv(upstream.url, {
       INFERMETER_TENANT: 'api-key',
       INFERMETER_MAX_TENANTS: '2',
-    };
+    });
     const app = await startClusterPrimary(loadConfig(env), env, { log: createLogger('warn', () => undefined), workers: 2 });
     t.after(() => app.close());
     const keys = ['k-one', 'k-two', 'k-three'];

@@ -10,6 +10,7 @@ import { createLogger } from '../../src/log.ts';
 import { parseExposition } from '../helpers/exposition.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
 import { freePort } from '../helpers/listen.ts';
+import { clusterEnv } from '../helpers/proxy-harness.ts';
 
 const token = (t: string) => `data: {"choices":[{"index":0,"delta":{"content":"${t}"}}]}\n\n`;
 
@@ -51,15 +52,10 @@ describe('several workers', () => {
     });
     // A fixed port: with port 0, workers that all die and start again would get a new one.
     const port = String(await freePort());
-    const env = {
-      PATH: process.env.PATH ?? '',
-      INFERMETER_UPSTREAM: upstream.url,
+    const env = clusterEnv(upstream.url, {
       INFERMETER_PORT: port,
-      INFERMETER_MANAGEMENT_PORT: '0',
-      INFERMETER_METRICS_PORT: '0',
-      INFERMETER_UPSTREAM_METRICS: 'off',
       INFERMETER_LOG_LEVEL: 'warn',
-    };
+    });
     const logs: string[] = [];
     const app = await startClusterPrimary(loadConfig(env), env, { log: createLogger('info', (l) => logs.push(l)), workers: 2 });
     t.after(() => app.close());
