@@ -1,5 +1,5 @@
 // Sends an upstream response's body to the client, and hands what it wrote to the tap right
-// after writing it: the order (forward, then read) is in the code, not in the order of two
+// after writing it (the body's slices taken from Node's parser where it can, upstream-body.ts): the order (forward, then read) is in the code, not in the order of two
 // listeners. Chunks that arrive in the same turn (one socket read holds many small HTTP chunks
 // when the upstream streams fast) are written as one, in a tick queued at the first of them:
 // the same bytes, leaving in the same turn as before, but one write through Node's HTTP and
@@ -14,6 +14,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ResponseTap } from '../stream-tap/response-tap.ts';
 import type { BodyFilter } from '../stream-tap/usage-strip.ts';
+import { readBodyFromParser } from './upstream-body.ts';
 
 export interface RelayHooks {
   /** Counts the bytes handed to the client (the access log); undefined: not counted. */
@@ -100,9 +101,17 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   let batchLength = 0;
   let waiting = false;
   const written: Written = { full: undefined, sent: false };
+  // The body's slices come from the parser itself where they can (upstream-body.ts): then
+  // back-pressure pauses the socket, as Node's own readStop does.
+  let direct = false;
+  const pause = (): void => {
+    if (direct) proxyRes.socket?.pause();
+    else proxyRes.pause();
+  };
   const onDrain = (): void => {
     waiting = false;
-    proxyRes.resume();
+    if (direct) proxyRes.socket?.resume();
+    else proxyRes.resume();
   };
   /** The batch, joined (a lone chunk as it is); the batch starts over. */
   const take = (): Buffer => {
@@ -133,7 +142,7 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
         const full = written.full;
         if (full !== undefined && !waiting) {
           waiting = true;
-          proxyRes.pause();
+          pause();
           full.once('drain', onDrain);
         }
       }
@@ -143,14 +152,16 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     tap?.chunk(read, written.sent);
     written.sent = false;
   };
-  proxyRes.on('data', (chunk: Buffer) => {
+  const onData = (chunk: Buffer): void => {
     if (batch.length === 0) {
       process.nextTick(flush);
       arrived?.();
     }
     batch.push(chunk);
     batchLength += chunk.length;
-  });
+  };
+  direct = readBodyFromParser(proxyRes, onData);
+  if (!direct) proxyRes.on('data', onData);
   proxyRes.on('end', () => {
     const read = batch.length === 0 ? undefined : take();
     let out = read;

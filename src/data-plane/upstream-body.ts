@@ -1,0 +1,63 @@
+// An upstream response's body taken from Node's HTTP parser as it parses it, instead of through
+// the response's Readable (push, buffer, 'data'). Node's client parses each socket read with
+// llhttp and hands every body slice to the parser's kOnBody callback, which pushes it into the
+// IncomingMessage; here that callback hands the slices of a response that asked for them
+// straight to its reader. The framing, the limits, the errors, the end (kOnMessageComplete, then
+// the response's 'end') and the keep-alive stay Node's: only the stream between the parser and
+// the relay is skipped. Back-pressure pauses the socket itself, as Node's readStop does.
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import { createRequire } from 'node:module';
+
+/** Told each body slice as the parser reads it, before the read's turn ends. */
+export type BodySlice = (slice: Buffer) => void;
+
+interface Parser {
+  incoming: IncomingMessage | null;
+  [key: number]: unknown;
+}
+
+const READER = Symbol('infermeter.bodyReader');
+type Read = IncomingMessage & { [READER]?: BodySlice };
+
+const require = createRequire(import.meta.url);
+// The parser's callback slots are numbered properties; Node has kept them in `_http_common` since 12.
+const kOnBody: number | undefined = (() => {
+  try {
+    const common = require('node:_http_common') as { HTTPParser?: { kOnBody?: unknown } };
+    return typeof common.HTTPParser?.kOnBody === 'number' ? common.HTTPParser.kOnBody : undefined;
+  } catch {
+    return undefined;
+  }
+})();
+
+/** The slot's callback once taken over: a response with a reader gets its slices, any other Node's own handling. */
+const taken = new WeakMap<(b: Buffer) => void, true>();
+
+/**
+ * Reads `response`'s body slices straight from its socket's parser; false when that cannot be
+ * done (no parser, part of the body read into the stream already, a Node without the slot):
+ * the caller reads its 'data' instead. Call it in the 'response' event's turn.
+ */
+export function readBodyFromParser(response: IncomingMessage, reader: BodySlice): boolean {
+  if (kOnBody === undefined) return false;
+  const socket = response.socket as (Socket & { parser?: Parser | null }) | null;
+  const parser = socket?.parser;
+  if (parser == null || parser.incoming !== response || response.readableLength > 0 || response.readableFlowing === true) return false;
+  const current = parser[kOnBody] as ((this: Parser, b: Buffer) => void) | undefined;
+  if (typeof current !== 'function') return false;
+  if (!taken.has(current)) {
+    const own = function (this: Parser, b: Buffer): void {
+      const incoming = this.incoming as Read | null;
+      const read = incoming?.[READER];
+      if (read === undefined) current.call(this, b);
+      else if (!incoming!.destroyed) read(b); // as a destroyed stream drops what is pushed
+    };
+    taken.set(own, true);
+    parser[kOnBody] = own;
+  }
+  (response as Read)[READER] = reader;
+  // The stream stays empty and flowing, so its 'end' (and with it the keep-alive) comes as before.
+  response.resume();
+  return true;
+}

@@ -1,0 +1,121 @@
+// The upstream body read from Node's HTTP parser (upstream-body.ts): the slices come as the parser
+// reads them, the response stream stays empty and still ends (so the kept-alive connection goes
+// back to its agent), and every other reader of a parser (the next response on the connection,
+// an http server's request bodies: Node pools parsers for both) gets Node's own handling.
+import assert from 'node:assert/strict';
+import http, { type IncomingMessage } from 'node:http';
+import { once } from 'node:events';
+import net from 'node:net';
+import { PassThrough } from 'node:stream';
+import { describe, it } from 'node:test';
+import { readBodyFromParser } from '../../src/data-plane/upstream-body.ts';
+import { listen } from '../helpers/listen.ts';
+
+const chunk = (text: string): string => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+
+/** A raw upstream answering every request on a connection with `answer`, written in `pieces` (one write each, a turn apart). */
+async function rawUpstream(t: { after(fn: () => unknown): void }, pieces: readonly string[]): Promise<{ url: string; connections: () => number }> {
+  let connections = 0;
+  const server = net.createServer((socket) => {
+    connections++;
+    socket.on('error', () => undefined);
+    socket.on('data', async () => {
+      for (const piece of pieces) {
+        socket.write(piece);
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+    });
+  });
+  const { url } = await listen(t, server);
+  return { url, connections: () => connections };
+}
+
+function get(url: string, agent: http.Agent): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => http.get(url, { agent }, resolve).on('error', reject));
+}
+
+describe('the upstream body from the parser', () => {
+  const head = 'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n';
+  const events = ['data: a\n\n', 'data: bb\n\ndata: ccc\n\n', 'data: [DONE]\n\n'];
+  const pieces = [head, chunk(events[0]!), chunk(events[1]!) + chunk(events[2]!), '0\r\n\r\n'];
+
+  it('hands the body slices to the reader, not to the stream, which still ends; the connection is kept and the next response read as Node reads it', async (t) => {
+    const up = await rawUpstream(t, pieces);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => agent.destroy());
+    const res = await get(`${up.url}/`, agent);
+    const slices: string[] = [];
+    assert.equal(
+      readBodyFromParser(res, (b) => slices.push(b.toString())),
+      true,
+    );
+    let streamed = 0;
+    res.on('data', () => streamed++);
+    await once(res, 'end');
+    assert.equal(slices.join(''), events.join(''));
+    assert.equal(slices.length, 3, 'one slice per HTTP chunk, as the parser reads them');
+    assert.equal(streamed, 0, 'nothing went through the stream');
+    assert.equal(res.complete, true);
+    // The same connection (maxSockets 1, one connection seen), its parser's slot taken: read as Node reads it.
+    const next = await get(`${up.url}/`, agent);
+    let text = '';
+    next.setEncoding('utf8');
+    next.on('data', (c: string) => (text += c));
+    await once(next, 'end');
+    assert.equal(text, events.join(''));
+    assert.equal(up.connections(), 1, 'the kept-alive connection was reused');
+  });
+
+  it("leaves an http server's request bodies to Node (the parsers are pooled for both)", async (t) => {
+    const up = await rawUpstream(t, pieces);
+    const bodies: string[] = [];
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (c: string) => (body += c));
+      req.on('end', () => {
+        bodies.push(body);
+        res.end('ok');
+      });
+    });
+    const { url } = await listen(t, server);
+    for (let round = 0; round < 5; round++) {
+      // A fresh connection each time: its parser goes back to the pool when it closes.
+      const agent = new http.Agent({ keepAlive: false });
+      const res = await get(`${up.url}/`, agent);
+      const slices: string[] = [];
+      assert.equal(
+        readBodyFromParser(res, (b) => slices.push(b.toString())),
+        true,
+      );
+      await once(res, 'end');
+      res.socket?.destroy();
+      agent.destroy();
+      assert.equal(slices.join(''), events.join(''));
+      const answer = await fetch(`${url}/`, { method: 'POST', body: `body ${round}` });
+      assert.equal(await answer.text(), 'ok');
+    }
+    assert.deepEqual(
+      bodies,
+      [0, 1, 2, 3, 4].map((i) => `body ${i}`),
+    );
+  });
+
+  it('gives a destroyed response nothing more, and declines a stream without a parser', async (t) => {
+    const up = await rawUpstream(t, [head, chunk('data: a\n\n') + chunk('data: b\n\n'), chunk('data: c\n\n'), '0\r\n\r\n']);
+    const agent = new http.Agent({ keepAlive: false });
+    t.after(() => agent.destroy());
+    const res = await get(`${up.url}/`, agent);
+    const slices: string[] = [];
+    readBodyFromParser(res, (b) => {
+      slices.push(b.toString());
+      res.destroy(); // its client left: the rest of this read and later ones are not handed on
+    });
+    await once(res, 'close');
+    assert.deepEqual(slices, ['data: a\n\n']);
+    assert.equal(
+      readBodyFromParser(new PassThrough() as unknown as IncomingMessage, () => undefined),
+      false,
+    );
+  });
+});
