@@ -1,5 +1,5 @@
 // The arrival clock: requests handled in one turn of the event loop share the first one's
-// stamp; a new turn (the loop waited, or reached its check phase) stamps anew.
+// stamp; a new turn (the loop's next iteration, whether its poll waited or not) stamps anew.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect, createServer } from 'node:net';
@@ -8,6 +8,7 @@ import { createArrivalClock } from '../../src/measure/arrival-clock.ts';
 import { listen } from '../helpers/listen.ts';
 
 const checkPhase = () => new Promise<void>((resolve) => setImmediate(resolve));
+const loopCount = () => performance.nodeTiming.uvMetricsInfo.loopCount;
 
 describe('arrival clock', () => {
   it("gives every request of one turn the first one's time", () => {
@@ -23,29 +24,32 @@ describe('arrival clock', () => {
     assert.equal(arrival(), 100);
   });
 
-  it('stamps anew once the loop waited for I/O (its idle time grew)', () => {
+  it("stamps anew in the loop's next iteration", () => {
     let now = 100;
-    let idle = 7;
+    let turn = 7;
     const arrival = createArrivalClock(
       () => now,
-      () => idle,
+      () => turn,
     );
     assert.equal(arrival(), 100);
     now = 150;
-    idle = 8;
+    turn = 8;
     assert.equal(arrival(), 150);
     now = 151;
     assert.equal(arrival(), 150, 'the same turn again');
   });
 
-  it('stamps anew after the check phase, when the next poll did not wait', async () => {
+  it("with the real loop: the same stamp in one iteration's check phase, a new one in the next iteration, whose poll did not wait (an immediate was queued)", async () => {
     let now = 100;
-    const arrival = createArrivalClock(
-      () => now,
-      () => 7,
-    );
-    assert.equal(arrival(), 100);
+    const arrival = createArrivalClock(() => now);
     await checkPhase();
+    const turn = loopCount();
+    assert.equal(arrival(), 100);
+    now = 110;
+    await Promise.resolve(); // a microtask of the same callback
+    assert.equal(arrival(), 100);
+    await checkPhase(); // queued from a check phase: runs in the next iteration's
+    assert.equal(loopCount(), turn + 1);
     now = 120;
     assert.equal(arrival(), 120);
   });
