@@ -1,9 +1,12 @@
 // Sends an upstream response's body to the client, and hands what it wrote to the tap right
-// after writing it (the body's slices taken from Node's parser where it can, upstream-body.ts): the order (forward, then read) is in the code, not in the order of two
-// listeners. Chunks that arrive in the same turn (one socket read holds many small HTTP chunks
-// when the upstream streams fast) are written as one, in a tick queued at the first of them:
-// the same bytes, leaving in the same turn as before, but one write through Node's HTTP and
-// stream machinery instead of one per upstream chunk, as nginx writes what one read brought.
+// after writing it: the order (forward, then read) is in the code, not in the order of two
+// listeners. The body's slices come from Node's parser as it parses a read (upstream-body.ts),
+// or else from the response's 'data'. Chunks that arrive in the same read (one socket read holds
+// many small HTTP chunks when the upstream streams fast) are written as one, as the read's turn
+// ends (on the parser path, from a listener on the upstream socket after Node's own; else in a
+// tick queued at the first of them): the same bytes, leaving in the same turn, but one write
+// through Node's HTTP and stream machinery instead of one per upstream chunk, as nginx writes
+// what one read brought.
 // When the upstream's end came in the same read, the batch waits for it and leaves with the
 // end in one write, as the upstream sent them (the last event and the chunked terminator in one
 // packet). Back-pressure as a pipe has it: a client that reads slowly pauses the upstream.
@@ -50,6 +53,7 @@ interface RawSend {
  */
 const FRAME_COPY_MAX = 4 * 1024 - 16;
 const CRLF = 0x0d0a;
+const EMPTY = Buffer.alloc(0);
 
 /** The batch as one HTTP/1.1 chunk: its size in hex, CRLF, its bytes, CRLF. */
 export function chunkFrame(bytes: Buffer): Buffer {
@@ -97,7 +101,10 @@ function writeBatch(res: ServerResponse, out: Buffer, written: Written): void {
 export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
   const { sent, lastWrite, filter, arrived } = hooks;
   let firstWrite = hooks.firstWrite;
+  // The batch's chunks in the first `count` places; the array is kept (not emptied: that would
+  // free its store and make a new one for the next read's chunk).
   const batch: Buffer[] = [];
+  let count = 0;
   let batchLength = 0;
   let waiting = false;
   const written: Written = { full: undefined, sent: false };
@@ -115,13 +122,14 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   };
   /** The batch, joined (a lone chunk as it is); the batch starts over. */
   const take = (): Buffer => {
-    const out = batch.length === 1 ? batch[0]! : Buffer.concat(batch, batchLength);
-    batch.length = 0;
+    const out = count === 1 ? batch[0]! : Buffer.concat(count === batch.length ? batch : batch.slice(0, count), batchLength);
+    batch.fill(EMPTY, 0, count); // nothing of this read kept alive by the array
+    count = 0;
     batchLength = 0;
     return out;
   };
   const flush = (): void => {
-    if (batch.length === 0) return; // written already, with the end
+    if (count === 0) return; // written already, with the end
     // The upstream's end came in the same read (the parser saw the body complete): the batch
     // leaves with it, in one write, as the upstream sent it ('end' follows in this turn).
     if (proxyRes.complete && !proxyRes.destroyed) return;
@@ -152,18 +160,33 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     tap?.chunk(read, written.sent);
     written.sent = false;
   };
+  // On the parser path a listener on the upstream socket, after Node's own (which parses the
+  // read), writes the batch as the read's turn ends: no tick queued per read. It hears only the
+  // reads after the head's: the slices of that one are written in a tick, as on the stream path.
+  let reading = false;
+  const socket = proxyRes.socket;
+  const onRead = (): void => {
+    reading = true;
+    flush();
+  };
   const onData = (chunk: Buffer): void => {
-    if (batch.length === 0) {
-      process.nextTick(flush);
+    if (count === 0) {
+      if (!reading) process.nextTick(flush);
       arrived?.();
     }
-    batch.push(chunk);
+    batch[count++] = chunk;
     batchLength += chunk.length;
   };
   direct = readBodyFromParser(proxyRes, onData);
   if (!direct) proxyRes.on('data', onData);
+  else socket?.on('data', onRead);
+  /** The socket's next response (kept alive) is another relay's. */
+  const unlisten = (): void => {
+    if (direct) socket?.off('data', onRead);
+  };
   proxyRes.on('end', () => {
-    const read = batch.length === 0 ? undefined : take();
+    unlisten();
+    const read = count === 0 ? undefined : take();
     let out = read;
     if (filter !== undefined) {
       const passed = read === undefined ? undefined : filter.pass(read);
@@ -182,7 +205,8 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   });
   // Complete but destroyed before its 'end' (its client left): what was held is handed on.
   proxyRes.on('close', () => {
-    if (batch.length > 0) write();
+    unlisten();
+    if (count > 0) write();
     tap?.close();
   });
 }

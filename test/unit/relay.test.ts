@@ -227,6 +227,62 @@ describe('relay', () => {
       assert.equal(writes.length, 2, `include_usage ${includeUsage}: socket writes ${writes.length}`);
     }
   });
+  it('through infermeter (the body read from the parser), each upstream read of several chunks leaves in one write, its usage chunk stripped or not', async (t) => {
+    const chunk = (text: string): string => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+    const event = (i: number) => `data: {"choices":[{"index":0,"delta":{"content":"t${i}"}}]}\n\n`;
+    // The upstream writes its next read only once the client has the one before: each is a read of its own.
+    let clientGot: () => void = () => undefined;
+    const upstream = net.createServer((socket) => {
+      socket.on('error', () => undefined);
+      socket.once('data', async () => {
+        const reads = [
+          `HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n${chunk(event(0))}`,
+          chunk(event(1)) + chunk(event(2)),
+          chunk(event(3)) + chunk(event(4)) + chunk(event(5)),
+          chunk(event(6)) + chunk(event(7)),
+        ];
+        for (const read of reads) {
+          const got = new Promise<void>((resolve) => (clientGot = resolve));
+          socket.write(read);
+          await got;
+        }
+        socket.end(`${chunk('data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":8}}\n\n')}${chunk('data: [DONE]\n\n')}0\r\n\r\n`);
+      });
+    });
+    const app = await startProxy(t, (await listen(t, upstream)).url);
+    let writes = 0;
+    app.dataServer!.on('connection', (socket: Socket & { _writeGeneric(...args: unknown[]): unknown }) => {
+      const original = socket._writeGeneric;
+      socket._writeGeneric = function (this: unknown, ...args: unknown[]) {
+        writes++;
+        return original.apply(this, args);
+      };
+    });
+    for (const includeUsage of [true, false]) {
+      writes = 0;
+      const res = await new Promise<IncomingMessage>((resolve, reject) => {
+        const req = http.request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', agent: false }, resolve);
+        req.on('error', reject);
+        req.end(JSON.stringify({ model: 'm', stream: true, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) }));
+      });
+      let text = '';
+      const pieces: string[] = [];
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        text += c;
+        pieces.push(c);
+        clientGot();
+      });
+      await once(res, 'end');
+      assert.equal(
+        text,
+        `${[0, 1, 2, 3, 4, 5, 6, 7].map(event).join('')}${includeUsage ? 'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":8}}\n\n' : ''}data: [DONE]\n\n`,
+      );
+      // The head with the first event, one write per read after it, the last with the end.
+      assert.equal(writes, 5, `include_usage ${includeUsage}: socket writes ${writes}`);
+      assert.deepEqual(pieces.slice(1, 4), [event(1) + event(2), event(3) + event(4) + event(5), event(6) + event(7)]);
+    }
+  });
   it('frames a chunk as Node does: its size in hex, CRLF, its bytes, CRLF', () => {
     assert.equal(chunkFrame(Buffer.from('data: a\n\n')).toString('latin1'), '9\r\ndata: a\n\n\r\n');
     const big = Buffer.alloc(0x1234, 0x78);
