@@ -10,9 +10,9 @@
 // libuv increments just before each poll): reads and requests handled from one poll, its
 // nextTicks and its check phase see the same count. A request handled outside the poll phase
 // (a pipelined one, resumed) may share the stamp of one handled before it in the same turn;
-// clients do not pipeline. The count costs one property read; the setImmediate that ended a
-// turn before cost about 150 bytes and a check-phase callback per upstream read when reads come
-// a turn apart, as in the latency scenario.
+// clients do not pipeline. Reading the count makes one small object; the setImmediate that
+// ended a turn before cost an Immediate (about 150 bytes) and a check-phase callback per
+// upstream read when reads come a turn apart, as in the latency scenario.
 import { performance } from 'node:perf_hooks';
 import type { Clock } from './clock.ts';
 
