@@ -13,7 +13,7 @@ import { listen } from '../helpers/listen.ts';
 
 const chunk = (text: string): string => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
 
-/** A raw upstream answering every request on a connection with `answer`, written in `pieces` (one write each, a turn apart). */
+/** A raw upstream answering every request on a connection with `pieces`, one write each, 2 ms apart. */
 async function rawUpstream(t: { after(fn: () => unknown): void }, pieces: readonly string[]): Promise<{ url: string; connections: () => number }> {
   let connections = 0;
   const server = net.createServer((socket) => {
