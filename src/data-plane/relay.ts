@@ -111,13 +111,14 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   // The body's slices come from the parser itself where they can (upstream-body.ts): then
   // back-pressure pauses the socket, as Node's own readStop does.
   let direct = false;
+  const socket = proxyRes.socket;
   const pause = (): void => {
-    if (direct) proxyRes.socket?.pause();
+    if (direct) socket?.pause();
     else proxyRes.pause();
   };
   const onDrain = (): void => {
     waiting = false;
-    if (direct) proxyRes.socket?.resume();
+    if (direct) socket?.resume();
     else proxyRes.resume();
   };
   /** The batch, joined (a lone chunk as it is); the batch starts over. */
@@ -164,7 +165,6 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   // read), writes the batch as the read's turn ends: no tick queued per read. It hears only the
   // reads after the head's: the slices of that one are written in a tick, as on the stream path.
   let reading = false;
-  const socket = proxyRes.socket;
   const onRead = (): void => {
     reading = true;
     flush();

@@ -32,7 +32,7 @@ const kOnBody: number | undefined = (() => {
 })();
 
 /** The slot's callback once taken over: a response with a reader gets its slices, any other Node's own handling. */
-const taken = new WeakMap<(b: Buffer) => void, true>();
+const taken = new WeakSet<(b: Buffer) => void>();
 
 /**
  * Reads `response`'s body slices straight from its socket's parser; false when that cannot be
@@ -53,7 +53,7 @@ export function readBodyFromParser(response: IncomingMessage, reader: BodySlice)
       if (read === undefined) current.call(this, b);
       else if (!incoming!.destroyed) read(b); // as a destroyed stream drops what is pushed
     };
-    taken.set(own, true);
+    taken.add(own);
     parser[kOnBody] = own;
   }
   (response as Read)[READER] = reader;
