@@ -66,6 +66,37 @@ export function chunkFrame(bytes: Buffer): Buffer {
   return frame;
 }
 
+/**
+ * Whether the upstream's read `raw` is exactly HTTP/1.1 chunks whose bodies are the first
+ * `count` of `slices` (Node's parser's copies of them), each a size line of hex digits and CRLF,
+ * its bytes, CRLF, and nothing else: then it can go to a chunked client as it came. A read that
+ * begins or ends inside a chunk, or has a chunk extension, is not. `known`: the read begins at a
+ * chunk's start (the last one ended at a chunk's end), so the sizes tell; else the bytes are
+ * compared as well, since a read that began inside a chunk could look like a size line.
+ */
+export function wholeChunks(raw: Buffer, slices: readonly Buffer[], count: number, known: boolean): boolean {
+  if (count === 0) return false;
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    const slice = slices[i]!;
+    let size = 0;
+    let j = at;
+    for (; j < raw.length && j - at < 8; j++) {
+      const c = raw[j]!;
+      const digit = c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : c >= 0x41 && c <= 0x46 ? c - 0x37 : -1;
+      if (digit === -1) break;
+      size = size * 16 + digit;
+    }
+    if (j === at || size !== slice.length || raw[j] !== 0x0d || raw[j + 1] !== 0x0a) return false;
+    const start = j + 2;
+    const end = start + size;
+    if (raw[end] !== 0x0d || raw[end + 1] !== 0x0a) return false;
+    if (!known && raw.compare(slice, 0, size, start, end) !== 0) return false;
+    at = end + 2;
+  }
+  return at === raw.length;
+}
+
 /** What a batch's write did: what to wait on for 'drain' before the next, and whether its bytes are on the socket. */
 interface Written {
   full: NodeJS.EventEmitter | undefined;
@@ -78,7 +109,7 @@ interface Written {
  * the one to wait for (Node tells the response only of drains its own write() asked for), and
  * on an uncorked socket its bytes have left (or are queued behind earlier ones) when it returns.
  */
-function writeBatch(res: ServerResponse, out: Buffer, written: Written): void {
+function writeBatch(res: ServerResponse, out: Buffer, written: Written, framed: Buffer | undefined): void {
   const raw = res as unknown as RawSend;
   const socket = res.socket;
   if (
@@ -87,10 +118,10 @@ function writeBatch(res: ServerResponse, out: Buffer, written: Written): void {
     socket !== null &&
     raw._hasBody !== false &&
     out.length > 0 &&
-    out.length <= FRAME_COPY_MAX &&
+    (framed !== undefined || out.length <= FRAME_COPY_MAX) &&
     typeof raw._send === 'function'
   ) {
-    written.full = raw._send(chunkFrame(out), null, null) ? undefined : socket;
+    written.full = raw._send(framed ?? chunkFrame(out), null, null) ? undefined : socket;
     written.sent = socket.writableCorked === 0;
     return;
   }
@@ -136,7 +167,16 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     if (proxyRes.complete && !proxyRes.destroyed) return;
     write();
   };
+  // The upstream socket's read whose slices are the batch (the parser path, a read after the
+  // head's): when it is whole chunks and nothing of it is cut, it goes on as it came, framing
+  // and all (no copy, no framing of our own).
+  let rawRead: Buffer | undefined;
+  // The last read went on as it came: the next one begins at a chunk's start.
+  let aligned = false;
   const write = (): void => {
+    aligned = rawRead !== undefined && wholeChunks(rawRead, batch, count, aligned);
+    const framed = aligned ? rawRead : undefined;
+    rawRead = undefined;
     const read = take();
     const out = filter === undefined ? read : filter.pass(read);
     // A client that is gone takes its upstream request down with it (the data plane's 'close');
@@ -147,7 +187,7 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
         firstWrite = undefined;
       }
       if (!res.destroyed && !res.writableEnded) {
-        writeBatch(res, out, written);
+        writeBatch(res, out, written, out === read ? framed : undefined);
         const full = written.full;
         if (full !== undefined && !waiting) {
           waiting = true;
@@ -165,9 +205,11 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   // read), writes the batch as the read's turn ends: no tick queued per read. It hears only the
   // reads after the head's: the slices of that one are written in a tick, as on the stream path.
   let reading = false;
-  const onRead = (): void => {
+  const onRead = (chunk: Buffer): void => {
     reading = true;
+    rawRead = chunk;
     flush();
+    rawRead = undefined;
   };
   const onData = (chunk: Buffer): void => {
     if (count === 0) {

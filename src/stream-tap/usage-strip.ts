@@ -12,6 +12,9 @@ import { EventSplitter, type EventSink } from './event-splitter.ts';
 
 const LF = 0x0a;
 const CR = 0x0d;
+const LBRACKET = 0x5b;
+const RBRACKET = 0x5d;
+const COLON = 0x3a;
 // Only an event with an empty "choices" and a "usage" key is parsed; every other event is passed
 // without JSON.parse. Whitespace JSON allows is allowed (Python's json.dumps writes `": "`).
 const CHOICES = Buffer.from('"choices"');
@@ -54,17 +57,34 @@ export function isUsageOnlyEvent(event: Buffer, start = 0, end = event.length): 
   }
 }
 
-/** Whether `"choices"` is followed, whitespace aside, by `: []` somewhere in [start, end). */
+/**
+ * Whether `"choices"` is followed, whitespace aside, by `: []` somewhere in [start, end). Found
+ * from each `[` (a byte search: a token event has one or two), looking forwards for `]` and back
+ * for `"choices":`, rather than by searching for the name (a slower search per event).
+ */
 function hasEmptyChoices(event: Buffer, start: number, end: number): boolean {
-  for (let at = event.indexOf(CHOICES, start); at !== -1 && at < end; at = event.indexOf(CHOICES, at + 1)) {
-    let i = skipSpace(event, at + CHOICES.length, end);
-    if (event[i] !== 0x3a) continue;
-    i = skipSpace(event, i + 1, end);
-    if (event[i] !== 0x5b) continue;
-    i = skipSpace(event, i + 1, end);
-    if (i < end && event[i] === 0x5d) return true;
+  for (let at = event.indexOf(LBRACKET, start); at !== -1 && at < end; at = event.indexOf(LBRACKET, at + 1)) {
+    const close = skipSpace(event, at + 1, end);
+    if (close >= end || event[close] !== RBRACKET) continue;
+    let i = skipSpaceBack(event, at - 1, start);
+    if (i < start || event[i] !== COLON) continue;
+    i = skipSpaceBack(event, i - 1, start) - CHOICES.length + 1;
+    if (i >= start && sameBytes(event, i, CHOICES)) return true;
   }
   return false;
+}
+
+/** Bytes of `b` from `at` are those of `t`. */
+function sameBytes(b: Buffer, at: number, t: Buffer): boolean {
+  for (let j = 0; j < t.length; j++) if (b[at + j] !== t[j]) return false;
+  return true;
+}
+
+/** The last index at or before `from` (and at or after `start`) that is not whitespace; start - 1 if none. */
+function skipSpaceBack(bytes: Buffer, from: number, start: number): number {
+  let i = from;
+  while (i >= start && (bytes[i] === 0x20 || bytes[i] === 0x09 || bytes[i] === LF || bytes[i] === CR)) i--;
+  return i;
 }
 
 function skipSpace(bytes: Buffer, from: number, end: number): number {

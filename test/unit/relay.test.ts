@@ -6,7 +6,7 @@ import { once } from 'node:events';
 import net, { type Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
-import { chunkFrame, relay } from '../../src/data-plane/relay.ts';
+import { chunkFrame, relay, wholeChunks } from '../../src/data-plane/relay.ts';
 import { createUsageStrip, type BodyFilter } from '../../src/stream-tap/usage-strip.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 import { listen } from '../helpers/listen.ts';
@@ -280,8 +280,28 @@ describe('relay', () => {
       );
       // The head with the first event, one write per read after it, the last with the end.
       assert.equal(writes, 5, `include_usage ${includeUsage}: socket writes ${writes}`);
-      assert.deepEqual(pieces.slice(1, 4), [event(1) + event(2), event(3) + event(4) + event(5), event(6) + event(7)]);
+      // The reads after the head's are whole chunks, passed on framed as the upstream framed them:
+      // the client's parser finds the upstream's chunks, one piece each, as it would directly.
+      assert.deepEqual(pieces.slice(1, 8), [1, 2, 3, 4, 5, 6, 7].map(event));
     }
+  });
+  it('passes a read on as it came only when it is exactly whole chunks of the slices the parser found', () => {
+    const b = (text: string) => Buffer.from(text, 'latin1');
+    const slices = [b('hello'), b('data: x\n\n')];
+    assert.equal(wholeChunks(b('5\r\nhello\r\n9\r\ndata: x\n\n\r\n'), slices, 2, true), true);
+    assert.equal(wholeChunks(b('5\r\nhello\r\n9\r\ndata: x\n\n\r\n'), slices, 2, false), true);
+    assert.equal(wholeChunks(b('05\r\nhello\r\n'), slices, 1, false), true, 'leading zeros: the upstream framing as it was');
+    assert.equal(wholeChunks(b('A\r\n0123456789\r\n'), [b('0123456789')], 1, true), true, 'upper-case hex');
+    // What is not: a read that ends inside a chunk, or after more than the slices, an extension, no slices.
+    assert.equal(wholeChunks(b('5\r\nhello\r\n9\r\ndata'), slices, 2, true), false);
+    assert.equal(wholeChunks(b('5\r\nhello\r\n9'), slices, 1, true), false);
+    assert.equal(wholeChunks(b('5;x=1\r\nhello\r\n'), slices, 1, true), false);
+    assert.equal(wholeChunks(b('5\r\nhello\n'), slices, 1, true), false);
+    assert.equal(wholeChunks(b(''), slices, 0, true), false);
+    // A read that began inside a chunk whose bytes look like a size line and a chunk: the sizes
+    // agree, the bytes do not (the parser's slice is the chunk's rest, not what follows the line).
+    assert.equal(wholeChunks(b('5\r\nhello\r\n'), [b('5\r\nhe')], 1, false), false);
+    assert.equal(wholeChunks(b('5\r\nhello\r\n'), [b('world')], 1, false), false);
   });
   it('frames a chunk as Node does: its size in hex, CRLF, its bytes, CRLF', () => {
     assert.equal(chunkFrame(Buffer.from('data: a\n\n')).toString('latin1'), '9\r\ndata: a\n\n\r\n');

@@ -117,6 +117,16 @@ describe('usage strip', () => {
     assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":[],"usage":{"x":1}\n\n')), false, 'not JSON: kept');
   });
 
+  it('finds the empty choices in the whitespace JSON allows, and only under "choices"', () => {
+    assert.equal(isUsageOnlyEvent(Buffer.from('data: {"id": "x", "choices" : [ ], "usage": {"prompt_tokens": 1}}\n\n')), true);
+    assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":\t[\t]\t,"usage":{"prompt_tokens":1}}\r\n\r\n')), true);
+    // Empty arrays elsewhere, around a choice that is not empty.
+    assert.equal(isUsageOnlyEvent(Buffer.from('data: {"tool_calls":[],"choices":[{"delta":{"content":"[]"}}],"usage":{"prompt_tokens":1}}\n\n')), false);
+    assert.equal(isUsageOnlyEvent(Buffer.from('data: {"xchoices":[],"choices":[{"delta":{}}],"usage":{"prompt_tokens":1}}\n\n')), false);
+    // The name inside a string, escaped: not the member.
+    assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":[{"delta":{"content":"\\"choices\\":[]"}}],"usage":{"prompt_tokens":1}}\n\n')), false);
+  });
+
   // Issue 18: the strip once stopped for good after an oversized event, and the usage-only chunk
   // infermeter had asked for reached a client that never asked for it.
   it('passes an event past the cap on unheld, and still strips the usage-only chunk after it', async () => {
