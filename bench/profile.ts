@@ -1,8 +1,8 @@
 // npm run bench:profile: infermeter under the throughput scenario with --cpu-prof, and where its
 // CPU time goes, inclusive, by function (Node's internals and infermeter's own modules).
 // `--scenario=latency`: the latency scenario's shape instead (one event per read), `--scenario=wave`
-// bench:fidelity's wave pattern; `--top=N`
-// rows; `--target=passthrough`: the bench's bare Node pass-through instead, to compare. Without
+// bench:fidelity's wave pattern; `--top=N` rows; `--self`: each function's own time per event
+// instead (every function, Node's natives too); `--target=passthrough`: the bench's bare Node pass-through instead, to compare. Without
 // include_usage, as most clients send: infermeter's default path.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -28,7 +28,7 @@ const SHAPES: Record<string, Scenario> = {
 };
 
 /** Profiles infermeter under the throughput scenario (or another); returns a markdown summary. */
-export async function profileThroughput(shape = 'throughput', top = 20, target = 'infermeter'): Promise<string> {
+export async function profileThroughput(shape = 'throughput', top = 20, target = 'infermeter', self = false): Promise<string> {
   const scenario = SHAPES[shape];
   if (scenario === undefined) throw new Error(`--scenario=${shape}: expected one of ${Object.keys(SHAPES).join(', ')}`);
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-profile-'));
@@ -52,6 +52,7 @@ export async function profileThroughput(shape = 'throughput', top = 20, target =
   const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
   rmSync(dir, { recursive: true, force: true });
   const byId = new Map(prof.nodes.map((n) => [n.id, n]));
+  if (self) return selfTimes(prof, byId, r.events, top, passthrough);
   const parent = new Map<number, number>();
   for (const n of prof.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const inclusive = new Map<string, number>();
@@ -82,7 +83,32 @@ export async function profileThroughput(shape = 'throughput', top = 20, target =
   return out;
 }
 
+/** `--self`: each function's own time (its callees' excluded), in µs per event, every function. */
+function selfTimes(
+  prof: { samples: number[]; timeDeltas: number[] },
+  byId: Map<number, ProfileNode>,
+  events: number,
+  top: number,
+  passthrough: boolean,
+): string {
+  const own = new Map<string, number>();
+  let busy = 0;
+  prof.samples.forEach((id, i) => {
+    const cf = byId.get(id)!.callFrame;
+    if (cf.functionName === '(idle)') return;
+    const t = prof.timeDeltas[i] ?? 0;
+    busy += t;
+    const name = `${cf.functionName || '(anonymous)'} ${cf.url.replace(/.*\//, '')}:${cf.lineNumber + 1}`;
+    own.set(name, (own.get(name) ?? 0) + t);
+  });
+  let out = `${events} events, ${(busy / events).toFixed(2)} µs of sampled busy time per event; ${passthrough ? 'the pass-through' : 'infermeter'}'s self time by function (idle excluded):\n\n| µs per event | share | function |\n|---|---|---|\n`;
+  for (const [name, t] of [...own].sort((a, b) => b[1] - a[1]).slice(0, top)) {
+    out += `| ${(t / events).toFixed(2)} | ${((100 * t) / busy).toFixed(1)} % | \`${name}\` |\n`;
+  }
+  return out;
+}
+
 if (import.meta.main) {
   const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-  process.stdout.write(await profileThroughput(arg('scenario'), Number(arg('top') ?? 20), arg('target')));
+  process.stdout.write(await profileThroughput(arg('scenario'), Number(arg('top') ?? 20), arg('target'), process.argv.includes('--self')));
 }

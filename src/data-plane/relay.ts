@@ -10,10 +10,12 @@
 // When the upstream's end came in the same read, the batch waits for it and leaves with the
 // end in one write, as the upstream sent them (the last event and the chunked terminator in one
 // packet). Back-pressure as a pipe has it: a client that reads slowly pauses the upstream.
-// Once the head has gone, a chunked response's batch leaves framed by the relay itself, size line,
-// bytes and CRLF in one Buffer handed to the response's raw send: one socket write, where
-// Node's write() makes four (size, CRLF, bytes, CRLF) corked until the next tick and sent as one
-// writev. The bytes on the wire are the same.
+// Once the head has gone, a chunked response's batch leaves through the response's raw send in
+// one socket write, where Node's write() makes four (size, CRLF, bytes, CRLF) corked until the
+// next tick and sent as one writev: on the parser path, a read that is whole chunks and that the
+// strip leaves as it is goes as the upstream framed it, its very bytes (the client's parser then
+// finds the upstream's chunks, as it would directly); any other batch is framed by the relay, size
+// line, bytes and CRLF in one Buffer. Either way a valid chunked body, with the same content.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ResponseTap } from '../stream-tap/response-tap.ts';
 import type { BodyFilter } from '../stream-tap/usage-strip.ts';
