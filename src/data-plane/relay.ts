@@ -18,6 +18,7 @@
 // line, bytes and CRLF in one Buffer. Either way a valid chunked body, with the same content.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ResponseTap } from '../stream-tap/response-tap.ts';
+import { hexValue } from '../stream-tap/json-bytes.ts';
 import type { BodyFilter } from '../stream-tap/usage-strip.ts';
 import { readBodyFromParser } from './upstream-body.ts';
 
@@ -84,8 +85,7 @@ export function wholeChunks(raw: Buffer, slices: readonly Buffer[], count: numbe
     let size = 0;
     let j = at;
     for (; j < raw.length && j - at < 8; j++) {
-      const c = raw[j]!;
-      const digit = c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : c >= 0x41 && c <= 0x46 ? c - 0x37 : -1;
+      const digit = hexValue(raw[j]!);
       if (digit === -1) break;
       size = size * 16 + digit;
     }
@@ -209,6 +209,8 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   let reading = false;
   const onRead = (chunk: Buffer): void => {
     reading = true;
+    // A read with no body slices (framing alone) leaves where the next one begins unknown.
+    if (count === 0) aligned = false;
     rawRead = chunk;
     flush();
     rawRead = undefined;

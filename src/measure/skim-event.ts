@@ -580,10 +580,11 @@ export function createSkimmer(): (b: Buffer, start: number, end: number) => bool
 }
 
 /**
- * Bytes of `b` from `at` are those of `t`. A loop: for a template of a few hundred bytes it costs
- * less than Buffer's compare, whose argument checks and native call come before the compare.
+ * Bytes of `b` from `at` are those of `t` (the skimmer's template, the usage strip's name). A
+ * loop: for up to a few hundred bytes it costs less than Buffer's compare, whose argument checks
+ * and native call come before the compare.
  */
-function sameBytes(b: Uint8Array, at: number, t: Uint8Array): boolean {
+export function sameBytes(b: Uint8Array, at: number, t: Uint8Array): boolean {
   for (let i = 0; i < t.length; i++) if (b[at + i] !== t[i]) return false;
   return true;
 }

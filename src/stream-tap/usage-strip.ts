@@ -9,6 +9,7 @@
 // and stripping resumes after it: the usage-only chunk infermeter asked for (small, and last)
 // is still removed from such a stream.
 import { EventSplitter, type EventSink } from './event-splitter.ts';
+import { sameBytes } from '../measure/skim-event.ts';
 
 const LF = 0x0a;
 const CR = 0x0d;
@@ -72,12 +73,6 @@ function hasEmptyChoices(event: Buffer, start: number, end: number): boolean {
     if (i >= start && sameBytes(event, i, CHOICES)) return true;
   }
   return false;
-}
-
-/** Bytes of `b` from `at` are those of `t`. */
-function sameBytes(b: Buffer, at: number, t: Buffer): boolean {
-  for (let j = 0; j < t.length; j++) if (b[at + j] !== t[j]) return false;
-  return true;
 }
 
 /** The last index at or before `from` (and at or after `start`) that is not whitespace; start - 1 if none. */
