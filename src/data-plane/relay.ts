@@ -20,7 +20,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ResponseTap } from '../stream-tap/response-tap.ts';
 import { hexValue } from '../stream-tap/json-bytes.ts';
 import type { BodyFilter } from '../stream-tap/usage-strip.ts';
-import { readBodyFromParser } from './upstream-body.ts';
+import { ChunkDecoder } from './chunk-decoder.ts';
+import { readBodyFromParser, skipBodySlices } from './upstream-body.ts';
 
 export interface RelayHooks {
   /** Counts the bytes handed to the client (the access log); undefined: not counted. */
@@ -175,9 +176,14 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   let rawRead: Buffer | undefined;
   // The last read went on as it came: the next one begins at a chunk's start.
   let aligned = false;
+  // From then on the parser's slices are skipped (each a copy and a call from C++): the chunks
+  // are read from the socket's reads (chunk-decoder.ts), which says whether a read is whole.
+  let decoder: ChunkDecoder | undefined;
+  let giveBack: (() => void) | undefined;
+  let whole = false;
   const write = (): void => {
-    aligned = rawRead !== undefined && wholeChunks(rawRead, batch, count, aligned);
-    const framed = aligned ? rawRead : undefined;
+    if (decoder === undefined) aligned = rawRead !== undefined && wholeChunks(rawRead, batch, count, aligned);
+    const framed = (decoder === undefined ? aligned : whole) ? rawRead : undefined;
     rawRead = undefined;
     const read = take();
     const out = filter === undefined ? read : filter.pass(read);
@@ -209,11 +215,19 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   let reading = false;
   const onRead = (chunk: Buffer): void => {
     reading = true;
-    // A read with no body slices (framing alone) leaves where the next one begins unknown.
-    if (count === 0) aligned = false;
+    if (decoder !== undefined) {
+      // A read Node's parser failed on (it destroyed the socket), or of a response destroyed,
+      // gives nothing, as the parser's slices of a destroyed response are dropped.
+      if (proxyRes.destroyed || socket?.destroyed === true) return;
+      whole = decoder.feed(chunk, onData);
+    } else if (count === 0) aligned = false; // a read of framing alone: where the next begins is unknown
     rawRead = chunk;
     flush();
     rawRead = undefined;
+    if (decoder === undefined && aligned && !proxyRes.complete) {
+      giveBack = skipBodySlices(proxyRes);
+      if (giveBack !== undefined) decoder = new ChunkDecoder();
+    }
   };
   const onData = (chunk: Buffer): void => {
     if (count === 0) {
@@ -229,6 +243,8 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   /** The socket's next response (kept alive) is another relay's. */
   const unlisten = (): void => {
     if (direct) socket?.off('data', onRead);
+    giveBack?.();
+    giveBack = undefined;
   };
   proxyRes.on('end', () => {
     unlisten();

@@ -14,6 +14,7 @@ export type BodySlice = (slice: Buffer) => void;
 
 interface Parser {
   incoming: IncomingMessage | null;
+  remove?: (this: Parser) => unknown;
   [key: number]: unknown;
 }
 
@@ -55,9 +56,39 @@ export function readBodyFromParser(response: IncomingMessage, reader: BodySlice)
     };
     taken.add(own);
     parser[kOnBody] = own;
+    // Node frees every parser through its remove() before it goes back to the pool that its
+    // server and client share: an emptied slot (skipBodySlices) is given back there, whatever
+    // ended the response.
+    const remove = parser.remove;
+    if (typeof remove === 'function') {
+      parser.remove = function (this: Parser): unknown {
+        if (this[kOnBody!] === undefined) this[kOnBody!] = own;
+        return remove.call(this);
+      };
+    }
   }
   (response as Read)[READER] = reader;
   // The stream stays empty and flowing, so its 'end' (and with it the keep-alive) comes as before.
   response.resume();
   return true;
+}
+
+/**
+ * Stops the parser handing `response`'s body slices to its reader (read with readBodyFromParser):
+ * the caller reads the chunks from the socket's reads itself (chunk-decoder.ts), saving the
+ * parser's copy of each slice and its call into JavaScript. Returns what gives the slot back (call
+ * it when the response ends or closes; Node's freeing of the parser gives it back too), or
+ * undefined when the slot is not the reader's.
+ */
+export function skipBodySlices(response: IncomingMessage): (() => void) | undefined {
+  if (kOnBody === undefined) return undefined;
+  const parser = (response.socket as (Socket & { parser?: Parser | null }) | null)?.parser;
+  if (parser == null || parser.incoming !== response || (response as Read)[READER] === undefined) return undefined;
+  const own = parser[kOnBody] as (b: Buffer) => void;
+  if (!taken.has(own)) return undefined;
+  parser[kOnBody] = undefined;
+  return () => {
+    // Not once the parser was freed and taken by another response (that one's, then).
+    if (parser[kOnBody] === undefined && (parser.incoming === response || parser.incoming === null)) parser[kOnBody] = own;
+  };
 }

@@ -5,11 +5,15 @@
 import assert from 'node:assert/strict';
 import http, { type IncomingMessage } from 'node:http';
 import { once } from 'node:events';
+import { createRequire } from 'node:module';
 import net from 'node:net';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
-import { readBodyFromParser } from '../../src/data-plane/upstream-body.ts';
+import { readBodyFromParser, skipBodySlices } from '../../src/data-plane/upstream-body.ts';
 import { listen } from '../helpers/listen.ts';
+
+const require = createRequire(import.meta.url);
+const kOnBody = (require('node:_http_common') as { HTTPParser: { kOnBody: number } }).HTTPParser.kOnBody;
 
 const chunk = (text: string): string => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
 
@@ -99,6 +103,56 @@ describe('the upstream body from the parser', () => {
       bodies,
       [0, 1, 2, 3, 4].map((i) => `body ${i}`),
     );
+  });
+
+  it("skips the slices once asked; the slot is given back when Node frees the parser, so the next response and a server's bodies read as Node reads them", async (t) => {
+    const up = await rawUpstream(t, pieces);
+    const bodies: string[] = [];
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (c: string) => (body += c));
+      req.on('end', () => {
+        bodies.push(body);
+        res.end('ok');
+      });
+    });
+    const { url } = await listen(t, server);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => agent.destroy());
+    for (let round = 0; round < 4; round++) {
+      const res = await get(`${up.url}/`, agent);
+      const slices: string[] = [];
+      let skipped: (() => void) | undefined;
+      readBodyFromParser(res, (b) => {
+        slices.push(b.toString());
+        skipped ??= skipBodySlices(res); // after the first slice: the rest is the caller's to read
+        // Round 3 is cut in the middle: its socket destroyed, its parser freed with the slot emptied.
+        if (round === 3) setImmediate(() => res.socket?.destroy());
+      });
+      res.on('error', () => undefined); // the cut one's 'aborted'
+      const parser = (res.socket as unknown as { parser: Record<number, unknown> }).parser;
+      await once(res, round === 3 ? 'close' : 'end');
+      if (round !== 1) assert.equal(typeof parser[kOnBody], 'function', 'the slot given back as Node freed the parser');
+      assert.ok(skipped !== undefined);
+      assert.deepEqual(slices, [events[0]], 'no slice after the skip');
+      // Not given back by the caller (round 1 gives it back too: once more changes nothing).
+      if (round === 1) skipped();
+      const answer = await fetch(`${url}/`, { method: 'POST', body: `body ${round}` });
+      assert.equal(await answer.text(), 'ok');
+    }
+    // The kept-alive connection's next response, and the server's requests, as Node reads them.
+    const next = await get(`${up.url}/`, agent);
+    let text = '';
+    next.setEncoding('utf8');
+    next.on('data', (c: string) => (text += c));
+    await once(next, 'end');
+    assert.equal(text, events.join(''));
+    assert.deepEqual(
+      bodies,
+      [0, 1, 2, 3].map((i) => `body ${i}`),
+    );
+    assert.equal(skipBodySlices(next), undefined, 'a response without a reader keeps its slices');
   });
 
   it('gives a destroyed response nothing more, and declines a stream without a parser', async (t) => {
