@@ -1,7 +1,9 @@
 // Sends an upstream response's body to the client, and hands what it wrote to the tap right
 // after writing it: the order (forward, then read) is in the code, not in the order of two
 // listeners. The body's slices come from Node's parser as it parses a read (upstream-body.ts),
-// or else from the response's 'data'. Chunks that arrive in the same read (one socket read holds
+// or else from the response's 'data'; on the parser path, once a read was found to be whole
+// chunks, the parser stops handing them over and the chunks are read from the socket's reads
+// (chunk-decoder.ts): views of the read, without the parser's copy and call per slice. Chunks that arrive in the same read (one socket read holds
 // many small HTTP chunks when the upstream streams fast) are written as one, as the read's turn
 // ends (on the parser path, from a listener on the upstream socket after Node's own; else in a
 // tick queued at the first of them): the same bytes, leaving in the same turn, but one write

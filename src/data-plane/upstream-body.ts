@@ -5,6 +5,10 @@
 // straight to its reader. The framing, the limits, the errors, the end (kOnMessageComplete, then
 // the response's 'end') and the keep-alive stay Node's: only the stream between the parser and
 // the relay is skipped. Back-pressure pauses the socket itself, as Node's readStop does.
+// skipBodySlices goes one step further for a chunked body whose reads the caller reads itself:
+// the slot is emptied (Node's parser then neither copies a slice nor calls into JavaScript for
+// it), and given back at the response's end, and in any case as Node frees the parser, before
+// it returns to the pool its server and client share.
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { createRequire } from 'node:module';
