@@ -34,6 +34,31 @@ async function rawUpstream(t: { after(fn: () => unknown): void }, pieces: readon
   return { url, connections: () => connections };
 }
 
+/** An http server that keeps each request's body and answers `ok`: its parsers come from Node's pool too. */
+async function bodyServer(t: { after(fn: () => unknown): void }): Promise<{ url: string; bodies: string[] }> {
+  const bodies: string[] = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (body += c));
+    req.on('end', () => {
+      bodies.push(body);
+      res.end('ok');
+    });
+  });
+  const { url } = await listen(t, server);
+  return { url, bodies };
+}
+
+/** A response's body as its stream gives it (Node's own reading). */
+async function textOf(res: IncomingMessage): Promise<string> {
+  let text = '';
+  res.setEncoding('utf8');
+  res.on('data', (c: string) => (text += c));
+  await once(res, 'end');
+  return text;
+}
+
 function get(url: string, agent: http.Agent): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => http.get(url, { agent }, resolve).on('error', reject));
 }
@@ -62,27 +87,13 @@ describe('the upstream body from the parser', () => {
     assert.equal(res.complete, true);
     // The same connection (maxSockets 1, one connection seen), its parser's slot taken: read as Node reads it.
     const next = await get(`${up.url}/`, agent);
-    let text = '';
-    next.setEncoding('utf8');
-    next.on('data', (c: string) => (text += c));
-    await once(next, 'end');
-    assert.equal(text, events.join(''));
+    assert.equal(await textOf(next), events.join(''));
     assert.equal(up.connections(), 1, 'the kept-alive connection was reused');
   });
 
   it("leaves an http server's request bodies to Node (the parsers are pooled for both)", async (t) => {
     const up = await rawUpstream(t, pieces);
-    const bodies: string[] = [];
-    const server = http.createServer((req, res) => {
-      let body = '';
-      req.setEncoding('utf8');
-      req.on('data', (c: string) => (body += c));
-      req.on('end', () => {
-        bodies.push(body);
-        res.end('ok');
-      });
-    });
-    const { url } = await listen(t, server);
+    const { url, bodies } = await bodyServer(t);
     for (let round = 0; round < 5; round++) {
       // A fresh connection each time: its parser goes back to the pool when it closes.
       const agent = new http.Agent({ keepAlive: false });
@@ -107,17 +118,7 @@ describe('the upstream body from the parser', () => {
 
   it("skips the slices once asked; the slot is given back when Node frees the parser, so the next response and a server's bodies read as Node reads them", async (t) => {
     const up = await rawUpstream(t, pieces);
-    const bodies: string[] = [];
-    const server = http.createServer((req, res) => {
-      let body = '';
-      req.setEncoding('utf8');
-      req.on('data', (c: string) => (body += c));
-      req.on('end', () => {
-        bodies.push(body);
-        res.end('ok');
-      });
-    });
-    const { url } = await listen(t, server);
+    const { url, bodies } = await bodyServer(t);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     t.after(() => agent.destroy());
     for (let round = 0; round < 4; round++) {
@@ -143,16 +144,12 @@ describe('the upstream body from the parser', () => {
     }
     // The kept-alive connection's next response, and the server's requests, as Node reads them.
     const next = await get(`${up.url}/`, agent);
-    let text = '';
-    next.setEncoding('utf8');
-    next.on('data', (c: string) => (text += c));
-    await once(next, 'end');
-    assert.equal(text, events.join(''));
+    assert.equal(await textOf(next), events.join(''));
     assert.deepEqual(
       bodies,
       [0, 1, 2, 3].map((i) => `body ${i}`),
     );
-    assert.equal(skipBodySlices(next), undefined, 'a response without a reader keeps its slices');
+    assert.equal(skipBodySlices(next), undefined, 'declined for a response not read from the parser');
   });
 
   it('gives a destroyed response nothing more, and declines a stream without a parser', async (t) => {
