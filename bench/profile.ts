@@ -2,8 +2,9 @@
 // CPU time goes, inclusive, by function (Node's internals and infermeter's own modules).
 // `--scenario=latency`: the latency scenario's shape instead (one event per read), `--scenario=wave`
 // bench:fidelity's wave pattern; `--top=N` rows; `--self`: each function's own time per event
-// instead (every function, Node's natives too); `--target=passthrough`: the bench's bare Node pass-through instead, to compare. Without
-// include_usage, as most clients send: infermeter's default path.
+// instead (every function, Node's natives too); `--target=passthrough`: the bench's bare Node
+// pass-through instead, to compare. Without include_usage, as most clients send: infermeter's
+// default path.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';

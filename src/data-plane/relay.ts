@@ -3,12 +3,12 @@
 // listeners. The body's slices come from Node's parser as it parses a read (upstream-body.ts),
 // or else from the response's 'data'; on the parser path, once a read was found to be whole
 // chunks, the parser stops handing them over and the chunks are read from the socket's reads
-// (chunk-decoder.ts): views of the read, without the parser's copy and call per slice. Chunks that arrive in the same read (one socket read holds
-// many small HTTP chunks when the upstream streams fast) are written as one, as the read's turn
-// ends (on the parser path, from a listener on the upstream socket after Node's own; else in a
-// tick queued at the first of them): the same bytes, leaving in the same turn, but one write
-// through Node's HTTP and stream machinery instead of one per upstream chunk, as nginx writes
-// what one read brought.
+// (chunk-decoder.ts): views of the read, without the parser's copy and call per slice. Chunks
+// that arrive in the same read (one socket read holds many small HTTP chunks when the upstream
+// streams fast) are written as one, as the read's turn ends (on the parser path, from a listener
+// on the upstream socket after Node's own; else in a tick queued at the first of them): the same
+// bytes, leaving in the same turn, but one write through Node's HTTP and stream machinery
+// instead of one per upstream chunk, as nginx writes what one read brought.
 // When the upstream's end came in the same read, the batch waits for it and leaves with the
 // end in one write, as the upstream sent them (the last event and the chunked terminator in one
 // packet). Back-pressure as a pipe has it: a client that reads slowly pauses the upstream.
