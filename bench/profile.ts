@@ -1,7 +1,7 @@
 // npm run bench:profile: infermeter under the throughput scenario with --cpu-prof, and where its
 // CPU time goes, inclusive, by function (Node's internals and infermeter's own modules).
 // `--scenario=latency`: the latency scenario's shape instead (one event per read), `--scenario=wave`
-// bench:fidelity's wave pattern; `--top=N` rows; `--self`: each function's own time per event
+// bench:fidelity's wave pattern, `--scenario=roundtrip` one-token requests one at a time; `--top=N` rows; `--self`: each function's own time per event
 // instead (every function, Node's natives too); `--target=passthrough`: the bench's bare Node
 // pass-through instead, to compare. Without include_usage, as most clients send: infermeter's
 // default path.
@@ -26,6 +26,8 @@ const SHAPES: Record<string, Scenario> = {
   latency: { name: 'latency', requests: 640, concurrency: 32, tokens: 128, ttftMs: 50, gapMs: 10 },
   // bench:fidelity's wave scenario: 32 streams ending together, the next 32 arriving at once.
   wave: { name: 'wave', requests: 320, concurrency: 32, tokens: 256, ttftMs: 200, gapMs: 5 },
+  // The bench's round trip: a request's own cost, one token each, kept-alive.
+  roundtrip: { name: 'round trip', requests: 6000, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0 },
 };
 
 /** Profiles infermeter under the throughput scenario (or another); returns a markdown summary. */

@@ -88,7 +88,7 @@ export interface DataPlaneOptions {
 /** The limits the data plane keeps (config/limits.ts; totalTimeoutMs and maxConcurrency 0: none). */
 type DataPlaneLimits = Pick<
   Limits,
-  'headersTimeoutMs' | 'requestTimeoutMs' | 'upstreamConnectTimeoutMs' | 'upstreamIdleTimeoutMs' | 'totalTimeoutMs' | 'maxConcurrency'
+  'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'upstreamConnectTimeoutMs' | 'upstreamIdleTimeoutMs' | 'totalTimeoutMs' | 'maxConcurrency'
 >;
 
 export interface DataPlane {
@@ -187,6 +187,11 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   // Slow clients: the headers, then the whole request, must arrive within these.
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = limits.requestTimeoutMs;
+  // Not Node's 5 s: a client that pauses between requests for longer than that (a chat user
+  // reading, a Go client with its 90 s pool) would connect again through infermeter, and under
+  // the mirror policy to the engine too, where directly it reuses its connection to an engine
+  // that keeps it (Ollama, TGI, a cloud API).
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   const clients = trackConnections(server);
   connections.watch(server);
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {

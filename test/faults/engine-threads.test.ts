@@ -12,6 +12,7 @@
 // (docs/real-engines.md).
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import type { Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { startProxy } from '../helpers/proxy-harness.ts';
 import { startThreadServer } from '../helpers/thread-per-connection.ts';
@@ -173,6 +174,38 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
     t.after(() => kept.destroy());
     await run(app2.dataUrl, CHAT, NON_STREAMED, 1, 3, kept);
     assert.equal(closing.stats.connections, 3, 'close: a connection per request');
+  });
+
+  it("an idle client connection outlives the engine's idle close: the client's next request reuses it (a new upstream connection under it); INFERMETER_KEEP_ALIVE_TIMEOUT_MS closes it", async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 1, idleMs: 50 });
+    const app = await startProxy(t, engine.url);
+    const answer = (base: string, agent: http.Agent): Promise<{ reused: boolean; socket: Socket }> =>
+      new Promise((resolve, reject) => {
+        const req = http.request(new URL(CHAT, base), { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+          res.resume();
+          res.on('end', () =>
+            res.statusCode === 200 ? resolve({ reused: req.reusedSocket, socket: req.socket! }) : reject(new Error(`status ${res.statusCode}`)),
+          );
+        });
+        req.on('error', reject);
+        req.end(NON_STREAMED);
+      });
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => agent.destroy());
+    const first = await answer(app.dataUrl, agent);
+    await until(() => engine.open() === 0, 'the engine closed its idle connection (50 ms)');
+    const second = await answer(app.dataUrl, agent);
+    assert.equal(second.reused, true, 'the client kept its connection to infermeter');
+    assert.equal(second.socket, first.socket);
+    assert.equal(engine.stats.connections, 2, 'and infermeter opened the upstream connection again');
+    // The variable is what closes an idle client connection (Node adds its own 1 s margin).
+    const short = await startProxy(t, engine.url, { INFERMETER_KEEP_ALIVE_TIMEOUT_MS: '1000' });
+    const shortAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => shortAgent.destroy());
+    const idle = (await answer(short.dataUrl, shortAgent)).socket;
+    const since = performance.now();
+    await new Promise((resolve) => (idle.destroyed ? resolve(undefined) : idle.once('close', resolve)));
+    assert.ok(performance.now() - since >= 900, 'not closed before its timeout');
   });
 
   it("the engine scraper's connection is not open between scrapes, and a slow scrape delays no client", async (t) => {

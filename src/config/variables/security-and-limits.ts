@@ -144,6 +144,19 @@ export const SECURITY_AND_LIMITS_VARIABLES = [
     meaning: 'a client must send its whole request within this, {range}',
   }),
   variable({
+    name: 'INFERMETER_KEEP_ALIVE_TIMEOUT_MS',
+    group: 'limits',
+    key: 'keepAliveTimeoutMs',
+    parse: integer(1000, 3_600_000),
+    value: 120_000,
+    meaning: [
+      "how long an idle client connection is kept open, {range}. Longer than the engines' own (5 s for vLLM's",
+      "uvicorn and llama.cpp) and than most client pools' (Go's 90 s): the client closes its idle connection, as",
+      'it would directly; an upstream connection the engine closed meanwhile is opened again for the next',
+      'request, the connect the client would make directly',
+    ],
+  }),
+  variable({
     name: 'INFERMETER_UPSTREAM_CONNECT_TIMEOUT_MS',
     group: 'limits',
     key: 'upstreamConnectTimeoutMs',
