@@ -17,6 +17,8 @@ export interface Target {
   readonly metricsUrl?: string;
   /** Its access log, where the wave scenario reads each request's logged t0 (bench/wave.ts). */
   readonly log?: string;
+  /** Measured in the wave pattern only (bench/run.ts), a reference for reading its goals. */
+  readonly waveOnly?: boolean;
 }
 
 export interface Fleet {
@@ -36,6 +38,9 @@ const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
  * that die young (the bare pass-through: 0.02 MB); with it, 0.01 MB and no full collections (npm
  * run bench:gc, docs/performance.md).
  */
+/** The pass-through that writes the response head when it arrives (passthrough.ts `--head-at-once`). */
+export const HEAD_AT_ONCE = 'node pass-through, head at once';
+
 export const INFERMETER_FLAGS = '--max-semi-space-size=8 --initial-heap-size=64';
 
 function lineMatching(child: ChildProcess, stream: 'stdout' | 'stderr', pattern: RegExp): Promise<string> {
@@ -138,11 +143,20 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
   // The same pass-through in a second process: the run's control (bench/run.ts).
   const control = await startNode(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
   children.push(control.child);
+  // The pass-through with the head written at once, as infermeter writes it: the wave's reference.
+  const headAtOnce = await startNode(here('passthrough.ts'), [upstreamUrl, '--head-at-once'], {}, /"port"/, 'stdout');
+  children.push(headAtOnce.child);
   const hp3 = await startNode(here('hp3-passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
   children.push(hp3.child);
   const targets: Target[] = [
     { name: 'node pass-through', url: `http://127.0.0.1:${(JSON.parse(pass.line) as { port: number }).port}`, pids: () => [pass.child.pid!] },
     { name: 'node pass-through (control)', url: `http://127.0.0.1:${(JSON.parse(control.line) as { port: number }).port}`, pids: () => [control.child.pid!] },
+    {
+      name: HEAD_AT_ONCE,
+      url: `http://127.0.0.1:${(JSON.parse(headAtOnce.line) as { port: number }).port}`,
+      pids: () => [headAtOnce.child.pid!],
+      waveOnly: true,
+    },
     { name: 'http-proxy-3 alone', url: `http://127.0.0.1:${(JSON.parse(hp3.line) as { port: number }).port}`, pids: () => [hp3.child.pid!] },
     await infermeter('infermeter', {}),
     await infermeter('infermeter + access log', { INFERMETER_ACCESS_LOG: join(tmp, 'access.log') }),
