@@ -54,6 +54,13 @@ describe('limits', () => {
     assert.match(junkAnswer, /^HTTP\/1\.1 400 Bad Request\r\n/);
     assert.equal((await scrape(app)).value('infermeter_client_errors_total', { kind: 'malformed' }), 1);
 
+    // A connection that sends nothing at all is closed after the headers timeout too.
+    const silent = connect(Number(port), '127.0.0.1');
+    let silentAnswer = '';
+    silent.on('data', (c: Buffer) => (silentAnswer += c.toString()));
+    await new Promise<void>((resolve) => silent.on('close', () => resolve()));
+    assert.match(silentAnswer, /^HTTP\/1\.1 408 Request Timeout\r\n/);
+
     const served = fetch(`${app.dataUrl}/v1/models`);
     await upstream.arrived(1);
     upstream.held[0]!.res.end('{"data":[]}');

@@ -123,6 +123,8 @@ describe('wire fuzz', () => {
       INFERMETER_UPSTREAM_CONNECT_TIMEOUT_MS: '500',
       // The bystander lives through the whole run: no total timeout; the idle one ends what stalls.
       INFERMETER_TOTAL_TIMEOUT_MS: '0',
+      // A case answered cleanly on a kept-alive connection ends when that connection idles out.
+      INFERMETER_KEEP_ALIVE_TIMEOUT_MS: '1000',
     });
     // Every request the proxy read (a pipelined one included), by request line as forwarded.
     const read = new Map<string, number>();
