@@ -14,8 +14,8 @@ export interface ClientConnections {
    * to `timeoutMs`, then cuts what is left. Resolves when none is open, with how many were cut.
    */
   drain(timeoutMs: number): Promise<number>;
-  /** Ends idle and unused connections now. */
-  closeIdle(): void;
+  /** Ends idle and unused connections now, and each other one as soon as its response is done. */
+  closeEach(): void;
 }
 
 export function trackConnections(server: http.Server): ClientConnections {
@@ -34,15 +34,18 @@ export function trackConnections(server: http.Server): ClientConnections {
     // spare connection, a load balancer's pre-connect): nothing is in flight on it.
     for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
   };
+  const closeEach = (): void => {
+    closeIdle();
+    // A connection whose response ends from now on is closed at once, not kept alive: Node
+    // reads these when a response finishes (a keepAliveTimeout of 0 would mean never).
+    server.keepAliveTimeout = 1;
+    (server as { keepAliveTimeoutBuffer?: number }).keepAliveTimeoutBuffer = 0;
+  };
   return {
     count: () => sockets.size,
-    closeIdle,
+    closeEach,
     drain(timeoutMs) {
-      closeIdle();
-      // A connection whose response ends from now on is closed at once, not kept alive: Node
-      // reads these when a response finishes (a keepAliveTimeout of 0 would mean never).
-      server.keepAliveTimeout = 1;
-      (server as { keepAliveTimeoutBuffer?: number }).keepAliveTimeoutBuffer = 0;
+      closeEach();
       if (sockets.size === 0) return Promise.resolve(0);
       return new Promise<number>((resolve) => {
         const timer = setTimeout(() => {

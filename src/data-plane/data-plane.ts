@@ -237,7 +237,8 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        clients.closeIdle();
+        // Not left open for the keep-alive timeout once a response in flight is done.
+        clients.closeEach();
         connections.destroy();
         deadlines.close();
       }),

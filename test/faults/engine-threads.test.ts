@@ -208,6 +208,32 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
     assert.ok(performance.now() - since >= 900, 'not closed before its timeout');
   });
 
+  it('closing infermeter ends a kept-alive client connection as soon as its answer in flight is done, not at the keep-alive timeout', async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 150 });
+    const app = await startProxy(t, engine.url, { INFERMETER_KEEP_ALIVE_TIMEOUT_MS: '3600000' });
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => agent.destroy());
+    const socket = new Promise<Socket>((resolve, reject) => {
+      const req = http.request(new URL(CHAT, app.dataUrl), { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(req.socket!));
+      });
+      req.on('error', reject);
+      req.end(NON_STREAMED);
+    });
+    await until(() => engine.stats.connections === 1, 'the request reached the engine');
+    const closed = app.close();
+    const client = await socket;
+    // Without it, the connection would stay open for the hour's keep-alive, and close() with it.
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([
+      Promise.all([new Promise((resolve) => (client.destroyed ? resolve(undefined) : client.once('close', resolve))), closed]).then(() => 'closed'),
+      new Promise((resolve) => (timer = setTimeout(resolve, 30_000, 'still open after 30 s'))),
+    ]);
+    clearTimeout(timer);
+    assert.equal(outcome, 'closed');
+  });
+
   it("the engine scraper's connection is not open between scrapes, and a slow scrape delays no client", async (t) => {
     const engine = await startThreadServer(t, { threads: THREADS, workMs: 10, metricsDelayMs: 600 });
     const app = await startProxy(t, engine.url, { INFERMETER_UPSTREAM_METRICS: `${engine.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600' });
