@@ -1,10 +1,10 @@
 // npm run bench:profile: infermeter under the throughput scenario with --cpu-prof, and where its
 // CPU time goes, inclusive, by function (Node's internals and infermeter's own modules).
 // `--scenario=latency`: the latency scenario's shape instead (one event per read), `--scenario=wave`
-// bench:fidelity's wave pattern, `--scenario=roundtrip` one-token requests one at a time; `--top=N` rows; `--self`: each function's own time per event
-// instead (every function, Node's natives too); `--target=passthrough`: the bench's bare Node
-// pass-through instead, to compare. Without include_usage, as most clients send: infermeter's
-// default path.
+// bench:fidelity's wave pattern, `--scenario=roundtrip` one-token requests one at a time; `--top=N`
+// rows; `--self`: each function's own time per event instead (every function, Node's natives too);
+// `--target=passthrough`: the bench's bare Node pass-through instead, to compare. Without
+// include_usage, as most clients send: infermeter's default path.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';

@@ -30,6 +30,9 @@ export interface Fleet {
 
 const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
 
+/** The pass-through that writes the response head when it arrives (passthrough.ts `--head-at-once`). */
+export const HEAD_AT_ONCE = 'node pass-through, head at once';
+
 /**
  * The flags infermeter runs with (npm start, the bin's shebang, the image; test/run-flags.test.ts
  * holds them equal). 8 MiB semi-spaces bound the resident set. 64 MiB of old generation before
@@ -38,9 +41,6 @@ const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
  * that die young (the bare pass-through: 0.02 MB); with it, 0.01 MB and no full collections (npm
  * run bench:gc, docs/performance.md).
  */
-/** The pass-through that writes the response head when it arrives (passthrough.ts `--head-at-once`). */
-export const HEAD_AT_ONCE = 'node pass-through, head at once';
-
 export const INFERMETER_FLAGS = '--max-semi-space-size=8 --initial-heap-size=64';
 
 function lineMatching(child: ChildProcess, stream: 'stdout' | 'stderr', pattern: RegExp): Promise<string> {
