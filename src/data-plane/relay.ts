@@ -3,7 +3,8 @@
 // listeners. The body's slices come from Node's parser as it parses a read (upstream-body.ts),
 // or else from the response's 'data'; on the parser path, once a read was found to be whole
 // chunks, the parser stops handing them over and the chunks are read from the socket's reads
-// (chunk-decoder.ts): views of the read, without the parser's copy and call per slice. Chunks
+// (chunk-decoder.ts): views of the read, without the parser's copy and call per slice; when the
+// head's own read holds the whole head, from the body's first byte (skipFromHead). Chunks
 // that arrive in the same read (one socket read holds many small HTTP chunks when the upstream
 // streams fast) are written as one, as the read's turn ends (on the parser path, from a listener
 // on the upstream socket after Node's own; else in a tick queued at the first of them): the same
@@ -23,7 +24,7 @@ import type { ResponseTap } from '../stream-tap/response-tap.ts';
 import { hexValue } from '../stream-tap/json-bytes.ts';
 import type { BodyFilter } from '../stream-tap/usage-strip.ts';
 import { ChunkDecoder } from './chunk-decoder.ts';
-import { readBodyFromParser, skipBodySlices } from './upstream-body.ts';
+import { readBodyFromParser, skipBodySlices, skipFromHead } from './upstream-body.ts';
 
 export interface RelayHooks {
   /** Counts the bytes handed to the client (the access log); undefined: not counted. */
@@ -213,7 +214,8 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   };
   // On the parser path a listener on the upstream socket, after Node's own (which parses the
   // read), writes the batch as the read's turn ends: no tick queued per read. It hears only the
-  // reads after the head's: the slices of that one are written in a tick, as on the stream path.
+  // reads after the head's: that one's body is read in a tick (skipFromHead, below), or its
+  // slices written in one, as on the stream path.
   let reading = false;
   const onRead = (chunk: Buffer): void => {
     reading = true;
@@ -241,7 +243,17 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   };
   direct = readBodyFromParser(proxyRes, onData);
   if (!direct) proxyRes.on('data', onData);
-  else socket?.on('data', onRead);
+  else {
+    socket?.on('data', onRead);
+    // The head's read holds the whole head: its body is read from it too (no slice copied at
+    // all), once the parser is done with it, as a later read is, before the 'end'.
+    const head = skipFromHead(proxyRes);
+    if (head !== undefined) {
+      ({ giveBack } = head);
+      decoder = new ChunkDecoder();
+      if (head.body.length > 0) process.nextTick(onRead, head.body);
+    }
+  }
   /** The socket's next response (kept alive) is another relay's. */
   const unlisten = (): void => {
     if (direct) socket?.off('data', onRead);

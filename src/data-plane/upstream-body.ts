@@ -8,7 +8,9 @@
 // skipBodySlices goes one step further for a chunked body whose reads the caller reads itself:
 // the slot is emptied (Node's parser then neither copies a slice nor calls into JavaScript for
 // it), and given back at the response's end, and in any case as Node frees the parser, before
-// it returns to the pool its server and client share.
+// it returns to the pool its server and client share. bodyAfterHead lets a response whose head
+// and first body bytes came in one read (a fast upstream writes them together) skip the slices
+// from its first byte: the body's part of that read is found after the head in it.
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { createRequire } from 'node:module';
@@ -19,6 +21,8 @@ export type BodySlice = (slice: Buffer) => void;
 interface Parser {
   incoming: IncomingMessage | null;
   remove?: (this: Parser) => unknown;
+  /** A copy of the read being parsed; empty outside the parser's execute. */
+  getCurrentBuffer?: (this: Parser) => Buffer;
   [key: number]: unknown;
 }
 
@@ -95,4 +99,65 @@ export function skipBodySlices(response: IncomingMessage): (() => void) | undefi
     // Not once the parser was freed and taken by another response (that one's, then).
     if (parser[kOnBody] === undefined && (parser.incoming === response || parser.incoming === null)) parser[kOnBody] = own;
   };
+}
+
+const CR = 0x0d;
+const LF = 0x0a;
+const STATUS_LINE = Buffer.from('HTTP/1.1 ', 'latin1');
+const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
+
+/**
+ * The body bytes of the read Node's parser is parsing, when called in `response`'s 'response'
+ * event (emitted as the parser finds the head's end, before it parses the rest of that read) and
+ * that read holds the whole head of a chunked body from its first byte: a copy of what follows
+ * the head in it (empty when nothing does), to be read with chunk-decoder.ts once the slices are
+ * skipped. undefined otherwise (the head began in an earlier read, a 1xx came before it, a body
+ * framed another way, or not in the head's read): the slices are read as before.
+ */
+export function bodyAfterHead(response: IncomingMessage): Buffer | undefined {
+  const parser = (response.socket as (Socket & { parser?: Parser | null }) | null)?.parser;
+  if (parser == null || parser.incoming !== response || typeof parser.getCurrentBuffer !== 'function') return undefined;
+  const status = response.statusCode ?? 0;
+  if (status < 200 || status === 204 || status === 304 || response.headers['content-length'] !== undefined) return undefined;
+  if (!lastCodingIsChunked(response.headers['transfer-encoding'])) return undefined;
+  const read = parser.getCurrentBuffer();
+  const end = headEnd(read, status, response.rawHeaders.length / 2);
+  return end === -1 ? undefined : read.subarray(end);
+}
+
+/**
+ * bodyAfterHead, then skipBodySlices: the body's bytes in the head's read and what gives the slot
+ * back, for a response read with readBodyFromParser; undefined when either declines.
+ */
+export function skipFromHead(response: IncomingMessage): { body: Buffer; giveBack: () => void } | undefined {
+  const body = bodyAfterHead(response);
+  const giveBack = body === undefined ? undefined : skipBodySlices(response);
+  return giveBack === undefined ? undefined : { body: body!, giveBack };
+}
+
+/** Whether a Transfer-Encoding value's last coding is chunked (then the body is chunked). */
+function lastCodingIsChunked(value: string | undefined): boolean {
+  if (value === undefined) return false;
+  const last = value.slice(value.lastIndexOf(',') + 1).trim();
+  return last.length === 7 && last.toLowerCase() === 'chunked';
+}
+
+/**
+ * Where the head ends in `read`, when `read` begins with it: a status line with `status` and
+ * `fields` header lines, every line ending in CRLF (so the first empty line is where Node's
+ * parser found the end too); -1 when it is not so.
+ */
+function headEnd(read: Buffer, status: number, fields: number): number {
+  if (read.length < 16 || read.compare(STATUS_LINE, 0, 9, 0, 9) !== 0) return -1;
+  if ((read[9]! - 48) * 100 + (read[10]! - 48) * 10 + (read[11]! - 48) !== status) return -1;
+  const end = read.indexOf(HEAD_END);
+  if (end === -1) return -1;
+  let lines = 0;
+  for (let i = read.indexOf(LF); i !== -1 && i < end; i = read.indexOf(LF, i + 1)) {
+    if (read[i - 1] !== CR) return -1;
+    lines++;
+  }
+  // The status line's LF and one per field but the last, whose CRLF begins the empty line (a
+  // folded field would be two lines for one).
+  return lines === fields ? end + 4 : -1;
 }

@@ -343,4 +343,41 @@ describe('relay', () => {
     await new Promise((resolve) => res.on('end', resolve));
     assert.equal(text, Array.from({ length: sent }, (_, i) => piece(i)).join(''));
   });
+
+  it("through infermeter, a head and its body in one read, or cut anywhere in two, give the client the same body (the head's read decoded on the side), its usage chunk stripped or not", async (t) => {
+    const chunk = (text: string): string => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+    const events = ['data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n', 'data: {"choices":[{"index":0,"delta":{"content":"bc"}}]}\n\n'];
+    const usage = 'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}\n\n';
+    const answer = `HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n${events.map(chunk).join('')}${chunk(usage)}${chunk('data: [DONE]\n\n')}0\r\n\r\n`;
+    const headLength = answer.indexOf('\r\n\r\n') + 4;
+    let cut = answer.length;
+    // Written raw on the request's socket: the whole answer in one write, or in two a turn apart.
+    const upstream = http.createServer((req) => {
+      req.resume();
+      req.on('end', () => {
+        const socket = req.socket;
+        socket.write(answer.slice(0, cut));
+        if (cut < answer.length) setImmediate(() => socket.end(answer.slice(cut)));
+        else socket.end();
+      });
+    });
+    const app = await startProxy(t, (await listen(t, upstream)).url);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => agent.destroy());
+    // Every cut from inside the head's last line to the end: the head's read holds none, some or all of the body.
+    for (cut = headLength - 3; cut <= answer.length; cut++) {
+      for (const includeUsage of [false, true]) {
+        const res = await new Promise<IncomingMessage>((resolve, reject) => {
+          const req = http.request(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', agent }, resolve);
+          req.on('error', reject);
+          req.end(JSON.stringify({ model: 'm', stream: true, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) }));
+        });
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        await once(res, 'end');
+        assert.equal(text, `${events.join('')}${includeUsage ? usage : ''}data: [DONE]\n\n`, `cut at ${cut}, include_usage ${includeUsage}`);
+      }
+    }
+  });
 });

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import net from 'node:net';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
-import { readBodyFromParser, skipBodySlices } from '../../src/data-plane/upstream-body.ts';
+import { bodyAfterHead, readBodyFromParser, skipBodySlices } from '../../src/data-plane/upstream-body.ts';
 import { listen } from '../helpers/listen.ts';
 
 const require = createRequire(import.meta.url);
@@ -168,5 +168,72 @@ describe('the upstream body from the parser', () => {
       readBodyFromParser(new PassThrough() as unknown as IncomingMessage, () => undefined),
       false,
     );
+  });
+
+  // bodyAfterHead: called in the 'response' event, as the relay does (the parser is then in the head's read).
+  /**
+   * The first response of a raw upstream that writes `pieces` (one write each, 2 ms apart), with
+   * what bodyAfterHead said in its 'response' event; `then` runs in that event too.
+   */
+  async function headRead(
+    t: { after(fn: () => unknown): void },
+    upPieces: readonly string[],
+    then: (res: IncomingMessage) => void = () => undefined,
+    insecureHTTPParser = false,
+  ): Promise<{ res: IncomingMessage; body: Buffer | undefined }> {
+    const up = await rawUpstream(t, upPieces);
+    const agent = new http.Agent({ keepAlive: false });
+    t.after(() => agent.destroy());
+    return new Promise((resolve, reject) => {
+      http
+        .get(`${up.url}/`, { agent, insecureHTTPParser }, (res) => {
+          resolve({ res, body: bodyAfterHead(res) });
+          then(res);
+        })
+        .on('error', reject);
+    });
+  }
+
+  it("finds the body's bytes after the head in the head's own read; with the slices skipped from there, Node hands none of that read", async (t) => {
+    const body = `${chunk(events[0]!)}${chunk(events[1]!)}`;
+    const slices: string[] = [];
+    const { res, body: found } = await headRead(t, [`${head}${body}`, `${chunk(events[2]!)}0\r\n\r\n`], (res) => {
+      readBodyFromParser(res, (b) => slices.push(b.toString()));
+      assert.ok(skipBodySlices(res) !== undefined);
+    });
+    assert.equal(found?.toString('latin1'), body, 'what follows the head in its read');
+    await once(res, 'end');
+    assert.deepEqual(slices, [], "no slice, of the head's read or after");
+  });
+
+  it("finds an empty body when the head's read ends with the head", async (t) => {
+    const { res, body } = await headRead(t, pieces);
+    assert.equal(body?.length, 0);
+    res.resume();
+    await once(res, 'end');
+  });
+
+  it("declines a head that began in an earlier read, a 1xx before it in its read, a body framed by its length or not chunked last, lone LFs or a folded field (which only a lenient parser takes), and outside the 'response' event", async (t) => {
+    const cases: Array<[string, readonly string[]]> = [
+      ['the head in two reads', [head.slice(0, 30), head.slice(30) + chunk('data: a\n\n'), '0\r\n\r\n']],
+      ['a 103 before it', [`HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n${head}${chunk('data: a\n\n')}`, '0\r\n\r\n']],
+      ['content-length', ['HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\ndata: a\n\n']],
+      ['not chunked last', ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\nConnection: close\r\n\r\nabc']],
+      ['lone LFs', [`HTTP/1.1 200 OK\nContent-Type: text/event-stream\nTransfer-Encoding: chunked\n\n${chunk('data: a\n\n')}`, '0\r\n\r\n']],
+      ['a folded field', [`HTTP/1.1 200 OK\r\nX-A: 1\r\n 2\r\nTransfer-Encoding: chunked\r\n\r\n${chunk('data: a\n\n')}`, '0\r\n\r\n']],
+    ];
+    for (const [name, upPieces] of cases) {
+      // Node's own parser refuses the last two; a lenient one (insecureHTTPParser) takes them.
+      const { res, body } = await headRead(t, upPieces, undefined, true);
+      assert.equal(body, undefined, name);
+      res.on('error', () => undefined);
+      res.resume();
+    }
+    const up = await rawUpstream(t, [`${head}${chunk('data: a\n\n')}0\r\n\r\n`]);
+    const agent = new http.Agent({ keepAlive: false });
+    t.after(() => agent.destroy());
+    const res = await get(`${up.url}/`, agent);
+    assert.equal(bodyAfterHead(res), undefined, 'after the read: the parser holds none');
+    res.resume();
   });
 });
