@@ -149,14 +149,11 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   // back-pressure pauses the socket, as Node's own readStop does.
   let direct = false;
   const socket = proxyRes.socket;
-  const pause = (): void => {
-    if (direct) socket?.pause();
-    else proxyRes.pause();
-  };
+  /** What back-pressure pauses. */
+  const source = (): { pause(): unknown; resume(): unknown } | null => (direct ? socket : proxyRes);
   const onDrain = (): void => {
     waiting = false;
-    if (direct) socket?.resume();
-    else proxyRes.resume();
+    source()?.resume();
   };
   /** The batch, joined (a lone chunk as it is); the batch starts over. */
   const take = (): Buffer => {
@@ -202,7 +199,7 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
         const full = written.full;
         if (full !== undefined && !waiting) {
           waiting = true;
-          pause();
+          source()?.pause();
           full.once('drain', onDrain);
         }
       }
