@@ -112,13 +112,15 @@ const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
  * that read holds the whole head of a chunked body from its first byte: a copy of what follows
  * the head in it (empty when nothing does), to be read with chunk-decoder.ts once the slices are
  * skipped. undefined otherwise (the head began in an earlier read, a 1xx came before it, a body
- * framed another way, or not in the head's read): the slices are read as before.
+ * framed another way or none, or not in the head's read): the slices are read as before.
  */
 export function bodyAfterHead(response: IncomingMessage): Buffer | undefined {
   const parser = (response.socket as (Socket & { parser?: Parser | null }) | null)?.parser;
   if (parser == null || parser.incoming !== response || typeof parser.getCurrentBuffer !== 'function') return undefined;
   const status = response.statusCode ?? 0;
   if (status < 200 || status === 204 || status === 304 || response.headers['content-length'] !== undefined) return undefined;
+  // An answer to HEAD has no body, whatever its head says: what follows it is not this response's.
+  if ((response as IncomingMessage & { req?: { method?: string } }).req?.method === 'HEAD') return undefined;
   if (!lastCodingIsChunked(response.headers['transfer-encoding'])) return undefined;
   const read = parser.getCurrentBuffer();
   const end = headEnd(read, status, response.rawHeaders.length / 2);
