@@ -129,11 +129,13 @@ export function bodyAfterHead(response: IncomingMessage): Buffer | undefined {
 
 /**
  * bodyAfterHead, then skipBodySlices: the body's bytes in the head's read and what gives the slot
- * back, for a response read with readBodyFromParser; undefined when either declines.
+ * back, for a response read with readBodyFromParser; undefined when either declines, or when no
+ * body byte came with the head (a head sent alone: its first body read goes as before, whose
+ * slices say whether it is whole, and the skip follows it).
  */
 export function skipFromHead(response: IncomingMessage): { body: Buffer; giveBack: () => void } | undefined {
   const body = bodyAfterHead(response);
-  const giveBack = body === undefined ? undefined : skipBodySlices(response);
+  const giveBack = body === undefined || body.length === 0 ? undefined : skipBodySlices(response);
   return giveBack === undefined ? undefined : { body: body!, giveBack };
 }
 
