@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import net from 'node:net';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
-import { bodyAfterHead, readBodyFromParser, skipBodySlices } from '../../src/data-plane/upstream-body.ts';
+import { bodyAfterHead, readBodyFromParser, skipBodySlices, skipFromHead } from '../../src/data-plane/upstream-body.ts';
 import { listen } from '../helpers/listen.ts';
 
 const require = createRequire(import.meta.url);
@@ -206,11 +206,17 @@ describe('the upstream body from the parser', () => {
     assert.deepEqual(slices, [], "no slice, of the head's read or after");
   });
 
-  it("finds an empty body when the head's read ends with the head", async (t) => {
-    const { res, body } = await headRead(t, pieces);
+  it("finds an empty body when the head's read ends with the head; skipFromHead then leaves the slices on, for the first body read", async (t) => {
+    const slices: string[] = [];
+    let skipped: unknown = 'not called';
+    const { res, body } = await headRead(t, pieces, (res) => {
+      readBodyFromParser(res, (b) => slices.push(b.toString()));
+      skipped = skipFromHead(res);
+    });
     assert.equal(body?.length, 0);
-    res.resume();
+    assert.equal(skipped, undefined);
     await once(res, 'end');
+    assert.deepEqual(slices, events, 'every slice handed over, as before');
   });
 
   it("declines a head that began in an earlier read, a 1xx before it in its read, a body framed by its length or not chunked last, an answer to HEAD, lone LFs or a folded field (which only a lenient parser takes), and outside the 'response' event", async (t) => {
