@@ -380,9 +380,15 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
     t.after(() => named.close());
     const other = await named.newPage();
     await other.goto(`${app.managementUrl}/dashboard#model=a-mistyped-model`);
-    await other.waitForFunction(() => [...document.querySelectorAll('.chart')].every((c) => (c as Dom).dataset.model === 'a-mistyped-model'), undefined, {
-      timeout: 10_000,
-    });
+    // Charts there at all: before the first render there are none, and every() of none is true.
+    await other.waitForFunction(
+      () => {
+        const charts = [...document.querySelectorAll('.chart')];
+        return charts.length > 0 && charts.every((c) => (c as Dom).dataset.model === 'a-mistyped-model');
+      },
+      undefined,
+      { timeout: 10_000 },
+    );
     assert.equal(await other.locator('#model').inputValue(), 'a-mistyped-model');
     assert.deepEqual(errors, []);
   });
