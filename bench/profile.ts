@@ -4,7 +4,8 @@
 // bench:fidelity's wave pattern, `--scenario=roundtrip` one-token requests one at a time; `--top=N`
 // rows; `--self`: each function's own time per event instead (every function, Node's natives too);
 // `--target=passthrough`: the bench's bare Node pass-through instead, to compare. Without
-// include_usage, as most clients send: infermeter's default path.
+// include_usage, as most clients send: infermeter's default path (`--include-usage`: clients
+// that ask for it, the relayed path).
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -31,8 +32,10 @@ const SHAPES: Record<string, Scenario> = {
 };
 
 /** Profiles infermeter under the throughput scenario (or another); returns a markdown summary. */
-export async function profileThroughput(shape = 'throughput', top = 20, target = 'infermeter', self = false): Promise<string> {
-  const scenario = SHAPES[shape];
+export async function profileThroughput(shape = 'throughput', top = 20, target = 'infermeter', self = false, includeUsage = false): Promise<string> {
+  const shaped = SHAPES[shape];
+  // `--include-usage`: clients that ask for usage themselves (the relayed path, no strip).
+  const scenario = shaped === undefined ? undefined : { ...shaped, includeUsage };
   if (scenario === undefined) throw new Error(`--scenario=${shape}: expected one of ${Object.keys(SHAPES).join(', ')}`);
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-profile-'));
   const up = await startUpstream();
@@ -113,5 +116,13 @@ function selfTimes(
 
 if (import.meta.main) {
   const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-  process.stdout.write(await profileThroughput(arg('scenario'), Number(arg('top') ?? 20), arg('target'), process.argv.includes('--self')));
+  process.stdout.write(
+    await profileThroughput(
+      arg('scenario'),
+      Number(arg('top') ?? 20),
+      arg('target'),
+      process.argv.includes('--self'),
+      process.argv.includes('--include-usage'),
+    ),
+  );
 }

@@ -3,7 +3,8 @@
 // the usage strip's pass over the read and the response tap's reading of it (the event
 // splitter, the skim, the timer), as the relay drives them. Three shapes of read: one event a
 // read (the latency scenario: a token every few milliseconds), eight events a read (the
-// throughput scenario: tokens back to back), 100-byte reads (events split across reads), and
+// throughput scenario: tokens back to back), 100-byte reads (events split across reads), 4 KiB
+// reads (many events, each read ending inside one, as a fast stream's socket reads do), and
 // CRLF line ends (the SSE specification's other form).
 // BENCH_COMPARE=<another checkout> runs that checkout's strip and tap too, interleaved round by
 // round in this one process, and prints the ratio: only ratios side by side mean anything on a
@@ -108,6 +109,8 @@ async function main(): Promise<void> {
     { name: 'one event a read (latency)', perRead: 1 },
     { name: 'eight events a read (throughput)', perRead: 8 },
     { name: '100-byte reads (events split)', bytes: 100 },
+    // Tokens back to back as the socket reads them: many events a read, each read ending inside one.
+    { name: '4 KiB reads (many events, the last one split)', bytes: 4096 },
     // Before the one splitter, the tap's general path (TextDecoder and eventsource-parser).
     { name: 'CRLF line ends, one event a read', crlf: true },
   ];

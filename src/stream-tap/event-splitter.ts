@@ -5,7 +5,7 @@
 // its first line. No decoding: CR and LF never occur inside a UTF-8 character, so the lines are
 // found on the bytes and only what a reader needs is decoded. A complete event is handed over
 // where it lies in the read (no copy); only an event still incomplete at a read's end is copied
-// and held, at most up to a cap, and the read that brings its blank line is joined with it once.
+// and held, at most up to a cap, and joined once with the bytes of the read that ends it.
 const LF = 0x0a;
 const CR = 0x0d;
 /** Larger than any index: "no such byte in this read". */
@@ -15,10 +15,10 @@ export interface EventSink {
   /**
    * One complete event: its lines are bytes [start, end) of `b` (the blank line that ends it
    * excluded), `lines` of them, the first ending at `firstEnd` (end: a single line); its bytes
-   * in the stream run to `next`, the blank line included. `b` is the read itself, or, in a read
-   * that completes an event begun in earlier reads, the held bytes joined with the whole read:
-   * then the first `heldLength` bytes of `b` (as it was before this read) came before it, and
-   * the held event begins at 0.
+   * in the stream run to `next`, the blank line included. `b` is the read itself, or, for an
+   * event begun in earlier reads, that event alone: its held bytes joined with this read's up to
+   * its end (`next` is then b.length, and the first `heldLength` bytes of `b`, as it was before
+   * this read, came before it).
    */
   event(b: Buffer, start: number, end: number, firstEnd: number, lines: number, next: number): void;
   /**
@@ -27,6 +27,13 @@ export interface EventSink {
    * and the splitter looks only for its end, reporting nothing of it.
    */
   oversized(held: readonly Buffer[]): void;
+  /**
+   * Whether to let go of the incomplete event at the end of this read, bytes [from, end) of `b`
+   * after `held` (copies from earlier reads; none is over the cap): true, and nothing of it is held
+   * any more and, as past the cap, only its end is looked for, nothing of it reported. Absent:
+   * every event is held to its end.
+   */
+  release?(held: readonly Buffer[], b: Buffer, from: number): boolean;
 }
 
 export class EventSplitter {
@@ -83,19 +90,19 @@ export class EventSplitter {
         p = next;
         if (cr < p) cr = orNone(chunk.indexOf(CR, p));
       } else {
-        // The held bytes and this whole read, joined once and read as one: the events after
-        // the held one come as views of the joined bytes (its first `carried` from earlier reads).
-        const carried = this.#heldLength;
-        this.#held.push(chunk);
-        const b = Buffer.concat(this.#held, carried + chunk.length);
+        // The held event ends at `next`: its bytes, those held and this read's up to there, are
+        // joined once and read as one event; the rest of the read is read in place.
+        const b = Buffer.allocUnsafe(this.#heldLength + next);
+        let at = 0;
+        for (const held of this.#held) at += held.copy(b, at);
+        chunk.copy(b, at, 0, next);
         const heldCR = this.#heldCR;
         this.#held = [];
         this.#heldLength = 0;
         this.#heldCR = false;
-        const from = this.#scan(b, 0, heldCR || cr !== NONE ? orNone(b.indexOf(CR)) : NONE, sink);
-        if (from === b.length) return chunk.length;
-        this.#hold(b, from, cr !== NONE, sink);
-        return this.#skipping ? chunk.length : from - carried;
+        this.#scan(b, 0, heldCR || cr < next ? orNone(b.indexOf(CR)) : NONE, sink);
+        p = next;
+        if (cr < p) cr = orNone(chunk.indexOf(CR, p));
       }
     }
     const from = this.#scan(chunk, p, cr, sink);
@@ -115,20 +122,21 @@ export class EventSplitter {
   }
 
   /**
-   * Holds bytes [from, end) of `chunk`, the incomplete event's, unless the event outgrew the cap;
-   * `maybeCR`: the read has a CR (perhaps in those bytes).
+   * Holds bytes [from, end) of `chunk`, the incomplete event's, unless the event outgrew the cap or
+   * the sink lets it go; `maybeCR`: the read has a CR (perhaps in those bytes).
    */
   #hold(chunk: Buffer, from: number, maybeCR: boolean, sink: EventSink): void {
     const last = chunk[chunk.length - 1];
     this.#atLineStart = last === LF || last === CR;
-    if (this.#heldLength + chunk.length - from > this.#maxEventBytes) {
+    const over = this.#heldLength + chunk.length - from > this.#maxEventBytes;
+    if (over || sink.release?.(this.#held, chunk, from) === true) {
       const held = this.#held;
       this.#held = [];
       this.#heldLength = 0;
       this.#heldCR = false;
       this.#skipping = true;
       this.#streamStart = false;
-      sink.oversized(held);
+      if (over) sink.oversized(held);
       return;
     }
     // A copy of its own: a view would keep the whole socket read buffer (up to 64 KiB) alive per

@@ -4,10 +4,12 @@
 // holds no usage-only chunk (the usual case) is given back as the very Buffer it came in, and a
 // read with one removed as views of it around the gap (one copy only where two pieces must
 // become one write), so the relay writes it as it writes any other read. Events are cut by the
-// event splitter (event-splitter.ts, the tap's own); an event's bytes are held only until that
-// event is complete. An event that grows past the cap is passed on as its bytes come, unheld,
-// and stripping resumes after it: the usage-only chunk infermeter asked for (small, and last)
-// is still removed from such a stream.
+// event splitter (event-splitter.ts, the tap's own); the event a read ends inside is held only
+// while its bytes could still be the usage-only chunk: once they show a choice (`"choices": [`
+// and a value) it goes on as its bytes come, as does an event that grows past the cap, and
+// stripping resumes after it. So a fast stream's reads, which end inside a token event, go on
+// as they came, nothing of them a read late; the usage-only chunk infermeter asked for (small,
+// and last) is still removed from such a stream.
 import { EventSplitter, type EventSink } from './event-splitter.ts';
 import { sameBytes } from '../measure/skim-event.ts';
 
@@ -21,6 +23,8 @@ const COLON = 0x3a;
 const CHOICES = Buffer.from('"choices"');
 const USAGE = Buffer.from('"usage"');
 const EMPTY = Buffer.alloc(0);
+/** Larger than any index: no such byte. */
+const NONE = 0x7fffffff;
 
 export interface UsageStripOptions {
   readonly maxEventBytes: number;
@@ -36,12 +40,24 @@ export interface BodyFilter {
   end(): Buffer | undefined;
 }
 
+/** `"choices": []` is in the bytes. */
+const EMPTY_CHOICES = 1;
+/** `"choices": [` is in the bytes with a value after it: this event is not the usage-only chunk. */
+const SOME_CHOICE = 2;
+
 /**
  * Is this complete SSE event a usage-only chunk: `choices: []` and a usage object? Its lines
  * are bytes [start, end) of `event` (the whole Buffer by default, its blank line may be in it).
+ * An event whose bytes show a non-empty `choices` anywhere is not one, whatever a repeated key
+ * makes of it for JSON.parse: so the strip can let such an event go from its first bytes on,
+ * before its end came, and decide the same as when it came whole.
  */
 export function isUsageOnlyEvent(event: Buffer, start = 0, end = event.length): boolean {
-  if (!hasEmptyChoices(event, start, end)) return false;
+  return choicesIn(event, start, end, event.indexOf(LBRACKET, start)) === EMPTY_CHOICES && isUsageOnlyJson(event, start, end);
+}
+
+/** The event's lines as JSON: a `choices` that is empty and a `usage` object, nothing but `data:` lines and comments. */
+function isUsageOnlyJson(event: Buffer, start: number, end: number): boolean {
   const usage = event.indexOf(USAGE, start);
   if (usage === -1 || usage >= end) return false;
   const data: string[] = [];
@@ -59,20 +75,26 @@ export function isUsageOnlyEvent(event: Buffer, start = 0, end = event.length): 
 }
 
 /**
- * Whether `"choices"` is followed, whitespace aside, by `: []` somewhere in [start, end). Found
- * from each `[` (a byte search: a token event has one or two), looking forwards for `]` and back
- * for `"choices":`, rather than by searching for the name (a slower search per event).
+ * What `"choices": [` in [start, end) shows (EMPTY_CHOICES, SOME_CHOICE, both or none), from each
+ * `[` from `at` on (the first at or after start: a byte search, and a token event has one or two),
+ * looking back for `"choices":` and forwards, whitespace aside, for what follows (nothing yet, at
+ * the end of an event's first bytes: not known).
  */
-function hasEmptyChoices(event: Buffer, start: number, end: number): boolean {
-  for (let at = event.indexOf(LBRACKET, start); at !== -1 && at < end; at = event.indexOf(LBRACKET, at + 1)) {
-    const close = skipSpace(event, at + 1, end);
-    if (close >= end || event[close] !== RBRACKET) continue;
-    let i = skipSpaceBack(event, at - 1, start);
-    if (i < start || event[i] !== COLON) continue;
-    i = skipSpaceBack(event, i - 1, start) - CHOICES.length + 1;
-    if (i >= start && sameBytes(event, i, CHOICES)) return true;
-  }
-  return false;
+function choicesIn(event: Buffer, start: number, end: number, at: number): number {
+  let found = 0;
+  for (; at !== -1 && at < end; at = event.indexOf(LBRACKET, at + 1)) found |= choiceAt(event, start, end, at);
+  return found;
+}
+
+/** What the `[` at `at` shows: EMPTY_CHOICES, SOME_CHOICE, or 0 (not a choices array, or its next byte not in range). */
+function choiceAt(event: Buffer, start: number, end: number, at: number): number {
+  let i = skipSpaceBack(event, at - 1, start);
+  if (i < start || event[i] !== COLON) return 0;
+  i = skipSpaceBack(event, i - 1, start) - CHOICES.length + 1;
+  if (i < start || !sameBytes(event, i, CHOICES)) return 0;
+  const next = skipSpace(event, at + 1, end);
+  if (next >= end) return 0;
+  return event[next] === RBRACKET ? EMPTY_CHOICES : SOME_CHOICE;
 }
 
 /** The last index at or before `from` (and at or after `start`) that is not whitespace; start - 1 if none. */
@@ -88,6 +110,11 @@ function skipSpace(bytes: Buffer, from: number, end: number): number {
   return i;
 }
 
+/** An index found, or NONE for indexOf's -1. */
+function orNone(i: number): number {
+  return i === -1 ? NONE : i;
+}
+
 function joined(parts: Buffer[]): Buffer | undefined {
   if (parts.length === 0) return undefined;
   return parts.length === 1 ? parts[0] : Buffer.concat(parts);
@@ -101,23 +128,38 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
   let out: Buffer[] = [];
   let run = 0;
   let carried = 0; // bytes of an event begun in earlier reads, held by the splitter
-  let carriedSeen = false; // that event was reported in this read
   // The last read ended with the CR of a removed event's blank line: a LF first in this read
   // completes that CRLF and goes with it.
   let strippedAtCR = false;
+  // The first `[` in `bracketIn` at or after the last event's start (NONE: none): one search per
+  // event, whose answer past it serves the next.
+  let bracketIn: Buffer = EMPTY;
+  let bracketAt = NONE;
+
+  /**
+   * Whether `"choices": []` is in bytes [start, end) of b: what an event must have to be looked at
+   * further, checked from each `[` forwards first (a token event's is followed by `{`).
+   */
+  const emptyChoices = (b: Buffer, start: number, end: number): boolean => {
+    if (b !== bracketIn || bracketAt < start) {
+      bracketIn = b;
+      bracketAt = orNone(b.indexOf(LBRACKET, start));
+    }
+    for (; bracketAt < end; bracketAt = orNone(b.indexOf(LBRACKET, bracketAt + 1))) {
+      const close = skipSpace(b, bracketAt + 1, end);
+      if (close < end && b[close] === RBRACKET && choiceAt(b, start, end, bracketAt) === EMPTY_CHOICES) return true;
+    }
+    return false;
+  };
 
   const sink: EventSink = {
     event(b, start, end, _firstEnd, _lines, next) {
-      const usage = isUsageOnlyEvent(b, start, end);
-      // In a read that completed a held event, b is the held bytes joined with the read.
-      const offset = b === chunk ? 0 : carried;
-      const from = start - offset;
-      const to = next - offset;
-      strippedAtCR = usage && to === chunk.length && chunk[to - 1] === CR;
-      if (offset > 0 && !carriedSeen) {
-        // The first event of the joined bytes, begun in an earlier read (at 0, whatever its
-        // start after a byte-order mark): its held bytes were not passed yet.
-        carriedSeen = true;
+      const usage = emptyChoices(b, start, end) && isUsageOnlyEvent(b, start, end);
+      if (b !== chunk) {
+        // An event begun in earlier reads, joined alone (at 0, whatever its start after a
+        // byte-order mark): its held bytes were not passed yet; it ends in this read at `to`.
+        const to = next - carried;
+        strippedAtCR = usage && to === chunk.length && chunk[to - 1] === CR;
         if (usage) {
           options.stripped(next - start);
           if (start > 0) out.push(b.subarray(0, start)); // a byte-order mark before it stays
@@ -125,14 +167,25 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
         } else out.push(b.subarray(0, carried)); // then this read's part, with the run
         return;
       }
+      strippedAtCR = usage && next === chunk.length && chunk[next - 1] === CR;
       if (!usage) return;
-      options.stripped(to - from);
-      if (from > run) out.push(chunk.subarray(run, from));
-      run = to;
+      options.stripped(next - start);
+      if (start > run) out.push(chunk.subarray(run, start));
+      run = next;
     },
     oversized(held) {
       // Too large to be the usage-only chunk: what was held of it passes now, the rest as it comes.
       out.push(...held);
+    },
+    release(held, b, from) {
+      // An event whose first bytes show a choice is not the usage-only chunk: it goes on as it
+      // comes, as any read's bytes do, not held back until its end.
+      const bytes = held.length === 0 ? b : Buffer.concat([...held, b.subarray(from)]); // an event past its second read: rare
+      const at = held.length === 0 ? from : 0;
+      const shown = choicesIn(bytes, at, bytes.length, bytes.indexOf(LBRACKET, at));
+      if ((shown & SOME_CHOICE) === 0) return false;
+      out.push(...held);
+      return true;
     },
   };
 
@@ -142,7 +195,6 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
       out = [];
       run = 0;
       carried = splitter.heldLength;
-      carriedSeen = false;
       if (strippedAtCR) {
         strippedAtCR = false;
         if (read[0] === LF) {
@@ -154,6 +206,7 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
       const parts = out;
       out = [];
       chunk = EMPTY;
+      bracketIn = EMPTY; // nothing of this read kept alive while the stream waits
       if (run === 0 && parts.length === 0 && heldFrom === read.length) return read;
       if (heldFrom > run) parts.push(read.subarray(run, heldFrom));
       return joined(parts);

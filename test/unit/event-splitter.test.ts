@@ -205,6 +205,37 @@ describe('event splitter', () => {
     assert.equal(splitter.rest()?.toString(), 'data: held', 'a copy, not a view of the read');
   });
 
+  it('lets go of an incomplete event its sink releases: nothing of it held or reported, events after it found, at every cut', () => {
+    for (const nl of ['\n', '\r\n', '\r']) {
+      const stream = Buffer.from(`data: a${nl}${nl}data: let go${nl}data: x${nl}${nl}data: b${nl}${nl}`);
+      const letGo = stream.indexOf('data: let go');
+      for (let at = 1; at < stream.length; at++) {
+        const reads = [stream.subarray(0, at), stream.subarray(at)];
+        const found: string[] = [];
+        const released: string[] = [];
+        const splitter = new EventSplitter(1 << 20);
+        const sink: EventSink = {
+          event: (b, start, end) => found.push(readEventFields(b, start, end).data ?? ''),
+          oversized: () => assert.fail('not over the cap'),
+          release(held, b, from) {
+            const bytes = Buffer.concat([...held, b.subarray(from)]).toString();
+            if (!bytes.startsWith('data: let')) return false;
+            released.push(bytes);
+            return true;
+          },
+        };
+        const heldFrom = reads.map((r) => splitter.feed(r, sink));
+        const label = `${JSON.stringify(nl)} cut at ${at}`;
+        if (at >= letGo + 'data: let'.length && at <= stream.indexOf('data: b') - nl.length) {
+          assert.deepEqual(found, ['a', 'b'], label);
+          assert.deepEqual(released, [stream.subarray(letGo, at).toString()], label);
+          assert.equal(heldFrom[0], at, `${label}: nothing held`);
+        } else assert.deepEqual(found, ['a', 'let go\nx', 'b'], label);
+        assert.equal(splitter.heldLength, 0, label);
+      }
+    }
+  });
+
   it('holds an event up to the cap; one byte over, gives back what it held and skips to its end', () => {
     const big = `data: ${'y'.repeat(100)}`;
     const after = 'data: after\n\n';

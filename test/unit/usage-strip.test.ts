@@ -109,6 +109,45 @@ describe('usage strip', () => {
     assert.deepEqual(stripped, [usage.length]);
   });
 
+  // Issue 34: a read that ends inside a token event was held back from its last event's first
+  // byte until the next read, and joined with it: every read of a fast stream was copied, and
+  // that event's first bytes reached the client a read late.
+  it('lets a token event go as its bytes come, once they show a choice; holds one only while they could be the usage-only chunk', () => {
+    const token = 'data: {"id":"c","choices":[{"delta":{"content":"x"}}]}\n\n';
+    const shown = token.indexOf('[{') + 2; // the first byte after the `[` that is not `]`
+    for (let at = 1; at < token.length; at++) {
+      const read = Buffer.from(token + token.slice(0, at));
+      const { writes, out } = strip([read, Buffer.from(token.slice(at) + token)]);
+      assert.ok(out.equals(Buffer.from(token + token + token)), `cut at ${at}`);
+      if (at >= shown) assert.equal(writes[0], read, `cut at ${at}: the very read`);
+      else assert.equal(writes[0]!.toString(), token, `cut at ${at}: the event's first bytes held`);
+    }
+  });
+
+  it('decides an event the same whether it comes whole or cut at any byte, a repeated "choices" too', () => {
+    const cases: Array<[string, boolean]> = [
+      ['data: {"choices":[],"usage":{"prompt_tokens":1}}', true],
+      ['data: {"choices" : [\t],\ndata: "usage":{"prompt_tokens":1}}', true],
+      // JSON.parse keeps the last of a repeated key; the strip keeps any event that shows a choice.
+      ['data: {"choices":[{"delta":{}}],"choices":[],"usage":{"prompt_tokens":1}}', false],
+      ['data: {"choices":[],"usage":{"prompt_tokens":1},"choices":[{"delta":{}}]}', false],
+      ['data: {"choices":[],"choices":[ ],"usage":{"prompt_tokens":1}}', true],
+      ['data: {"choices":[\ndata: ],"usage":{"prompt_tokens":1}}', false],
+    ];
+    const done = 'data: [DONE]\n\n';
+    for (const [event, strips] of cases) {
+      const input = Buffer.from(`${event}\n\n${done}`);
+      assert.equal(isUsageOnlyEvent(input, 0, input.indexOf('\n\n')), strips, event);
+      const expected = strips ? done : input.toString();
+      for (let at = 0; at <= input.length; at++) {
+        for (const cut of [[at], [Math.floor(at / 2), at]]) {
+          const reads = [0, ...cut, input.length].slice(1).map((end, i, ends) => input.subarray(i === 0 ? 0 : ends[i - 1], end));
+          assert.equal(strip(reads).out.toString(), expected, `${event} cut at ${cut}`);
+        }
+      }
+    }
+  });
+
   it('leaves usage on a chunk with content or finish_reason, and events with other fields', () => {
     assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":[],"usage":{"prompt_tokens":1}}\n\n')), true);
     assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}\n\n')), false);
