@@ -32,7 +32,14 @@ const SHAPES: Record<string, Scenario> = {
 };
 
 /** Profiles infermeter under the throughput scenario (or another); returns a markdown summary. */
-export async function profileThroughput(shape = 'throughput', top = 20, target = 'infermeter', self = false, includeUsage = false): Promise<string> {
+export async function profileThroughput(
+  shape = 'throughput',
+  top = 20,
+  target = 'infermeter',
+  self = false,
+  includeUsage = false,
+  byModule = false,
+): Promise<string> {
   const shaped = SHAPES[shape];
   // `--include-usage`: clients that ask for usage themselves (the relayed path, no strip).
   const scenario = shaped === undefined ? undefined : { ...shaped, includeUsage };
@@ -58,7 +65,7 @@ export async function profileThroughput(shape = 'throughput', top = 20, target =
   const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
   rmSync(dir, { recursive: true, force: true });
   const byId = new Map(prof.nodes.map((n) => [n.id, n]));
-  if (self) return selfTimes(prof, byId, r.events, top, passthrough);
+  if (self) return selfTimes(prof, byId, r.events, top, passthrough, byModule);
   const parent = new Map<number, number>();
   for (const n of prof.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const inclusive = new Map<string, number>();
@@ -96,6 +103,7 @@ function selfTimes(
   events: number,
   top: number,
   passthrough: boolean,
+  byModule: boolean,
 ): string {
   const own = new Map<string, number>();
   let busy = 0;
@@ -104,14 +112,28 @@ function selfTimes(
     if (cf.functionName === '(idle)') return;
     const t = prof.timeDeltas[i] ?? 0;
     busy += t;
-    const name = `${cf.functionName || '(anonymous)'} ${cf.url.replace(/.*\//, '')}:${cf.lineNumber + 1}`;
+    const name = byModule ? moduleOf(cf) : `${cf.functionName || '(anonymous)'} ${cf.url.replace(/.*\//, '')}:${cf.lineNumber + 1}`;
     own.set(name, (own.get(name) ?? 0) + t);
   });
-  let out = `${events} events, ${(busy / events).toFixed(2)} µs of sampled busy time per event; ${passthrough ? 'the pass-through' : 'infermeter'}'s self time by function (idle excluded):\n\n| µs per event | share | function |\n|---|---|---|\n`;
+  const by = byModule ? 'module' : 'function';
+  let out = `${events} events, ${(busy / events).toFixed(2)} µs of sampled busy time per event; ${passthrough ? 'the pass-through' : 'infermeter'}'s self time by ${by} (idle excluded):\n\n| µs per event | share | ${by} |\n|---|---|---|\n`;
   for (const [name, t] of [...own].sort((a, b) => b[1] - a[1]).slice(0, top)) {
     out += `| ${(t / events).toFixed(2)} | ${((100 * t) / busy).toFixed(1)} % | \`${name}\` |\n`;
   }
   return out;
+}
+
+/**
+ * `--by-module`: infermeter's code by folder of src/ (the bench's own files by name), Node's by
+ * its module, native code by function.
+ */
+function moduleOf(cf: ProfileNode['callFrame']): string {
+  if (cf.url === '') return `${cf.functionName || '(anonymous)'} (native)`;
+  const src = /\/src\/(.*)\/[^/]*$/.exec(cf.url);
+  if (src !== null) return `src/${src[1]}/`;
+  if (/\/src\/[^/]*$/.test(cf.url)) return 'src/';
+  if (cf.url.startsWith('wasm:')) return 'wasm (type stripping, at start)';
+  return cf.url.startsWith('node:') ? cf.url : cf.url.replace(/.*\//, '');
 }
 
 if (import.meta.main) {
@@ -121,8 +143,9 @@ if (import.meta.main) {
       arg('scenario'),
       Number(arg('top') ?? 20),
       arg('target'),
-      process.argv.includes('--self'),
+      process.argv.includes('--self') || process.argv.includes('--by-module'),
       process.argv.includes('--include-usage'),
+      process.argv.includes('--by-module'),
     ),
   );
 }
