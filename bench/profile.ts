@@ -2,7 +2,8 @@
 // CPU time goes, inclusive, by function (Node's internals and infermeter's own modules).
 // `--scenario=latency`: the latency scenario's shape instead (one event per read), `--scenario=wave`
 // bench:fidelity's wave pattern, `--scenario=roundtrip` one-token requests one at a time; `--top=N`
-// rows; `--self`: each function's own time per event instead (every function, Node's natives too);
+// rows; `--self`: each function's own time per event instead (every function, Node's natives too;
+// `--by-module`: that time summed by module, infermeter's by folder of src/);
 // `--target=passthrough`: the bench's bare Node pass-through instead, to compare. Without
 // include_usage, as most clients send: infermeter's default path (`--include-usage`: clients
 // that ask for it, the relayed path).

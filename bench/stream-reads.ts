@@ -1,7 +1,7 @@
 // node bench/stream-reads.ts: the CPU of one upstream read of an event stream on infermeter's
 // default path (a client without include_usage: usage injected, then stripped), without sockets:
 // the usage strip's pass over the read and the response tap's reading of it (the event
-// splitter, the skim, the timer), as the relay drives them. Three shapes of read: one event a
+// splitter, the skim, the timer), as the relay drives them. The shapes of read: one event a
 // read (the latency scenario: a token every few milliseconds), eight events a read (the
 // throughput scenario: tokens back to back), 100-byte reads (events split across reads), 4 KiB
 // reads (many events, each read ending inside one, as a fast stream's socket reads do), and
