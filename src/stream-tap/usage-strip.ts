@@ -25,6 +25,8 @@ const USAGE = Buffer.from('"usage"');
 const EMPTY = Buffer.alloc(0);
 /** Larger than any index: no such byte. */
 const NONE = 0x7fffffff;
+/** Held bytes past which an event begun in earlier reads is no longer looked at for a choice. */
+const RELEASE_HELD_MAX = 4 * 1024;
 
 export interface UsageStripOptions {
   readonly maxEventBytes: number;
@@ -179,8 +181,11 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
     },
     release(held, b, from) {
       // An event whose first bytes show a choice is not the usage-only chunk: it goes on as it
-      // comes, as any read's bytes do, not held back until its end.
-      const bytes = held.length === 0 ? b : Buffer.concat([...held, b.subarray(from)]); // an event past its second read: rare
+      // comes, as any read's bytes do, not held back until its end. One begun in earlier reads is
+      // looked at joined with this read's part, and only while it is small: joined at every read,
+      // a large event would be copied over and over (it is held, as any event, up to the cap).
+      if (held.length > 0 && splitter.heldLength > RELEASE_HELD_MAX) return false;
+      const bytes = held.length === 0 ? b : Buffer.concat([...held, b.subarray(from)]);
       const at = held.length === 0 ? from : 0;
       const shown = choicesIn(bytes, at, bytes.length, bytes.indexOf(LBRACKET, at));
       if ((shown & SOME_CHOICE) === 0) return false;

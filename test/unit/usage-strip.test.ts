@@ -148,6 +148,28 @@ describe('usage strip', () => {
     }
   });
 
+  // Found in review: an event begun in earlier reads was joined with each new read to look for
+  // a choice, so a large event without one, in small reads, was copied over and over.
+  it('does not join a large held event with every read to look for a choice', () => {
+    const big = Buffer.from(`data: {"x":"${'y'.repeat(200_000)}"}\n\ndata: [DONE]\n\n`);
+    const reads = Array.from({ length: Math.ceil(big.length / 1000) }, (_, i) => big.subarray(i * 1000, (i + 1) * 1000));
+    const concat = Buffer.concat;
+    let copied = 0;
+    Buffer.concat = (list: readonly Uint8Array[], length?: number) => {
+      const out = concat(list, length);
+      copied += out.length;
+      return out;
+    };
+    let out: Buffer;
+    try {
+      out = strip(reads).out;
+    } finally {
+      Buffer.concat = concat;
+    }
+    assert.ok(out.subarray(0, big.length).equals(big));
+    assert.ok(copied < 4 * big.length, `${copied} bytes joined for a ${big.length}-byte stream`);
+  });
+
   it('leaves usage on a chunk with content or finish_reason, and events with other fields', () => {
     assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":[],"usage":{"prompt_tokens":1}}\n\n')), true);
     assert.equal(isUsageOnlyEvent(Buffer.from('data: {"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}\n\n')), false);
