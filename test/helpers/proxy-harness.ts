@@ -38,14 +38,14 @@ export async function scrape(app: Infermeter): Promise<Exposition> {
   return parseExposition(await res.text());
 }
 
-/** Resolves with the next `n` finished requests' samples, in the order they finish. */
-export function nextFinished(app: Infermeter, n: number): Promise<RequestSample[]> {
+/** Resolves with the next `n` finished requests' samples that `counted` accepts, in the order they finish. */
+export function nextFinished(app: Infermeter, n: number, counted: (sample: RequestSample) => boolean = () => true): Promise<RequestSample[]> {
   const samples: RequestSample[] = [];
   return new Promise((resolve) => {
     let done = false;
     app.metrics.addObserver({
       finished(sample) {
-        if (done) return;
+        if (done || !counted(sample)) return;
         samples.push(sample);
         if (samples.length === n) {
           done = true;

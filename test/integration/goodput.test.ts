@@ -140,8 +140,11 @@ function assertMix(m: Exposition, extra = { failed: { acme: 0, globex: 0 }, miss
   assert.equal(m.duplicates().length, 0);
 }
 
+/** Served too, for requests that warm a worker up and are not part of the counted mix. */
+const WARM_UP_MODEL = 'sim-warm-up';
+
 async function sim(t: TestContext) {
-  const s = await startSimServer({ models: [MODEL] });
+  const s = await startSimServer({ models: [MODEL, WARM_UP_MODEL] });
   t.after(() => s.close());
   return s;
 }
@@ -178,7 +181,13 @@ describe('goodput', () => {
     const app = await startClusterPrimary(loadConfig(env), env, { log: createLogger('error', () => undefined), workers: 2 });
     t.after(() => app.close());
     const metrics = async () => parseExposition(await (await fetch(app.metricsUrl!)).text());
-    const finished = nextFinished(app, MIX.length);
+    // Fresh workers' first requests are slow (code not yet compiled; both workers starting on a
+    // loaded CI box): a good request once read a TTFT of 173 ms against the SLO's 150. Each worker
+    // serves a few requests of another model first (connections go round-robin), flushed to the
+    // primary by a scrape before the mix is counted (and left out of the mix's samples).
+    await Promise.all(Array.from({ length: 6 }, () => shoot(app.dataUrl, { tenant: 'warm-up', model: WARM_UP_MODEL, tokens: 16, ttftMs: 5, gapMs: 1 })));
+    await metrics();
+    const finished = nextFinished(app, MIX.length, (sample) => sample.model !== WARM_UP_MODEL);
     await Promise.all(MIX.map((s) => shoot(app.dataUrl, s)));
     const samples = await finished;
     assertMix(await metrics(), undefined, figures(samples));
