@@ -78,7 +78,16 @@ async function instructionsPerRequest(target: Target, dir: string, index: number
   const out = join(dir, `${index}.out`);
   const child = spawn(
     'valgrind',
-    ['--tool=callgrind', `--callgrind-out-file=${out}`, '--smc-check=all-non-file', process.execPath, '--single-threaded', ...target.flags, target.script, ...target.args],
+    [
+      '--tool=callgrind',
+      `--callgrind-out-file=${out}`,
+      '--smc-check=all-non-file',
+      process.execPath,
+      '--single-threaded',
+      ...target.flags,
+      target.script,
+      ...target.args,
+    ],
     { env: { PATH: process.env.PATH ?? '', ...target.env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   try {

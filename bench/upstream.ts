@@ -14,7 +14,17 @@ const metrics =
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+// BENCH_TIMINGS=1 (bench/arrival-split.ts): for each request with an x-request-id, when its body
+// had come and when its first token was written, on the machine's monotonic clock (which every
+// process shares); GET /timings hands them over (and forgets them). Bounded.
+const timings: string[] | undefined = process.env.BENCH_TIMINGS === '1' ? [] : undefined;
+const MAX_TIMINGS = 100_000;
+
 const server = http.createServer({ noDelay: true, keepAliveTimeout: 120_000 }, (req, res) => {
+  if (req.method === 'GET' && timings !== undefined && req.url === '/timings') {
+    res.end(timings.splice(0).join('\n'));
+    return;
+  }
   if (req.method === 'GET') {
     res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
     res.end(req.url === '/metrics' ? metrics : '{"data":[{"id":"bench-model"}]}');
@@ -24,6 +34,7 @@ const server = http.createServer({ noDelay: true, keepAliveTimeout: 120_000 }, (
   req.setEncoding('utf8');
   req.on('data', (c: string) => (body += c));
   req.on('end', async () => {
+    const arrived = timings === undefined ? 0n : process.hrtime.bigint();
     const tokens = Number(req.headers['x-bench-tokens'] ?? 16);
     const ttft = Number(req.headers['x-bench-ttft-ms'] ?? 0);
     const gap = Number(req.headers['x-bench-gap-ms'] ?? 0);
@@ -35,6 +46,8 @@ const server = http.createServer({ noDelay: true, keepAliveTimeout: 120_000 }, (
     if (ttft > 0) await sleep(ttft);
     for (let i = 0; i < tokens && !closed; i++) {
       if (i > 0 && gap > 0) await sleep(gap);
+      if (i === 0 && timings !== undefined && timings.length < MAX_TIMINGS && typeof req.headers['x-request-id'] === 'string')
+        timings.push(`${req.headers['x-request-id']} ${arrived} ${process.hrtime.bigint()}`);
       // Without delays, respect back-pressure so a fast upstream does not buffer without bound.
       if (!res.write(events[i % events.length]!) && gap === 0) await new Promise((r) => res.once('drain', r));
     }
