@@ -37,19 +37,28 @@ interface Sent {
 }
 
 let seq = 0;
+/** Requests that failed or came back without a body, since the last figures. */
+let failed = 0;
 function send(url: string, agent: http.Agent, shape: typeof STREAM, wave: number): Promise<Sent | undefined> {
   const id = `arrival-${seq++}`;
   return new Promise((resolve) => {
     const sentAt = process.hrtime.bigint();
     let firstByteAt = 0n;
+    let settled = false;
+    const settle = (sent: Sent | undefined): void => {
+      if (settled) return;
+      settled = true;
+      if (sent === undefined) failed++;
+      resolve(sent);
+    };
     const req = http.request(new URL('/v1/chat/completions', url), { method: 'POST', agent, headers: benchHeaders(payload, shape, id) }, (res) => {
       res.on('data', () => {
         if (firstByteAt === 0n) firstByteAt = process.hrtime.bigint();
       });
-      res.on('end', () => resolve(res.statusCode === 200 && firstByteAt !== 0n ? { id, wave, sentAt, firstByteAt } : undefined));
-      res.on('error', () => resolve(undefined));
+      res.on('end', () => settle(res.statusCode === 200 && firstByteAt !== 0n ? { id, wave, sentAt, firstByteAt } : undefined));
+      res.on('error', () => settle(undefined));
     });
-    req.on('error', () => resolve(undefined));
+    req.on('error', () => settle(undefined));
     req.end(payload);
   });
 }
@@ -81,12 +90,15 @@ interface Figures {
   inP99: number;
   backP50: number;
   ttftP50: number;
+  /** Requests that failed, or whose timings the upstream did not note. */
   missing: number;
 }
 
 /** Each request's way in and way back, from the upstream's timings of the same ids. */
 async function figures(upstream: string, sent: Sent[]): Promise<Figures> {
   const text = await (await fetch(`${upstream}/timings`)).text();
+  const lost = failed;
+  failed = 0;
   const at = new Map<string, [bigint, bigint]>();
   for (const line of text.split('\n')) {
     const [id, arrived, first] = line.split(' ');
@@ -108,7 +120,7 @@ async function figures(upstream: string, sent: Sent[]): Promise<Figures> {
     inP99: percentile(wayIn, 99),
     backP50: percentile(wayBack, 50),
     ttftP50: percentile(ttft, 50),
-    missing: sent.length - wayIn.length,
+    missing: sent.length - wayIn.length + lost,
   };
 }
 
@@ -145,6 +157,7 @@ try {
     for (const t of targets) {
       await run(t.url, agents.get(t.name)!); // warm: the pattern's paths compiled
       await fetch(`${upstream}/timings`);
+      failed = 0;
     }
     const byTarget = new Map(targets.map((t) => [t.name, [] as Figures[]]));
     for (let rep = 0; rep < reps; rep++) {
@@ -159,7 +172,7 @@ try {
         ? `wave: ${LANES} lanes × ${WAVES} waves, ${STREAM.tokens} tokens, TTFT ${STREAM.ttftMs} ms, ${STREAM.gapMs} ms between tokens, waves 2 on`
         : `burst: ${LANES} one-token requests at once (TTFT ${ONE_TOKEN.ttftMs} ms) to an idle proxy, ${WAVES} bursts`;
     process.stdout.write(
-      `\n### ${title}; medians of ${reps} interleaved repetitions\n\n| target | way in p50 ms | added | way in p99 ms | added | way back p50 ms | added | TTFT p50 ms | added | requests unmatched |\n|---|---|---|---|---|---|---|---|---|---|\n`,
+      `\n### ${title}; medians of ${reps} interleaved repetitions\n\n| target | way in p50 ms | added | way in p99 ms | added | way back p50 ms | added | TTFT p50 ms | added | requests failed or unmatched |\n|---|---|---|---|---|---|---|---|---|---|\n`,
     );
     for (const t of targets) {
       const cell = (key: keyof Figures) => {
