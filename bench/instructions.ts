@@ -14,13 +14,13 @@
 // comma-separated); `--env=NAME=VALUE,...` runs infermeter with those variables too (one more
 // target). Needs Debian's `valgrind` (not the test suite: about a minute a target).
 import http from 'node:http';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runLoad, type Scenario } from './load.ts';
-import { INFERMETER_FLAGS, infermeterEnv, startUpstream } from './targets.ts';
+import { INFERMETER_FLAGS, infermeterEnv, lineMatching, startUpstream } from './targets.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const count = (name: string, fallback: number): number => {
@@ -41,21 +41,6 @@ if (spawnSync('valgrind', ['--version']).status !== 0) {
 
 const shape = (n: number): Scenario => ({ name: 'round trip', requests: n, concurrency: 1, tokens, ttftMs: 0, gapMs: 0 });
 
-/** Waits for the line that says the process listens (its first line on stdout or stderr that matches). */
-function readyLine(child: ChildProcess, pattern: RegExp): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let text = '';
-    const onData = (chunk: Buffer) => {
-      text += chunk.toString();
-      const line = text.split('\n').find((l) => pattern.test(l));
-      if (line !== undefined) resolve(line);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`exited with ${code} before it listened: ${text.slice(-2000)}`)));
-  });
-}
-
 /** callgrind's dump of its counters so far (which zeroes them); resolves once the dump's file exists. */
 async function dump(pid: number, file: string): Promise<void> {
   spawnSync('callgrind_control', ['--dump', String(pid)]);
@@ -71,6 +56,8 @@ interface Target {
   readonly env: Record<string, string>;
   readonly flags: string[];
   readonly ready: RegExp;
+  /** Where it says it listens. */
+  readonly stream: 'stdout' | 'stderr';
   readonly url: (line: string) => string;
 }
 
@@ -91,7 +78,7 @@ async function instructionsPerRequest(target: Target, dir: string, index: number
     { env: { PATH: process.env.PATH ?? '', ...target.env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   try {
-    const url = target.url(await readyLine(child, target.ready));
+    const url = target.url(await lineMatching(child, target.stream, target.ready));
     const agent = new http.Agent({ keepAlive: true });
     await runLoad(url, shape(warm), agent);
     await dump(child.pid!, `${out}.1`);
@@ -121,6 +108,7 @@ try {
     env: { ...env, ...extra },
     flags,
     ready: /"infermeter started"/,
+    stream: 'stderr',
     url: (line) => (JSON.parse(line) as { data: string }).data,
   });
   const targets: Target[] = [
@@ -131,6 +119,7 @@ try {
       env: {},
       flags: [],
       ready: /"port"/,
+      stream: 'stdout',
       url: (line) => `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}`,
     },
     infermeter('infermeter', here('..')),

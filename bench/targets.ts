@@ -43,7 +43,8 @@ export const HEAD_AT_ONCE = 'node pass-through, head at once';
  */
 export const INFERMETER_FLAGS = '--max-semi-space-size=8 --initial-heap-size=64';
 
-function lineMatching(child: ChildProcess, stream: 'stdout' | 'stderr', pattern: RegExp): Promise<string> {
+/** The first line of `child`'s `stream` that matches `pattern` (the stream is drained from then on). */
+export function lineMatching(child: ChildProcess, stream: 'stdout' | 'stderr', pattern: RegExp): Promise<string> {
   return new Promise((resolve, reject) => {
     let text = '';
     const source = child[stream]!;
