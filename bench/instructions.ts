@@ -1,18 +1,24 @@
 // npm run bench:instructions: the instructions a proxy executes per request, counted by
 // valgrind's callgrind, in the kept-alive round trip (one-token requests at concurrency 1,
 // clients without include_usage: the bench's `round trip`; `--tokens=N`: N-token streams, whose
-// difference from one token's, per token, is what an event costs). Time on these machines varies
+// difference from one token's, per token, is what an event costs; `--prompt-bytes=N`: a user
+// message of N bytes of prose instead of one sentence). Time on these machines varies
 // by tens of percent from one minute to the next; an instruction count does not (two runs of one
 // build agree within about 1 %), so a change to the per-request path is measured here before and
 // after on a busy machine too. Node runs with --single-threaded, so that the garbage collector's
-// and the compiler's work is counted with the rest, on the one thread. Each target: started under
-// callgrind, warmed up (`--warm=N`, 300 requests), its counters dumped and so zeroed, then
-// `--requests=N` (300) requests, dumped again: that second dump is the figure. Targets: the
+// and the compiler's work is counted with the rest, on the one thread; the last column is what
+// V8's optimizing compilers took of it. Each target: started under callgrind, warmed up
+// (`--warm=N`, 15,000 requests: V8 optimizes code called once a request only after thousands of
+// calls, and after 3,000 its compilers still took 99,000 of infermeter's 637,000 instructions a
+// request; after 15,000, none), its counters dumped and so zeroed, then `--requests=N` (300)
+// requests, dumped again: that second dump is the figure. Targets: the
 // bench's bare Node pass-through, and infermeter with its defaults but the engine's metrics (read
 // on a timer, so charged to each request about 50 times over under valgrind's slowdown);
 // BENCH_COMPARE=<another checkout, with its node_modules> adds that build (several,
 // comma-separated); `--env=NAME=VALUE,...` runs infermeter with those variables too (one more
-// target). Needs Debian's `valgrind` (not the test suite: about a minute a target).
+// target); `--by-function=N`: for each target beside the pass-through, the N functions whose own
+// instructions differ most from the pass-through's (JavaScript named from Node's --perf-basic-prof
+// map). Needs Debian's `valgrind` (not the test suite: about four minutes a target).
 import http from 'node:http';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -28,10 +34,12 @@ const count = (name: string, fallback: number): number => {
   if (!Number.isInteger(n) || n < 1 || n > 100_000) throw new Error(`--${name}: expected an integer from 1 to 100000`);
   return n;
 };
-const warm = count('warm', 300);
+const warm = count('warm', 15_000);
 const requests = count('requests', 300);
 const tokens = count('tokens', 1);
+const promptBytes = arg('prompt-bytes') === undefined ? undefined : count('prompt-bytes', 1);
 const extraEnv = arg('env');
+const byFunction = arg('by-function') === undefined ? undefined : count('by-function', 20);
 const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
 
 if (spawnSync('valgrind', ['--version']).status !== 0) {
@@ -39,7 +47,7 @@ if (spawnSync('valgrind', ['--version']).status !== 0) {
   process.exit(0);
 }
 
-const shape = (n: number): Scenario => ({ name: 'round trip', requests: n, concurrency: 1, tokens, ttftMs: 0, gapMs: 0 });
+const shape = (n: number): Scenario => ({ name: 'round trip', requests: n, concurrency: 1, tokens, ttftMs: 0, gapMs: 0, promptBytes });
 
 /** callgrind's dump of its counters so far (which zeroes them); resolves once the dump's file exists. */
 async function dump(pid: number, file: string): Promise<void> {
@@ -61,7 +69,79 @@ interface Target {
   readonly url: (line: string) => string;
 }
 
-async function instructionsPerRequest(target: Target, dir: string, index: number): Promise<number> {
+/** V8's optimizing compilers' functions (TurboFan's, Turboshaft's, Maglev's), by their C++ namespace. */
+const COMPILER = /\b(?:compiler|maglev|turboshaft)::/;
+
+/**
+ * Each function's own instructions in a callgrind dump: its cost lines summed (a `calls=` line's
+ * next line is its callee's inclusive cost: skipped). A function is named once, where its id first
+ * appears (`fn=(id) name` or a call's `cfn=(id) name`), then by its id; JIT code has no symbol and
+ * is named by its address.
+ */
+function selfCosts(dump: string): Map<string, number> {
+  const names = new Map<string, string>();
+  const costs = new Map<string, number>();
+  let fn = '';
+  let skip = false;
+  for (const line of dump.split('\n')) {
+    if (line.startsWith('fn=') || line.startsWith('cfn=')) {
+      const m = /^c?fn=\((\d+)\)(?: (.*))?$/.exec(line);
+      if (m === null) continue;
+      if (m[2] !== undefined) names.set(m[1]!, m[2]);
+      if (line.startsWith('fn=')) fn = names.get(m[1]!) ?? '';
+    } else if (line.startsWith('calls=')) skip = true;
+    else if (/^[\d+*-]/.test(line)) {
+      if (skip) skip = false;
+      else costs.set(fn, (costs.get(fn) ?? 0) + Number(line.split(' ')[1] ?? 0));
+    }
+  }
+  return costs;
+}
+
+/**
+ * `--by-function`: the costs by function with JIT code named from Node's `--perf-basic-prof` map
+ * (/tmp/perf-<pid>.map: start, size and name of each piece of code V8 made), JavaScript as
+ * `name file:line` (src/ and node: modules), the rest by their symbol.
+ */
+function namedCosts(costs: Map<string, number>, pid: number): Map<string, number> {
+  const map = `/tmp/perf-${pid}.map`;
+  const code = existsSync(map)
+    ? readFileSync(map, 'utf8')
+        .split('\n')
+        .map((line) => line.split(' '))
+        .filter((parts) => parts.length >= 3)
+        .map(([start, size, ...name]) => ({ start: Number.parseInt(start!, 16), size: Number.parseInt(size!, 16), name: name.join(' ') }))
+        .sort((x, y) => x.start - y.start)
+    : [];
+  rmSync(map, { force: true });
+  const jsName = (address: number): string => {
+    let lo = 0;
+    let hi = code.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (code[mid]!.start <= address) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    const at = code[hi];
+    if (at === undefined || address >= at.start + at.size) return '(JIT code, unnamed)';
+    return `JS ${at.name.replace(/^JS:[*+~^']*/, '').replace(/file:\/\/\/.*?\/(src|bench)\//, '$1/')}`;
+  };
+  const named = new Map<string, number>();
+  for (const [fn, n] of costs) {
+    const name = /^0x[0-9a-f]+$/.test(fn) ? jsName(Number.parseInt(fn, 16)) : fn.replaceAll('(anonymous namespace)', '(anonymous)').replace(/(?<=\w)\(.*$/, '');
+    named.set(name, (named.get(name) ?? 0) + n);
+  }
+  return named;
+}
+
+interface Count {
+  readonly total: number;
+  readonly compiler: number;
+  /** `--by-function`: each function's own instructions, per request. */
+  readonly byFunction: Map<string, number> | undefined;
+}
+
+async function instructionsPerRequest(target: Target, dir: string, index: number): Promise<Count> {
   const out = join(dir, `${index}.out`);
   const child = spawn(
     'valgrind',
@@ -71,6 +151,7 @@ async function instructionsPerRequest(target: Target, dir: string, index: number
       '--smc-check=all-non-file',
       process.execPath,
       '--single-threaded',
+      ...(byFunction === undefined ? [] : ['--perf-basic-prof']),
       ...target.flags,
       target.script,
       ...target.args,
@@ -86,9 +167,18 @@ async function instructionsPerRequest(target: Target, dir: string, index: number
     await dump(child.pid!, `${out}.2`);
     agent.destroy();
     if (r.errors > 0) throw new Error(`${target.name}: ${r.errors} requests failed`);
-    const summary = /^summary: (\d+)$/m.exec(readFileSync(`${out}.2`, 'utf8'));
+    const text = readFileSync(`${out}.2`, 'utf8');
+    const summary = /^summary: (\d+)$/m.exec(text);
     if (summary === null) throw new Error(`${target.name}: no summary in callgrind's dump`);
-    return Number(summary[1]) / requests;
+    const costs = selfCosts(text);
+    let compiler = 0;
+    for (const [fn, n] of costs) if (COMPILER.test(fn)) compiler += n;
+    const perRequest = (m: Map<string, number>) => new Map([...m].map(([fn, n]) => [fn, n / requests]));
+    return {
+      total: Number(summary[1]) / requests,
+      compiler: compiler / requests,
+      byFunction: byFunction === undefined ? undefined : perRequest(namedCosts(costs, child.pid!)),
+    };
   } finally {
     child.kill('SIGKILL');
   }
@@ -135,13 +225,30 @@ try {
     );
     targets.push(infermeter(`infermeter, ${extraEnv}`, here('..'), vars));
   }
-  const results: Array<[string, number]> = [];
+  const results: Array<[string, Count]> = [];
   for (const [i, t] of targets.entries()) results.push([t.name, await instructionsPerRequest(t, dir, i)]);
-  const floor = results[0]![1];
+  const floor = results[0]![1].total;
   process.stdout.write(
-    `round trip, kept alive, ${tokens} token${tokens === 1 ? '' : 's'} a request: instructions per request (callgrind, node --single-threaded; infermeter without engine scraping; ${warm} requests to warm up, ${requests} counted)\n\n| target | instructions per request | × node pass-through |\n|---|---|---|\n`,
+    `round trip, kept alive, ${tokens} token${tokens === 1 ? '' : 's'} a request${promptBytes === undefined ? '' : `, a ${promptBytes}-byte prompt`}: instructions per request (callgrind, node --single-threaded; infermeter without engine scraping; ${warm} requests to warm up, ${requests} counted)\n\n| target | instructions per request | × node pass-through | of which V8's optimizing compilers |\n|---|---|---|---|\n`,
   );
-  for (const [name, n] of results) process.stdout.write(`| ${name} | ${Math.round(n).toLocaleString('en-US')} | ${(n / floor).toFixed(2)} |\n`);
+  const figure = (n: number) => Math.round(n).toLocaleString('en-US');
+  for (const [name, n] of results) process.stdout.write(`| ${name} | ${figure(n.total)} | ${(n.total / floor).toFixed(2)} | ${figure(n.compiler)} |\n`);
+  if (byFunction !== undefined) {
+    // Each target beside the pass-through: the functions whose own instructions differ most.
+    const [floorName, floorCount] = results[0]!;
+    for (const [name, n] of results.slice(1)) {
+      const a = floorCount.byFunction!;
+      const b = n.byFunction!;
+      const rows = [...new Set([...a.keys(), ...b.keys()])]
+        .map((fn) => [fn, a.get(fn) ?? 0, b.get(fn) ?? 0] as const)
+        .sort((x, y) => Math.abs(y[2] - y[1]) - Math.abs(x[2] - x[1]))
+        .slice(0, byFunction);
+      process.stdout.write(
+        `\n${name} against ${floorName}: the ${byFunction} functions whose own instructions per request differ most\n\n| function | ${floorName} | ${name} | difference |\n|---|---|---|---|\n`,
+      );
+      for (const [fn, x, y] of rows) process.stdout.write(`| \`${fn.slice(0, 120)}\` | ${figure(x)} | ${figure(y)} | ${figure(y - x)} |\n`);
+    }
+  }
 } finally {
   up.child.kill();
   rmSync(dir, { recursive: true, force: true });

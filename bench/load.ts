@@ -18,6 +18,8 @@ export interface Scenario {
   readonly includeUsage?: boolean;
   /** A new connection per request, closed after it (curl, most scripts), instead of the agent's pool. */
   readonly freshConnections?: boolean;
+  /** The user message's text in bytes, prose (default: one short sentence; real prompts run to many KB). */
+  readonly promptBytes?: number;
 }
 
 export interface LoadResult {
@@ -30,12 +32,16 @@ export interface LoadResult {
   readonly failures: ReadonlyMap<string, number>;
 }
 
-const body = (includeUsage: boolean) =>
+/** Prose of `bytes` bytes, with the quotes and newlines a prompt has (escaped in its JSON). */
+const prose = (bytes: number): string =>
+  'Measure the hop, not the model: a "quoted" phrase, a list,\n- and an item.\n'.repeat(Math.ceil(bytes / 70)).slice(0, bytes);
+
+const body = (includeUsage: boolean, promptBytes: number | undefined) =>
   JSON.stringify({
     model: 'bench-model',
     stream: true,
     ...(includeUsage ? { stream_options: { include_usage: true } } : {}),
-    messages: [{ role: 'user', content: 'Measure the hop, not the model.' }],
+    messages: [{ role: 'user', content: promptBytes === undefined ? 'Measure the hop, not the model.' : prose(promptBytes) }],
   });
 
 function countEvents(chunk: Buffer): number {
@@ -84,7 +90,7 @@ export async function runLoad(baseUrl: string, scenario: Scenario, agent: http.A
     failures.set(kind, (failures.get(kind) ?? 0) + 1);
   };
   let next = 0;
-  const BODY = body(scenario.includeUsage === true);
+  const BODY = body(scenario.includeUsage === true, scenario.promptBytes);
   const via = scenario.freshConnections === true ? false : agent;
   const headers = benchHeaders(BODY, scenario);
   const one = () =>

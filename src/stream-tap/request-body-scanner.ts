@@ -3,7 +3,7 @@
 // building the document: a single pass over bytes with a few integers of state, so a
 // multi-megabyte prompt costs one linear scan and no allocation, and never blocks the
 // event loop the way JSON.parse of the whole body would. Only the top-level object is
-// understood; nested values are skipped by bracket and string tracking.
+// understood; nested values are skipped by bracket tracking, strings by a search for their end.
 //
 // The body is read as the engines read it (Python's json under vLLM and SGLang, JSON.parse):
 // escapes in keys are decoded (`"str\u0065am"` is `stream`), the last of duplicate keys wins,
@@ -11,11 +11,11 @@
 // (Python takes them), and `stream` is read as pydantic's lax bool reads it (`1`, `"true"`,
 // `"yes"`, `"on"` ... stream), so that no spelling streams for the engine and not for infermeter.
 // Over 300 lines: one state machine whose states share a few integers of state in one closure,
-// the request's hot loop; pydantic's bool (lax-bool.ts) and JSON's byte classes (json-bytes.ts)
-// are modules of their own.
+// the request's hot loop; pydantic's bool, JSON's byte classes and a string's end are modules of their own.
 
 import { ESCAPES, hexValue, isPrimitiveByte, isSpace } from './json-bytes.ts';
 import { laxBool, MAX_STREAM_TEXT } from './lax-bool.ts';
+import { ESCAPED_AT_END, stringEnd } from './json-string-end.ts';
 
 export type ScanResult =
   | {
@@ -190,18 +190,35 @@ export function createBodyScanner(): BodyScanner {
     while (i < n && state !== ERROR) {
       const c = chunk[i]!;
       switch (state) {
-        case NESTED:
-          // Hot loop for the bulk of a body (messages, tools): strings and brackets only.
+        case NESTED: {
+          // Hot loop for the bulk of a body (messages, tools): brackets byte by byte, each
+          // string crossed by closingQuote (first, one begun in an earlier chunk).
+          let depth = nestedDepth;
+          if (nestedInString) {
+            const q = stringEnd(chunk, i, escaped);
+            escaped = q === ESCAPED_AT_END;
+            if (q < 0) {
+              i = n;
+              continue;
+            }
+            i = q + 1;
+            nestedInString = false;
+          }
           for (; i < n; i++) {
             const b = chunk[i]!;
-            if (nestedInString) {
-              if (escaped) escaped = false;
-              else if (b === BACKSLASH) escaped = true;
-              else if (b === QUOTE) nestedInString = false;
-            } else if (b === QUOTE) nestedInString = true;
-            else if (b === 0x7b || b === 0x5b) nestedDepth++;
+            if (b === QUOTE) {
+              // No closure variable written per string: it costs this loop a third of its speed.
+              const q = stringEnd(chunk, i + 1, false);
+              if (q < 0) {
+                escaped = q === ESCAPED_AT_END;
+                nestedInString = true;
+                i = n;
+                break;
+              }
+              i = q;
+            } else if (b === 0x7b || b === 0x5b) depth++;
             else if (b === 0x7d || b === 0x5d) {
-              if (--nestedDepth === 0) {
+              if (--depth === 0) {
                 state = AFTER_VALUE;
                 i++;
                 if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i, isObject: optionsIsObject };
@@ -209,27 +226,28 @@ export function createBodyScanner(): BodyScanner {
               }
             }
           }
+          nestedDepth = depth;
           continue;
+        }
         case STRING: {
           const start = i;
-          for (; i < n; i++) {
-            const b = chunk[i]!;
-            if (escaped) escaped = false;
-            else if (b === BACKSLASH) escaped = true;
-            else if (b === QUOTE) {
-              if (capturingModel) finishModel(chunk, start, i);
-              if (key === K_STREAM) {
-                keepStreamText(chunk, start, i);
-                stream = laxBool(streamText, true);
-              }
-              if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i + 1, isObject: false };
-              state = AFTER_VALUE;
-              i++;
-              break;
-            }
+          const q = stringEnd(chunk, i, escaped);
+          escaped = q === ESCAPED_AT_END;
+          if (q < 0) {
+            i = n;
+            if (capturingModel) keepModelPart(chunk, start, n);
+            if (key === K_STREAM) keepStreamText(chunk, start, n);
+            continue;
           }
-          if (state === STRING && capturingModel) keepModelPart(chunk, start, n);
-          if (state === STRING && key === K_STREAM) keepStreamText(chunk, start, n);
+          i = q;
+          if (capturingModel) finishModel(chunk, start, i);
+          if (key === K_STREAM) {
+            keepStreamText(chunk, start, i);
+            stream = laxBool(streamText, true);
+          }
+          if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i + 1, isObject: false };
+          state = AFTER_VALUE;
+          i++;
           continue;
         }
         case KEY:

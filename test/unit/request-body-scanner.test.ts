@@ -11,6 +11,16 @@ function scanFull(body: string | Buffer, seed?: number) {
   return scanner.end();
 }
 
+/** The scan of `bytes` fed in two chunks, split at each byte in turn. */
+function* scansSplitInTwo(bytes: Buffer) {
+  for (let at = 0; at <= bytes.length; at++) {
+    const scanner = createBodyScanner();
+    scanner.feed(bytes.subarray(0, at));
+    scanner.feed(bytes.subarray(at));
+    yield [at, scanner.end()] as const;
+  }
+}
+
 /** The labels part of a result. */
 function scan(body: string | Buffer, seed?: number) {
   const r = scanFull(body, seed);
@@ -329,6 +339,18 @@ describe('request body scanner: maxTokens and n', () => {
     assert.deepEqual(limits('{"max_tokens":"7","max_tokens":5}'), { maxTokens: 5, n: undefined });
   });
 
+  it('finds where a string ends past runs of backslashes and quotes, split in two at every byte', () => {
+    // Short stretches of text (a loop finds each quote) and long ones (a byte search does).
+    for (const [run, pad] of [0, 1, 2, 3, 4, 5].flatMap((r) => [[r, ''] as const, [r, 'p'.repeat(100)] as const])) {
+      const text = `${pad}${'\\'.repeat(run)}"${pad}${'\\'.repeat(run)}x"y${pad}\\`;
+      const body = JSON.stringify({ messages: [{ content: text }], prompt: text, model: `m${text}`, stream: true });
+      for (const [at, r] of scansSplitInTwo(Buffer.from(body))) {
+        assert.ok(r.ok, `${body} split at ${at}`);
+        assert.deepEqual({ model: r.model, stream: r.stream }, { model: `m${text}`, stream: true }, `${body} split at ${at}`);
+      }
+    }
+  });
+
   it('gives the same result when the body is split in two at every byte', () => {
     const bodies: [string, { maxTokens: number | undefined; n: number | undefined }][] = [
       ['{"max_completion_tokens":1234}', { maxTokens: 1234, n: undefined }],
@@ -342,11 +364,7 @@ describe('request body scanner: maxTokens and n', () => {
     for (const [body, expected] of bodies) {
       const bytes = Buffer.from(body);
       assert.deepEqual(limits(bytes), expected, body);
-      for (let at = 0; at <= bytes.length; at++) {
-        const scanner = createBodyScanner();
-        scanner.feed(bytes.subarray(0, at));
-        scanner.feed(bytes.subarray(at));
-        const r = scanner.end();
+      for (const [at, r] of scansSplitInTwo(bytes)) {
         assert.ok(r.ok, `${body} split at ${at}`);
         assert.deepEqual({ maxTokens: r.maxTokens, n: r.n }, expected, `${body} split at ${at}`);
       }
