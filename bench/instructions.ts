@@ -3,9 +3,10 @@
 // clients without include_usage: the bench's `round trip`; `--tokens=N`: N-token streams, whose
 // difference from one token's, per token, is what an event costs; `--prompt-bytes=N`: a user
 // message of N bytes of prose instead of one sentence). Time on these machines varies
-// by tens of percent from one minute to the next; an instruction count does not (two runs of one
-// build agree within about 1 %), so a change to the per-request path is measured here before and
-// after on a busy machine too. Node runs with --single-threaded, so that the garbage collector's
+// by tens of percent from one minute to the next; an instruction count much less (two runs of one
+// build agreed within about 1 % after 300 requests of warm-up, within 7 % after 15,000: when V8
+// recompiles then varies from run to run), so a change to the per-request path is measured here
+// before and after on a busy machine too. Node runs with --single-threaded, so that the garbage collector's
 // and the compiler's work is counted with the rest, on the one thread; the last column is what
 // V8's optimizing compilers took of it. Each target: started under callgrind, warmed up
 // (`--warm=N`, 15,000 requests: V8 optimizes code called once a request only after thousands of
