@@ -192,7 +192,7 @@ export function createBodyScanner(): BodyScanner {
       switch (state) {
         case NESTED: {
           // Hot loop for the bulk of a body (messages, tools): brackets byte by byte, each
-          // string crossed by closingQuote (first, one begun in an earlier chunk).
+          // string crossed by a search for its end (first, one begun in an earlier chunk).
           let depth = nestedDepth;
           if (nestedInString) {
             const q = stringEnd(chunk, i, escaped);
