@@ -6,7 +6,11 @@
 // response's stream, the chunked write); infermeter against the pass-through, what measuring
 // costs. BENCH_COMPARE=<another checkout, with its node_modules> adds that build's infermeter.
 // `--scenario=latency|throughput|round trip` (default latency), `--reps=N` (default 6, each
-// target once a repetition, the order rotated). Bounded: a fixed number of requests per
+// target once a repetition, the order rotated), `--warm=N` (default 1: unmeasured runs of the
+// scenario per target first; V8 optimizes a request's own code only after thousands of
+// requests, "A request's cost once V8 has compiled it" in docs/performance.md), `--path=P`
+// (the same requests on another path: on one infermeter does not measure, such as
+// `/v1/unmeasured`, its proxying alone, against the measured route). Bounded: a fixed number of requests per
 // repetition, a fixed number of repetitions.
 import http from 'node:http';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -23,10 +27,15 @@ const SHAPES: Record<string, Scenario> = {
   'round trip': { name: 'round trip', requests: 1500, concurrency: 1, tokens: 1, ttftMs: 0, gapMs: 0 },
 };
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-const scenario = SHAPES[arg('scenario') ?? 'latency'];
-if (scenario === undefined) throw new Error(`--scenario: expected one of ${Object.keys(SHAPES).join(', ')}`);
+const shape = SHAPES[arg('scenario') ?? 'latency'];
+if (shape === undefined) throw new Error(`--scenario: expected one of ${Object.keys(SHAPES).join(', ')}`);
+const path = arg('path');
+if (path !== undefined && !path.startsWith('/')) throw new Error('--path: expected a path beginning with /');
+const scenario: Scenario = path === undefined ? shape : { ...shape, path };
 const reps = Number(arg('reps') ?? 6);
 if (!Number.isInteger(reps) || reps < 1 || reps > 50) throw new Error('--reps: expected an integer from 1 to 50');
+const warm = Number(arg('warm') ?? 1);
+if (!Number.isInteger(warm) || warm < 0 || warm > 50) throw new Error('--warm: expected an integer from 0 to 50');
 
 const TICK_MS = 10; // /proc/<pid>/stat's utime and stime are in clock ticks (CLK_TCK 100)
 
@@ -71,7 +80,7 @@ try {
   await plain('node pass-through', 'passthrough.ts');
   await plain('raw TCP relay', 'tcp-relay.ts');
   const agents = new Map(started.map((p) => [p.name, new http.Agent({ keepAlive: true, maxSockets: 64 })]));
-  for (const p of started) await runLoad(p.url, scenario, agents.get(p.name)!); // warm
+  for (let w = 0; w < warm; w++) for (const p of started) await runLoad(p.url, scenario, agents.get(p.name)!);
   const totals = new Map<string, { events: number; cpu: Map<string, number> }>(started.map((p) => [p.name, { events: 0, cpu: new Map() }]));
   for (let rep = 0; rep < reps; rep++) {
     const k = rep % started.length;
@@ -87,7 +96,7 @@ try {
   for (const a of agents.values()) a.destroy();
   const us = (ms: number | undefined, events: number) => (((ms ?? 0) * 1000) / events).toFixed(2);
   console.log(
-    `${scenario.name}: ${scenario.requests} requests, concurrency ${scenario.concurrency}, ${scenario.tokens} tokens, ${scenario.gapMs} ms between tokens; ${reps} interleaved repetitions; CPU µs per event`,
+    `${scenario.name}${path === undefined ? '' : ` on ${path}`}: ${scenario.requests} requests, concurrency ${scenario.concurrency}, ${scenario.tokens} tokens, ${scenario.gapMs} ms between tokens; ${warm} unmeasured and ${reps} interleaved repetitions; CPU µs per event`,
   );
   console.log('\n| target | all threads | main thread | V8 workers | user | kernel |\n|---|---|---|---|---|---|');
   for (const [name, { events, cpu: c }] of totals) {

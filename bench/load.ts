@@ -20,6 +20,8 @@ export interface Scenario {
   readonly freshConnections?: boolean;
   /** The user message's text in bytes, prose (default: one short sentence; real prompts run to many KB). */
   readonly promptBytes?: number;
+  /** The request's path (default `/v1/chat/completions`); another sends the same request on a route infermeter does not measure. */
+  readonly path?: string;
 }
 
 export interface LoadResult {
@@ -79,7 +81,7 @@ export function benchHeaders(payload: string, shape: Pick<Scenario, 'tokens' | '
 }
 
 export async function runLoad(baseUrl: string, scenario: Scenario, agent: http.Agent): Promise<LoadResult> {
-  const url = new URL('/v1/chat/completions', baseUrl);
+  const url = new URL(scenario.path ?? '/v1/chat/completions', baseUrl);
   const ttftMs: number[] = [];
   const e2eMs: number[] = [];
   let events = 0;

@@ -65,10 +65,22 @@ export class EventSplitter {
    * Reports every event that completes in this read; returns where in `chunk` the bytes it
    * now holds (copied) begin: those of the incomplete event it ends with (chunk.length: none,
    * also when that event is over the cap and so not held).
+   *
+   * `start`, with nothing held: the bytes before it end with a blank line (LF LF or CRLF CRLF)
+   * and the sink has no use for their events (the usage strip: none of them has `usage`), so they
+   * are passed over unreported. The byte after such a blank line is an event's boundary whatever
+   * came before, in this read or the last (an event skipped past the cap or let go, a CRLF cut in
+   * two): the splitter starts there as at any boundary. Any other `start` is not used.
    */
-  feed(chunk: Buffer, sink: EventSink): number {
+  feed(chunk: Buffer, sink: EventSink, start = 0): number {
     if (chunk.length === 0) return 0;
     let p = 0;
+    if (start > 1 && this.#heldLength === 0 && afterBlankLine(chunk, start)) {
+      this.#skipping = false;
+      this.#afterCR = false;
+      this.#streamStart = false;
+      p = start;
+    }
     if (this.#afterCR) {
       this.#afterCR = false;
       if (chunk[0] === LF) p = 1; // the rest of a CRLF: belongs to the line (or event) before
@@ -234,6 +246,11 @@ export class EventSplitter {
     this.#streamStart = false;
     return b[start] === 0xef && b[start + 1] === 0xbb && b[start + 2] === 0xbf ? start + 3 : start;
   }
+}
+
+/** Bytes [0, at) end with LF LF or CRLF CRLF: a line's end and a blank line, whatever came before. */
+function afterBlankLine(b: Buffer, at: number): boolean {
+  return b[at - 1] === LF && (b[at - 2] === LF || (b[at - 2] === CR && b[at - 3] === LF && b[at - 4] === CR));
 }
 
 /** An index found, or NONE for indexOf's -1. */

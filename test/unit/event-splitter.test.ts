@@ -236,6 +236,52 @@ describe('event splitter', () => {
     }
   });
 
+  // The usage strip passes over a read's events up to its last blank line when none of them can
+  // be what it removes: the splitter then starts there, whatever it was in (an event released or
+  // over the cap, a CRLF cut in two), and finds from there what it finds without the start.
+  it('starts a read after a blank line it is given, with nothing held: the events after it, the same state after', () => {
+    const blankEnds = (b: Buffer): number[] => {
+      const at: number[] = [];
+      for (let i = 2; i <= b.length; i++) {
+        if (b[i - 1] === 0x0a && (b[i - 2] === 0x0a || (i >= 4 && b[i - 2] === 0x0d && b[i - 3] === 0x0a && b[i - 4] === 0x0d))) at.push(i);
+      }
+      return at;
+    };
+    let started = 0;
+    for (let seed = 1; seed <= 400; seed++) {
+      const random = seededRandom(seed);
+      const stream = randomStream(random, 1 + Math.floor(random() * 12));
+      const reads = [...rechunk(stream, random, 1 + Math.floor(random() * 200)), Buffer.from('\n\n')];
+      const plain = new EventSplitter(1 << 20);
+      const given = new EventSplitter(1 << 20);
+      for (const [i, read] of reads.entries()) {
+        const label = `seed ${seed}, read ${i}: ${JSON.stringify(read.toString())}`;
+        const held = given.heldLength;
+        const events = (s: EventSplitter, start: number): Array<[string, number]> => {
+          const out: Array<[string, number]> = [];
+          const from = s.feed(
+            read,
+            { event: (b, st, end, _f, _l, next) => out.push([b.subarray(st, end).toString(), b === read ? next : Infinity]), oversized() {} },
+            start,
+          );
+          out.push(['held from', from]);
+          return out;
+        };
+        // Any blank line's end, the last or not; and a start that is none (ignored).
+        const ends = blankEnds(read);
+        const start = ends.length === 0 ? Math.floor(random() * read.length) : ends[Math.floor(random() * ends.length)]!;
+        const all = events(plain, 0);
+        const after = events(given, start);
+        const accepted = held === 0 && ends.includes(start);
+        if (accepted) started++;
+        const expected = accepted ? all.filter(([text, next]) => text === 'held from' || next > start) : all;
+        assert.deepEqual(after, expected, label);
+        assert.equal(given.heldLength, plain.heldLength, label);
+      }
+    }
+    assert.ok(started > 300, `reads started after a blank line: ${started}`);
+  });
+
   it('holds an event up to the cap; one byte over, gives back what it held and skips to its end', () => {
     const big = `data: ${'y'.repeat(100)}`;
     const after = 'data: after\n\n';

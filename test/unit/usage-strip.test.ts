@@ -75,6 +75,31 @@ describe('usage strip', () => {
     }
   });
 
+  // A read's events before its first `usage` are passed over unread (the blank line before it
+  // found by a byte search): a token that says "usage", the usage-only chunk in the read's middle
+  // or cut across reads, in three reads cut anywhere, LF and CRLF.
+  it('strips the same when it passes over the events before a read\'s first "usage", in three reads cut anywhere', () => {
+    for (const nl of ['\n', '\r\n']) {
+      const token = (text: string) => `data: {"choices":[{"delta":{"content":"${text}"}}]}${nl}${nl}`;
+      const before = token('a') + token('b') + token('usage') + token('c');
+      const usage = `data: {"choices":[],"usage":{"prompt_tokens":1}}${nl}${nl}`;
+      const after = `data: [DONE]${nl}${nl}`;
+      const input = Buffer.from(before + usage + after);
+      const expected = Buffer.from(before + after);
+      for (let i = 0; i <= input.length; i += 3) {
+        for (let j = i; j <= input.length; j++) {
+          const { out, stripped } = strip([input.subarray(0, i), input.subarray(i, j), input.subarray(j)]);
+          assert.ok(out.equals(expected), `${JSON.stringify(nl)} cut at ${i} and ${j}: ${JSON.stringify(out.toString())}`);
+          assert.equal(
+            stripped.reduce((a, b) => a + b, 0),
+            Buffer.byteLength(usage),
+            `${JSON.stringify(nl)} cut at ${i} and ${j}`,
+          );
+        }
+      }
+    }
+  });
+
   it('keeps a byte-order mark before a usage-only first event', () => {
     const { out } = strip([Buffer.from('\uFEFFdata: {"choices":[],"usage":{"prompt_tokens":1}}\n\ndata: [DONE]\n\n')]);
     assert.equal(out.toString(), '\uFEFFdata: [DONE]\n\n');
