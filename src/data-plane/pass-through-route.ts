@@ -13,7 +13,7 @@ import { actOnFailedLeg, unaskedUpgrade, writeErrorAnswer } from './error-answer
 import { stripHopByHop } from './hop-by-hop.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
 import { pathOf } from './request-path.ts';
-import { cutWithUpstream, flushIdleHeaders, unsendableHead } from './response-head.ts';
+import { copyHead, cutWithUpstream, flushIdleHeaders, unsendableHead } from './response-head.ts';
 import type { UpstreamConnections } from './upstream-connections.ts';
 
 export interface PassThroughOptions {
@@ -90,10 +90,11 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
       writeErrorAnswer(res, 'upstream_protocol', 'HPE_UNSENDABLE_HEAD');
       return;
     }
-    stripHopByHop(proxyRes.headers);
-    // The client's connection, not the upstream's. Said explicitly, or http-proxy would answer
-    // keep-alive to a client that asked to close.
-    proxyRes.headers.connection = res.shouldKeepAlive ? 'keep-alive' : 'close';
+    // The head as the upstream wrote it (its names' spelling, order and repeated fields), less
+    // the hop-by-hop fields, with the client's connection, as the measured route writes it:
+    // http-proxy-3's own passes, skipped once the head is written, set each field from Node's
+    // headers object (names in lower case, repeats joined). Checked sendable above.
+    copyHead(proxyRes, res, false);
     res.on('error', (error: Error) => log.warnThrottled('response_error', 'error on a client response', { error: String(error) }));
     cutWithUpstream(proxyRes, res, () => {
       options.proxyError('upstream_reset');

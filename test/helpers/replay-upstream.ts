@@ -6,7 +6,8 @@ import { listen } from './listen.ts';
 
 export interface Script {
   readonly status?: number;
-  readonly headers?: Record<string, string | number>;
+  /** Written as given: names in their spelling, an array as repeated fields. */
+  readonly headers?: Record<string, string | number | string[]>;
   readonly body?: ReadonlyArray<{ readonly afterMs?: number; readonly data: string | Buffer }>;
   /** 'reset' destroys the socket after the body pieces; 'hang' never ends the response. */
   readonly end?: 'end' | 'reset' | 'hang';

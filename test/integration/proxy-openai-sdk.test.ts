@@ -214,6 +214,58 @@ describe('openai SDK through infermeter', () => {
     assert.deepEqual(m.series('request_received_total'), [{ labels: { model_name: 'm' }, value: 1 }]);
   });
 
+  // The pass-through route once wrote the head from Node's headers object, through http-proxy-3:
+  // every name in lower case, repeated fields joined. Now both routes write it as it came.
+  it("writes the upstream's head as it came on both routes: names' spelling, order, repeated fields", async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond(() => ({
+      status: 200,
+      headers: { 'Content-Type': 'application/json', 'X-Upstream-Case': 'Yes', 'X-Multi': ['a', 'b'], 'set-cookie': ['c=1', 'd=2'], 'Keep-Alive': 'timeout=5' },
+      body: [{ data: '{}' }],
+    }));
+    const app = await startProxy(t, upstream.url);
+    const { port } = new URL(app.dataUrl);
+    const head = (method: string, path: string) =>
+      new Promise<string[]>((resolve, reject) => {
+        const socket = connect(Number(port), '127.0.0.1');
+        let text = '';
+        socket.on('error', reject);
+        socket.on('data', (d: Buffer) => {
+          text += d.toString('latin1');
+          const end = text.indexOf('\r\n\r\n');
+          if (end === -1) return;
+          socket.destroy();
+          resolve(
+            text
+              .slice(0, end)
+              .split('\r\n')
+              .filter((line) => !line.startsWith('Date: ')),
+          );
+        });
+        socket.write(`${method} ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 13\r\nConnection: close\r\n\r\n{"model":"m"}`);
+      });
+    const expected = [
+      'HTTP/1.1 200 OK',
+      'Content-Type: application/json',
+      'X-Upstream-Case: Yes',
+      'X-Multi: a',
+      'X-Multi: b',
+      'set-cookie: c=1',
+      'set-cookie: d=2',
+    ];
+    for (const [method, path] of [
+      ['POST', '/v1/completions'],
+      ['GET', '/v1/models'],
+      ['POST', '/v1/other'],
+    ] as const) {
+      const lines = await head(method, path);
+      assert.deepEqual(lines.slice(0, expected.length), expected, `${method} ${path}: ${JSON.stringify(lines)}`);
+      assert.ok(!lines.some((line) => /^keep-alive:/i.test(line)), `${method} ${path}: hop-by-hop dropped`);
+      assert.ok(lines.includes('connection: close'), `${method} ${path}: the client's connection`);
+    }
+  });
+
   it("keeps the client's connection semantics, not the upstream's", async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());
