@@ -249,7 +249,7 @@ export class EventSplitter {
 }
 
 /** Bytes [0, at) end with LF LF or CRLF CRLF: a line's end and a blank line, whatever came before. */
-function afterBlankLine(b: Buffer, at: number): boolean {
+export function afterBlankLine(b: Buffer, at: number): boolean {
   return b[at - 1] === LF && (b[at - 2] === LF || (b[at - 2] === CR && b[at - 3] === LF && b[at - 4] === CR));
 }
 

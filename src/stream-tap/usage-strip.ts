@@ -11,7 +11,7 @@
 // as they came, nothing of them a read late; the usage-only chunk infermeter asked for (small,
 // and last) is still removed from such a stream. The events of a read before its first `usage`
 // are not read one by one: none of them can be that chunk.
-import { EventSplitter, type EventSink } from './event-splitter.ts';
+import { afterBlankLine, EventSplitter, type EventSink } from './event-splitter.ts';
 import { sameBytes } from '../measure/skim-event.ts';
 
 const LF = 0x0a;
@@ -131,7 +131,7 @@ function orNone(i: number): number {
  */
 function blankLineBefore(read: Buffer, usage: number): number {
   const n = read.length;
-  if (usage === -1 && read[n - 1] === LF && (read[n - 2] === LF || (read[n - 2] === CR && read[n - 3] === LF && read[n - 4] === CR))) return n;
+  if (usage === -1 && afterBlankLine(read, n)) return n;
   const before = usage === -1 ? n : usage;
   // lastIndexOf counts a negative offset from the end: none before the read's second byte.
   const at = before < 2 ? -1 : read.lastIndexOf(BLANK_AFTER_LF, before - 2);
