@@ -48,6 +48,8 @@ export interface Infermeter {
   readonly metrics: Metrics;
   /** The data plane's listener, in this process (tests watch its requests); none in workers mode. */
   readonly dataServer?: DataPlane['server'];
+  /** The data plane itself, in this process (tests read its connection counts); none in workers mode. */
+  readonly dataPlane?: DataPlane;
   /** Reads INFERMETER_TENANT_ALIASES again (SIGHUP); a bad file keeps the mapping in use, with a warning. */
   reloadTenantAliases(): void;
   /** Reads INFERMETER_SLO_FILE again (SIGHUP); a bad file keeps the classes in use, with a warning. */
@@ -363,6 +365,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       metricsUrl: m.metricsUrl,
       metrics,
       dataServer: plane.server,
+      dataPlane: plane,
       reloadTenantAliases: () => void aliases?.reload(),
       reloadSlo: () => void metrics.goodput?.policy.reload(),
       close,

@@ -97,6 +97,8 @@ export interface DataPlane {
   connections(): number;
   /** Upstream connections open now (idle or busy). */
   upstreamConnections(): number;
+  /** Client connections with upstream connections of their own, and pipelined requests waiting for their turn (mirror). */
+  mirrored(): { readonly clients: number; readonly waiting: number };
   /**
    * Stops accepting; lets requests in flight finish (connections close after their current
    * response) for up to `timeoutMs`, then cuts what is left. Resolves when no connection is
@@ -140,6 +142,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     arrival: createArrivalClock(options.clock),
     sendUpstream: createUpstreamRequest({ upstream, connections, connectTimeoutMs: limits.upstreamConnectTimeoutMs }),
     deadlines,
+    turn: connections.turn,
     limit: limits.maxConcurrency > 0 ? createConcurrencyLimit(limits.maxConcurrency) : undefined,
     tap: {
       maxEventBytes: options.maxEventBytes,
@@ -168,7 +171,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
         const at = options.clock();
         res.once('close', () => httpRequest(target, req.method, res.statusCode, (options.clock() - at) / 1000));
       }
-      passThrough.web(req, res);
+      connections.turn(res, () => passThrough.web(req, res));
     } else measured(req, res, api);
   };
 
@@ -193,7 +196,6 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   // that keeps it (Ollama, TGI, a cloud API).
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   const clients = trackConnections(server);
-  connections.watch(server);
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const target = originForm(req.url);
     if (target === undefined) {
@@ -229,6 +231,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     server,
     connections: clients.count,
     upstreamConnections: connections.open,
+    mirrored: connections.mirrored,
     drain(timeoutMs) {
       draining = true;
       server.close();

@@ -50,6 +50,8 @@ export interface MeasuredRouteOptions extends ExchangeOptions, UpstreamAttemptOp
   readonly accessLog?: AccessLog | undefined;
   /** Who sent a request, read from its headers (per-tenant metering); undefined: off. */
   readonly tenantOf?: TenantOf | undefined;
+  /** Calls `go` when the request may go upstream (upstream-connections.ts: a pipelined one after the response before it); default at once. */
+  readonly turn?: ((res: ServerResponse, go: () => void) => void) | undefined;
 }
 
 export type MeasuredRoute = (req: IncomingMessage, res: ServerResponse, api: InferenceApi) => void;
@@ -105,9 +107,19 @@ class InferenceCall {
     this.hold = options.bodyBudget?.hold() ?? UNLIMITED;
   }
 
-  /** received: waits for a place under the limit, or is refused at once. */
+  /**
+   * received (arrival stamped already, by the exchange): waits for its turn on the client's
+   * connection (a pipelined request, for the response before it to end), then for a place
+   * under the limit, or is refused at once. Neither wait is armed with the deadlines.
+   */
   receive(): void {
     this.res.on('close', () => this.finish());
+    const { turn } = this.options;
+    if (turn === undefined) this.admit();
+    else turn(this.res, () => this.admit());
+  }
+
+  private admit(): void {
     const { limit } = this.options;
     if (limit === undefined) this.begin();
     else

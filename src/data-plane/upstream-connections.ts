@@ -14,10 +14,14 @@
 // engine then sees the connections it would see directly: a client with a connection per
 // request gets a fresh upstream connection per request (no thread held, no delayed-ACK stall of
 // a reused connection it would not meet directly), a client that keeps its connection gets a
-// kept one. `pool` is one shared keep-alive pool (a client's connect
+// kept one. A client connection has one upstream connection at a time: its pipelined requests
+// (Node's server hands JavaScript each one as it parses it, all at once) go upstream one after
+// another, each once the response before it has ended, as an engine that reads a connection's
+// next request after answering the last one takes them; the wait is the client's own (directly,
+// the engine would make it), inside the TTFT measured from arrival. `pool` is one shared keep-alive pool (a client's connect
 // saved, at the cost of idle connections the engine keeps threads for); `close` a new
 // connection per request. Measured side by side in docs/real-engines.md and docs/performance.md.
-import http, { type ClientRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import http, { type ClientRequest, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
 
@@ -29,10 +33,16 @@ export interface UpstreamConnections {
   agentFor(client: Socket, keepAlive: boolean): http.Agent;
   /** An agent that opens a new connection for each request and keeps none: a retry's. */
   readonly fresh: http.Agent;
-  /** Follows `server`'s requests: each client connection's latest response (mirror). */
-  watch(server: Server): void;
+  /**
+   * Calls `go` when `res`'s request may go upstream: under mirror once the client connection's
+   * earlier responses have ended (Node gives a pipelined request's response the socket then),
+   * at once otherwise; never when the client connection closes first.
+   */
+  turn(res: ServerResponse, go: () => void): void;
   /** Upstream connections open now, idle or busy (for tests and the bench). */
   open(): number;
+  /** Client connections with upstream connections of their own, and requests waiting for their turn (mirror; for tests). */
+  mirrored(): { readonly clients: number; readonly waiting: number };
   /** Closes every upstream connection. */
   destroy(): void;
 }
@@ -46,10 +56,10 @@ export interface UpstreamConnectionsOptions {
 
 export function createUpstreamConnections(options: UpstreamConnectionsOptions): UpstreamConnections {
   const { policy, tls } = options;
-  const make = (keepAlive: boolean, scheduling?: 'lifo'): http.Agent =>
-    options.https
-      ? new https.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }), ...tls })
-      : new http.Agent({ keepAlive, ...(scheduling === undefined ? {} : { scheduling }) });
+  const make = (keepAlive: boolean, scheduling?: 'lifo', maxSockets?: number): http.Agent => {
+    const settings = { keepAlive, ...(scheduling === undefined ? {} : { scheduling }), ...(maxSockets === undefined ? {} : { maxSockets }) };
+    return options.https ? new https.Agent({ ...settings, ...tls }) : new http.Agent(settings);
+  };
   const fresh = make(false);
   // The pool (LIFO: the warmest connection first). Node's agent keeps no connection whose
   // `Keep-Alive: timeout` hint is 1 s or less; a longer hint it honours only with an agent
@@ -57,15 +67,16 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
   // a request that meets that close as it reuses it is sent again (the stale race, measured-route.ts).
   const pool = policy === 'pool' ? make(true, 'lifo') : undefined;
   const own = new Map<Socket, http.Agent>();
-  // Each client connection's latest response: the one whose head an upstream answer becomes
-  // (HTTP/1.1 answers a connection's requests in order; pipelining is the rare exception, where a
-  // close meant for an earlier answer closes the connection after a later one: a close is always
-  // allowed).
+  // Each client connection's latest response to go upstream: the one whose head an upstream
+  // answer becomes (set at its turn, so a pipelined request's close reaches its own answer).
   const latest = new WeakMap<Socket, ServerResponse>();
+  let waiting = 0;
 
   /** The client connection's agent: each upstream answer that closes its connection closes the client's after it too. */
   const mirrorOf = (client: Socket): http.Agent => {
-    const agent = make(true);
+    // One socket: should a turn come before the last answer's socket was handed back (Node frees
+    // it a tick after the answer's end), its request waits for it rather than open a second.
+    const agent = make(true, undefined, 1);
     const add = (agent as unknown as AddRequest).addRequest;
     // ClientRequest calls addRequest(req, options): no rest array, no closure per request.
     (agent as unknown as AddRequest).addRequest = function (this: http.Agent, proxyReq: ClientRequest, requestOptions: unknown): void {
@@ -103,12 +114,35 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
   return {
     agentFor,
     fresh,
-    watch(server) {
-      if (policy !== 'mirror') return;
-      // First, so that a route that sends upstream at once finds it.
-      server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => latest.set(req.socket, res));
+    turn(res, go) {
+      if (policy !== 'mirror') {
+        go();
+        return;
+      }
+      const client = res.req.socket;
+      // Not pipelined (the common case): its response has the socket already.
+      if (res.socket !== null) {
+        latest.set(client, res);
+        go();
+        return;
+      }
+      waiting++;
+      const onSocket = (): void => {
+        res.off('close', onClose);
+        waiting--;
+        latest.set(client, res);
+        go();
+      };
+      // The client connection closed (the client left, a reset, infermeter ended it) before its turn.
+      const onClose = (): void => {
+        res.off('socket', onSocket);
+        waiting--;
+      };
+      res.once('socket', onSocket);
+      res.once('close', onClose);
     },
     open: () => count(fresh) + (pool === undefined ? 0 : count(pool)) + [...own.values()].reduce((n, agent) => n + count(agent), 0),
+    mirrored: () => ({ clients: own.size, waiting }),
     destroy() {
       fresh.destroy();
       pool?.destroy();

@@ -5,8 +5,10 @@
 // (CPPHTTPLIB_KEEPALIVE_MAX_COUNT, 100: the last answer says `Connection: close`); Nagle on; a
 // non-streamed answer written in two writes (head, then body), as cpp-httplib writes them; a
 // streamed answer closes its connection a millisecond after its end
-// (llama.cpp says `Keep-Alive: timeout=5, max=100` and closes anyway). GET /metrics answers a
-// small exposition, after `metricsDelayMs`.
+// (llama.cpp says `Keep-Alive: timeout=5, max=100` and closes anyway; `closeAfterStream: false`
+// keeps it, as an engine that keeps its word). A request's `max_tokens` is the number of token
+// events its streamed answer has (llama.cpp's n_predict; finish_reason `length`). GET /metrics
+// answers a small exposition, after `metricsDelayMs`.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import net, { type Socket } from 'node:net';
 import type { TestContext } from 'node:test';
@@ -23,6 +25,8 @@ export interface ThreadServerOptions {
   /** Requests a connection serves; the last one's answer says `Connection: close` (default 100). */
   readonly maxRequests?: number;
   readonly metricsDelayMs?: number;
+  /** Whether a streamed answer's connection is closed a millisecond after its end (default true, as llama.cpp). */
+  readonly closeAfterStream?: boolean;
 }
 
 export interface ThreadServer {
@@ -92,16 +96,18 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
     }
     if (/"stream"\s*:\s*true/.test(body)) {
       res.writeHead(200, { ...keepAlive(res), 'content-type': 'text/event-stream' });
+      const asked = /"max_tokens"\s*:\s*(\d+)/.exec(body)?.[1];
+      const count = asked === undefined ? tokens : Number(asked);
       let i = 0;
       const next = (): void => {
         if (res.destroyed) return;
-        if (i < tokens) {
+        if (i < count) {
           res.write(SSE(i++));
           setTimeout(next, tokenGapMs);
           return;
         }
-        res.end(USAGE.replace('TOKENS', String(tokens)));
-        res.once('finish', () => setTimeout(() => req.socket.end(), 1));
+        res.end(USAGE.replace('TOKENS', String(count)));
+        if (options.closeAfterStream !== false) res.once('finish', () => setTimeout(() => req.socket.end(), 1));
       };
       next();
       return;
