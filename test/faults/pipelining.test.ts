@@ -13,7 +13,8 @@ import { once } from 'node:events';
 import http from 'node:http';
 import net, { type Socket } from 'node:net';
 import { describe, it } from 'node:test';
-import { startProxy } from '../helpers/proxy-harness.ts';
+import { listen } from '../helpers/listen.ts';
+import { scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startThreadServer } from '../helpers/thread-per-connection.ts';
 
 const CHAT = '/v1/chat/completions';
@@ -196,6 +197,79 @@ describe('pipelined requests through the connection mirror (INFERMETER_UPSTREAM_
     assert.equal(app.dataPlane?.upstreamConnections(), 0);
     assert.equal(engine.stats.connections, 1);
     assert.equal(engine.stats.requests, 1, 'the waiting requests never reached the engine');
+  });
+
+  it("a stale upstream connection's re-send (on a fresh connection) stays the pipeline's one request upstream at a time", async (t) => {
+    // An upstream that resets a connection when a second request comes on it (the stale race,
+    // made certain, as in retry.test.ts), and answers each request with its marker.
+    const stats = { inFlight: 0, maxInFlight: 0, resets: 0 };
+    const served = new WeakMap<Socket, number>();
+    const upstream = http.createServer((req, res) => {
+      const n = (served.get(req.socket) ?? 0) + 1;
+      served.set(req.socket, n);
+      if (n > 1) {
+        stats.resets++;
+        req.socket.destroy();
+        return;
+      }
+      stats.inFlight++;
+      stats.maxInFlight = Math.max(stats.maxInFlight, stats.inFlight);
+      res.once('close', () => stats.inFlight--);
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const marker = /"content":"(m\d)"/.exec(Buffer.concat(chunks).toString())?.[1];
+        const answer = `{"choices":[{"message":{"content":"${marker}"}}],"usage":{"prompt_tokens":2,"completion_tokens":1}}`;
+        // Answered a turn later: a second request sent meanwhile would overlap it.
+        setImmediate(() => {
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer), 'keep-alive': 'timeout=5' });
+          res.end(answer);
+        });
+      });
+    });
+    const app = await startProxy(t, (await listen(t, upstream)).url);
+    const chat = (marker: string): string => {
+      const body = `{"model":"m","messages":[{"role":"user","content":"${marker}"}]}`;
+      return `POST ${CHAT} HTTP/1.1\r\nHost: engine\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    };
+    const piped = await pipeline(app.dataUrl, [chat('m1'), chat('m2'), chat('m3'), chat('m4')]);
+    t.after(() => piped.socket.destroy());
+    const got = await piped.all(4);
+    assert.deepEqual(
+      got.map((r) => /"content":"(m\d)"/.exec(r.body)?.[1]),
+      ['m1', 'm2', 'm3', 'm4'],
+      'every request answered, in order',
+    );
+    assert.equal(stats.maxInFlight, 1, 'never two of the pipeline upstream at once, re-sends included');
+    assert.equal(stats.resets, 2, 'the 2nd and 4th met their connection reused and reset');
+    assert.equal((await scrape(app)).value('infermeter_upstream_retries_total', { reason: 'stale_connection' }), 2);
+  });
+
+  it('pipelined requests waiting for their turn take no place under INFERMETER_MAX_CONCURRENCY: another client queues, not refused', async (t) => {
+    const engine = await startThreadServer(t, { threads: 2, workMs: 20, closeAfterStream: false });
+    // One in flight, two waiting: the pipeline's three would have filled both.
+    const app = await startProxy(t, engine.url, { INFERMETER_MAX_CONCURRENCY: '1' });
+    const requests = [streamed(3), streamed(3), streamed(3)];
+    const piped = await pipeline(app.dataUrl, requests);
+    t.after(() => piped.socket.destroy());
+    await piped.firstHead;
+    const status = await new Promise<number>((resolve, reject) => {
+      const body = '{"model":"m","stream":true,"max_tokens":2,"messages":[{"role":"user","content":"hi"}]}';
+      const req = http.request(
+        new URL(CHAT, app.dataUrl),
+        { method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.setTimeout(20_000, () => req.destroy(new Error('no answer within 20 s')));
+      req.on('error', reject);
+      req.end(body);
+    });
+    assert.equal(status, 200, 'the other client was queued and served');
+    await piped.all(requests.length);
+    assert.equal(engine.stats.connections, 2);
   });
 
   it('infermeter ending an idle client connection (INFERMETER_KEEP_ALIVE_TIMEOUT_MS) closes its upstream connection too', async (t) => {
