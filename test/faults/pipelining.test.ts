@@ -14,7 +14,7 @@ import http from 'node:http';
 import net, { type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { listen } from '../helpers/listen.ts';
-import { scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startThreadServer } from '../helpers/thread-per-connection.ts';
 
 const CHAT = '/v1/chat/completions';
@@ -138,9 +138,22 @@ describe('pipelined requests through the connection mirror (INFERMETER_UPSTREAM_
 
     const engine = await startThreadServer(t, options);
     const app = await startProxy(t, engine.url);
+    const measured = nextFinished(app, 4);
     const proxied = await pipeline(app.dataUrl, requests);
     t.after(() => proxied.socket.destroy());
     const got = await proxied.all(requests.length);
+    // Each waited for the answers before it, as directly; its TTFT, from its arrival (with the
+    // others, in one read), holds that wait.
+    const samples = await measured;
+    assert.deepEqual(
+      samples.map((s) => s.completionTokens),
+      [1, 3, 5, 7],
+    );
+    for (let i = 1; i < samples.length; i++)
+      assert.ok(
+        samples[i]!.ttft! >= samples[i - 1]!.e2e!,
+        `TTFT ${samples[i]!.ttft} of the ${i + 1}th stream holds the e2e ${samples[i - 1]!.e2e} of the one before`,
+      );
     assert.equal(engine.stats.connections, 1, `the engine saw one connection, as directly (saw ${engine.stats.connections})`);
     assert.equal(engine.stats.requests, requests.length);
     assert.deepEqual(got, expected, 'the same answers, in the same order, as directly');

@@ -171,7 +171,8 @@ export const SECURITY_AND_LIMITS_VARIABLES = [
     value: 'mirror',
     meaning: [
       'which upstream connection a request goes out on. `mirror`: each client connection gets upstream',
-      'connections of its own, reused only for its next requests and closed when it closes, so the engine sees',
+      'connections of its own, one at a time (pipelined requests go upstream one after another), reused only',
+      'for its next requests and closed when it closes, so the engine sees',
       'the connections it would see directly (a thread-per-connection engine such as llama.cpp keeps no thread',
       'for an idle proxy connection; [docs/real-engines.md](real-engines.md#connections)); `pool`: one',
       'shared keep-alive pool (a client that opens a connection per request saves the upstream connect, but',
