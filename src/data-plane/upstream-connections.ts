@@ -14,13 +14,13 @@
 // engine then sees the connections it would see directly: a client with a connection per
 // request gets a fresh upstream connection per request (no thread held, no delayed-ACK stall of
 // a reused connection it would not meet directly), a client that keeps its connection gets a
-// kept one. A client connection has one upstream connection at a time: its pipelined requests
-// (Node's server hands JavaScript each one as it parses it, all at once) go upstream one after
-// another, each once the response before it has ended, as an engine that reads a connection's
-// next request after answering the last one takes them; the wait is the client's own (directly,
-// the engine would make it), inside the TTFT measured from arrival. `pool` is one shared keep-alive pool (a client's connect
-// saved, at the cost of idle connections the engine keeps threads for); `close` a new
-// connection per request. Measured side by side in docs/real-engines.md and docs/performance.md.
+// kept one. A client connection has one upstream connection at a time (issue 49): its pipelined
+// requests (Node's server hands JavaScript each one as it parses it, all at once) go upstream
+// one after another, each once the response before it has ended, as an engine that reads a
+// connection's next request after answering the last one takes them; the wait is the client's
+// own (directly, the engine would make it), inside the TTFT measured from arrival. `pool` is one
+// shared keep-alive pool (a client's connect saved, at the cost of idle connections the engine
+// keeps threads for); `close` a new connection per request. Measured side by side in docs/real-engines.md and docs/performance.md.
 import http, { type ClientRequest, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
