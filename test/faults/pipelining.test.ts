@@ -285,6 +285,23 @@ describe('pipelined requests through the connection mirror (INFERMETER_UPSTREAM_
     assert.equal(engine.stats.connections, 2);
   });
 
+  it('a pipelined request waiting longer than INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS for its turn is not timed out: its deadlines start when it is sent', async (t) => {
+    // The first answer streams for about 2 s, a token every 50 ms: never idle for 1 s.
+    const engine = await startThreadServer(t, { threads: 2, workMs: 1, tokenGapMs: 50, closeAfterStream: false });
+    const app = await startProxy(t, engine.url, { INFERMETER_UPSTREAM_IDLE_TIMEOUT_MS: '1000' });
+    const piped = await pipeline(app.dataUrl, [streamed(40), streamed(2)]);
+    t.after(() => piped.socket.destroy());
+    const got = await piped.all(2);
+    assert.deepEqual(
+      got.map((r) => [/^HTTP\/1\.1 (\d+)/.exec(r.head)?.[1], /"completion_tokens":(\d+)/.exec(r.body)?.[1]]),
+      [
+        ['200', '40'],
+        ['200', '2'],
+      ],
+    );
+    assert.equal((await scrape(app)).value('infermeter_upstream_errors_total', { kind: 'upstream_timeout' }), 0);
+  });
+
   it('infermeter ending an idle client connection (INFERMETER_KEEP_ALIVE_TIMEOUT_MS) closes its upstream connection too', async (t) => {
     const engine = await startThreadServer(t, { threads: 2, workMs: 1, idleMs: 600_000, closeAfterStream: false });
     const app = await startProxy(t, engine.url, { INFERMETER_KEEP_ALIVE_TIMEOUT_MS: '1000' });
