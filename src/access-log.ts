@@ -39,6 +39,11 @@ const FLUSH_BYTES = 64 * 1024;
 
 export interface AccessLog {
   write(record: AccessRecord): void;
+  /**
+   * A file target opened again at its path (SIGHUP, after logrotate moved it): what is batched
+   * goes to the old file, later lines to the new one. Nothing for stdout or an injected stream.
+   */
+  reopen(): void;
   /** Flushes what is batched and closes a file target. */
   close(): Promise<void>;
 }
@@ -56,11 +61,11 @@ export interface AccessLogOptions {
 }
 
 export function createAccessLog(options: AccessLogOptions): AccessLog {
-  const stream: Writable = options.stream ?? (options.target === 'stdout' ? process.stdout : createWriteStream(options.target, { flags: 'a' }));
   const ownsStream = options.stream === undefined && options.target !== 'stdout';
   // A failing disk must not take the proxy down: the lines are dropped (counted) and the caller
   // told, which logs it (throttled).
-  stream.on('error', (error: NodeJS.ErrnoException) => options.failed?.(error));
+  const opened = (s: Writable): Writable => s.on('error', (error: NodeJS.ErrnoException) => options.failed?.(error));
+  let stream: Writable = opened(options.stream ?? (ownsStream ? createWriteStream(options.target, { flags: 'a' }) : process.stdout));
   let batch = '';
   let batchLines = 0;
   let scheduled = false;
@@ -97,6 +102,13 @@ export function createAccessLog(options: AccessLogOptions): AccessLog {
         scheduled = true;
         setTimeout(flush, FLUSH_INTERVAL_MS).unref();
       }
+    },
+    reopen() {
+      if (!ownsStream) return;
+      flush(); // into the file as it was opened: the moved one
+      const old = stream;
+      stream = opened(createWriteStream(options.target, { flags: 'a' }));
+      old.end();
     },
     close() {
       flush();

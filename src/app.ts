@@ -31,6 +31,7 @@ import type { ProxyEvents } from './metrics/proxy-families.ts';
 import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases.ts';
 import { createTenantOf } from './tenant/tenant-of.ts';
 import { createSloPolicy, type SloPolicy } from './slo/slo-policy.ts';
+import { createUsageWriter, startLedger, type UsageWriter } from './ledger/ledger.ts';
 import { VERSION } from './version.ts';
 
 /** Access log bytes that may wait for the writer before lines are dropped. */
@@ -54,6 +55,8 @@ export interface Infermeter {
   reloadTenantAliases(): void;
   /** Reads INFERMETER_SLO_FILE again (SIGHUP); a bad file keeps the classes in use, with a warning. */
   reloadSlo(): void;
+  /** Opens INFERMETER_ACCESS_LOG's file again at its path (SIGHUP, after a rotation moved it). */
+  reopenAccessLog(): void;
   /** Stops accepting and closes the listeners. */
   close(): Promise<void>;
   /**
@@ -166,6 +169,7 @@ export function buildDataPlane(
   lifecycleViolation?: (error: LifecycleViolation) => void,
   aliases?: TenantAliases,
   dialectTable: readonly DialectRow[] = DIALECTS,
+  usage?: UsageWriter,
 ): { dataPlane: DataPlane; accessLog: AccessLog | undefined } {
   const accessLog =
     config.accessLog === undefined
@@ -202,6 +206,7 @@ export function buildDataPlane(
     retried: events.retried,
     usageInjection: config.injectUsage ? usageInjection : undefined,
     accessLog,
+    usage,
     tls: config.security.dataTls,
     upstreamCa: config.security.upstreamCa,
     upstreamConnections: config.upstreamConnections,
@@ -334,7 +339,9 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   let dataPlane: DataPlane | undefined;
   const aliases = tenantAliases(config, log);
   const metrics = buildMetrics(config, options, () => dataPlane?.connections() ?? 0, aliases);
-  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation, aliases, options.dialectTable);
+  const ledger = config.usage === undefined ? undefined : startLedger(config.usage, metrics.registry, log);
+  const usage = config.usage === undefined || ledger === undefined ? undefined : createUsageWriter(config.usage.source, ledger.append);
+  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation, aliases, options.dialectTable, usage);
   dataPlane = built.dataPlane;
   const plane = dataPlane;
   let management: Management | undefined;
@@ -356,6 +363,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       metrics.close();
       await Promise.all([plane.close(), m.close()]);
       await built.accessLog?.close();
+      await ledger?.close();
       // Every request has finished: the last export carries them all (bounded).
       await exporting?.close();
     };
@@ -368,6 +376,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       dataPlane: plane,
       reloadTenantAliases: () => void aliases?.reload(),
       reloadSlo: () => void metrics.goodput?.policy.reload(),
+      reopenAccessLog: () => built.accessLog?.reopen(),
       close,
       async drain() {
         m.setReady(false);
@@ -378,7 +387,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   } catch (error) {
     aliases?.close();
     metrics.close();
-    await Promise.all([plane.close(), management?.close(), otlp?.close()]);
+    await Promise.all([plane.close(), management?.close(), otlp?.close(), ledger?.close()]);
     throw error;
   }
 }

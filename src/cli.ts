@@ -30,6 +30,14 @@ async function main(args: readonly string[]): Promise<void> {
     return;
   }
   if (command === 'sim') return sim(args.slice(1));
+  if (command === 'usage') {
+    const { runUsage } = await import('./cli/usage-command.ts');
+    const result = await runUsage(args.slice(1));
+    process.stdout.write(result.out);
+    process.stderr.write(result.err);
+    process.exitCode = result.code;
+    return;
+  }
   if (command === 'demo') {
     await import('./demo.ts'); // runs the demo; it reads --duration itself
     return;
@@ -69,14 +77,17 @@ async function main(args: readonly string[]): Promise<void> {
     );
   };
   // SIGHUP: per-tenant metering's alias file and goodput's SLO classes file read again (a bad one
-  // keeps what is in use); with nothing to reload, ignored (its default action would end the
-  // process, streams and all).
+  // keeps what is in use), the access log's file opened again at its path (logrotate); with
+  // nothing to reload, ignored (its default action would end the process, streams and all).
   const aliases = config.tenant.aliasesFile !== undefined;
   const slo = config.slo.file !== undefined;
+  const accessLogFile = config.accessLog !== undefined && config.accessLog !== 'stdout';
   process.on('SIGHUP', () => {
     if (aliases) app.reloadTenantAliases();
     if (slo) app.reloadSlo();
-    if (!aliases && !slo) log.info('SIGHUP ignored: nothing to reload (no INFERMETER_TENANT_ALIASES nor INFERMETER_SLO_FILE)');
+    if (accessLogFile) app.reopenAccessLog();
+    if (!aliases && !slo && !accessLogFile)
+      log.info('SIGHUP ignored: nothing to reload (no INFERMETER_TENANT_ALIASES, INFERMETER_SLO_FILE nor INFERMETER_ACCESS_LOG file)');
   });
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

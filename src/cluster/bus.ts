@@ -51,7 +51,8 @@ type BusEvent =
       tenant: string | undefined,
       accepted: boolean | undefined,
       requestId?: string,
-    ]; // first visible output
+    ] // first visible output
+  | readonly [kind: 7, line: string]; // a usage record, as the worker's writer made it (ledger/ledger.ts)
 
 type ProxyEventName =
   | 'uninspected'
@@ -77,13 +78,17 @@ export type PrimaryMessage =
   | { readonly t: 'flush'; readonly seq: number }
   | { readonly t: 'drain'; readonly timeoutMs: number }
   // SIGHUP reached the primary: read INFERMETER_TENANT_ALIASES again.
-  | { readonly t: 'reloadTenants' };
+  | { readonly t: 'reloadTenants' }
+  // SIGHUP reached the primary: open INFERMETER_ACCESS_LOG's file again at its path.
+  | { readonly t: 'reopenAccessLog' };
 
 export interface WorkerBus {
   readonly sink: MeasurementSink;
   readonly events: ProxyEvents;
   /** Sends what is batched now. */
   flush(): void;
+  /** A usage record's line, for the primary's spool. */
+  usageLine(line: string): void;
 }
 
 /** Worker side: batches events and sends them every `intervalMs`, or sooner when many wait. */
@@ -111,6 +116,7 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
   const proxy = (name: ProxyEventName) => (arg?: string | boolean) => push([4, name, arg ?? null]);
   return {
     flush,
+    usageLine: (line) => push([7, line]),
     sink: {
       started: (i) => push([0, i.api, i.model, i.stream, i.tenant]),
       firstOutput: (i, ttft) => push([1, i.api, i.model, i.stream, ttft ?? null, i.tenant, i.accepted, i.requestId]),
@@ -157,6 +163,7 @@ export function createWorkerReceiver(
   events: ProxyEvents,
   label: (model: string) => string,
   tenantLabel: (tenant: string, accepted?: boolean) => string = (t) => t,
+  usageLine?: (line: string) => void,
 ): WorkerReceiver {
   const inFlight = new Map<string, { info: RequestInfo; waiting: number; running: number }>();
   const key = (api: string, model: string, stream: boolean, tenant: string | undefined) => `${api}\u0000${model}\u0000${stream}\u0000${tenant ?? ''}`;
@@ -218,6 +225,9 @@ export function createWorkerReceiver(
             sink.firstVisibleOutput?.(e[8] === undefined ? info : { ...info, requestId: e[8] }, e[4], e[5] ?? undefined);
             break;
           }
+          case 7:
+            usageLine?.(e[1]);
+            break;
         }
       }
     },

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { Config, Env } from '../config/config.ts';
 import { resolveListenAddress } from '../config/listen-addresses.ts';
 import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, tenantAliases, type Infermeter, type StartOptions } from '../app.ts';
+import { startLedger } from '../ledger/ledger.ts';
 import { addReadings, type LoopDelayReading } from '../metrics/loop-delay.ts';
 import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage, type WorkerReceiver } from './bus.ts';
 
@@ -47,6 +48,8 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
     aliases,
     () => addReadings([retiredLoopDelay, ...loopDelays.values()]),
   );
+  // One ledger whatever the worker count: the workers' records cross the bus to this spool.
+  const ledger = config.usage === undefined ? undefined : startLedger(config.usage, metrics.registry, log);
   // The primary holds the measurements, so it exports them; before the first worker starts.
   const otlp = await startExport(config, metrics, log);
   cluster.setupPrimary({ exec: WORKER_MAIN, serialization: 'advanced', silent: false });
@@ -61,7 +64,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
 
   const fork = (): Worker => {
     const worker = cluster.fork({ ...env });
-    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel, metrics.tenantLabel);
+    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel, metrics.tenantLabel, ledger?.append);
     receivers.set(worker.id, receiver);
     worker.on('message', (m: WorkerMessage) => {
       if (m.t === 'events') {
@@ -140,6 +143,9 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
       for (const w of workers()) w.send({ t: 'reloadTenants' } satisfies PrimaryMessage);
     },
     reloadSlo: () => void metrics.goodput?.policy.reload(),
+    reopenAccessLog() {
+      for (const w of workers()) w.send({ t: 'reopenAccessLog' } satisfies PrimaryMessage);
+    },
     drain: () => close(),
     close: () => close(),
   };
@@ -162,6 +168,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
     aliases?.close();
     metrics.close();
     await management.close();
+    await ledger?.close();
     await otlp?.close();
   }
 }

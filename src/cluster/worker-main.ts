@@ -6,6 +6,7 @@ import { createLogger } from '../log.ts';
 import { listen, urlOf } from '../management/listen.ts';
 import { monotonicClock } from '../measure/clock.ts';
 import { createLoopDelayMonitor } from '../metrics/loop-delay.ts';
+import { createUsageWriter } from '../ledger/ledger.ts';
 import { createWorkerBus, type PrimaryMessage, type WorkerMessage } from './bus.ts';
 
 // The SLO classes are the primary's (it judges every request): a worker neither needs nor reads
@@ -21,7 +22,9 @@ const bus = createWorkerBus(send, () => connections());
 // This worker's event-loop delay, sent with every flush (a scrape asks for one).
 const loopDelay = createLoopDelayMonitor();
 const aliases = tenantAliases(config, log);
-const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus.sink, bus.events, undefined, aliases);
+// This worker's usage records: its own start id and sequence, written by the primary's spool.
+const usage = config.usage === undefined ? undefined : createUsageWriter(config.usage.source, bus.usageLine);
+const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus.sink, bus.events, undefined, aliases, undefined, usage);
 connections = () => dataPlane.connections();
 
 const address = await listen(dataPlane.server, config.host, config.port, dataPolicy(config));
@@ -33,6 +36,8 @@ process.on('message', (m: PrimaryMessage) => {
     send({ t: 'flushed', seq: m.seq, loopDelay: loopDelay.read() });
   } else if (m.t === 'reloadTenants') {
     aliases?.reload();
+  } else if (m.t === 'reopenAccessLog') {
+    accessLog?.reopen();
   } else if (m.t === 'drain') {
     void drainAndSay(dataPlane, m.timeoutMs, log).then(async () => {
       bus.flush();

@@ -21,6 +21,7 @@ import { nonEmpty, type Env, type Problem } from './parse.ts';
 import { parseSecurity, readBuffer, type Security } from './security.ts';
 import { parseSlo, type SloConfig } from './slo-config.ts';
 import { parseTenant, type TenantConfig } from './tenant-config.ts';
+import { parseUsage, type UsageConfig } from './usage-config.ts';
 import { parseMetricsUrl, parseUpstream } from './upstream-url.ts';
 import { readGroup, type GroupValues, type Row } from './variable-table.ts';
 import { CONFIGURATION_TABLE, unknownVariables, VARIABLE_NAMES } from './variables.ts';
@@ -62,6 +63,8 @@ export interface Config extends Omit<TableValues, 'workers'>, ListenAddresses {
   readonly tenant: TenantConfig;
   /** Goodput: the SLO classes (INFERMETER_SLO, INFERMETER_SLO_FILE) and the client allowance; no classes: off. */
   readonly slo: SloConfig;
+  /** The usage ledger (INFERMETER_USAGE_DIR); undefined: off. */
+  readonly usage: UsageConfig | undefined;
 }
 
 export interface ConfigProblem {
@@ -94,7 +97,7 @@ export interface LoadOptions {
   /** Injected for tests: the cgroup's CPU quota (default: read from /sys/fs/cgroup) and the host's CPUs. */
   readonly cpuQuota?: () => CpuQuota | undefined;
   readonly hostCpus?: number;
-  /** Open INFERMETER_ACCESS_LOG's file to check it can be appended to (default true; the healthcheck does not). */
+  /** Open INFERMETER_ACCESS_LOG's file to check it can be appended to, and INFERMETER_USAGE_DIR to check it takes a file (default true; the healthcheck does not). */
   readonly probeAccessLog?: boolean;
   /** The variables table (default: variables.ts'); a test adds a row to show one row is all a variable takes. */
   readonly table?: readonly Row[];
@@ -177,6 +180,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   };
   const tenant = { ...parseTenant(env, problem, options.readFile), ...(readGroup(table, 'tenant', env, problem, file) as { max: number }) };
   const slo = parseSlo(env, problem, options.readFile);
+  const usage = parseUsage(env, values, options.hostname ?? hostname(), listen.port, problem, options.probeAccessLog !== false);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
@@ -197,6 +201,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     otel,
     tenant,
     slo,
+    usage,
   });
 }
 

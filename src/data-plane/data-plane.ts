@@ -32,6 +32,7 @@ import { createUpstreamRequest } from './upstream-request.ts';
 import type { TenantOf } from '../tenant/tenant-of.ts';
 import type { ClientErrorKind } from './client-connections.ts';
 import { boundBufferPool } from './buffer-pool.ts';
+import type { UsageWriter } from '../ledger/ledger.ts';
 
 export interface DataPlaneOptions {
   readonly upstream: URL;
@@ -57,6 +58,8 @@ export interface DataPlaneOptions {
   readonly usageInjection?: UsageInjection | undefined;
   /** The per-request log; undefined: off. */
   readonly accessLog?: AccessLog | undefined;
+  /** The usage ledger's writer (INFERMETER_USAGE_DIR); undefined: off. */
+  readonly usage?: UsageWriter | undefined;
   /** Who sent an inference request (per-tenant metering); undefined: off. */
   readonly tenantOf?: TenantOf | undefined;
   /** TLS of the data plane's listener; undefined: plain HTTP. */

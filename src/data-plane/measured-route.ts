@@ -21,6 +21,7 @@ import { isEventStream, type TapOptions } from '../stream-tap/response-tap.ts';
 import { createUsageStrip, type UsageStripOptions } from '../stream-tap/usage-strip.ts';
 import type { TenantOf } from '../tenant/tenant-of.ts';
 import { accessRecord } from './access-record.ts';
+import type { UsageWriter } from '../ledger/ledger.ts';
 import type { ConcurrencyLimit } from './concurrency-limit.ts';
 import type { Deadlines } from './deadlines.ts';
 import { actOnFailedLeg, writeErrorAnswer, type UpstreamErrorKind } from './error-answer.ts';
@@ -48,6 +49,8 @@ export interface MeasuredRouteOptions extends ExchangeOptions, UpstreamAttemptOp
   /** Counts inference requests refused because the concurrency limit's queue was full. */
   readonly rejected?: (() => void) | undefined;
   readonly accessLog?: AccessLog | undefined;
+  /** The usage ledger's writer; undefined: off. */
+  readonly usage?: UsageWriter | undefined;
   /** Who sent a request, read from its headers (per-tenant metering); undefined: off. */
   readonly tenantOf?: TenantOf | undefined;
   /** Calls `go` when the request may go upstream (upstream-connections.ts: a pipelined one after the response before it); default at once. */
@@ -91,6 +94,8 @@ class InferenceCall {
   private answer: IncomingMessage | undefined = undefined;
   /** This request's share of the budget for held bodies, given back when it finishes. */
   private readonly hold: BodyHold;
+  /** infermeter's own id of the request, with the usage ledger: its record's id (a client's id may repeat). */
+  private readonly ownId: string | undefined;
 
   constructor(options: MeasuredRouteOptions, strip: UsageStripOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
     this.options = options;
@@ -102,7 +107,8 @@ class InferenceCall {
     let requestId: string | undefined;
     // With the access log, passed upstream, so both logs share it; without, the client's id
     // goes upstream as the client sent it, and an own one only to the histograms' exemplars.
-    if (options.accessLog !== undefined) requestId = sane ?? randomUUID();
+    this.ownId = options.usage === undefined ? undefined : randomUUID();
+    if (options.accessLog !== undefined || this.ownId !== undefined) requestId = sane ?? this.ownId ?? randomUUID();
     this.exchange = new Exchange(api, requestId, options, options.tenantOf?.(req.headers), requestId ?? sane ?? randomUUID());
     this.hold = options.bodyBudget?.hold() ?? UNLIMITED;
   }
@@ -317,6 +323,7 @@ class InferenceCall {
       this.attempt?.close(!res.writableFinished);
       const sample = exchange.finish(res.writableFinished);
       if (sample !== undefined && options.accessLog !== undefined) options.accessLog.write(accessRecord(this.req, exchange, sample));
+      if (sample !== undefined && this.ownId !== undefined) options.usage?.record(sample, exchange.requestId ?? this.ownId, this.ownId);
     } else {
       exchange.finish(res.writableFinished, false);
     }

@@ -1,0 +1,100 @@
+// The usage ledger: each finished inference request's record (usage-event.ts) given its place in
+// its writer's sequence, and appended to the spool (spool.ts). A writer is a process that serves
+// requests: the one process, or each worker, whose lines cross the worker bus to the primary's
+// spool (cluster/bus.ts); its start id and sequence let a reader see a gap.
+import { randomUUID } from 'node:crypto';
+import type { Registry } from '@prometheus-io/client';
+import type { UsageConfig } from '../config/usage-config.ts';
+import type { Logger } from '../log.ts';
+import type { RequestSample } from '../measure/sample.ts';
+import { registerDerived } from '../metrics/families.ts';
+import { createSpool, type Spool, type SpoolFs } from './spool.ts';
+import { usageEvent } from './usage-event.ts';
+
+/** What the data plane calls when an inference request finished. */
+export interface UsageWriter {
+  /** `requestId`: the id logged and sent upstream; `eventId`: infermeter's own id of the request. */
+  record(sample: RequestSample, requestId: string, eventId: string): void;
+}
+
+/** Bytes of records that may wait in memory for the spool's writer before one is lost (counted). */
+const MAX_PENDING_BYTES = 8 * 1024 * 1024;
+
+/** A writer of records: its own start id and sequence; each record handed to `emit` as one JSON line. */
+export function createUsageWriter(source: string, emit: (line: string) => void, now: () => number = Date.now): UsageWriter {
+  const processStartId = randomUUID();
+  let seq = 0;
+  return {
+    record(sample, requestId, eventId) {
+      seq++;
+      const event = usageEvent(sample, { eventId, requestId, seq, processStartId }, source, new Date(now()));
+      emit(`${JSON.stringify(event)}\n`);
+    },
+  };
+}
+
+export interface Ledger {
+  /** Appends a record's line (this process's writer's, or a worker's over the bus). */
+  append(line: string): void;
+  close(): Promise<void>;
+}
+
+/** The spool and its families on `registry`: records spooled and lost, what waits, what is on disk. */
+export function startLedger(config: UsageConfig, registry: Registry, log: Logger, fs?: SpoolFs): Ledger {
+  const records = { spooled: 0, lost: 0 };
+  const spool: Spool = createSpool({
+    dir: config.dir,
+    fsyncMs: config.fsyncMs,
+    segmentBytes: config.segmentBytes,
+    segmentMs: config.segmentMs,
+    retentionBytes: config.retentionBytes,
+    retentionMs: config.retentionMs,
+    maxPendingBytes: MAX_PENDING_BYTES,
+    ...(fs === undefined ? {} : { fs }),
+    counters: {
+      spooled: (n) => (records.spooled += n),
+      lost: (n) => (records.lost += n),
+      failed: (error) =>
+        log.error('usage ledger: writing to the spool failed; records are lost (counted in infermeter_usage_records_total{state="lost"}) until a write succeeds', {
+          variable: 'INFERMETER_USAGE_DIR',
+          dir: config.dir,
+          error: `${error.code ?? ''} ${error.message}`.trim(),
+        }),
+      recovered: () => log.info('usage ledger: writing to the spool works again', { dir: config.dir }),
+    },
+  });
+  registerDerived(registry, {
+    name: 'infermeter_usage_records_total',
+    help: 'Usage records of finished inference requests, by state: spooled (written and synced to INFERMETER_USAGE_DIR), lost (a failed write, or more waiting than the memory bound).',
+    type: 'counter',
+    collect: () => [
+      { value: records.spooled, labels: { state: 'spooled' } },
+      { value: records.lost, labels: { state: 'lost' } },
+    ],
+  });
+  registerDerived(registry, {
+    name: 'infermeter_usage_pending_records',
+    help: 'Usage records waiting in memory for the next write to the spool.',
+    type: 'gauge',
+    collect: () => [{ value: spool.backlog().pendingRecords, labels: {} }],
+  });
+  registerDerived(registry, {
+    name: 'infermeter_usage_pending_oldest_seconds',
+    help: 'How long the oldest usage record waiting in memory has waited (0 when none waits).',
+    type: 'gauge',
+    collect: () => [{ value: spool.backlog().oldestPendingSeconds, labels: {} }],
+  });
+  registerDerived(registry, {
+    name: 'infermeter_usage_spool_bytes',
+    help: 'Bytes of the usage segment files in INFERMETER_USAGE_DIR.',
+    type: 'gauge',
+    collect: () => [{ value: spool.backlog().bytes, labels: {} }],
+  });
+  registerDerived(registry, {
+    name: 'infermeter_usage_spool_segments',
+    help: 'Usage segment files in INFERMETER_USAGE_DIR (as of the last rotation).',
+    type: 'gauge',
+    collect: () => [{ value: spool.backlog().segments, labels: {} }],
+  });
+  return { append: (line) => spool.append(line), close: () => spool.close() };
+}
