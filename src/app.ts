@@ -376,7 +376,10 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       dataPlane: plane,
       reloadTenantAliases: () => void aliases?.reload(),
       reloadSlo: () => void metrics.goodput?.policy.reload(),
-      reopenAccessLog: () => built.accessLog?.reopen(),
+      reopenAccessLog() {
+        built.accessLog?.reopen();
+        log.info('access log reopened', { variable: 'INFERMETER_ACCESS_LOG', path: config.accessLog });
+      },
       close,
       async drain() {
         m.setReady(false);

@@ -38,6 +38,7 @@ process.on('message', (m: PrimaryMessage) => {
     aliases?.reload();
   } else if (m.t === 'reopenAccessLog') {
     accessLog?.reopen();
+    log.info('access log reopened', { variable: 'INFERMETER_ACCESS_LOG', path: config.accessLog, pid: process.pid });
   } else if (m.t === 'drain') {
     void drainAndSay(dataPlane, m.timeoutMs, log).then(async () => {
       bus.flush();
