@@ -20,6 +20,7 @@ export interface SpoolFs {
 }
 
 export interface SpoolFile {
+  /** Writes all of `text`, or throws with `bytesWritten`: how much of it was written before the failure. */
   write(text: string): Promise<void>;
   datasync(): Promise<void>;
   close(): Promise<void>;
@@ -31,8 +32,19 @@ export const nodeSpoolFs: SpoolFs = {
     const handle = await fsp.open(path, 'a');
     return {
       async write(text) {
-        // One string, one write: FileHandle.write of a string writes it whole or throws.
-        await handle.write(text);
+        // A write may be short (a file-size limit, a disk filling up): the rest is written
+        // again, so that what the next write says (EFBIG, ENOSPC) is the failure reported.
+        const bytes = Buffer.from(text);
+        let at = 0;
+        try {
+          while (at < bytes.length) {
+            const { bytesWritten } = await handle.write(bytes, at, bytes.length - at);
+            if (bytesWritten === 0) throw Object.assign(new Error('write wrote nothing'), { code: 'EIO' });
+            at += bytesWritten;
+          }
+        } catch (error) {
+          throw Object.assign(error as Error, { bytesWritten: at });
+        }
       },
       datasync: () => handle.datasync(),
       close: () => handle.close(),
@@ -95,6 +107,14 @@ export function segmentName(at: number, counter: number): string {
   const iso = new Date(at).toISOString(); // 2026-12-06T04:54:05.123Z
   const stamp = `${iso.slice(0, 4)}${iso.slice(5, 7)}${iso.slice(8, 10)}T${iso.slice(11, 13)}${iso.slice(14, 16)}${iso.slice(17, 19)}${iso.slice(20, 23)}Z`;
   return `usage-${stamp}-${String(counter % 1_000_000).padStart(6, '0')}.jsonl`;
+}
+
+/** How many whole lines (each ending in LF) the first `bytes` bytes of `text`'s UTF-8 hold. */
+function wholeLines(text: string, bytes: number): number {
+  const head = Buffer.from(text).subarray(0, bytes);
+  let n = 0;
+  for (let i = head.indexOf(10); i !== -1; i = head.indexOf(10, i + 1)) n++;
+  return n;
 }
 
 export function createSpool(options: SpoolOptions): Spool {
@@ -180,7 +200,12 @@ export function createSpool(options: SpoolOptions): Spool {
         counters.recovered();
       }
     } catch (error) {
-      counters.lost(lines.length);
+      // The whole lines a failed write got out are on disk: synced, they count as spooled.
+      const written = (error as { bytesWritten?: number }).bytesWritten ?? 0;
+      const whole = written === 0 ? 0 : wholeLines(text, written);
+      const synced = whole > 0 && (await file?.datasync().then(() => true, () => false)) === true;
+      if (synced) counters.spooled(whole);
+      counters.lost(lines.length - (synced ? whole : 0));
       if (!failing) {
         failing = true;
         counters.failed(error as NodeJS.ErrnoException);
