@@ -41,9 +41,12 @@ describe('access log rotation', () => {
       let stderr = '';
       const seen = (pattern: RegExp, count: number) =>
         new Promise<void>((resolve, reject) => {
+          // A guard against a hang, not a measure: the line comes at once.
+          const timer = setTimeout(() => reject(new Error(`${count} lines of ${pattern} expected: ${stderr}`)), 20_000);
           const check = (): void => {
             if (stderr.split('\n').filter((l) => pattern.test(l)).length < count) return;
             child.stderr.off('data', check);
+            clearTimeout(timer);
             resolve();
           };
           child.stderr.on('data', check);
