@@ -5,7 +5,8 @@
 // prometheus package: skipped, saying so, where it is missing, except under CI, where that fails.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { describe, it } from 'node:test';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -93,6 +94,8 @@ describe('alerts.yml against infermeter', () => {
   });
 
   it('queries only metrics that infermeter exposes', async (t) => {
+    const usageDir = mkdtempSync(join(tmpdir(), 'infermeter-alerts-usage-'));
+    t.after(() => rmSync(usageDir, { recursive: true, force: true }));
     const sim = await startSimServer({ ttftMs: 5, interTokenMs: 1, defaultTokens: 3 });
     t.after(() => sim.close());
     const app = await startProxy(t, sim.url, {
@@ -101,6 +104,8 @@ describe('alerts.yml against infermeter', () => {
       INFERMETER_SLO: 'ttft:500 tpot:50',
       INFERMETER_UPSTREAM_METRICS: `${sim.url}/metrics`,
       INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
+      // The usage ledger's families (InfermeterUsageRecordsLost).
+      INFERMETER_USAGE_DIR: usageDir,
     });
     const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
       method: 'POST',
