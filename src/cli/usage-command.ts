@@ -7,7 +7,7 @@ import { parseExposition } from '../engine/exposition-parser.ts';
 import { readSpool } from '../ledger/spool-reader.ts';
 import type { UsageEvent } from '../ledger/usage-event.ts';
 
-export const USAGE_HELP = [
+const USAGE_HELP = [
   'infermeter usage report --dir D [--from T] [--to T] [--format table|csv]',
   '    requests and tokens per tenant and model of the records in D (T: an RFC 3339 time or a date;',
   '    --from included, --to excluded)',
@@ -104,7 +104,14 @@ async function report(args: readonly string[]): Promise<UsageCommandResult> {
   const shown = [COLUMNS, ...rows.map((r) => [r[0] === '' ? '-' : r[0]!, ...r.slice(1)])];
   const widths = COLUMNS.map((_, i) => Math.max(...shown.map((r) => r[i]!.length)));
   // Names left-aligned, figures right-aligned.
-  const out = shown.map((r) => r.map((cell, i) => (i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ').trimEnd()).join('\n');
+  const out = shown
+    .map((r) =>
+      r
+        .map((cell, i) => (i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
   return { code: 0, out: `${out}\n`, err };
 }
 
@@ -173,7 +180,7 @@ async function verify(args: readonly string[]): Promise<UsageCommandResult> {
  * model (infermeter_tenant_*_tokens_total) where the scrape has them, else per model (the MindIE
  * dialect's prompt_tokens_total, generation_tokens_total). A difference is a line.
  */
-export function compareWithMetrics(events: readonly UsageEvent[], exposition: string): string[] {
+function compareWithMetrics(events: readonly UsageEvent[], exposition: string): string[] {
   const families = new Map(parseExposition(exposition).map((f) => [f.name, f]));
   const tenants = families.has('infermeter_tenant_prompt_tokens_total');
   const [promptName, completionName] = tenants

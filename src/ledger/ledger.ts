@@ -55,11 +55,14 @@ export function startLedger(config: UsageConfig, registry: Registry, log: Logger
       spooled: (n) => (records.spooled += n),
       lost: (n) => (records.lost += n),
       failed: (error) =>
-        log.error('usage ledger: writing to the spool failed; records are lost (counted in infermeter_usage_records_total{state="lost"}) until a write succeeds', {
-          variable: 'INFERMETER_USAGE_DIR',
-          dir: config.dir,
-          error: `${error.code ?? ''} ${error.message}`.trim(),
-        }),
+        log.error(
+          'usage ledger: writing to the spool failed; records are lost (counted in infermeter_usage_records_total{state="lost"}) until a write succeeds',
+          {
+            variable: 'INFERMETER_USAGE_DIR',
+            dir: config.dir,
+            error: `${error.code ?? ''} ${error.message}`.trim(),
+          },
+        ),
       recovered: () => log.info('usage ledger: writing to the spool works again', { dir: config.dir }),
     },
   });

@@ -34,7 +34,9 @@ function parseRecord(line: string): UsageEvent | undefined {
   try {
     const event = JSON.parse(line) as UsageEvent;
     const d = event?.data;
-    return typeof event.id === 'string' && typeof event.time === 'string' && typeof d === 'object' && d !== null && typeof d.seq === 'number' ? event : undefined;
+    return typeof event.id === 'string' && typeof event.time === 'string' && typeof d === 'object' && d !== null && typeof d.seq === 'number'
+      ? event
+      : undefined;
   } catch {
     return undefined;
   }

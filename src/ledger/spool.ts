@@ -19,14 +19,14 @@ export interface SpoolFs {
   unlink(path: string): Promise<void>;
 }
 
-export interface SpoolFile {
+interface SpoolFile {
   /** Writes all of `text`, or throws with `bytesWritten`: how much of it was written before the failure. */
   write(text: string): Promise<void>;
   datasync(): Promise<void>;
   close(): Promise<void>;
 }
 
-export const nodeSpoolFs: SpoolFs = {
+const nodeSpoolFs: SpoolFs = {
   mkdir: async (dir) => void (await fsp.mkdir(dir, { recursive: true })),
   async open(path) {
     const handle = await fsp.open(path, 'a');
@@ -83,7 +83,7 @@ export interface SpoolOptions {
   readonly keep?: (segment: string) => boolean;
 }
 
-export interface SpoolBacklog {
+interface SpoolBacklog {
   /** Records waiting in memory for the writer. */
   readonly pendingRecords: number;
   /** Seconds the oldest of them has waited (0 when none). */
@@ -189,7 +189,8 @@ export function createSpool(options: SpoolOptions): Spool {
     pendingBytes = 0;
     try {
       const t = now();
-      if (file === undefined || (fileBytes > 0 && (fileBytes + text.length > options.segmentBytes || t - fileOpenedAt >= options.segmentMs))) await openSegment();
+      if (file === undefined || (fileBytes > 0 && (fileBytes + text.length > options.segmentBytes || t - fileOpenedAt >= options.segmentMs)))
+        await openSegment();
       await file!.write(text);
       fileBytes += Buffer.byteLength(text);
       dirBytes += Buffer.byteLength(text);
@@ -203,7 +204,12 @@ export function createSpool(options: SpoolOptions): Spool {
       // The whole lines a failed write got out are on disk: synced, they count as spooled.
       const written = (error as { bytesWritten?: number }).bytesWritten ?? 0;
       const whole = written === 0 ? 0 : wholeLines(text, written);
-      const synced = whole > 0 && (await file?.datasync().then(() => true, () => false)) === true;
+      const synced =
+        whole > 0 &&
+        (await file?.datasync().then(
+          () => true,
+          () => false,
+        )) === true;
       if (synced) counters.spooled(whole);
       counters.lost(lines.length - (synced ? whole : 0));
       if (!failing) {

@@ -18,7 +18,7 @@ export type BillingBasis = 'engine' | 'delivered' | 'none';
 /** The record's `usage_source`: where its figures came from, in the ledger's own words. */
 export type LedgerUsageSource = 'engine' | 'fallback' | 'events' | 'none';
 
-export interface UsageData {
+interface UsageData {
   readonly request_id: string;
   readonly model: string;
   readonly tenant: string | null;

@@ -18,9 +18,22 @@ import { startSimServer } from '../../src/sim/model-server.ts';
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 
 /** The CLI in a child (under `wrapper` when given), killed in teardown; resolves with its start line. */
-async function startChild(t: TestContext, env: Record<string, string>, wrapper: string[] = []): Promise<{ child: ReturnType<typeof spawn>; started: Record<string, string>; stderr: () => string }> {
+async function startChild(
+  t: TestContext,
+  env: Record<string, string>,
+  wrapper: string[] = [],
+): Promise<{ child: ReturnType<typeof spawn>; started: Record<string, string>; stderr: () => string }> {
   const [command, ...args] = [...wrapper, process.execPath, CLI];
-  const child = spawn(command!, args, { env: { PATH: process.env.PATH ?? '', INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0', INFERMETER_UPSTREAM_METRICS: 'off', ...env } });
+  const child = spawn(command!, args, {
+    env: {
+      PATH: process.env.PATH ?? '',
+      INFERMETER_PORT: '0',
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_UPSTREAM_METRICS: 'off',
+      ...env,
+    },
+  });
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
@@ -39,11 +52,15 @@ async function startChild(t: TestContext, env: Record<string, string>, wrapper: 
 /** One streamed chat request with its own id; resolves true when the client saw its end. */
 function stream(dataUrl: string, id: string, agent: http.Agent): Promise<boolean> {
   return new Promise((resolve) => {
-    const req = http.request(`${dataUrl}/v1/chat/completions`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-request-id': id } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode === 200));
-      res.on('error', () => resolve(false));
-    });
+    const req = http.request(
+      `${dataUrl}/v1/chat/completions`,
+      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-request-id': id } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode === 200));
+        res.on('error', () => resolve(false));
+      },
+    );
     req.on('error', () => resolve(false));
     req.end(JSON.stringify({ model: 'sim-llama-8b', stream: true, max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }));
   });
@@ -53,7 +70,9 @@ function stream(dataUrl: string, id: string, agent: http.Agent): Promise<boolean
 function readRecords(dir: string): { events: UsageEvent[]; torn: number } {
   const events: UsageEvent[] = [];
   let torn = 0;
-  for (const name of readdirSync(dir).filter((n) => n.endsWith('.jsonl')).sort()) {
+  for (const name of readdirSync(dir)
+    .filter((n) => n.endsWith('.jsonl'))
+    .sort()) {
     for (const line of readFileSync(join(dir, name), 'utf8').split('\n')) {
       if (line === '') continue;
       try {
@@ -73,7 +92,12 @@ describe('usage spool under kill -9', () => {
       t.after(() => sim.close());
       const dir = mkdtempSync(join(tmpdir(), 'infermeter-spool-kill-'));
       t.after(() => rmSync(dir, { recursive: true, force: true }));
-      const { child, started } = await startChild(t, { INFERMETER_UPSTREAM: sim.url, INFERMETER_USAGE_DIR: dir, INFERMETER_USAGE_FSYNC_MS: '20', INFERMETER_WORKERS: workers });
+      const { child, started } = await startChild(t, {
+        INFERMETER_UPSTREAM: sim.url,
+        INFERMETER_USAGE_DIR: dir,
+        INFERMETER_USAGE_FSYNC_MS: '20',
+        INFERMETER_WORKERS: workers,
+      });
       const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
       t.after(() => agent.destroy());
       const sent = new Set<string>();
@@ -114,7 +138,11 @@ describe('usage spool under kill -9', () => {
       assert.ok(writers.size >= 1 && writers.size <= Number(workers));
       for (const [writer, seqs] of writers) {
         seqs.sort((a, b) => a - b);
-        assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1), `writer ${writer}: no gap`);
+        assert.deepEqual(
+          seqs,
+          Array.from({ length: seqs.length }, (_, i) => i + 1),
+          `writer ${writer}: no gap`,
+        );
       }
       t.diagnostic(`${finished.size} streams finished, ${events.length} records on disk after the kill, ${before.size} required`);
     });
@@ -130,7 +158,10 @@ describe('usage spool on a full disk (RLIMIT_FSIZE)', { skip: prlimit ? false : 
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-spool-full-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));
     // Every file the process writes stops at 16 KiB: a segment fills, its next write fails (EFBIG).
-    const { child, started, stderr } = await startChild(t, { INFERMETER_UPSTREAM: sim.url, INFERMETER_USAGE_DIR: dir, INFERMETER_USAGE_FSYNC_MS: '5' }, ['prlimit', '--fsize=16384']);
+    const { child, started, stderr } = await startChild(t, { INFERMETER_UPSTREAM: sim.url, INFERMETER_USAGE_DIR: dir, INFERMETER_USAGE_FSYNC_MS: '5' }, [
+      'prlimit',
+      '--fsize=16384',
+    ]);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
     t.after(() => agent.destroy());
     const total = 300;
@@ -154,12 +185,18 @@ describe('usage spool on a full disk (RLIMIT_FSIZE)', { skip: prlimit ? false : 
     assert.equal(c.spooled + c.lost, total);
     assert.ok(c.lost > 0, 'records were lost to the limit');
     assert.ok(c.spooled > 0, 'and later writes went to new segments');
-    const failures = stderr().split('\n').filter((l) => l.includes('writing to the spool failed'));
+    const failures = stderr()
+      .split('\n')
+      .filter((l) => l.includes('writing to the spool failed'));
     assert.ok(failures.length >= 1);
     assert.match(failures[0]!, /EFBIG/);
     assert.match(failures[0]!, /INFERMETER_USAGE_DIR/);
     const { events, torn } = readRecords(dir);
-    t.diagnostic(`torn ${torn}; ${readdirSync(dir).map((n) => n).join(' ')}; ${JSON.stringify(c)}`);
+    t.diagnostic(
+      `torn ${torn}; ${readdirSync(dir)
+        .map((n) => n)
+        .join(' ')}; ${JSON.stringify(c)}`,
+    );
     assert.equal(events.length, c.spooled, 'every record counted spooled is in a segment');
     child.kill('SIGTERM');
     await once(child, 'exit');

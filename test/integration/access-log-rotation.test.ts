@@ -80,7 +80,10 @@ describe('access log rotation', () => {
       await send('after', 4);
       const after = await holds(log, 4);
       assert.deepEqual(after.map((l) => l.request_id).sort(), ['after-0', 'after-1', 'after-2', 'after-3'], 'new lines at the path');
-      assert.ok(lines(`${log}.1`).every((l) => l.request_id.startsWith('before-')), 'the moved file keeps only the lines before');
+      assert.ok(
+        lines(`${log}.1`).every((l) => l.request_id.startsWith('before-')),
+        'the moved file keeps only the lines before',
+      );
       assert.equal(lines(`${log}.1`).length, 4);
       assert.doesNotMatch(stderr, /worker exited/);
       child.kill('SIGTERM');

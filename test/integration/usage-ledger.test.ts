@@ -26,11 +26,25 @@ function answer(body: string): Script {
   const prompt = body.includes('"m2"') ? 20 : 10;
   switch (kind) {
     case 'usage':
-      return { status: 200, headers: SSE, body: [token('a'), token('b'), { data: `data: {"choices":[],"usage":{"prompt_tokens":${prompt},"completion_tokens":2,"completion_tokens_details":{"reasoning_tokens":1},"prompt_tokens_details":{"cached_tokens":4}}}\n\ndata: [DONE]\n\n` }] };
+      return {
+        status: 200,
+        headers: SSE,
+        body: [
+          token('a'),
+          token('b'),
+          {
+            data: `data: {"choices":[],"usage":{"prompt_tokens":${prompt},"completion_tokens":2,"completion_tokens_details":{"reasoning_tokens":1},"prompt_tokens_details":{"cached_tokens":4}}}\n\ndata: [DONE]\n\n`,
+          },
+        ],
+      };
     case 'nousage':
       return { status: 200, headers: SSE, body: [token('a'), token('b'), token('c'), { data: 'data: [DONE]\n\n' }] };
     case 'json':
-      return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: `{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":${prompt},"completion_tokens":7}}` }] };
+      return {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: [{ data: `{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":${prompt},"completion_tokens":7}}` }],
+      };
     case 'fail':
       return { status: 500, headers: { 'content-type': 'application/json' }, body: [{ data: '{"error":{"message":"boom"}}' }] };
     default: // cancel: three tokens, then nothing until the client leaves
@@ -86,7 +100,8 @@ describe('usage ledger', () => {
     t.after(() => (closed ? undefined : app.close()));
 
     const plan: Array<{ id: string; tenant: string; model: string; kind: (typeof KINDS)[number] }> = [];
-    for (const tenant of ['t1', 't2']) for (const model of ['m1', 'm2']) for (const kind of KINDS) plan.push({ id: `${tenant}-${model}-${kind}`, tenant, model, kind });
+    for (const tenant of ['t1', 't2'])
+      for (const model of ['m1', 'm2']) for (const kind of KINDS) plan.push({ id: `${tenant}-${model}-${kind}`, tenant, model, kind });
     // Each request twice, the second with the same X-Request-Id as the first: a client's id may repeat.
     const all = [...plan, ...plan];
     const finished = nextFinished(app, all.length);
@@ -101,7 +116,10 @@ describe('usage ledger', () => {
     assert.equal(read.malformed, 0);
     assert.equal(events.length, all.length, 'one record per request');
     assert.equal(new Set(events.map((e) => e.id)).size, all.length, 'event ids unique though client ids repeat');
-    assert.deepEqual(events.map((e) => e.data.seq).sort((a, b) => a - b), Array.from({ length: all.length }, (_, i) => i + 1));
+    assert.deepEqual(
+      events.map((e) => e.data.seq).sort((a, b) => a - b),
+      Array.from({ length: all.length }, (_, i) => i + 1),
+    );
     assert.equal(new Set(events.map((e) => e.data.process_start_id)).size, 1);
     assert.ok(events.every((e) => e.source === 'infermeter://test-instance' && e.subject === e.data.tenant));
 
@@ -142,13 +160,22 @@ describe('usage ledger', () => {
     assert.match(verified.out, /the records' sums equal the scrape's counters/);
     const { totals } = await usageTotals(dir);
     for (const p of totals) {
-      const requests = [...exposition.matchAll(new RegExp(`^infermeter_tenant_requests_total\\{tenant="${p.tenant}",model_name="${p.model}",outcome="\\w+"\\} (\\d+)`, 'gm'))];
-      assert.equal(p.requests, requests.reduce((n, m) => n + Number(m[1]), 0), `${p.tenant} ${p.model}`);
+      const requests = [
+        ...exposition.matchAll(new RegExp(`^infermeter_tenant_requests_total\\{tenant="${p.tenant}",model_name="${p.model}",outcome="\\w+"\\} (\\d+)`, 'gm')),
+      ];
+      assert.equal(
+        p.requests,
+        requests.reduce((n, m) => n + Number(m[1]), 0),
+        `${p.tenant} ${p.model}`,
+      );
       const counter = (name: string) => Number(new RegExp(`^${name}\\{tenant="${p.tenant}",model_name="${p.model}"\\} (\\d+)`, 'm').exec(exposition)?.[1]);
       assert.equal(p.prompt, counter('infermeter_tenant_prompt_tokens_total'));
       assert.equal(p.completion, counter('infermeter_tenant_generation_tokens_total'));
     }
-    assert.deepEqual(totals.map((p) => `${p.tenant} ${p.model}`), ['t1 m1', 't1 m2', 't2 m1', 't2 m2']);
+    assert.deepEqual(
+      totals.map((p) => `${p.tenant} ${p.model}`),
+      ['t1 m1', 't1 m2', 't2 m1', 't2 m2'],
+    );
     const csv = await runUsage(['report', '--dir', dir, '--format', 'csv']);
     assert.equal(csv.code, 0);
     assert.equal(csv.out.split('\n')[0], 'tenant,model,requests,prompt_tokens,completion_tokens,reasoning_tokens,cached_prompt_tokens');
@@ -160,11 +187,18 @@ describe('usage ledger', () => {
     assert.ok(readdirSync(dir).some((n) => n.endsWith('.jsonl')));
   });
 
-  it('verify finds a gap in a writer\'s sequence and a repeated id', async (t) => {
+  it("verify finds a gap in a writer's sequence and a repeated id", async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-usage-verify-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));
     const rec = (id: string, seq: number) =>
-      JSON.stringify({ specversion: '1.0', id, source: 's', type: 't', time: '2026-12-01T00:00:00Z', data: { seq, process_start_id: 'p', model: 'm', tenant: null } });
+      JSON.stringify({
+        specversion: '1.0',
+        id,
+        source: 's',
+        type: 't',
+        time: '2026-12-01T00:00:00Z',
+        data: { seq, process_start_id: 'p', model: 'm', tenant: null },
+      });
     writeFileSync(join(dir, 'usage-20261201T000000000Z-000000.jsonl'), [rec('a', 1), rec('b', 2), rec('b', 2), rec('d', 5), '{"torn'].join('\n') + '\n');
     const out = await runUsage(['verify', '--dir', dir]);
     assert.equal(out.code, 1);

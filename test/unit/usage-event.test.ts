@@ -2,6 +2,8 @@
 // hold what the specification asks, built from a request's sample without inventing a figure.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { ConfigError, loadConfig } from '../../src/config/config.ts';
+import { defaultSource } from '../../src/config/usage-config.ts';
 import { createUsageWriter } from '../../src/ledger/ledger.ts';
 import { billingBasis, ledgerUsageSource, usageEvent, USAGE_DATA_SCHEMA, USAGE_EVENT_TYPE, type UsageEvent } from '../../src/ledger/usage-event.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
@@ -81,9 +83,16 @@ describe('usage record', () => {
     });
   });
 
-  it('is the model\'s without tenants, and leaves unknown figures null', () => {
+  it("is the model's without tenants, and leaves unknown figures null", () => {
     const { tenant: _t, ...noTenant } = SAMPLE;
-    const sample: RequestSample = { ...noTenant, promptTokens: undefined, completionTokens: undefined, reasoningTokens: undefined, usageSource: 'none', tokenEvents: 0 };
+    const sample: RequestSample = {
+      ...noTenant,
+      promptTokens: undefined,
+      completionTokens: undefined,
+      reasoningTokens: undefined,
+      usageSource: 'none',
+      tokenEvents: 0,
+    };
     const e = usageEvent(sample, { eventId: 'e2', requestId: 'e2', seq: 1, processStartId: 'p1' }, 'x', new Date(0));
     assert.equal(e.subject, 'llama');
     assert.equal(e.data.tenant, null);
@@ -105,7 +114,7 @@ describe('usage record', () => {
     assert.equal(billingBasis('none', undefined), 'none');
   });
 
-  it('numbers a writer\'s records 1, 2, 3... under one start id, and each event id is the one given', () => {
+  it("numbers a writer's records 1, 2, 3... under one start id, and each event id is the one given", () => {
     const lines: string[] = [];
     const writer = createUsageWriter('infermeter://h:1', (l) => lines.push(l));
     writer.record(SAMPLE, 'same-client-id', 'own-1');
@@ -114,11 +123,37 @@ describe('usage record', () => {
       assert.ok(l.endsWith('\n') && !l.slice(0, -1).includes('\n'), 'one line each');
       return JSON.parse(l) as UsageEvent;
     });
-    assert.deepEqual(events.map((e) => e.data.seq), [1, 2]);
+    assert.deepEqual(
+      events.map((e) => e.data.seq),
+      [1, 2],
+    );
     assert.equal(events[0]!.data.process_start_id, events[1]!.data.process_start_id);
-    assert.deepEqual(events.map((e) => e.id), ['own-1', 'own-2'], "a client's repeated X-Request-Id is not the event id");
+    assert.deepEqual(
+      events.map((e) => e.id),
+      ['own-1', 'own-2'],
+      "a client's repeated X-Request-Id is not the event id",
+    );
     const other = createUsageWriter('infermeter://h:1', (l) => lines.push(l));
     other.record(SAMPLE, 'x', 'own-3');
     assert.notEqual((JSON.parse(lines[2]!) as UsageEvent).data.process_start_id, events[0]!.data.process_start_id, 'a new start, a new id');
+  });
+});
+
+describe('usage records: configuration', () => {
+  it("names the instance by host and data port by default, a URI's authority", () => {
+    assert.equal(defaultSource('Node_1.example', 1025), 'infermeter://node-1.example:1025');
+    assert.equal(defaultSource('', 1025), 'infermeter://localhost:1025');
+  });
+
+  it('stops the start on a directory it cannot write to, or a source that is not a URI reference, naming the variable', () => {
+    const env = { INFERMETER_UPSTREAM: 'http://127.0.0.1:8000', INFERMETER_USAGE_DIR: '/dev/null/usage', INFERMETER_USAGE_SOURCE: 'has space' };
+    assert.throws(
+      () => loadConfig(env),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        e.problems.some((p) => p.variable === 'INFERMETER_USAGE_DIR') &&
+        e.problems.some((p) => p.variable === 'INFERMETER_USAGE_SOURCE'),
+    );
+    assert.equal(loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000' }).usage, undefined, 'off when unset');
   });
 });

@@ -70,7 +70,11 @@ function counters() {
     recovered: () => c.recovered++,
   };
   /** Resolves once `n` records were spooled or lost in all. */
-  const settled = (n: number) => new Promise<void>((resolve) => (c.waiters.push({ n, resolve }), settle()));
+  const settled = (n: number) =>
+    new Promise<void>((resolve) => {
+      c.waiters.push({ n, resolve });
+      settle();
+    });
   return { c, hooks, settled };
 }
 
@@ -86,7 +90,10 @@ describe('usage spool', () => {
     assert.equal(mem.calls.length, 0, 'nothing written on the append itself');
     assert.equal(spool.backlog().pendingRecords, 100);
     await settled(100);
-    assert.deepEqual(mem.calls.filter((x) => x !== 'close' && !x.startsWith('open')), ['write', 'sync']);
+    assert.deepEqual(
+      mem.calls.filter((x) => x !== 'close' && !x.startsWith('open')),
+      ['write', 'sync'],
+    );
     assert.equal(c.spooled, 100);
     const [file] = [...mem.files.values()];
     assert.equal(file!.synced, file!.text.length, 'synced up to the last record');
