@@ -136,7 +136,6 @@ export function createSpool(options: SpoolOptions): Spool {
   let timer: NodeJS.Timeout | undefined;
   let segments = 0;
   let dirBytes = 0;
-  const ready = fs.mkdir(options.dir).catch(() => undefined); // a failure shows at the first write
 
   const openSegment = async (): Promise<void> => {
     await closeSegment();
@@ -180,6 +179,13 @@ export function createSpool(options: SpoolOptions): Spool {
       // An unreadable directory shows at the next write.
     }
   };
+
+  // The segments a previous start left are counted (and retained) from the start; a directory
+  // that fails shows at the first write.
+  const ready = fs
+    .mkdir(options.dir)
+    .catch(() => undefined)
+    .then(sweep);
 
   const writeBatch = async (): Promise<void> => {
     await ready;
