@@ -62,6 +62,9 @@ function stream(dataUrl: string, id: string, agent: http.Agent): Promise<boolean
       },
     );
     req.on('error', () => resolve(false));
+    // A connection the cluster was handing to a worker as it was killed is never answered: not a
+    // request the client saw finish, so given up (a guard against a hang, not a measure).
+    req.setTimeout(10_000, () => req.destroy());
     req.end(JSON.stringify({ model: 'sim-llama-8b', stream: true, max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }));
   });
 }
@@ -147,6 +150,73 @@ describe('usage spool under kill -9', () => {
       t.diagnostic(`${finished.size} streams finished, ${events.length} records on disk after the kill, ${before.size} required`);
     });
   }
+});
+
+describe('usage spool when a worker is killed', () => {
+  it('keeps the records that reached the primary, and its successor writes under a start id of its own (INFERMETER_WORKERS=2)', async (t) => {
+    const sim = await startSimServer({ ttftMs: 2, interTokenMs: 2, defaultTokens: 8 });
+    t.after(() => sim.close());
+    const dir = mkdtempSync(join(tmpdir(), 'infermeter-spool-worker-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const { child, started, stderr } = await startChild(t, {
+      INFERMETER_UPSTREAM: sim.url,
+      INFERMETER_USAGE_DIR: dir,
+      INFERMETER_USAGE_FSYNC_MS: '20',
+      INFERMETER_WORKERS: '2',
+    });
+    const agent = new http.Agent({ keepAlive: false });
+    const finished: Array<{ id: string; afterRestart: boolean }> = [];
+    let restarted = false;
+    let running = true;
+    let n = 0;
+    const lane = async (): Promise<void> => {
+      while (running && n < 100_000) {
+        const id = `w-${n++}`;
+        const sentAfterRestart = restarted;
+        if (await stream(started.data!, id, agent)) finished.push({ id, afterRestart: sentAfterRestart });
+      }
+    };
+    const lanes = Array.from({ length: 6 }, lane);
+    while (finished.length < 100) await new Promise((r) => setTimeout(r, 10));
+    const before = finished.map((f) => f.id);
+    let onDisk = new Set<string>();
+    for (let i = 0; i < 1000 && before.some((id) => !onDisk.has(id)); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      onDisk = new Set(readRecords(dir).events.map((e) => e.data.request_id));
+    }
+    const workers = readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(/\s+/).map(Number);
+    assert.equal(workers.length, 2);
+    process.kill(workers[0]!, 'SIGKILL');
+    for (let i = 0; i < 1000 && !stderr().includes('worker exited; starting another'); i++) await new Promise((r) => setTimeout(r, 10));
+    restarted = true;
+    const count = finished.length;
+    while (finished.length < count + 100) await new Promise((r) => setTimeout(r, 10));
+    running = false;
+    await Promise.all(lanes);
+    child.kill('SIGTERM'); // drains: every finished request's record is written
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 0);
+
+    const { events, torn } = readRecords(dir);
+    assert.equal(torn, 0);
+    const ids = events.map((e) => e.data.request_id);
+    for (const id of before) assert.equal(ids.filter((x) => x === id).length, 1, `${id}: on disk before the kill, there once`);
+    for (const f of finished.filter((x) => x.afterRestart)) assert.equal(ids.filter((x) => x === f.id).length, 1, `${f.id}: finished after the restart`);
+    assert.equal(new Set(ids).size, ids.length, 'no request twice');
+    const writers = new Map<string, number[]>();
+    for (const e of events) writers.set(e.data.process_start_id, [...(writers.get(e.data.process_start_id) ?? []), e.data.seq]);
+    assert.ok(writers.size >= 2 && writers.size <= 3, `${writers.size} writers`);
+    for (const [writer, seqs] of writers) {
+      seqs.sort((a, b) => a - b);
+      // The killed worker's unsent batch (at most the bus's 50 ms) is its sequence's tail, never a hole.
+      assert.deepEqual(
+        seqs,
+        Array.from({ length: seqs.length }, (_, i) => i + 1),
+        `writer ${writer}: no gap`,
+      );
+    }
+    t.diagnostic(`${finished.length} streams finished, ${events.length} records, ${writers.size} writers`);
+  });
 });
 
 const prlimit = spawnSync('prlimit', ['--version']).status === 0;
