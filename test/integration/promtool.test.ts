@@ -8,7 +8,9 @@ import { describe, it } from 'node:test';
 import { startSimServer } from '../../src/sim/model-server.ts';
 import { scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
 const available = promtool.status === 0;
@@ -76,7 +78,10 @@ describe('promtool check metrics', { skip }, () => {
       });
       // A clock of our own, so that an AOM collection period can end without waiting for it.
       let now = 0;
-      const env = { INFERMETER_DIALECTS: dialects, INFERMETER_AOM_SERVICE_ID: 'svc "1"' };
+      // The usage ledger on: its families are linted too.
+      const usageDir = mkdtempSync(join(tmpdir(), 'infermeter-promtool-usage-'));
+      t.after(() => rmSync(usageDir, { recursive: true, force: true }));
+      const env = { INFERMETER_DIALECTS: dialects, INFERMETER_AOM_SERVICE_ID: 'svc "1"', INFERMETER_USAGE_DIR: usageDir };
       const app = await startProxy(t, upstream.url, env, { clock: () => now });
       const bodies = [
         '{"model":"llama","stream":true}',
