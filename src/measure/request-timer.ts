@@ -103,6 +103,7 @@ class Timer implements RequestTimer {
   private readonly tenant: string | undefined;
   private readonly requestId: string | undefined;
   private accepted: boolean | undefined = undefined;
+  private judged = false;
   private readonly t0: number;
   private info: RequestInfo | undefined = undefined;
   private status = 0;
@@ -191,10 +192,13 @@ class Timer implements RequestTimer {
     this.headersAt ??= this.clock();
     this.status = code;
     this.streamed = isStream;
-    if (this.tenant !== undefined && this.accepted === undefined) {
-      // The engine's word on the request's credentials: every later event carries it.
-      this.accepted = code !== 401 && code !== 403;
-      if (this.info !== undefined) this.info = { ...this.info, accepted: this.accepted };
+    if (this.tenant !== undefined && !this.judged) {
+      // The engine's word on the request: every later event carries it. Only a 2xx accepts it (a
+      // place for its tenant): an engine's key check may guard some paths only (vLLM's, those
+      // under /v1), so a 404 or any other refusal says nothing of the key. 401 and 403 refuse it.
+      this.judged = true;
+      this.accepted = code === 401 || code === 403 ? false : code >= 200 && code <= 299 ? true : undefined;
+      if (this.info !== undefined && this.accepted !== undefined) this.info = { ...this.info, accepted: this.accepted };
     }
     if (code < 200 || code > 299) this.failure ??= 'upstream_status';
   }

@@ -40,8 +40,9 @@ export interface RequestInfo {
    */
   readonly requestId?: string | undefined;
   /**
-   * With a tenant: whether the engine accepted the request (answered with a status other than
-   * 401 and 403); undefined until it answered, or when it never did. Only an accepted request
+   * With a tenant: whether the engine accepted the request (true: a 2xx answer; false: 401 or
+   * 403); undefined until it answered, when it never did, or when it answered any other status
+   * (a 404 on a path the engine's key check does not guard says nothing). Only an accepted request
    * gives its tenant a place of its own (metrics/recorder.ts).
    */
   readonly accepted?: boolean | undefined;
