@@ -21,6 +21,8 @@ export interface ModelState {
   noFirstToken: { no_token: number; error: number; cancelled: number };
   /** Streams that succeeded without a usage report: their tokens count as 0 (the spec's fallback). */
   withoutUsage: number;
+  /** Their token-carrying events: the tokens they delivered, as infermeter counts them (one per event). */
+  withoutUsageEvents: number;
   promptTokens: number;
   generationTokens: number;
   /** In flight, no output seen yet. */
@@ -94,6 +96,7 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
         cancelledDecoding: 0,
         noFirstToken: { no_token: 0, error: 0, cancelled: 0 },
         withoutUsage: 0,
+        withoutUsageEvents: 0,
         promptTokens: 0,
         generationTokens: 0,
         waiting: 0,
@@ -145,7 +148,10 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
       if ((sample.stream || sample.streamed) && sample.ttft === undefined) {
         m.noFirstToken[sample.outcome === 'success' ? 'no_token' : sample.outcome === 'failed' ? 'error' : 'cancelled']++;
       }
-      if (sample.usageSource === 'fallback') m.withoutUsage++;
+      if (sample.usageSource === 'fallback') {
+        m.withoutUsage++;
+        m.withoutUsageEvents += sample.tokenEvents;
+      }
       const now = clock();
       if (sample.promptTokens !== undefined) {
         m.promptTokens += sample.promptTokens;
