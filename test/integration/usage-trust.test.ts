@@ -44,13 +44,20 @@ describe('usage counted honestly', () => {
     upstream.respond((req) => {
       const model = /"model":"([^"]+)"/.exec(req.body.toString())?.[1];
       if (model === 'nousage') return { status: 200, headers: SSE, body: [{ data: token('a') + token('b') }, { data: `${token('c')}data: [DONE]\n\n` }] };
-      if (model === 'huge') return { status: 200, headers: SSE, body: [{ data: token('a') + token('b') + usage(`{"prompt_tokens":${2 ** 53 - 1},"completion_tokens":2}`) }] };
+      if (model === 'huge')
+        return { status: 200, headers: SSE, body: [{ data: token('a') + token('b') + usage(`{"prompt_tokens":${2 ** 53 - 1},"completion_tokens":2}`) }] };
       if (model === 'reason')
-        return { status: 200, headers: SSE, body: [{ data: token('a') + usage('{"prompt_tokens":5,"completion_tokens":3,"completion_tokens_details":{"reasoning_tokens":9}}') }] };
+        return {
+          status: 200,
+          headers: SSE,
+          body: [{ data: token('a') + usage('{"prompt_tokens":5,"completion_tokens":3,"completion_tokens_details":{"reasoning_tokens":9}}') }],
+        };
       return {
         status: 200,
         headers: { 'content-type': 'application/json' },
-        body: [{ data: '{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":4,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":10}}}' }],
+        body: [
+          { data: '{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":4,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":10}}}' },
+        ],
       };
     });
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-usage-'));
