@@ -2,7 +2,8 @@
 // tenant and model, for chargeback, quotas and per-tenant SLOs. Fed by the recorder's events,
 // whose tenant and model_name are already bounded (the tenant guard: at most
 // INFERMETER_MAX_TENANTS values besides the aliased ones, `none` and `other`; the model guard
-// likewise), so the series are at most tenants x models x (7 counters + 2 histograms).
+// likewise), so the series are at most tenants x models x (7 counters + 2 histograms; the two
+// counters of streams without usage only for the pairs that had one).
 import type { Registry } from '@prometheus-io/client';
 import type { Outcome, RequestInfo, RequestSample } from '../measure/sample.ts';
 import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from './buckets.ts';
@@ -58,17 +59,23 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
     type: 'counter',
     collect: collect((p) => p.generationTokens),
   });
+  // Only the pairs that had a stream without usage: two series more where it happens, not on every pair.
+  const withoutUsage = (value: (p: TenantModel) => number) => (): MetricValue[] => {
+    const values: MetricValue[] = [];
+    for (const p of pairs.values()) if (p.withoutUsage > 0) values.push({ value: value(p), labels: { tenant: p.tenant, model_name: p.model } });
+    return values;
+  };
   registerDerived(registry, {
     name: 'infermeter_tenant_streams_without_usage_total',
     help: "Streamed inference requests per tenant and model that succeeded without a usage report: their tokens count as 0 in the token families (the spec's fallback).",
     type: 'counter',
-    collect: collect((p) => p.withoutUsage),
+    collect: withoutUsage((p) => p.withoutUsage),
   });
   registerDerived(registry, {
     name: 'infermeter_tenant_streams_without_usage_token_events_total',
     help: 'Token-carrying events of those streams per tenant and model: the tokens they delivered, as infermeter counts them (one per event).',
     type: 'counter',
-    collect: collect((p) => p.withoutUsageEvents),
+    collect: withoutUsage((p) => p.withoutUsageEvents),
   });
   const labelNames = ['tenant', 'model_name'];
   const ttft = registerLabelledHistogram(registry, {
