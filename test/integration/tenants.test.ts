@@ -139,6 +139,12 @@ describe('per-tenant metering', () => {
     assert.equal(m.sum('infermeter_tenant_prompt_tokens_total'), m.value('prompt_tokens_total', { model_name: 'm' }));
     assert.equal(m.sum('infermeter_tenant_generation_tokens_total'), m.value('generation_tokens_total', { model_name: 'm' }));
     assert.equal(m.value('infermeter_tenant_label_overflow_total'), 0);
+    // team-b's stream without usage: 0 above (the spec's fallback), its 2 token events beside it;
+    // no such series for a pair that had none.
+    assert.equal(m.value('infermeter_tenant_streams_without_usage_total', { tenant: 'team-b', model_name: 'm' }), 1);
+    assert.equal(m.value('infermeter_tenant_streams_without_usage_token_events_total', { tenant: 'team-b', model_name: 'm' }), 2);
+    assert.equal(m.value('infermeter_tenant_streams_without_usage_total', { tenant: 'team-a', model_name: 'm' }), undefined);
+    assert.equal(m.sum('infermeter_tenant_streams_without_usage_total'), m.value('infermeter_streams_without_usage_total', { model_name: 'm' }));
     // Forwarded as sent: name spelling and value.
     const raw = upstream.requests[0]!.rawHeaders;
     assert.equal(raw[raw.indexOf('X-Tenant-Id') + 1], 'team-a', `raw headers upstream: ${raw.join(' ')}`);
