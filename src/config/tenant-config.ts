@@ -23,8 +23,8 @@ export const NO_TENANT = 'none';
 const OTHER_TENANT = 'other';
 /**
  * The tenant of requests the engine did not accept (401 or 403), and of those of a tenant
- * without a place that ended before the engine answered: a tenant's place is only ever given to
- * one whose request the engine accepted, so refused keys cannot take the real tenants' places.
+ * without a place that ended without a 2xx answer: a tenant's place is only ever given to one
+ * whose request the engine accepted, so refused keys cannot take the real tenants' places.
  */
 export const UNAUTHENTICATED_TENANT = 'unauthenticated';
 
