@@ -97,6 +97,8 @@ export interface DataPlane {
   connections(): number;
   /** Upstream connections open now (idle or busy). */
   upstreamConnections(): number;
+  /** Bytes held in memory now: request bodies (within INFERMETER_MAX_HELD_BODY_BYTES). */
+  heldBodyBytes(): { request: number };
   /**
    * Stops accepting; lets requests in flight finish (connections close after their current
    * response) for up to `timeoutMs`, then cuts what is left. Resolves when no connection is
@@ -229,6 +231,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     server,
     connections: clients.count,
     upstreamConnections: connections.open,
+    heldBodyBytes: () => ({ request: bodyBudget?.held() ?? 0 }),
     drain(timeoutMs) {
       draining = true;
       server.close();
