@@ -27,7 +27,7 @@ import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import type { OtelOptions } from './metrics/dialects/otel.ts';
 import { DIALECTS, dialectRows, passThroughReport, type DialectRow } from './metrics/dialects/index.ts';
 import { startOtlpExport, type OtlpExport } from './metrics/otlp-export.ts';
-import type { ProxyEvents } from './metrics/proxy-families.ts';
+import type { HeldBodyBytes, ProxyEvents } from './metrics/proxy-families.ts';
 import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases.ts';
 import { createTenantOf } from './tenant/tenant-of.ts';
 import { createSloPolicy, type SloPolicy } from './slo/slo-policy.ts';
@@ -99,11 +99,19 @@ function sloPolicy(config: Config, log: Logger): SloPolicy | undefined {
   return createSloPolicy({ config: config.slo, log });
 }
 
+/** What the metrics read of the data plane (of every worker, with workers) at scrape time. */
+export interface DataPlaneReadings {
+  /** Client connections open now. */
+  connections(): number;
+  /** Bytes held in memory now against the budgets. */
+  heldBodyBytes(): HeldBodyBytes;
+}
+
 /** The metrics of one infermeter (the primary's, with workers). */
 export function buildMetrics(
   config: Config,
   options: StartOptions,
-  openConnections: () => number,
+  plane: DataPlaneReadings,
   aliases?: TenantAliases,
   workersLoopDelay?: () => LoopDelayReading,
 ): Metrics {
@@ -117,7 +125,8 @@ export function buildMetrics(
     ...(options.dialectTable === undefined ? {} : { dialectTable: options.dialectTable }),
     buckets: config.buckets,
     aom: config.aom,
-    openConnections,
+    openConnections: plane.connections,
+    heldBodyBytes: plane.heldBodyBytes,
     jsonWindow: config.jsonWindow,
     maxModels: config.limits.maxModels,
     modelsUrl: new URL(`${upstream.pathname.replace(/\/$/, '')}/v1/models`, upstream.origin),
@@ -333,7 +342,12 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   const clock = options.clock ?? monotonicClock;
   let dataPlane: DataPlane | undefined;
   const aliases = tenantAliases(config, log);
-  const metrics = buildMetrics(config, options, () => dataPlane?.connections() ?? 0, aliases);
+  const metrics = buildMetrics(
+    config,
+    options,
+    { connections: () => dataPlane?.connections() ?? 0, heldBodyBytes: () => dataPlane?.heldBodyBytes() ?? { request: 0 } },
+    aliases,
+  );
   const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation, aliases, options.dialectTable);
   dataPlane = built.dataPlane;
   const plane = dataPlane;

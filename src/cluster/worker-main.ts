@@ -30,7 +30,7 @@ send({ t: 'listening', url: urlOf(address, config.security.dataTls === undefined
 process.on('message', (m: PrimaryMessage) => {
   if (m.t === 'flush') {
     bus.flush();
-    send({ t: 'flushed', seq: m.seq, loopDelay: loopDelay.read() });
+    send({ t: 'flushed', seq: m.seq, loopDelay: loopDelay.read(), held: dataPlane.heldBodyBytes() });
   } else if (m.t === 'reloadTenants') {
     aliases?.reload();
   } else if (m.t === 'drain') {

@@ -99,6 +99,8 @@ export interface DataPlane {
   upstreamConnections(): number;
   /** Client connections with upstream connections of their own, and pipelined requests waiting for their turn (mirror). */
   mirrored(): { readonly clients: number; readonly waiting: number };
+  /** Bytes held in memory now: request bodies (within INFERMETER_MAX_HELD_BODY_BYTES). */
+  heldBodyBytes(): { request: number };
   /**
    * Stops accepting; lets requests in flight finish (connections close after their current
    * response) for up to `timeoutMs`, then cuts what is left. Resolves when no connection is
@@ -232,6 +234,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     connections: clients.count,
     upstreamConnections: connections.open,
     mirrored: connections.mirrored,
+    heldBodyBytes: () => ({ request: bodyBudget?.held() ?? 0 }),
     drain(timeoutMs) {
       draining = true;
       server.close();
