@@ -1,7 +1,8 @@
 // The tap of a newline-delimited JSON stream (`application/x-ndjson`: Ollama's own routes): each
 // chunk, read after it was sent on (send-tick-queue.ts), is cut into lines and each line read as
 // one of Ollama's objects (ollama-events.ts), its facts going to the request timer as it
-// arrives. A line longer than INFERMETER_MAX_EVENT_BYTES stops the reading, as an event does.
+// arrives. A line held across reads longer than INFERMETER_MAX_EVENT_BYTES stops the reading,
+// as an event does.
 import { classifyOllamaObject } from '../measure/ollama-events.ts';
 import type { RequestTimer } from '../measure/request-timer.ts';
 import { createSendTickQueue } from './send-tick-queue.ts';
@@ -45,7 +46,8 @@ export function tapNdjson(timer: RequestTimer, options: TapOptions, complete: ()
   const feed = (chunk: Buffer): boolean => {
     let from = 0;
     for (let at = chunk.indexOf(LF); at !== -1; at = chunk.indexOf(LF, from)) {
-      if (pendingSize + at - from > options.maxEventBytes) return tooLarge();
+      // A line that came whole in one read was never held: only what waits is bounded.
+      if (pendingSize > 0 && pendingSize + at - from > options.maxEventBytes) return tooLarge();
       const part = chunk.subarray(from, at);
       line(pendingSize === 0 ? part.toString('utf8') : Buffer.concat([...pending, part]).toString('utf8'));
       pending = [];
