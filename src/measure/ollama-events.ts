@@ -2,7 +2,8 @@
 // default, each `{"message":{"content":"..."},"done":false}` (chat) or `{"response":"...",
 // "done":false}` (generate), the last `"done":true` with `prompt_eval_count` and `eval_count`
 // (the prompt's and the generated tokens) and `done_reason`; a non-streamed answer is that last
-// object with the whole output. An error is `{"error":"..."}`. Told apart by a boolean `done`.
+// object with the whole output. An error is `{"error":"..."}`. Told apart by a boolean `done`
+// and no `choices`.
 import type { EventFacts } from './event-facts.ts';
 import { REASONING, readFinishReason } from './event-facts.ts';
 import { readUsage } from './usage.ts';
@@ -14,7 +15,7 @@ const ERROR: EventFacts = { token: false, usage: undefined, error: true, done: f
 /** The facts of one of Ollama's objects, or undefined when `p` is not one. */
 export function classifyOllamaObject(p: Record<string, unknown>): EventFacts | undefined {
   if (typeof p.error === 'string') return ERROR;
-  if (typeof p.done !== 'boolean') return undefined;
+  if (typeof p.done !== 'boolean' || p.choices !== undefined) return undefined;
   const output = outputOf(p);
   if (p.done !== true) return output === 2 ? TOKEN : output === 1 ? REASONING : NOTHING;
   const usage = readUsage({ prompt_tokens: p.prompt_eval_count, completion_tokens: p.eval_count });

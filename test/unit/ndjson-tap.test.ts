@@ -4,6 +4,7 @@
 // malformed event.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { classifyBody } from '../../src/measure/openai-events.ts';
 import { runTap } from '../helpers/tap-harness.ts';
 
 const NDJSON = { 'content-type': 'application/x-ndjson' };
@@ -45,5 +46,16 @@ describe('the NDJSON tap (Ollama)', () => {
     // A line whole in one read is never held, so never too large.
     const whole = runTap({ api: 'chat', headers: NDJSON, chunks: [Buffer.from(line + done)], maxEventBytes: 16 });
     assert.deepEqual([whole.sample.tokenEvents, whole.problems], [1, []]);
+  });
+});
+
+describe("Ollama's non-streamed answer", () => {
+  it('is read for its counts; an OpenAI body with a `done` member is read as OpenAI', () => {
+    const facts = classifyBody(done.replace('"message":{"role":"assistant","content":""}', '"response":"abc"'));
+    assert.deepEqual([facts.usage, facts.finishReason, facts.model], [{ promptTokens: 4, completionTokens: 3 }, 'length', 'llama3.2']);
+    const openai = classifyBody(
+      '{"done":true,"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}',
+    );
+    assert.deepEqual([openai.usage, openai.finishReason], [{ promptTokens: 1, completionTokens: 2 }, 'stop']);
   });
 });
