@@ -13,8 +13,8 @@
 // decodes %XX before Starlette routes), so it is metered as chat completions here; one that
 // writes `/v1/%u0063hat/completions` is served it by cpp-httplib (llama-server's: it decodes
 // `%uXXXX` too), so that reading is tried as well. A path is inference when any engine's reading
-// routes it so. Dot segments
-// and empty segments are resolved as Go's ServeMux and path-cleaning routers resolve them: a
+// routes it so. Dot segments and empty segments are resolved as Go's ServeMux and path-cleaning
+// routers resolve them: a
 // spelling an engine serves as inference after such cleaning is metered as inference, and one
 // it refuses (uvicorn answers 404) is metered as a failed inference request, never skipped; so
 // is one with backslashes, a separator to WHATWG URL parsers.
