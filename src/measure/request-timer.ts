@@ -34,7 +34,7 @@ export interface RequestTimer {
   identify(model: string, stream: boolean, params?: RequestParams): void;
   /** The request left infermeter's admission queue and is forwarded now (only called with a limit). */
   admitted(): void;
-  /** Upstream status line arrived; `streamed` when the body is text/event-stream. */
+  /** Upstream status line arrived; `streamed` when the body is text/event-stream (or Ollama's NDJSON stream). */
   responseHeaders(status: number, streamed: boolean): void;
   /**
    * The response's head is being written to the client (just before): TTFB's end, where the
