@@ -6,6 +6,7 @@
 // hash at most), never prompt or completion text.
 import { createWriteStream } from 'node:fs';
 import type { Writable } from 'node:stream';
+import type { Logger } from './log.ts';
 
 export interface AccessRecord {
   readonly time: string;
@@ -56,6 +57,8 @@ export interface AccessLogOptions {
   readonly dropped: () => void;
   /** A write failed (the lines of that write and every later one are dropped and counted). */
   readonly failed?: (error: NodeJS.ErrnoException) => void;
+  /** The file was opened again (`reopen`). */
+  readonly reopened?: () => void;
   /** Injected for tests. */
   readonly stream?: Writable;
 }
@@ -109,6 +112,7 @@ export function createAccessLog(options: AccessLogOptions): AccessLog {
       const old = stream;
       stream = opened(createWriteStream(options.target, { flags: 'a' }));
       old.end();
+      options.reopened?.();
     },
     close() {
       flush();
@@ -116,6 +120,25 @@ export function createAccessLog(options: AccessLogOptions): AccessLog {
       return new Promise((resolve) => stream.end(resolve));
     },
   };
+}
+
+/** Access log bytes that may wait for the writer before lines are dropped. */
+const MAX_PENDING_BYTES = 4 * 1024 * 1024;
+
+/** INFERMETER_ACCESS_LOG's log: `stdout` or a file, a failed write and a reopening said in `log`. */
+export function openAccessLog(target: string, log: Logger, dropped: () => void): AccessLog {
+  return createAccessLog({
+    target,
+    maxPendingBytes: MAX_PENDING_BYTES,
+    dropped,
+    failed: (error) =>
+      log.warnThrottled('access-log', 'access log write failed: its lines are dropped, counted in infermeter_access_log_dropped_total', {
+        variable: 'INFERMETER_ACCESS_LOG',
+        path: target,
+        error: `${error.code ?? ''} ${error.message}`.trim(),
+      }),
+    reopened: () => log.info('access log reopened', { variable: 'INFERMETER_ACCESS_LOG', path: target, pid: process.pid }),
+  });
 }
 
 /** Milliseconds from seconds, to the microsecond: readable and exact enough. */

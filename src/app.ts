@@ -9,7 +9,7 @@ import { Hono } from 'hono';
 import type { Config } from './config/config.ts';
 import { exposureWarnings } from './config/exposure-warnings.ts';
 import { containerEvidence } from './metrics/container/in-container.ts';
-import { createAccessLog, type AccessLog } from './access-log.ts';
+import { openAccessLog, type AccessLog } from './access-log.ts';
 import { createDataPlane, type DataPlane } from './data-plane/data-plane.ts';
 import type { LifecycleViolation } from './data-plane/lifecycle.ts';
 import { createInjectionSwitch } from './data-plane/usage-injection.ts';
@@ -27,15 +27,12 @@ import { createMetrics, type Metrics } from './metrics/metrics.ts';
 import type { OtelOptions } from './metrics/dialects/otel.ts';
 import { DIALECTS, dialectRows, passThroughReport, type DialectRow } from './metrics/dialects/index.ts';
 import { startOtlpExport, type OtlpExport } from './metrics/otlp-export.ts';
-import type { ProxyEvents } from './metrics/proxy-families.ts';
+import type { HeldBodyBytes, ProxyEvents } from './metrics/proxy-families.ts';
 import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases.ts';
 import { createTenantOf } from './tenant/tenant-of.ts';
 import { createSloPolicy, type SloPolicy } from './slo/slo-policy.ts';
-import { createUsageWriter, startLedger, type UsageWriter } from './ledger/ledger.ts';
+import { startUsageLedger, type UsageWriter } from './ledger/ledger.ts';
 import { VERSION } from './version.ts';
-
-/** Access log bytes that may wait for the writer before lines are dropped. */
-const ACCESS_LOG_MAX_PENDING_BYTES = 4 * 1024 * 1024;
 
 /** The custom-metric limit of ModelArts: a relayed exposition larger than this is refused. */
 const RELAY_MAX_BYTES = 240 * 1024;
@@ -102,11 +99,19 @@ function sloPolicy(config: Config, log: Logger): SloPolicy | undefined {
   return createSloPolicy({ config: config.slo, log });
 }
 
+/** What the metrics read of the data plane (of every worker, with workers) at scrape time. */
+export interface DataPlaneReadings {
+  /** Client connections open now. */
+  connections(): number;
+  /** Bytes held in memory now against the budgets. */
+  heldBodyBytes(): HeldBodyBytes;
+}
+
 /** The metrics of one infermeter (the primary's, with workers). */
 export function buildMetrics(
   config: Config,
   options: StartOptions,
-  openConnections: () => number,
+  plane: DataPlaneReadings,
   aliases?: TenantAliases,
   workersLoopDelay?: () => LoopDelayReading,
 ): Metrics {
@@ -120,7 +125,8 @@ export function buildMetrics(
     ...(options.dialectTable === undefined ? {} : { dialectTable: options.dialectTable }),
     buckets: config.buckets,
     aom: config.aom,
-    openConnections,
+    openConnections: plane.connections,
+    heldBodyBytes: plane.heldBodyBytes,
     jsonWindow: config.jsonWindow,
     maxModels: config.limits.maxModels,
     modelsUrl: new URL(`${upstream.pathname.replace(/\/$/, '')}/v1/models`, upstream.origin),
@@ -171,20 +177,7 @@ export function buildDataPlane(
   dialectTable: readonly DialectRow[] = DIALECTS,
   usage?: UsageWriter,
 ): { dataPlane: DataPlane; accessLog: AccessLog | undefined } {
-  const accessLog =
-    config.accessLog === undefined
-      ? undefined
-      : createAccessLog({
-          target: config.accessLog,
-          maxPendingBytes: ACCESS_LOG_MAX_PENDING_BYTES,
-          dropped: events.accessLogDropped,
-          failed: (error) =>
-            log.warnThrottled('access-log', 'access log write failed: its lines are dropped, counted in infermeter_access_log_dropped_total', {
-              variable: 'INFERMETER_ACCESS_LOG',
-              path: config.accessLog,
-              error: `${error.code ?? ''} ${error.message}`.trim(),
-            }),
-        });
+  const accessLog = config.accessLog === undefined ? undefined : openAccessLog(config.accessLog, log, events.accessLogDropped);
   const usageInjection = createInjectionSwitch(
     config.injectUsage,
     { active: events.injectionActive, injected: events.usageInjected, stripped: events.usageStripped },
@@ -338,10 +331,14 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   const clock = options.clock ?? monotonicClock;
   let dataPlane: DataPlane | undefined;
   const aliases = tenantAliases(config, log);
-  const metrics = buildMetrics(config, options, () => dataPlane?.connections() ?? 0, aliases);
-  const ledger = config.usage === undefined ? undefined : startLedger(config.usage, metrics.registry, log);
-  const usage = config.usage === undefined || ledger === undefined ? undefined : createUsageWriter(config.usage.source, ledger.append);
-  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation, aliases, options.dialectTable, usage);
+  const metrics = buildMetrics(
+    config,
+    options,
+    { connections: () => dataPlane?.connections() ?? 0, heldBodyBytes: () => dataPlane?.heldBodyBytes() ?? { request: 0 } },
+    aliases,
+  );
+  const usage = startUsageLedger(config.usage, metrics.registry, log);
+  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation, aliases, options.dialectTable, usage?.writer);
   dataPlane = built.dataPlane;
   const plane = dataPlane;
   let management: Management | undefined;
@@ -363,7 +360,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       metrics.close();
       await Promise.all([plane.close(), m.close()]);
       await built.accessLog?.close();
-      await ledger?.close();
+      await usage?.close();
       // Every request has finished: the last export carries them all (bounded).
       await exporting?.close();
     };
@@ -376,10 +373,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       dataPlane: plane,
       reloadTenantAliases: () => void aliases?.reload(),
       reloadSlo: () => void metrics.goodput?.policy.reload(),
-      reopenAccessLog() {
-        built.accessLog?.reopen();
-        log.info('access log reopened', { variable: 'INFERMETER_ACCESS_LOG', path: config.accessLog });
-      },
+      reopenAccessLog: () => built.accessLog?.reopen(),
       close,
       async drain() {
         m.setReady(false);
@@ -390,7 +384,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   } catch (error) {
     aliases?.close();
     metrics.close();
-    await Promise.all([plane.close(), management?.close(), otlp?.close(), ledger?.close()]);
+    await Promise.all([plane.close(), management?.close(), otlp?.close(), usage?.close()]);
     throw error;
   }
 }

@@ -9,6 +9,7 @@ import { resolveListenAddress } from '../config/listen-addresses.ts';
 import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, tenantAliases, type Infermeter, type StartOptions } from '../app.ts';
 import { startLedger } from '../ledger/ledger.ts';
 import { addReadings, type LoopDelayReading } from '../metrics/loop-delay.ts';
+import type { HeldBodyBytes } from '../metrics/proxy-families.ts';
 import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage, type WorkerReceiver } from './bus.ts';
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.ts', import.meta.url)).replace(/\.ts$/, import.meta.url.endsWith('.ts') ? '.ts' : '.js');
@@ -37,13 +38,22 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
   // that the cumulative family never goes back when one is restarted.
   const loopDelays = new Map<number, LoopDelayReading>();
   let retiredLoopDelay = addReadings([]);
+  // Each live worker's held bytes from its last flush (a scrape asks every worker for one).
+  const held = new Map<number, HeldBodyBytes>();
   const metrics = buildMetrics(
     config,
     options,
-    () => {
-      let n = 0;
-      for (const c of connections.values()) n += c;
-      return n;
+    {
+      connections: () => {
+        let n = 0;
+        for (const c of connections.values()) n += c;
+        return n;
+      },
+      heldBodyBytes: () => {
+        let request = 0;
+        for (const h of held.values()) request += h.request;
+        return { request };
+      },
     },
     aliases,
     () => addReadings([retiredLoopDelay, ...loopDelays.values()]),
@@ -72,6 +82,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
         connections.set(worker.id, m.connections);
       } else if (m.t === 'flushed') {
         if (m.loopDelay !== undefined) loopDelays.set(worker.id, m.loopDelay);
+        if (m.held !== undefined) held.set(worker.id, m.held);
         flushWaiters.get(m.seq)?.();
       } else if (m.t === 'listening') {
         started++;
@@ -81,6 +92,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
     });
     worker.on('exit', (code, signal) => {
       connections.delete(worker.id);
+      held.delete(worker.id);
       receivers.delete(worker.id);
       const lastDelay = loopDelays.get(worker.id);
       if (lastDelay !== undefined) retiredLoopDelay = addReadings([retiredLoopDelay, lastDelay]);

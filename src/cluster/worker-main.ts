@@ -33,12 +33,11 @@ send({ t: 'listening', url: urlOf(address, config.security.dataTls === undefined
 process.on('message', (m: PrimaryMessage) => {
   if (m.t === 'flush') {
     bus.flush();
-    send({ t: 'flushed', seq: m.seq, loopDelay: loopDelay.read() });
+    send({ t: 'flushed', seq: m.seq, loopDelay: loopDelay.read(), held: dataPlane.heldBodyBytes() });
   } else if (m.t === 'reloadTenants') {
     aliases?.reload();
   } else if (m.t === 'reopenAccessLog') {
     accessLog?.reopen();
-    log.info('access log reopened', { variable: 'INFERMETER_ACCESS_LOG', path: config.accessLog, pid: process.pid });
   } else if (m.t === 'drain') {
     void drainAndSay(dataPlane, m.timeoutMs, log).then(async () => {
       bus.flush();

@@ -88,7 +88,7 @@ export class ConfigError extends Error {
 export interface LoadOptions {
   /** Throw when INFERMETER_UPSTREAM is missing (npm start); tests and the demo pass false. */
   readonly requireUpstream?: boolean;
-  /** Injected for tests; defaults to fs.readFileSync(path, 'utf8'). */
+  /** Injected for tests; defaults to each file's reader, its size and type checked first (parse.ts readCapped). */
   readonly readFile?: (path: string) => string;
   /** The default of the AOM `source` label; defaults to os.hostname(). */
   readonly hostname?: string;

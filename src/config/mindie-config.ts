@@ -1,6 +1,6 @@
 // MindIE keeps its listener settings in config.json under ServerConfig; reading that file
 // lets infermeter drop into a MindIE deployment with the addresses the operator already wrote.
-import { readFileSync } from 'node:fs';
+import { FileRefused, utf8Capped } from './parse.ts';
 
 /** The ServerConfig keys infermeter honours; values are kept raw and validated by config.ts. */
 export interface MindieServerConfig {
@@ -46,11 +46,15 @@ const KEYS = [
   'metricsTlsPkPwd',
 ] as const;
 
-export function readMindieServerConfig(path: string, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): ReadResult {
+// MindIE's own config.json is a few KiB: this bounds what a wrong path can make the start read.
+const MAX_FILE_BYTES = 4 * 1024 * 1024;
+
+export function readMindieServerConfig(path: string, readFile: (path: string) => string = utf8Capped(MAX_FILE_BYTES)): ReadResult {
   let text: string;
   try {
     text = readFile(path);
   } catch (error) {
+    if (error instanceof FileRefused) return { ok: false, expected: `a MindIE config.json file: ${error.expected}` };
     const code = (error as NodeJS.ErrnoException).code ?? 'read error';
     return { ok: false, expected: `a readable MindIE config.json file (${code})` };
   }

@@ -2,8 +2,7 @@
 // export, on when OTEL_EXPORTER_OTLP_ENDPOINT (or its _METRICS_ variant) is set. The standard
 // OTEL_* variables are read here with their specified meanings and defaults, validated with the
 // rest of the configuration, and handed to the SDK explicitly; the SDK itself still reads the
-// ones infermeter does not (timeout and compression of one export, TLS files, the temporality
-// preference).
+// ones infermeter does not (compression, TLS files, the temporality preference).
 
 import { integer, nonEmpty, readWith, type Env, type Problem } from './parse.ts';
 
@@ -21,6 +20,11 @@ export interface OtlpExportConfig {
   readonly intervalMs: number;
   /** OTEL_METRIC_EXPORT_TIMEOUT, milliseconds one export may take (at most the interval). */
   readonly timeoutMs: number;
+  /**
+   * OTEL_EXPORTER_OTLP_METRICS_TIMEOUT, else OTEL_EXPORTER_OTLP_TIMEOUT (10 s by default): the
+   * exporter's wait for one export's answer; an export is cut at the lower of it and timeoutMs.
+   */
+  readonly requestTimeoutMs: number;
   /** Resource attributes: infermeter's defaults, OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME. */
   readonly resource: Readonly<Record<string, string>>;
 }
@@ -43,6 +47,8 @@ export const OTEL_VARIABLES = [
   'OTEL_EXPORTER_OTLP_METRICS_HEADERS',
   'OTEL_METRIC_EXPORT_INTERVAL',
   'OTEL_METRIC_EXPORT_TIMEOUT',
+  'OTEL_EXPORTER_OTLP_TIMEOUT',
+  'OTEL_EXPORTER_OTLP_METRICS_TIMEOUT',
   'OTEL_SERVICE_NAME',
   'OTEL_RESOURCE_ATTRIBUTES',
   'OTEL_METRICS_EXPORTER',
@@ -74,6 +80,8 @@ export function parseOtel(env: Env, hostname: string, problem: Problem): Omit<Ot
 
   const intervalMs = parseMillis(env, 'OTEL_METRIC_EXPORT_INTERVAL', 60_000, problem);
   const timeoutMs = Math.min(parseMillis(env, 'OTEL_METRIC_EXPORT_TIMEOUT', 30_000, problem), intervalMs);
+  // The specification's default; the signal's own variable wins over the general one.
+  const requestTimeoutMs = parseMillis(env, 'OTEL_EXPORTER_OTLP_METRICS_TIMEOUT', parseMillis(env, 'OTEL_EXPORTER_OTLP_TIMEOUT', 10_000, problem), problem);
 
   const resource: Record<string, string> = {
     'service.name': 'infermeter',
@@ -91,6 +99,7 @@ export function parseOtel(env: Env, hostname: string, problem: Problem): Omit<Ot
       headers: Object.freeze(headers),
       intervalMs,
       timeoutMs,
+      requestTimeoutMs,
       resource: Object.freeze(resource),
     },
   };

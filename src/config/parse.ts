@@ -3,7 +3,7 @@
 // parsers of the variables table (variables.ts), each a function from the trimmed text to a
 // value, or undefined when the text is not one, with the words a refusal says it expected; and
 // the reading of the JSON files some variables name (the tenant aliases, the SLO classes).
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -29,8 +29,65 @@ export function firstDefined(...sources: Source[]): Source | undefined {
   return undefined;
 }
 
-/** A file's text as configuration files are read (UTF-8). */
-export const readUtf8 = (path: string): string => readFileSync(path, 'utf8');
+/** Why a configuration file was refused before any of it was read: what a refusal says it expected. */
+export class FileRefused extends Error {
+  readonly expected: string;
+  constructor(expected: string) {
+    super(expected);
+    this.expected = expected;
+    this.name = 'FileRefused';
+  }
+}
+
+// O_NONBLOCK: opening a FIFO for reading does not wait for a writer (the size and type are
+// checked on the open descriptor, so a file swapped in between is the one checked).
+const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0) | (constants.O_NOCTTY ?? 0);
+const READ_PIECE = 64 * 1024;
+
+/**
+ * A configuration file's bytes, read on the event loop (at start, on SIGHUP, when it changes):
+ * refused before a byte is read when it is not a regular file (a FIFO would block the loop, a
+ * device never end) or when its size is over `maxBytes`, and never more than `maxBytes` + 1
+ * bytes read (a file that grew after the check).
+ */
+function readCapped(path: string, maxBytes: number): Buffer {
+  const fd = openSync(path, OPEN_FLAGS);
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) throw new FileRefused(`a regular file (this is ${fileKind(stat)})`);
+    const over = (size: string): FileRefused => new FileRefused(`a file of at most ${sizeWords(maxBytes)} (this one has ${size})`);
+    if (stat.size > maxBytes) throw over(`${stat.size} bytes`);
+    const pieces: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const piece = Buffer.allocUnsafe(Math.min(READ_PIECE, maxBytes + 1 - total));
+      const n = readSync(fd, piece, 0, piece.length, null);
+      if (n === 0) break;
+      pieces.push(n === piece.length ? piece : piece.subarray(0, n));
+      total += n;
+      if (total > maxBytes) throw over('more bytes');
+    }
+    return Buffer.concat(pieces, total);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** readCapped's bytes as UTF-8 text: the reader of the JSON configuration files. */
+export const utf8Capped =
+  (maxBytes: number) =>
+  (path: string): string =>
+    readCapped(path, maxBytes).toString('utf8');
+
+function fileKind(stat: Stats): string {
+  if (stat.isDirectory()) return 'a directory';
+  if (stat.isFIFO()) return 'a FIFO';
+  if (stat.isSocket()) return 'a socket';
+  if (stat.isCharacterDevice() || stat.isBlockDevice()) return 'a device';
+  return 'something else';
+}
+
+const sizeWords = (bytes: number): string => (bytes % (1024 * 1024) === 0 ? `${bytes / 1024 / 1024} MiB` : `${bytes} bytes`);
 
 type Read<T> = ({ readonly ok: true } & T) | { readonly ok: false; readonly expected: string };
 
@@ -39,6 +96,7 @@ export function readJsonText(path: string, readFile: (path: string) => string): 
   try {
     return { ok: true, text: readFile(path) };
   } catch (error) {
+    if (error instanceof FileRefused) return { ok: false, expected: `a JSON file: ${error.expected}` };
     return { ok: false, expected: `a readable JSON file (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})` };
   }
 }

@@ -3,7 +3,7 @@
 // again on reload through parseTenantAliases) and how many get series of their own
 // (INFERMETER_MAX_TENANTS, a row of the variables table). config.ts calls parseTenant with its
 // problem list.
-import { nonEmpty, parseJson, readJsonText, readUtf8, type Env, type Problem } from './parse.ts';
+import { nonEmpty, parseJson, readJsonText, utf8Capped, type Env, type Problem } from './parse.ts';
 
 /** Where the tenant comes from: nowhere, a request header's value, or the client's API key (hashed). */
 export type TenantSource = { readonly kind: 'off' } | { readonly kind: 'header'; readonly header: string } | { readonly kind: 'api-key' };
@@ -23,8 +23,8 @@ export const NO_TENANT = 'none';
 const OTHER_TENANT = 'other';
 /**
  * The tenant of requests the engine did not accept (401 or 403), and of those of a tenant
- * without a place that ended before the engine answered: a tenant's place is only ever given to
- * one whose request the engine accepted, so refused keys cannot take the real tenants' places.
+ * without a place that ended without a 2xx answer: a tenant's place is only ever given to one
+ * whose request the engine accepted, so refused keys cannot take the real tenants' places.
  */
 export const UNAUTHENTICATED_TENANT = 'unauthenticated';
 
@@ -34,10 +34,11 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
 const SECRET_HEADERS = new Set(['authorization', 'proxy-authorization', 'api-key', 'x-api-key', 'cookie']);
 const MAX_ALIASES = 10_000;
 const MAX_ALIAS_FILE_MIB = 4;
+const readAliasText = utf8Capped(MAX_ALIAS_FILE_MIB * 1024 * 1024);
 const ALIAS_NAME = /^[^\u0000-\u001f\u007f]{1,128}$/;
 
 /** The tenant's source and aliases (the cap is the table's: config.ts adds it). */
-export function parseTenant(env: Env, problem: Problem, readFile: (path: string) => string = readUtf8): Omit<TenantConfig, 'max'> {
+export function parseTenant(env: Env, problem: Problem, readFile: (path: string) => string = readAliasText): Omit<TenantConfig, 'max'> {
   const source = parseSource(env.INFERMETER_TENANT, problem);
   const aliasesFile = nonEmpty(env.INFERMETER_TENANT_ALIASES);
   let aliases: ReadonlyMap<string, string> = new Map();
@@ -68,7 +69,7 @@ function parseSource(raw: string | undefined, problem: Problem): TenantSource {
 export type AliasRead = { readonly ok: true; readonly aliases: ReadonlyMap<string, string> } | { readonly ok: false; readonly expected: string };
 
 /** Reads and checks an alias file; what is wrong with it, when something is. */
-export function readTenantAliases(path: string, readFile: (path: string) => string = readUtf8): AliasRead {
+export function readTenantAliases(path: string, readFile: (path: string) => string = readAliasText): AliasRead {
   const read = readJsonText(path, readFile);
   return read.ok ? parseTenantAliases(read.text) : read;
 }

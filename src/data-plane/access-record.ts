@@ -8,6 +8,7 @@ import { pathOf } from './request-path.ts';
 
 export function accessRecord(req: IncomingMessage, exchange: Exchange, s: RequestSample): AccessRecord {
   const injection = exchange.injection;
+  const counted = s.usageSource === 'fallback';
   return {
     time: new Date().toISOString(),
     request_id: exchange.requestId,
@@ -24,9 +25,10 @@ export function accessRecord(req: IncomingMessage, exchange: Exchange, s: Reques
     ttft_ms: ms(s.ttft),
     tpot_ms: ms(s.tpot?.seconds),
     e2e_ms: ms(s.e2e),
-    prompt_tokens: s.promptTokens,
-    completion_tokens: s.completionTokens,
-    usage_source: s.usageSource,
+    // A complete stream without usage: 0 on the spec's families, but here what it delivered.
+    prompt_tokens: counted ? undefined : s.promptTokens,
+    completion_tokens: counted ? s.tokenEvents : s.completionTokens,
+    usage_source: counted ? 'events' : s.usageSource,
     usage_injected: injection !== undefined && !injection.refused,
     bytes_in: exchange.bytesIn,
     bytes_out: exchange.bytesOut,

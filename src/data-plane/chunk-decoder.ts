@@ -4,7 +4,9 @@
 // them (so it can go on as it came). Node's parser still parses every read, and its rules stand:
 // an error there ends the response, and the end it finds is the end. This reader is only as strict
 // as it must be to find the bytes: a size line ends at its LF (CR and an extension before it are
-// skipped), a chunk's CRLF may be a lone LF.
+// skipped), a chunk's CRLF may be a lone LF. A size's leading zeros are skipped, as llhttp skips
+// them (any number of them: valid HTTP); a size past 16 significant hex digits overflows llhttp's
+// uint64, which Node answers with an error: nothing after it is read here either.
 import { hexValue } from '../stream-tap/json-bytes.ts';
 
 const LF = 0x0a;
@@ -17,13 +19,16 @@ const DATA = 2;
 const DATA_CR = 3;
 const DATA_LF = 4;
 const DONE = 5;
-/** More hex digits than this cannot be a size Node takes. */
-const MAX_DIGITS = 13;
+/** Significant hex digits of the largest size llhttp takes (a uint64). */
+const MAX_DIGITS = 16;
 
 export class ChunkDecoder {
   #state = SIZE;
   #size = 0;
+  /** Digits of the size line read so far, leading zeros included. */
   #digits = 0;
+  /** Its digits from the first that is not a zero. */
+  #significant = 0;
   #left = 0;
 
   /**
@@ -39,7 +44,13 @@ export class ChunkDecoder {
       switch (this.#state) {
         case SIZE: {
           const d = hexValue(c);
-          if (d !== -1 && this.#digits < MAX_DIGITS) {
+          if (d !== -1) {
+            if (this.#size !== 0 || d !== 0) this.#significant++;
+            // Node's parser errs on this size and ends the response: the rest is not chunks.
+            if (this.#significant > MAX_DIGITS) {
+              this.#state = DONE;
+              return false;
+            }
             this.#size = this.#size * 16 + d;
             this.#digits++;
             i++;
@@ -52,6 +63,7 @@ export class ChunkDecoder {
           i++;
           if (c !== LF) break;
           this.#digits = 0;
+          this.#significant = 0;
           this.#left = this.#size;
           this.#size = 0;
           this.#state = this.#left === 0 ? DONE : DATA;

@@ -21,7 +21,7 @@ import { trackConnections } from './client-connections.ts';
 import { createBodyBudget, type HeldBodyUse } from './body-budget.ts';
 import { createConcurrencyLimit } from './concurrency-limit.ts';
 import { createDeadlines } from './deadlines.ts';
-import { inferenceApi } from './inference-route.ts';
+import { inferenceRoute } from './inference-route.ts';
 import type { LifecycleViolation, ResendReason } from './lifecycle.ts';
 import { createMeasuredRoute, type UsageInjection } from './measured-route.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
@@ -102,6 +102,8 @@ export interface DataPlane {
   upstreamConnections(): number;
   /** Client connections with upstream connections of their own, and pipelined requests waiting for their turn (mirror). */
   mirrored(): { readonly clients: number; readonly waiting: number };
+  /** Bytes held in memory now: request bodies (within INFERMETER_MAX_HELD_BODY_BYTES). */
+  heldBodyBytes(): { request: number };
   /**
    * Stops accepting; lets requests in flight finish (connections close after their current
    * response) for up to `timeoutMs`, then cuts what is left. Resolves when no connection is
@@ -168,14 +170,14 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       return;
     }
     req.url = target;
-    const api = inferenceApi(req.method, target);
-    if (api === undefined) {
+    const route = inferenceRoute(req.method, target);
+    if (route === undefined) {
       if (httpRequest !== undefined) {
         const at = options.clock();
         res.once('close', () => httpRequest(target, req.method, res.statusCode, (options.clock() - at) / 1000));
       }
       connections.turn(res, () => passThrough.web(req, res));
-    } else measured(req, res, api);
+    } else measured(req, res, route);
   };
 
   // Node checks the headers and request timeouts every connectionsCheckingInterval (30 s by
@@ -235,6 +237,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     connections: clients.count,
     upstreamConnections: connections.open,
     mirrored: connections.mirrored,
+    heldBodyBytes: () => ({ request: bodyBudget?.held() ?? 0 }),
     drain(timeoutMs) {
       draining = true;
       server.close();

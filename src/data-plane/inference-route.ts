@@ -1,32 +1,76 @@
-// Which requests are inference: POST to the OpenAI endpoints or Anthropic's Messages API, under
-// any path prefix (/v1/... as well as /openai/v1/... or /serving/llama/v1/...). Everything else
-// is proxied untouched and not measured.
+// Which requests are inference: POST to a route any engine family serves inference on, under
+// any path prefix (/v1/... as well as /openai/v1/... or /serving/llama/v1/...; llama-server
+// takes an --api-prefix): the OpenAI endpoints and Anthropic's Messages API; llama-server's own
+// (`/completion`, `/completions`, `/infill`, `/embedding(s)`, and `/chat/completions`,
+// `/responses` without /v1: what the OpenAI SDK sends when its base URL lacks /v1); vLLM's
+// SageMaker `/invocations`; SGLang's and TGI's `/generate` and `/generate_stream`; Ollama's
+// `/api/chat`, `/api/generate`, `/api/embed(dings)`. Everything else is proxied untouched and not
+// measured.
 //
 // The route is decided on the path as the engines route it, not on its raw spelling: a client
 // that writes `/v1/chat%2Fcompletions`, `/%761/chat/completions` or `/v1/chat/completions#x`
 // is served chat completions by uvicorn (vLLM's and SGLang's server: it drops the fragment and
-// decodes %XX before Starlette routes), so it is metered as chat completions here. Dot segments
-// and empty segments are resolved as Go's ServeMux and path-cleaning routers resolve them: a
+// decodes %XX before Starlette routes), so it is metered as chat completions here; one that
+// writes `/v1/%u0063hat/completions` is served it by cpp-httplib (llama-server's: it decodes
+// `%uXXXX` too), so that reading is tried as well. A path is inference when any engine's reading
+// routes it so. Dot segments and empty segments are resolved as Go's ServeMux and path-cleaning
+// routers resolve them: a
 // spelling an engine serves as inference after such cleaning is metered as inference, and one
 // it refuses (uvicorn answers 404) is metered as a failed inference request, never skipped; so
 // is one with backslashes, a separator to WHATWG URL parsers.
 // The target sent upstream is the client's, unchanged.
 import type { InferenceApi } from '../measure/sample.ts';
 
-const ROUTE = /\/v1\/(chat\/completions|completions|responses|embeddings|messages)\/?$/;
+/** An inference route: its API, and whether the engine's route takes OpenAI's `stream_options` (usage injection). */
+export interface InferenceRoute {
+  readonly api: InferenceApi;
+  readonly streamOptions: boolean;
+}
 
-const APIS: Readonly<Record<string, InferenceApi>> = {
-  'chat/completions': 'chat',
-  completions: 'completions',
-  responses: 'responses',
-  embeddings: 'embeddings',
-  messages: 'messages',
+const ROUTE =
+  /(\/v1)?\/(chat\/completions|completions?|responses|embeddings?|messages|infill|invocations|generate(?:_stream)?|api\/(?:chat|generate|embed|embeddings))\/?$/;
+
+const openai = (api: InferenceApi): InferenceRoute => ({ api, streamOptions: api === 'chat' || api === 'completions' });
+const native = (api: InferenceApi): InferenceRoute => ({ api, streamOptions: false });
+
+/** By route, then with /v1 before it (an OpenAI route) and without (llama-server's own where it differs). */
+const ROUTES: Readonly<Record<string, readonly [v1: InferenceRoute, bare: InferenceRoute | undefined]>> = {
+  'chat/completions': [openai('chat'), openai('chat')],
+  completions: [openai('completions'), native('completions')],
+  completion: [native('completions'), native('completions')],
+  infill: [native('completions'), native('completions')],
+  responses: [openai('responses'), openai('responses')],
+  embeddings: [openai('embeddings'), native('embeddings')],
+  embedding: [native('embeddings'), native('embeddings')],
+  messages: [openai('messages'), undefined],
+  // vLLM's SageMaker route: a chat, completions or embeddings body, served by its shape. Counted
+  // as chat (its label must not depend on the body), never injected into.
+  invocations: [native('chat'), native('chat')],
+  generate: [native('completions'), native('completions')],
+  generate_stream: [native('completions'), native('completions')],
+  'api/chat': [native('chat'), native('chat')],
+  'api/generate': [native('completions'), native('completions')],
+  'api/embed': [native('embeddings'), native('embeddings')],
+  'api/embeddings': [native('embeddings'), native('embeddings')],
 };
 
-export function inferenceApi(method: string | undefined, url: string | undefined): InferenceApi | undefined {
+export function inferenceRoute(method: string | undefined, url: string | undefined): InferenceRoute | undefined {
   if (method !== 'POST' || url === undefined) return undefined;
-  const match = ROUTE.exec(routedPath(url));
-  return match === null ? undefined : APIS[match[1]!];
+  // cpp-httplib's reading differs only where a `%u` escape is; where both route, its reading
+  // (the engine that decodes the escape) names the API.
+  const route = url.includes('%u') ? routeOf(routedPath(url, httplibDecode)) : undefined;
+  return route ?? routeOf(routedPath(url));
+}
+
+export function inferenceApi(method: string | undefined, url: string | undefined): InferenceApi | undefined {
+  return inferenceRoute(method, url)?.api;
+}
+
+function routeOf(path: string): InferenceRoute | undefined {
+  const match = ROUTE.exec(path);
+  if (match === null) return undefined;
+  const routes = ROUTES[match[2]!]!;
+  return match[1] === undefined ? routes[1] : routes[0];
 }
 
 /**
@@ -35,14 +79,14 @@ export function inferenceApi(method: string | undefined, url: string | undefined
  * `..` segments resolved and empty segments dropped. Only ASCII matters to the routes, so a
  * decoded byte is one character (a non-ASCII byte never makes an ASCII one).
  */
-export function routedPath(target: string): string {
+export function routedPath(target: string, decode: (path: string) => string = percentDecode): string {
   let end = target.length;
   for (let i = 0; i < end; i++) {
     const c = target.charCodeAt(i);
     if (c === 0x3f || c === 0x23) end = i; // '?' or '#'
   }
   let path = end === target.length ? target : target.slice(0, end);
-  if (path.includes('%')) path = percentDecode(path);
+  if (path.includes('%')) path = decode(path);
   // A backslash is a separator to WHATWG URL parsers (and to Windows servers): one too here.
   if (path.includes('\\')) path = path.replaceAll('\\', '/');
   if (path.includes('/.') || path.includes('//')) path = resolveSegments(path);
@@ -61,6 +105,43 @@ function percentDecode(path: string): string {
     i += 2;
   }
   return from === 0 ? path : out + path.slice(from);
+}
+
+/**
+ * cpp-httplib's `decode_url` (and `decode_path_component`), which llama-server routes on: `%XX`
+ * and `%uXXXX` (lower-case u) in one pass; a surrogate's `%uD800`-`%uDFFF` decodes to nothing.
+ * A code point past ASCII stays one non-ASCII character: it never makes a route's.
+ */
+export function httplibDecode(path: string): string {
+  let out = '';
+  let from = 0;
+  for (let i = path.indexOf('%'); i !== -1 && i + 2 < path.length; i = path.indexOf('%', i + 1)) {
+    if (path.charCodeAt(i + 1) === 0x75) {
+      const code = i + 5 < path.length ? hex4(path, i + 2) : -1;
+      if (code < 0) continue;
+      out += path.slice(from, i) + (code >= 0xd800 && code < 0xe000 ? '' : String.fromCharCode(code));
+      from = i + 6;
+      i += 5;
+      continue;
+    }
+    const hi = hex(path.charCodeAt(i + 1));
+    const lo = hex(path.charCodeAt(i + 2));
+    if (hi < 0 || lo < 0) continue;
+    out += path.slice(from, i) + String.fromCharCode(hi * 16 + lo);
+    from = i + 3;
+    i += 2;
+  }
+  return from === 0 ? path : out + path.slice(from);
+}
+
+function hex4(s: string, at: number): number {
+  let code = 0;
+  for (let k = at; k < at + 4; k++) {
+    const d = hex(s.charCodeAt(k));
+    if (d < 0) return -1;
+    code = code * 16 + d;
+  }
+  return code;
 }
 
 function hex(c: number): number {

@@ -15,7 +15,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessLog } from '../access-log.ts';
 import type { BodyBudget, BodyHold } from './body-budget.ts';
 import type { Logger } from '../log.ts';
-import type { InferenceApi } from '../measure/sample.ts';
 import { tapRequestBody } from '../stream-tap/request-tap.ts';
 import { isEventStream, type TapOptions } from '../stream-tap/response-tap.ts';
 import { createUsageStrip, type UsageStripOptions } from '../stream-tap/usage-strip.ts';
@@ -26,6 +25,7 @@ import type { ConcurrencyLimit } from './concurrency-limit.ts';
 import type { Deadlines } from './deadlines.ts';
 import { actOnFailedLeg, writeErrorAnswer, type UpstreamErrorKind } from './error-answer.ts';
 import { Exchange, type ExchangeOptions } from './exchange.ts';
+import type { InferenceRoute } from './inference-route.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
 import { relay } from './relay.ts';
 import { holdAndInject } from './injected-request.ts';
@@ -57,7 +57,7 @@ export interface MeasuredRouteOptions extends ExchangeOptions, UpstreamAttemptOp
   readonly turn?: ((res: ServerResponse, go: () => void) => void) | undefined;
 }
 
-export type MeasuredRoute = (req: IncomingMessage, res: ServerResponse, api: InferenceApi) => void;
+export type MeasuredRoute = (req: IncomingMessage, res: ServerResponse, route: InferenceRoute) => void;
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
@@ -66,9 +66,9 @@ export function createMeasuredRoute(options: MeasuredRouteOptions): MeasuredRout
   const onResponseError = (error: Error): void => options.log.warnThrottled('response_error', 'error on a client response', { error: String(error) });
   // The usage strip's options are the route's: made once, not per request.
   const strip: UsageStripOptions = { maxEventBytes: options.maxEventBytes, stripped: (bytes) => options.usageInjection?.stripped(bytes) };
-  return (req, res, api) => {
+  return (req, res, route) => {
     res.on('error', onResponseError);
-    new InferenceCall(options, strip, req, res, api).receive();
+    new InferenceCall(options, strip, req, res, route).receive();
   };
 }
 
@@ -96,9 +96,12 @@ class InferenceCall {
   private readonly hold: BodyHold;
   /** infermeter's own id of the request, with the usage ledger: its record's id (a client's id may repeat). */
   private readonly ownId: string | undefined;
+  /** The engine's route takes `stream_options` (an OpenAI route): usage may be injected. */
+  private readonly streamOptions: boolean;
 
-  constructor(options: MeasuredRouteOptions, strip: UsageStripOptions, req: IncomingMessage, res: ServerResponse, api: InferenceApi) {
+  constructor(options: MeasuredRouteOptions, strip: UsageStripOptions, req: IncomingMessage, res: ServerResponse, route: InferenceRoute) {
     this.options = options;
+    this.streamOptions = route.streamOptions;
     this.strip = strip;
     this.req = req;
     this.res = res;
@@ -109,7 +112,7 @@ class InferenceCall {
     // goes upstream as the client sent it, and an own one only to the histograms' exemplars.
     this.ownId = options.usage === undefined ? undefined : randomUUID();
     if (options.accessLog !== undefined || this.ownId !== undefined) requestId = sane ?? this.ownId ?? randomUUID();
-    this.exchange = new Exchange(api, requestId, options, options.tenantOf?.(req.headers), requestId ?? sane ?? randomUUID());
+    this.exchange = new Exchange(route.api, requestId, options, options.tenantOf?.(req.headers), requestId ?? sane ?? randomUUID());
     this.hold = options.bodyBudget?.hold() ?? UNLIMITED;
   }
 
@@ -159,7 +162,7 @@ class InferenceCall {
       () => this.overTime(),
     );
     const encoded = req.headers['content-encoding'] !== undefined && req.headers['content-encoding'].trim().toLowerCase() !== 'identity';
-    if (options.usageInjection !== undefined && (exchange.api === 'chat' || exchange.api === 'completions') && !encoded) {
+    if (options.usageInjection !== undefined && this.streamOptions && !encoded) {
       // identified: the whole body read first, to inject usage into it.
       holdAndInject(req, exchange, this.hold, options, (body) => attempt.send(body));
       return;

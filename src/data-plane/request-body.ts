@@ -61,19 +61,49 @@ export function holdBody(req: IncomingMessage, maxBytes: number, hold: BodyHold,
   req.on('end', onEnd);
 }
 
-/** Held chunks first, then whatever else the client sends (each seen by `rest`, then `ended`). */
+/**
+ * Held chunks first, then whatever else the client sends (each seen by `rest`, then `ended`),
+ * with the client's back-pressure: the client is read as fast as the upstream takes the bytes.
+ * A client that leaves before its body's end closes the stream without an 'error' (nobody need
+ * listen for one, and none can take the process down) and without its 'end', so whoever pipes it
+ * never ends the upstream request as if the body were whole: the route aborts that request when
+ * the client's response closes, and the upstream request aborts itself on the early close
+ * (upstream-request.ts).
+ */
 function joinHeldAndRest(held: readonly Buffer[], req: IncomingMessage, rest?: (chunk: Buffer) => void, ended?: () => void): Readable {
-  return Readable.from(
-    (async function* () {
-      yield* held;
-      req.resume();
-      for await (const chunk of req) {
-        rest?.(chunk as Buffer);
-        yield chunk as Buffer;
-      }
-      ended?.();
-    })(),
-  );
+  const onData = (chunk: Buffer): void => {
+    rest?.(chunk);
+    if (!body.push(chunk)) req.pause();
+  };
+  const onEnd = (): void => {
+    stop();
+    ended?.();
+    body.push(null);
+  };
+  const onClose = (): void => {
+    stop();
+    if (!req.complete) body.destroy();
+  };
+  const stop = (): void => {
+    req.off('data', onData);
+    req.off('end', onEnd);
+    req.off('close', onClose);
+  };
+  const body = new Readable({
+    read: () => void req.resume(),
+    destroy(error, callback) {
+      stop();
+      callback(error);
+    },
+  });
+  for (const chunk of held) body.push(chunk);
+  // The client's request stays paused (its flow was stopped on purpose) until the body is read.
+  req.on('data', onData);
+  req.on('end', onEnd);
+  req.on('close', onClose);
+  // Left already (its close came before these listeners): nothing more will come.
+  if (req.destroyed && !req.complete) body.destroy();
+  return body;
 }
 
 /** A streamed body's bytes, kept beside the forwarding (up to a cap) so it can be sent again. */

@@ -138,7 +138,12 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
       handlers.error(unaskedUpgrade());
     });
     if (held) proxyReq.end(body);
-    else body.pipe(proxyReq);
+    else {
+      // A body of the data plane's own making (request-body.ts) that closes before its end lost
+      // its client: the upstream would wait for the rest. The client's own request is heard above.
+      if (body !== req) body.once('close', () => body.readableEnded || proxyReq.destroy());
+      body.pipe(proxyReq);
+    }
     return proxyReq;
   };
 }

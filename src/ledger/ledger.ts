@@ -39,6 +39,17 @@ export interface Ledger {
   close(): Promise<void>;
 }
 
+/** With INFERMETER_USAGE_DIR: the ledger and this process's writer to it. */
+export function startUsageLedger(
+  config: UsageConfig | undefined,
+  registry: Registry,
+  log: Logger,
+): { writer: UsageWriter; close(): Promise<void> } | undefined {
+  if (config === undefined) return undefined;
+  const ledger = startLedger(config, registry, log);
+  return { writer: createUsageWriter(config.source, ledger.append), close: () => ledger.close() };
+}
+
 /** The spool and its families on `registry`: records spooled and lost, what waits, what is on disk. */
 export function startLedger(config: UsageConfig, registry: Registry, log: Logger, fs?: SpoolFs): Ledger {
   const records = { spooled: 0, lost: 0 };

@@ -6,9 +6,12 @@
 // `{"object":"error"}` event and OpenAI's `{"error":{...}}`. It also reads why generation
 // stopped: `choices[].finish_reason`, or the Responses API's final status, and the engine's own
 // `timings` (llama.cpp) where a chunk or body carries them. Anthropic's Messages
-// API events, told apart by their `type`, are read by anthropic-events.ts.
+// API events, told apart by their `type`, are read by anthropic-events.ts; llama-server's own
+// completion format (`/completion`) by llama-events.ts.
 import { classifyMessagesEvent, messageFinishReason } from './anthropic-events.ts';
 import { readEngineTimings, type EngineTimings } from './engine-timings.ts';
+import { classifyLlamaCompletion } from './llama-events.ts';
+import { classifyOllamaObject } from './ollama-events.ts';
 import { REASONING, readFinishReason, type EventFacts } from './event-facts.ts';
 import { readUsage, type Usage } from './usage.ts';
 
@@ -72,6 +75,11 @@ function classifyPayload(p: Record<string, unknown>, eventName?: string): EventF
   }
   if (eventName === 'error' || p.object === 'error' || (p.error !== undefined && p.error !== null)) {
     return ERROR;
+  }
+  const native = classifyLlamaCompletion(p);
+  if (native !== undefined) {
+    const timings = p.timings === undefined ? undefined : readEngineTimings(p.timings);
+    return withModel(timings === undefined ? native : { ...native, timings }, p.model);
   }
   // 0: no output, 1: reasoning only, 2: visible output (in any choice).
   let output = 0;
@@ -164,8 +172,16 @@ export function classifyBody(body: string): BodyFacts {
   }
   const p = payload as Record<string, unknown>;
   const error = p.object === 'error' || (p.error !== undefined && p.error !== null);
-  const finishReason = Array.isArray(p.choices) ? choicesFinishReason(p.choices) : p.object === 'response' ? responseFinishReason(p) : messageFinishReason(p);
+  const native = classifyLlamaCompletion(p) ?? (p.error === undefined ? classifyOllamaObject(p) : undefined);
+  const finishReason =
+    native !== undefined
+      ? native.finishReason
+      : Array.isArray(p.choices)
+        ? choicesFinishReason(p.choices)
+        : p.object === 'response'
+          ? responseFinishReason(p)
+          : messageFinishReason(p);
   const timings = readEngineTimings(p.timings);
-  const facts: BodyFacts = { usage: readUsage(p.usage), error, malformed: false, finishReason };
+  const facts: BodyFacts = { usage: readUsage(p.usage) ?? native?.usage, error, malformed: false, finishReason };
   return withModel(timings === undefined ? facts : { ...facts, timings }, p.model);
 }

@@ -6,7 +6,7 @@
 // Over 300 lines: one state machine: its transitions and the figures they stamp read best together.
 import type { Clock } from './clock.ts';
 import type { EngineTimings } from './engine-timings.ts';
-import { cachedPromptTokens, mergeUsage, promptTotal, type Usage } from './usage.ts';
+import { cachedPromptTokens, MAX_TOKEN_COUNT, mergeUsage, promptTotal, type Usage, type UsageRejection, usageTooLarge } from './usage.ts';
 import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestParams, RequestSample, UsageSource } from './sample.ts';
 
 export interface MeasurementSink {
@@ -34,7 +34,7 @@ export interface RequestTimer {
   identify(model: string, stream: boolean, params?: RequestParams): void;
   /** The request left infermeter's admission queue and is forwarded now (only called with a limit). */
   admitted(): void;
-  /** Upstream status line arrived; `streamed` when the body is text/event-stream. */
+  /** Upstream status line arrived; `streamed` when the body is text/event-stream (or Ollama's NDJSON stream). */
   responseHeaders(status: number, streamed: boolean): void;
   /**
    * The response's head is being written to the client (just before): TTFB's end, where the
@@ -103,6 +103,7 @@ class Timer implements RequestTimer {
   private readonly tenant: string | undefined;
   private readonly requestId: string | undefined;
   private accepted: boolean | undefined = undefined;
+  private judged = false;
   private readonly t0: number;
   private info: RequestInfo | undefined = undefined;
   private status = 0;
@@ -119,6 +120,8 @@ class Timer implements RequestTimer {
   // When the current chunk arrived: every event in one chunk arrived then (one clock read a chunk).
   private chunkAt: number | undefined = undefined;
   private lastUsage: Usage | undefined = undefined;
+  // A report was refused (a count above MAX_TOKEN_COUNT): the request's usage is not taken at all.
+  private usageRefused = false;
   private finish: string | undefined = undefined;
   private model: string | undefined = undefined;
   private failure: FailureReason | undefined = undefined;
@@ -191,10 +194,13 @@ class Timer implements RequestTimer {
     this.headersAt ??= this.clock();
     this.status = code;
     this.streamed = isStream;
-    if (this.tenant !== undefined && this.accepted === undefined) {
-      // The engine's word on the request's credentials: every later event carries it.
-      this.accepted = code !== 401 && code !== 403;
-      if (this.info !== undefined) this.info = { ...this.info, accepted: this.accepted };
+    if (this.tenant !== undefined && !this.judged) {
+      // The engine's word on the request: every later event carries it. Only a 2xx accepts it (a
+      // place for its tenant): an engine's key check may guard some paths only (vLLM's, those
+      // under /v1), so a 404 or any other refusal says nothing of the key. 401 and 403 refuse it.
+      this.judged = true;
+      this.accepted = code === 401 || code === 403 ? false : code >= 200 && code <= 299 ? true : undefined;
+      if (this.info !== undefined && this.accepted !== undefined) this.info = { ...this.info, accepted: this.accepted };
     }
     if (code < 200 || code > 299) this.failure ??= 'upstream_status';
   }
@@ -236,18 +242,26 @@ class Timer implements RequestTimer {
     } else if (this.info !== undefined && this.sink.interToken !== undefined) {
       // With cumulative usage on every chunk (vLLM's continuous usage stats) an event may carry
       // several tokens: the gap is shared among them.
-      const delta = completionTokens !== undefined && this.lastCumulative !== undefined ? completionTokens - this.lastCumulative : 1;
+      const delta =
+        completionTokens !== undefined && completionTokens <= MAX_TOKEN_COUNT && this.lastCumulative !== undefined ? completionTokens - this.lastCumulative : 1;
       // biome-ignore lint/complexity/useMathMinMax: a NaN delta counts as one token here; Math.max would pass the NaN on
       const tokens = delta >= 1 ? delta : 1;
       this.sink.interToken(this.info, (at - this.lastTokenAt) / 1000 / tokens, tokens);
     }
-    if (completionTokens !== undefined) this.lastCumulative = completionTokens;
+    if (completionTokens !== undefined && completionTokens <= MAX_TOKEN_COUNT) this.lastCumulative = completionTokens;
     this.lastTokenAt = at;
     if (firstVisible && this.info !== undefined) this.visibleOutput(this.info);
   }
 
   usage(u: Usage): void {
-    if (!this.closed) this.lastUsage = mergeUsage(this.lastUsage, u);
+    if (this.closed || this.usageRefused) return;
+    if (usageTooLarge(u)) {
+      // One report that lies makes the others of the request no better: none is taken.
+      this.usageRefused = true;
+      this.lastUsage = undefined;
+      return;
+    }
+    this.lastUsage = mergeUsage(this.lastUsage, u);
   }
 
   finishReason(reason: string): void {
@@ -308,6 +322,18 @@ class Timer implements RequestTimer {
       completionTokens = tokenEvents;
       usageSource = 'events';
     }
+    // Parts no larger than their wholes: reasoning within the completion, cached within the prompt.
+    let rejections: UsageRejection[] | undefined = this.usageRefused ? ['too_large'] : undefined;
+    let reasoningTokens = lastUsage?.reasoningTokens;
+    if (reasoningTokens !== undefined && completionTokens !== undefined && reasoningTokens > completionTokens) {
+      reasoningTokens = completionTokens;
+      (rejections ??= []).push('reasoning_over_completion');
+    }
+    let cachedTokens = lastUsage === undefined ? undefined : cachedPromptTokens(lastUsage);
+    if (cachedTokens !== undefined && promptTokens !== undefined && cachedTokens > promptTokens) {
+      cachedTokens = promptTokens;
+      (rejections ??= []).push('cached_over_prompt');
+    }
     let tpot: RequestSample['tpot'];
     if (streamed && firstTokenAt !== undefined && tokenEvents > 1) {
       const n = (usageSource === 'upstream' ? completionTokens : undefined) ?? tokenEvents;
@@ -346,9 +372,10 @@ class Timer implements RequestTimer {
       params: this.requestParams,
       // Plain members (undefined where unknown), not spreads: the sample is built once per request.
       engineTimings: this.timings,
-      cachedPromptTokens: lastUsage === undefined ? undefined : cachedPromptTokens(lastUsage),
+      cachedPromptTokens: cachedTokens,
       cacheWriteTokens: lastUsage?.cacheCreationTokens,
-      reasoningTokens: lastUsage?.reasoningTokens,
+      reasoningTokens,
+      usageRejections: rejections,
       timeToFirstOutput: firstVisibleAt === undefined ? undefined : (firstVisibleAt - t0) / 1000,
       proxyOverhead: streamed && this.overheadWrites > 0 ? this.overheadMs / this.overheadWrites / 1000 : undefined,
       reasoningPhase:

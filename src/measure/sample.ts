@@ -1,6 +1,7 @@
 // The canonical record of one inference request: measured once by the request timer,
 // then mapped by each metric dialect to its own names, units and labels.
 import type { EngineTimings } from './engine-timings.ts';
+import type { UsageRejection } from './usage.ts';
 
 /** The OpenAI routes, and `messages`: Anthropic's Messages API (`/v1/messages`). */
 export type InferenceApi = 'chat' | 'completions' | 'responses' | 'embeddings' | 'messages';
@@ -40,8 +41,9 @@ export interface RequestInfo {
    */
   readonly requestId?: string | undefined;
   /**
-   * With a tenant: whether the engine accepted the request (answered with a status other than
-   * 401 and 403); undefined until it answered, or when it never did. Only an accepted request
+   * With a tenant: whether the engine accepted the request (true: a 2xx answer; false: 401 or
+   * 403); undefined until it answered, when it never did, or when it answered any other status
+   * (a 404 on a path the engine's key check does not guard says nothing). Only an accepted request
    * gives its tenant a place of its own (metrics/recorder.ts).
    */
   readonly accepted?: boolean | undefined;
@@ -93,6 +95,13 @@ export interface RequestSample extends RequestInfo {
   readonly cachedPromptTokens?: number | undefined;
   readonly cacheWriteTokens?: number | undefined;
   readonly reasoningTokens?: number | undefined;
+  /**
+   * What was wrong with the upstream's usage, when anything was (at most one of each): a report
+   * refused for a count above MAX_TOKEN_COUNT (`too_large`: the request counts as without
+   * usage), reasoning tokens above the completion tokens or cached tokens above the prompt's
+   * (each cut to its whole). Undefined when nothing was.
+   */
+  readonly usageRejections?: readonly UsageRejection[] | undefined;
   /** Number of token-carrying events seen. */
   readonly tokenEvents: number;
   /**

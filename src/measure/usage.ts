@@ -10,6 +10,9 @@
 // Responses API: input_tokens_details.cached_tokens; DeepSeek, SiliconFlow:
 // prompt_cache_hit_tokens; Anthropic: cache_read_input_tokens) and the generated tokens spent on
 // reasoning (completion_tokens_details.reasoning_tokens, output_tokens_details.reasoning_tokens).
+// Usage is the upstream's word, not taken blindly (issue 49): a report with a count above
+// MAX_TOKEN_COUNT is refused whole (the request counts as without usage), and a part larger than
+// its whole is cut to it (the request timer, where reports are merged; usageTooLarge below).
 
 export interface Usage {
   readonly promptTokens: number | undefined;
@@ -22,6 +25,29 @@ export interface Usage {
   readonly cachedTokens?: number | undefined;
   /** completion_tokens_details.reasoning_tokens: part of completionTokens. */
   readonly reasoningTokens?: number | undefined;
+}
+
+/**
+ * The largest token count a report may state: 2^31 - 1. No model reads or writes that many in a
+ * request (the largest contexts are 10 million tokens: 200 times less), so no honest report is
+ * refused; and a counter fed such counts stays an exact integer in a float64 for 2^22 of them,
+ * where one report of 2^53 - 1 would end its exactness at once.
+ */
+export const MAX_TOKEN_COUNT = 2 ** 31 - 1;
+
+/** Why a report was refused or a part of it cut: the label `reason` of infermeter_usage_rejected_total. */
+export type UsageRejection = 'too_large' | 'reasoning_over_completion' | 'cached_over_prompt';
+
+/** A report stating a count above MAX_TOKEN_COUNT: refused whole. */
+export function usageTooLarge(u: Usage): boolean {
+  return (
+    (u.promptTokens ?? 0) > MAX_TOKEN_COUNT ||
+    (u.completionTokens ?? 0) > MAX_TOKEN_COUNT ||
+    (u.cacheReadTokens ?? 0) > MAX_TOKEN_COUNT ||
+    (u.cacheCreationTokens ?? 0) > MAX_TOKEN_COUNT ||
+    (u.cachedTokens ?? 0) > MAX_TOKEN_COUNT ||
+    (u.reasoningTokens ?? 0) > MAX_TOKEN_COUNT
+  );
 }
 
 /** Reads a `usage` object; undefined when it holds no usable count (null, {}, garbage). */

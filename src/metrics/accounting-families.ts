@@ -1,10 +1,14 @@
 // infermeter's own accounting of what the model_name families cannot say: how many distinct
 // model labels are kept, which requests carried the engine's own timings, whose prompt tokens
-// are in no count, which streams succeeded without a usage report. Per model, from the shared
+// are in no count, which streams succeeded without a usage report (and what they delivered),
+// whose usage was not taken as given. Per model, from the shared
 // state and each finished sample; registered after the other own families (their order on /metrics).
 import type { Registry } from '@prometheus-io/client';
+import type { UsageRejection } from '../measure/usage.ts';
 import { registerDerived } from './families.ts';
 import type { MeasurementState, SampleObserver } from './recorder.ts';
+
+const USAGE_REJECTIONS: readonly UsageRejection[] = ['too_large', 'reasoning_over_completion', 'cached_over_prompt'];
 
 /** `modelsKept`: the label guard's distinct model_name values. */
 export function registerAccountingFamilies(
@@ -60,5 +64,33 @@ export function registerAccountingFamilies(
     help: 'Streamed inference requests that succeeded without a usage report (injection off or refused, or an upstream that sends none): their tokens are counted as 0, so token figures are missing for them, not zero.',
     type: 'counter',
     collect: () => Array.from(state.models.values(), (m) => ({ value: m.withoutUsage, labels: { model_name: m.model } })),
+  });
+  // Beside the spec's zeros, what those streams did deliver: no one is billed 0 for a stream received.
+  registerDerived(registry, {
+    name: 'infermeter_streams_without_usage_token_events_total',
+    help: "Token-carrying events of the streams counted in infermeter_streams_without_usage_total: their generated tokens as infermeter counts them (one per event), which the spec's token families count as 0.",
+    type: 'counter',
+    collect: () => Array.from(state.models.values(), (m) => ({ value: m.withoutUsageEvents, labels: { model_name: m.model } })),
+  });
+  // Usage that lies (usage.ts): a report refused, a part cut to its whole.
+  const rejected = new Map<string, Record<UsageRejection, number>>();
+  addObserver({
+    finished: (s) => {
+      const reasons = s.usageRejections;
+      if (reasons === undefined) return;
+      let c = rejected.get(s.model);
+      if (c === undefined) rejected.set(s.model, (c = { too_large: 0, reasoning_over_completion: 0, cached_over_prompt: 0 }));
+      for (const reason of reasons) c[reason]++;
+    },
+  });
+  registerDerived(registry, {
+    name: 'infermeter_usage_rejected_total',
+    help: 'Inference requests whose upstream usage was not taken as given: a report with a count above 2^31-1 refused (too_large: the request counts as without usage), reasoning tokens above the completion tokens or cached tokens above the prompt tokens (cut to the whole).',
+    type: 'counter',
+    collect: () =>
+      [...state.models.values()].flatMap((m) => {
+        const c = rejected.get(m.model);
+        return USAGE_REJECTIONS.map((reason) => ({ value: c?.[reason] ?? 0, labels: { model_name: m.model, reason } }));
+      }),
   });
 }

@@ -132,7 +132,7 @@ export interface HistogramOptions {
 export interface WeightedHistogram extends Family {
   /**
    * Records `weight` observations of `value` under one label value; O(log buckets). With
-   * `exemplar` (a request's id, at most MAX_EXEMPLAR_ID characters, histogram-series.ts), the bucket's exemplar.
+   * `exemplar` (a request's id, one EXEMPLAR_ID of histogram-series.ts takes), the bucket's exemplar.
    */
   observe(labelValue: string, value: number, weight?: number, exemplar?: string): void;
 }

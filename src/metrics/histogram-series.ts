@@ -5,10 +5,27 @@
 import { escapeLabelValue, formatValue } from './text-format.ts';
 
 /**
- * OpenMetrics limits an exemplar's label set to 128 characters, names and values together:
- * `request_id` leaves 118 for the id.
+ * The ids an exemplar carries: what every OpenMetrics parser reads back as written. OpenMetrics
+ * limits an exemplar's label set to 128 UTF-8 characters, names and values together:
+ * `request_id` leaves 118 for the id (counted here in UTF-16 units, never fewer than its
+ * characters). No brace: Python's strict parser takes the first `}` after an exemplar's `{`
+ * for its end, quoted or not, and refuses the whole scrape; no control character (a parser may
+ * end a line at a CR); well-formed (a lone surrogate would be written as U+FFFD). `"` and `\`
+ * are escaped. Any other id: no exemplar (the bucket keeps its previous one).
  */
-const MAX_EXEMPLAR_ID = 128 - 'request_id'.length;
+const EXEMPLAR_ID = /^[^\u0000-\u001f\u007f-\u009f{}]{1,118}$/;
+// The last id checked: a request's observations (a dozen with every dialect) check it once.
+let lastId = '';
+let lastFit = false;
+
+/** Whether `id` can be an exemplar's request_id (EXEMPLAR_ID). */
+function exemplarFits(id: string): boolean {
+  if (id !== lastId) {
+    lastId = id;
+    lastFit = EXEMPLAR_ID.test(id) && id.isWellFormed();
+  }
+  return lastFit;
+}
 
 /** Each bucket's last exemplar: allocated at a series' first one. */
 interface Exemplars {
@@ -51,7 +68,7 @@ export function observeInto(s: Series, bounds: Float64Array, value: number, weig
   s.counts[lo]! += weight;
   s.sum += value * weight;
   s.count += weight;
-  if (exemplar === undefined || exemplar.length > MAX_EXEMPLAR_ID) return;
+  if (exemplar === undefined || !exemplarFits(exemplar)) return;
   const n = bounds.length + 1;
   const e = (s.exemplars ??= { ids: new Array<string | undefined>(n).fill(undefined), values: new Float64Array(n), times: new Float64Array(n) });
   e.ids[lo] = exemplar;

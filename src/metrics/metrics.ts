@@ -11,7 +11,7 @@ import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
 import { createLabelGuard } from './label-guard.ts';
 import { NO_TENANT, UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
 import { createLoopDelayMonitor, registerLoopDelay, type LoopDelayReading } from './loop-delay.ts';
-import { createProxyFamilies, type ProxyFamilies } from './proxy-families.ts';
+import { createProxyFamilies, type HeldBodyBytes, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, tenantLabel as tenantLabelOf, type MeasurementState, type SampleObserver } from './recorder.ts';
 import { createTenantFamilies } from './tenant-families.ts';
@@ -84,6 +84,8 @@ export interface MetricsOptions extends DialectOptions {
   readonly dialectTable?: readonly DialectRow[];
   /** Client connections open on the data plane now (read at scrape time). */
   readonly openConnections?: () => number;
+  /** Bytes the data plane holds in memory now against its budgets (read at scrape time). */
+  readonly heldBodyBytes?: () => HeldBodyBytes;
   /** Size of the /metrics-json window, in requests. */
   readonly jsonWindow?: number;
   /** Reading the engine's own /metrics; undefined: off. */
@@ -155,7 +157,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   // A pass-through request is addressed to the dialect whose labels it carries.
   const httpObservers = new Map(dialects.filter((d) => d.httpRequest !== undefined).map((d) => [d.name, d]));
   const proxy: ProxyFamilies = {
-    ...createProxyFamilies(registry, options.version),
+    ...createProxyFamilies(registry, options.version, options.heldBodyBytes),
     httpRequest:
       httpObservers.size === 0
         ? undefined

@@ -2,6 +2,7 @@
 // so that nothing is lost silently. Incremented rarely (per fault), so the client's labelled
 // counters are fine here.
 import { Counter, Gauge, type Registry } from '@prometheus-io/client';
+import { registerDerived } from './families.ts';
 import type { HeldBodyUse } from '../data-plane/body-budget.ts';
 import type { ClientErrorKind } from '../data-plane/client-connections.ts';
 import type { ResendReason } from '../data-plane/lifecycle.ts';
@@ -58,7 +59,14 @@ const CLIENT_ERRORS: readonly ClientErrorKind[] = ['timeout', 'malformed'];
 const RETRIES: readonly ResendReason[] = ['stale_connection', 'refused_injection'];
 const HELD_BODY_USES: readonly HeldBodyUse[] = ['usage_injection', 'retry_copy', 'content_length'];
 
-export function createProxyFamilies(registry: Registry, version: string): ProxyFamilies {
+/** Bytes held in memory now against the process's budgets (with workers, all workers' added up). */
+export interface HeldBodyBytes {
+  /** Request bodies (INFERMETER_MAX_HELD_BODY_BYTES). */
+  readonly request: number;
+}
+
+/** `held`: read at every scrape. */
+export function createProxyFamilies(registry: Registry, version: string, held: () => HeldBodyBytes = () => ({ request: 0 })): ProxyFamilies {
   const uninspected = new Counter({
     name: 'infermeter_request_body_uninspected_total',
     help: 'Inference request bodies whose model and stream flag could not be read (counted with model_name="unknown"), by reason.',
@@ -120,6 +128,15 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
     labelNames: ['use'],
     registers: [registry],
   });
+  registerDerived(registry, {
+    name: 'infermeter_held_body_bytes',
+    help: 'Bytes held in memory now (per process, with workers all workers added up), by kind: request (request bodies held for usage injection, a re-send or a length; bounded by INFERMETER_MAX_HELD_BODY_BYTES per process). Back to 0 when no request is in flight.',
+    type: 'gauge',
+    collect: () => {
+      const now = held();
+      return [{ value: now.request, labels: { kind: 'request' } }];
+    },
+  });
   const restarts = new Counter({
     name: 'infermeter_worker_restarts_total',
     help: 'Worker processes that exited and were restarted (INFERMETER_WORKERS > 1). Their in-flight requests are counted as failed (worker_exit).',
@@ -171,6 +188,7 @@ export function createProxyFamilies(registry: Registry, version: string): ProxyF
       'infermeter_requests_rejected_total',
       'infermeter_client_errors_total',
       'infermeter_request_bodies_unheld_total',
+      'infermeter_held_body_bytes',
       'infermeter_worker_restarts_total',
       'infermeter_worker_lost_requests_total',
       'infermeter_build_info',

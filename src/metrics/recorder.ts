@@ -21,6 +21,8 @@ export interface ModelState {
   noFirstToken: { no_token: number; error: number; cancelled: number };
   /** Streams that succeeded without a usage report: their tokens count as 0 (the spec's fallback). */
   withoutUsage: number;
+  /** Their token-carrying events: the tokens they delivered, as infermeter counts them (one per event). */
+  withoutUsageEvents: number;
   promptTokens: number;
   generationTokens: number;
   /** In flight, no output seen yet. */
@@ -60,9 +62,10 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
   const models = new Map<string, ModelState>();
   // Every event's model (and tenant) goes through its guard: a bounded set of label values, the
   // same for every event of one request.
-  // A tenant gets a place only once the engine accepted one of its requests: before that (and
-  // for any request the engine refused with 401 or 403) it is `unauthenticated`, so keys the
-  // engine refuses never take the real tenants' places. `started` needs no tenant.
+  // A tenant gets a place only once the engine accepted one of its requests (a 2xx answer):
+  // before that (and for any request the engine refused with 401 or 403) it is
+  // `unauthenticated`, so keys the engine refuses, or answers 404 on a path its key check does
+  // not guard, never take the real tenants' places. `started` needs no tenant.
   // An overflow is counted once per request: the model's when it starts, the tenant's when it ends.
   const infoOf = <T extends RequestInfo>(i: T, event: 'started' | 'finished' | 'other' = 'other'): T => {
     let info = i;
@@ -93,6 +96,7 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
         cancelledDecoding: 0,
         noFirstToken: { no_token: 0, error: 0, cancelled: 0 },
         withoutUsage: 0,
+        withoutUsageEvents: 0,
         promptTokens: 0,
         generationTokens: 0,
         waiting: 0,
@@ -144,7 +148,10 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
       if ((sample.stream || sample.streamed) && sample.ttft === undefined) {
         m.noFirstToken[sample.outcome === 'success' ? 'no_token' : sample.outcome === 'failed' ? 'error' : 'cancelled']++;
       }
-      if (sample.usageSource === 'fallback') m.withoutUsage++;
+      if (sample.usageSource === 'fallback') {
+        m.withoutUsage++;
+        m.withoutUsageEvents += sample.tokenEvents;
+      }
       const now = clock();
       if (sample.promptTokens !== undefined) {
         m.promptTokens += sample.promptTokens;
@@ -171,8 +178,8 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
 /**
  * A tenant's label for an event: `unauthenticated` when the engine refused the request (401,
  * 403); the tenant's own when it has a place; a place given (or `other` past the cap, counted
- * once per request with `count`) when the engine accepted the request; else, the engine not
- * having answered, `unauthenticated`.
+ * once per request with `count`) when the engine accepted the request (2xx); else (no answer,
+ * or another status) `unauthenticated`.
  */
 export function tenantLabel(guard: LabelGuard, tenant: string, accepted: boolean | undefined, count = false): string {
   if (accepted === false) return UNAUTHENTICATED_TENANT;

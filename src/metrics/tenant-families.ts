@@ -2,7 +2,8 @@
 // tenant and model, for chargeback, quotas and per-tenant SLOs. Fed by the recorder's events,
 // whose tenant and model_name are already bounded (the tenant guard: at most
 // INFERMETER_MAX_TENANTS values besides the aliased ones, `none` and `other`; the model guard
-// likewise), so the series are at most tenants x models x (5 counters + 2 histograms).
+// likewise), so the series are at most tenants x models x (7 counters + 2 histograms; the two
+// counters of streams without usage only for the pairs that had one).
 import type { Registry } from '@prometheus-io/client';
 import type { Outcome, RequestInfo, RequestSample } from '../measure/sample.ts';
 import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from './buckets.ts';
@@ -15,6 +16,9 @@ interface TenantModel {
   readonly outcomes: Record<Outcome, number>;
   promptTokens: number;
   generationTokens: number;
+  /** Streams that succeeded without usage (counted 0 above), and their token-carrying events. */
+  withoutUsage: number;
+  withoutUsageEvents: number;
 }
 
 const OUTCOMES: readonly Outcome[] = ['success', 'failed', 'cancelled'];
@@ -27,7 +31,7 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
     let p = pairs.get(key);
     if (p === undefined) {
       // Every outcome from 0: a failure ratio has a denominator before the first failure.
-      p = { tenant, model, outcomes: { success: 0, failed: 0, cancelled: 0 }, promptTokens: 0, generationTokens: 0 };
+      p = { tenant, model, outcomes: { success: 0, failed: 0, cancelled: 0 }, promptTokens: 0, generationTokens: 0, withoutUsage: 0, withoutUsageEvents: 0 };
       pairs.set(key, p);
     }
     return p;
@@ -54,6 +58,24 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
     help: 'Generated tokens of finished inference requests per tenant and model (the upstream usage, or the tokens delivered by a stream cut short).',
     type: 'counter',
     collect: collect((p) => p.generationTokens),
+  });
+  // Only the pairs that had a stream without usage: two series more where it happens, not on every pair.
+  const withoutUsage = (value: (p: TenantModel) => number) => (): MetricValue[] => {
+    const values: MetricValue[] = [];
+    for (const p of pairs.values()) if (p.withoutUsage > 0) values.push({ value: value(p), labels: { tenant: p.tenant, model_name: p.model } });
+    return values;
+  };
+  registerDerived(registry, {
+    name: 'infermeter_tenant_streams_without_usage_total',
+    help: "Streamed inference requests per tenant and model that succeeded without a usage report: their tokens count as 0 in the token families (the spec's fallback).",
+    type: 'counter',
+    collect: withoutUsage((p) => p.withoutUsage),
+  });
+  registerDerived(registry, {
+    name: 'infermeter_tenant_streams_without_usage_token_events_total',
+    help: 'Token-carrying events of those streams per tenant and model: the tokens they delivered, as infermeter counts them (one per event).',
+    type: 'counter',
+    collect: withoutUsage((p) => p.withoutUsageEvents),
   });
   const labelNames = ['tenant', 'model_name'];
   const ttft = registerLabelledHistogram(registry, {
@@ -85,6 +107,10 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
       p.outcomes[sample.outcome]++;
       if (sample.promptTokens !== undefined) p.promptTokens += sample.promptTokens;
       if (sample.completionTokens !== undefined) p.generationTokens += sample.completionTokens;
+      if (sample.usageSource === 'fallback') {
+        p.withoutUsage++;
+        p.withoutUsageEvents += sample.tokenEvents;
+      }
       if (sample.e2e !== undefined) e2e.observe([tenant, sample.model], sample.e2e, 1, sample.requestId);
     },
   };

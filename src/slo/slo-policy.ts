@@ -4,7 +4,7 @@
 // request falls in is decided by its model_name and tenant labels, which are bounded: the
 // answers are cached per pair, and the cache is emptied when the classes change.
 import { createFileReload } from '../config/file-reload.ts';
-import { DEFAULT_CLASS, globRegExp, readSloFile, type SloClass, type SloConfig, type SloKey } from '../config/slo-config.ts';
+import { compileGlob, DEFAULT_CLASS, type Glob, globMatches, readSloFile, type SloClass, type SloConfig, type SloKey } from '../config/slo-config.ts';
 import type { Logger } from '../log.ts';
 
 export interface SloPolicy {
@@ -28,8 +28,8 @@ export interface SloPolicyOptions {
 
 interface Compiled {
   readonly slo: SloClass;
-  readonly model: RegExp;
-  readonly tenant: RegExp;
+  readonly model: Glob;
+  readonly tenant: Glob;
 }
 
 /** Pairs cached before the cache starts over (the labels are bounded; this bounds it regardless). */
@@ -64,7 +64,7 @@ export function createSloPolicy(options: SloPolicyOptions): SloPolicy {
       const hit = cache.get(key);
       if (hit !== undefined) return hit ?? undefined;
       // A request without metering by tenant matches only a class for every tenant.
-      const found = compiled.find((c) => c.model.test(model) && (tenant === undefined ? c.slo.tenant === '*' : c.tenant.test(tenant)))?.slo;
+      const found = compiled.find((c) => globMatches(c.model, model) && (tenant === undefined ? c.slo.tenant === '*' : globMatches(c.tenant, tenant)))?.slo;
       if (cache.size >= MAX_CACHED) cache.clear();
       cache.set(key, found ?? null);
       return found;
@@ -75,5 +75,5 @@ export function createSloPolicy(options: SloPolicyOptions): SloPolicy {
 }
 
 function compile(classes: readonly SloClass[]): Compiled[] {
-  return classes.map((slo) => ({ slo, model: globRegExp(slo.model), tenant: globRegExp(slo.tenant) }));
+  return classes.map((slo) => ({ slo, model: compileGlob(slo.model), tenant: compileGlob(slo.tenant) }));
 }

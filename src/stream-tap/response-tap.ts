@@ -1,14 +1,16 @@
 // Reads an inference response on the side: the relay hands it each upstream chunk after writing
 // what the client gets of it (those very buffers, or on the usage-strip path the bytes the
 // strip took out as well), so the bytes are forwarded first and never wait for this code. By
-// the response's head, one of two taps: an event stream's (event-stream-tap.ts) or a JSON
-// body's (body-tap.ts). Nothing here can throw into the data path: a problem is counted and the
+// the response's head, one of three taps: an event stream's (event-stream-tap.ts), a
+// newline-delimited JSON stream's (ndjson-tap.ts: Ollama's own routes) or a JSON body's
+// (body-tap.ts). Nothing here can throw into the data path: a problem is counted and the
 // tap goes quiet.
 import type { IncomingMessage } from 'node:http';
 import type { RequestTimer } from '../measure/request-timer.ts';
 import { decoderFor } from './body-decoders.ts';
 import { tapBody } from './body-tap.ts';
 import { tapEventStream } from './event-stream-tap.ts';
+import { isNdjson, tapNdjson } from './ndjson-tap.ts';
 import type { ResponseTap, TapOptions } from './tap-contract.ts';
 
 export type { ResponseTap, TapOptions, TapProblem } from './tap-contract.ts';
@@ -22,7 +24,10 @@ function ignore(): void {}
 /** A tap for an upstream response, from its status and headers; the caller hands it the body. */
 export function tapResponse(proxyRes: IncomingMessage, timer: RequestTimer, options: TapOptions): ResponseTap {
   const status = proxyRes.statusCode ?? 0;
-  const streamed = isEventStream(proxyRes.headers['content-type']);
+  const contentType = proxyRes.headers['content-type'];
+  const events = isEventStream(contentType);
+  const lines = !events && isNdjson(contentType);
+  const streamed = events || lines;
   timer.responseHeaders(status, streamed);
   const encoding = proxyRes.headers['content-encoding'];
   const identity = encoding === undefined || encoding === '' || encoding.trim().toLowerCase() === 'identity';
@@ -32,7 +37,7 @@ export function tapResponse(proxyRes: IncomingMessage, timer: RequestTimer, opti
       options.problem('compressed_stream');
       return { chunk: () => timer.responseBody(), end: ignore, close: ignore };
     }
-    return tapEventStream(timer, options, () => proxyRes.complete);
+    return events ? tapEventStream(timer, options, () => proxyRes.complete) : tapNdjson(timer, options, () => proxyRes.complete);
   }
   const decode = identity ? undefined : decoderFor(encoding);
   if (!identity && decode === undefined) options.problem('unknown_encoding');

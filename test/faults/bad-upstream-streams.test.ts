@@ -189,6 +189,33 @@ describe('upstreams that break the rules', () => {
     assert.deepEqual([sample!.outcome, sample!.usageSource, sample!.completionTokens], ['success', 'upstream', 2]);
   });
 
+  it('chunk sizes with 14, 20 and 40 digits (leading zeros) are read as Node reads them: every event relayed, usage counted', async (t) => {
+    const events = Array.from({ length: 29 }, (_, i) => event(`t${i}`));
+    events.push('data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":29}}\n\n');
+    const widths = [14, 20, 40];
+    const padded = events.map(
+      (e, i) =>
+        `${Buffer.byteLength(e)
+          .toString(16)
+          .padStart(widths[i % 3]!, '0')}\r\n${e}\r\n`,
+    );
+    const reply = Buffer.from(
+      `${head('content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n').toString('latin1')}${padded.join('')}${'0'.repeat(20)}\r\n\r\n`,
+      'latin1',
+    );
+    const url = await startRawUpstream(t, () => ({ bytes: reply, then: 'keep' }));
+    const body = '{"model":"m","stream":true,"stream_options":{"include_usage":true}}';
+    const direct = await readToEnd(await fetch(`${url}/v1/chat/completions`, { method: 'POST', body }));
+    assert.ok(direct.clean && direct.text === events.join(''), "Node's own client reads every chunk");
+    const app = await startProxy(t, url);
+    const finished = nextFinished(app, 1);
+    const got = await readToEnd(await post(app, body));
+    assert.ok(got.clean);
+    assert.ok(got.bytes.equals(direct.bytes), `byte-identical to direct: ${got.text.split('\n\n').length - 1} of 30 events`);
+    const [sample] = await finished;
+    assert.deepEqual([sample!.outcome, sample!.usageSource, sample!.completionTokens], ['success', 'upstream', 29]);
+  });
+
   it('a stream whose connection closes without [DONE] or the final chunk is counted as failed, bytes kept', async (t) => {
     const body = Buffer.from(event('a') + event('b'));
     // Chunked framing started but never finished: the connection just closes.

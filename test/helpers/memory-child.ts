@@ -22,6 +22,8 @@ export interface MemoryChild {
   memory(): Promise<Memory>;
   /** Bytes the process has read (read(2) and recv(2) included). */
   bytesRead(): number;
+  /** How the process ended (code, or signal), or undefined while it runs; with its stderr. */
+  exited(): { readonly how: number | string; readonly stderr: string } | undefined;
 }
 
 const cli = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
@@ -44,6 +46,8 @@ export async function startMemoryChild(t: TestContext, env: Readonly<Record<stri
     });
     child.once('exit', (code) => reject(new Error(`infermeter exited with ${code}: ${err}`)));
   });
+  let ended: number | string | undefined;
+  child.once('exit', (code, signal) => (ended = code ?? signal ?? 'exited'));
   let out = '';
   const waiting: Array<(m: Memory) => void> = [];
   child.stdout.on('data', (c: Buffer) => {
@@ -63,6 +67,7 @@ export async function startMemoryChild(t: TestContext, env: Readonly<Record<stri
       child.kill('SIGUSR2');
       return m;
     },
+    exited: () => (ended === undefined ? undefined : { how: ended, stderr: err }),
     bytesRead() {
       const io = readFileSync(`/proc/${child.pid}/io`, 'utf8');
       return Number(/^rchar: (\d+)$/m.exec(io)?.[1] ?? 0);

@@ -1,5 +1,5 @@
 // A local OTLP/HTTP metrics receiver for the export tests: node:http on port 0, answering every
-// POST /v1/metrics with 200 and decoding what arrived, whether binary protobuf
+// POST /v1/metrics with 200 (or a refusal, or a body a byte at a time that never ends) and decoding what arrived, whether binary protobuf
 // (application/x-protobuf, decoded here from the opentelemetry-proto field numbers) or JSON
 // (application/json), into one shape. Tests await the receiver's exports, never a timer.
 import http from 'node:http';
@@ -40,6 +40,9 @@ export interface OtlpReceiver {
   readonly url: string;
   /** Exports answered with a refusal so far. */
   readonly refused: () => number;
+  /** Exports begun so far, and the most that were open at once (begun, their connection not closed). */
+  readonly begun: () => number;
+  readonly mostOpen: () => number;
   readonly exports: readonly ReceivedExport[];
   /** Resolves with the first export (received so far or later) for which `predicate` holds; rejects after `timeoutMs`. */
   waitFor(predicate: (e: ReceivedExport) => boolean, timeoutMs?: number): Promise<ReceivedExport>;
@@ -49,13 +52,28 @@ export interface OtlpReceiver {
 export interface OtlpReceiverOptions {
   /** Answers the first `refuse` exports 400 (not retryable), unread; default 0. */
   readonly refuse?: number;
+  /** Answers every export 200 with a body that never ends, one byte every `trickleMs` ms. */
+  readonly trickleMs?: number;
 }
 
 export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Promise<OtlpReceiver> {
   let refusals = options.refuse ?? 0;
   const exports: ReceivedExport[] = [];
   const waiters: Array<{ predicate: (e: ReceivedExport) => boolean; resolve: (e: ReceivedExport) => void }> = [];
+  let begun = 0;
+  let open = 0;
+  let mostOpen = 0;
   const server = http.createServer((req, res) => {
+    begun++;
+    mostOpen = Math.max(mostOpen, ++open);
+    res.once('close', () => open--);
+    if (options.trickleMs !== undefined) {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' });
+      const drip = setInterval(() => res.write('\0'), options.trickleMs);
+      res.once('close', () => clearInterval(drip));
+      return;
+    }
     if (refusals > 0) {
       refusals--;
       req.resume();
@@ -89,6 +107,8 @@ export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Prom
   return {
     url,
     refused: () => (options.refuse ?? 0) - refusals,
+    begun: () => begun,
+    mostOpen: () => mostOpen,
     exports,
     waitFor(predicate, timeoutMs = 15_000) {
       const hit = exports.find(predicate);

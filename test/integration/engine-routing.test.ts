@@ -17,6 +17,9 @@ const ROUTES: ReadonlyArray<[string, InferenceApi]> = [
   ['/v1/embeddings', 'embeddings'],
   ['/v1/responses', 'responses'],
   ['/v1/messages', 'messages'],
+  // vLLM's SageMaker route and SGLang's own.
+  ['/invocations', 'chat'],
+  ['/generate', 'completions'],
 ];
 const SERVED: Readonly<Record<string, InferenceApi>> = {
   chat: 'chat',
@@ -177,7 +180,17 @@ describe(`inference routes as uvicorn routes them (${uvicornVersion ?? 'uvicorn 
       assert.ok(s === undefined || s.outcome !== 'success', `${target}: the engine answered ${status}, not inference, but it was counted a success`);
     }
     // The attack's spellings are among those served, so the test covers them.
-    for (const target of ['/v1/chat%2Fcompletions', '/v1/%63hat/completions', '/v1/chat/completion%73', '/%761/chat/completions', '/v1/chat/completions#x']) {
+    for (const target of [
+      '/v1/chat%2Fcompletions',
+      '/v1/%63hat/completions',
+      '/v1/chat/completion%73',
+      '/%761/chat/completions',
+      '/v1/chat/completions#x',
+      '/invocations',
+      '/invocation%73',
+      '/generate',
+      '/%67enerate',
+    ]) {
       assert.ok(
         served.some((s) => s.target === target),
         `${target} was not served by the engine`,

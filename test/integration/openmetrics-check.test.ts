@@ -9,6 +9,10 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
+import { Registry } from '@prometheus-io/client';
+import { registerHistogram } from '../../src/metrics/families.ts';
+import { OPENMETRICS_EOF, toOpenMetrics } from '../../src/metrics/openmetrics.ts';
+import { rawExchange } from '../helpers/raw-peers.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
 
@@ -29,7 +33,98 @@ for family in text_string_to_metric_families(sys.stdin.read()):
 print(families, exemplars)
 `;
 
+// Reads each exposition of a JSON list strictly: per text, the error or the exemplars' ids.
+const EACH = `
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = []
+for text in json.load(sys.stdin):
+    try:
+        out.append({'ids': [s.exemplar.labels['request_id'] for f in text_string_to_metric_families(text) for s in f.samples if s.exemplar is not None]})
+    except Exception as error:
+        out.append({'error': repr(error)})
+print(json.dumps(out))
+`;
+
+function parseEach(texts: readonly string[]): Array<{ ids?: string[]; error?: string }> {
+  const result = spawnSync(PYTHON, ['-c', EACH], { input: JSON.stringify(texts), encoding: 'utf8' });
+  assert.equal(result.status, 0, result.stderr);
+  return JSON.parse(result.stdout) as Array<{ ids?: string[]; error?: string }>;
+}
+
 describe('OpenMetrics exposition, strictly parsed', () => {
+  it('takes every x-request-id a client sends: an id an exemplar cannot carry is left out, never written to break the scrape', { skip }, async (t) => {
+    assert.ok(available, `${PYTHON} with prometheus_client must be installed`);
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond(() => ({
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: [{ data: '{"usage":{"prompt_tokens":3,"completion_tokens":4}}' }],
+    }));
+    const app = await startProxy(t, upstream.url);
+    // Written as they are, and read back so: quotes and backslashes escaped, = and , as they are.
+    const kept = ['a"b', 'a\\b', 'a=b', 'a,b', 'x",y="z', '\\"', 'a'.repeat(118)];
+    // Not an exemplar: a brace (the finding: `}` made the parser refuse the whole scrape), or
+    // longer than an exemplar's 128 characters leave (the client's id still goes upstream).
+    const left = ['a}b', '}', 'x"} 1 2 # {y="z', '{a', 'b'.repeat(119)];
+    // Not a sane id at all (non-ASCII, over 128): infermeter's own takes its place.
+    const replaced = ['r-\u00e9t\u00e9', `c${'d'.repeat(128)}`];
+    const ids = [...kept, ...left, ...replaced];
+    const { port } = new URL(app.dataUrl!);
+    for (const [i, id] of ids.entries()) {
+      const body = `{"model":"m${i}"}`;
+      // Raw, so that the id's bytes are the client's (latin1 for the non-ASCII one).
+      const { text } = await rawExchange(
+        app.dataUrl!,
+        Buffer.from(
+          `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Request-Id: ${id}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+          'latin1',
+        ),
+      );
+      assert.match(text, /^HTTP\/1\.1 200/, id);
+    }
+    const res = await fetch(app.metricsUrl!, { headers: { accept: 'application/openmetrics-text;version=1.0.0' } });
+    const [read] = parseEach([await res.text()]);
+    assert.equal(read!.error, undefined, `the OpenMetrics parser refused the exposition: ${read!.error}`);
+    const got = new Set(read!.ids);
+    for (const id of kept) assert.ok(got.has(id), `kept: ${id}`);
+    for (const id of [...left, ...replaced]) assert.ok(!got.has(id), `left out: ${id}`);
+    assert.ok([...got].filter((id) => /^[0-9a-f-]{36}$/.test(id)).length >= replaced.length, "infermeter's own ids for the ids that are not sane");
+  });
+
+  it('writes an exemplar for no id a strict parser would refuse or read otherwise (control characters, non-ASCII, braces, the 128-character cap)', {
+    skip,
+  }, () => {
+    assert.ok(available, `${PYTHON} with prometheus_client must be installed`);
+    const ids = [
+      'plain',
+      'a}b',
+      '{',
+      'new\nline',
+      'cr\rhere',
+      'tab\there',
+      'del\u007f',
+      'caf\u00e9 \u65e5\u672c',
+      '\u{1f600}'.repeat(59), // 118 UTF-16 units, 59 characters
+      '\u00e9'.repeat(118),
+      '\u00e9'.repeat(119),
+      'lone\ud800',
+      'q"\\=,',
+    ];
+    const texts = ids.map((id) => {
+      const registry = new Registry();
+      const h = registerHistogram(registry, { name: 'e2e_seconds', help: 'h', buckets: [1, 2], labelName: 'model_name' });
+      h.observe('m', 0.5, 1, id);
+      return toOpenMetrics(h.renderText(true)) + OPENMETRICS_EOF;
+    });
+    const written = ['plain', 'caf\u00e9 \u65e5\u672c', '\u{1f600}'.repeat(59), '\u00e9'.repeat(118), 'q"\\=,'];
+    for (const [i, read] of parseEach(texts).entries()) {
+      assert.equal(read.error, undefined, `${JSON.stringify(ids[i])}: ${read.error}`);
+      assert.deepEqual(read.ids, written.includes(ids[i]!) ? [ids[i]] : [], JSON.stringify(ids[i]));
+    }
+  });
+
   for (const dialects of ['mindie', 'mindie,aom,vllm,otel']) {
     it(`parses with exemplars (INFERMETER_DIALECTS=${dialects}, tenants, relayed engine families)`, { skip }, async (t) => {
       assert.ok(available, `${PYTHON} with prometheus_client must be installed`);

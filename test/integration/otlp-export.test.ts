@@ -266,6 +266,43 @@ describe('OTLP export', () => {
     assert.equal(about('OTLP export recovered').length, 1);
   });
 
+  it('a receiver that answers a byte at a time: one export in flight at a time, each cut at its deadline and counted failed', async (t) => {
+    const receiver = await startOtlpReceiver({ trickleMs: 5 });
+    const sim = await startSimServer({ ttftMs: 5, interTokenMs: 1, models: [MODEL] });
+    const logs: string[] = [];
+    // The deadline (OTEL_EXPORTER_OTLP_TIMEOUT) shorter than the interval; the bytes come faster
+    // than either, so only a deadline on the whole export ends one.
+    const app = await startInfermeter(
+      loadConfig({
+        ...BASE_ENV,
+        INFERMETER_UPSTREAM: sim.url,
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        OTEL_METRIC_EXPORT_INTERVAL: '100',
+        OTEL_EXPORTER_OTLP_TIMEOUT: '60',
+      }),
+      { log: createLogger('info', (line) => logs.push(line)) },
+    );
+    t.after(async () => {
+      await app.close();
+      await sim.close();
+      await receiver.close();
+    });
+    assert.equal(await post(app.dataUrl, '/v1/chat/completions', { model: MODEL, stream: true, max_tokens: 2, messages: [] }), 200);
+    // Until three exports have failed, or a second one was opened beside the first (the finding:
+    // thirty of them, never counted).
+    let m = await scrape(app);
+    for (let polls = 0; (m.value('infermeter_otlp_exports_total', { result: 'failure' }) ?? 0) < 3 && receiver.mostOpen() <= 1; m = await scrape(app)) {
+      assert.ok(++polls < 1000, `no failure counted (${receiver.begun()} exports begun)`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.equal(receiver.mostOpen(), 1, 'one export open at a time');
+    const failed = m.value('infermeter_otlp_exports_total', { result: 'failure' })!;
+    assert.ok(failed >= 3 && receiver.begun() <= failed + 1, `${failed} failed, ${receiver.begun()} begun: each ended by its deadline`);
+    assert.equal(m.value('infermeter_otlp_exports_total', { result: 'success' }), 0);
+    assert.notEqual(m.value('infermeter_otlp_exports_total', { result: 'skipped' }), undefined, 'skipped intervals are counted');
+    assert.match(logs.find((l) => l.includes('OTLP export failed')) ?? '', /no answer within 60 ms/);
+  });
+
   it('exports from the primary with several workers', async (t) => {
     const { receiver, sim, own } = await setup(t);
     const env = {

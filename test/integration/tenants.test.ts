@@ -139,6 +139,12 @@ describe('per-tenant metering', () => {
     assert.equal(m.sum('infermeter_tenant_prompt_tokens_total'), m.value('prompt_tokens_total', { model_name: 'm' }));
     assert.equal(m.sum('infermeter_tenant_generation_tokens_total'), m.value('generation_tokens_total', { model_name: 'm' }));
     assert.equal(m.value('infermeter_tenant_label_overflow_total'), 0);
+    // team-b's stream without usage: 0 above (the spec's fallback), its 2 token events beside it;
+    // no such series for a pair that had none.
+    assert.equal(m.value('infermeter_tenant_streams_without_usage_total', { tenant: 'team-b', model_name: 'm' }), 1);
+    assert.equal(m.value('infermeter_tenant_streams_without_usage_token_events_total', { tenant: 'team-b', model_name: 'm' }), 2);
+    assert.equal(m.value('infermeter_tenant_streams_without_usage_total', { tenant: 'team-a', model_name: 'm' }), undefined);
+    assert.equal(m.sum('infermeter_tenant_streams_without_usage_total'), m.value('infermeter_streams_without_usage_total', { model_name: 'm' }));
     // Forwarded as sent: name spelling and value.
     const raw = upstream.requests[0]!.rawHeaders;
     assert.equal(raw[raw.indexOf('X-Tenant-Id') + 1], 'team-a', `raw headers upstream: ${raw.join(' ')}`);
@@ -315,17 +321,23 @@ describe('per-tenant metering', () => {
       const key = keys[i % 3]!;
       jobs.push(send(app.dataUrl, i % 2 === 0 ? STREAM : PLAIN, { authorization: `Bearer ${key}` }));
     }
+    await Promise.all(jobs);
+    // The failures after the successes: a tenant's failure before its first 2xx is `unauthenticated`'s.
     for (let i = 0; i < 3; i++) jobs.push(send(app.dataUrl, FAIL, { authorization: `Bearer ${keys[i]}` }));
     await Promise.all(jobs);
     assert.ok(new Set(upstream.requests.map((r) => r.remotePort)).size >= 2, 'the requests came through more than one worker');
     const m = parseExposition(await (await fetch(app.metricsUrl!)).text());
     const kept = m.series('infermeter_tenant_requests_total').map((s) => s.labels.tenant!);
-    assert.equal(new Set(kept).size, 3, `two tenants and other: ${[...new Set(kept)].join(', ')}`);
-    // Each key sent 6 requests (3 streams 7/3, 3 plain 5/2) and one failure; one of them is `other`.
+    assert.equal(new Set(kept).size, 4, `two tenants, other and unauthenticated: ${[...new Set(kept)].join(', ')}`);
+    // Each key sent 6 requests (3 streams 7/3, 3 plain 5/2) and one failure; one of them is
+    // `other`, whose failure (not a 2xx, no place) is `unauthenticated`'s.
     for (const tenant of new Set(kept)) {
-      assert.deepEqual(tenantFigures(m, tenant), { success: 6, failed: 1, cancelled: 0, prompt: 36, generation: 15, ttft: 3, e2e: 6 }, tenant);
+      if (tenant === 'unauthenticated') continue;
+      const failed = tenant === 'other' ? 0 : 1;
+      assert.deepEqual(tenantFigures(m, tenant), { success: 6, failed, cancelled: 0, prompt: 36, generation: 15, ttft: 3, e2e: 6 }, tenant);
     }
-    assert.equal(m.value('infermeter_tenant_label_overflow_total'), 7);
+    assert.equal(m.value('infermeter_tenant_requests_total', { tenant: 'unauthenticated', model_name: 'm', outcome: 'failed' }), 1);
+    assert.equal(m.value('infermeter_tenant_label_overflow_total'), 6);
     assert.equal(m.sum('infermeter_tenant_requests_total'), 21);
 
     // A worker that dies with a request in flight: the lost request is still its tenant's.
@@ -353,6 +365,7 @@ describe('per-tenant metering', () => {
     await app.workersStarted(4);
     const after = parseExposition(await (await fetch(app.metricsUrl!)).text());
     assert.equal(after.value('infermeter_worker_lost_requests_total'), 1);
-    assert.deepEqual(tenantFigures(after, label), { success: 6, failed: 2, cancelled: 0, prompt: 36, generation: 15, ttft: 4, e2e: 6 }, label);
+    const failedBefore = label === 'other' ? 0 : 1;
+    assert.deepEqual(tenantFigures(after, label), { success: 6, failed: failedBefore + 1, cancelled: 0, prompt: 36, generation: 15, ttft: 4, e2e: 6 }, label);
   });
 });

@@ -171,6 +171,28 @@ describe('usage injection', () => {
     assert.equal(await res.text(), big);
   });
 
+  it("injects only into the routes that take stream_options: OpenAI's, never an engine's native route", async (t) => {
+    const upstream = await startReplayUpstream();
+    t.after(() => upstream.close());
+    upstream.respond(() => ({ status: 200, headers: SSE, body: [{ data: 'data: {"content":"t","stop":true}\n\n' }] }));
+    const app = await startProxy(t, upstream.url);
+    const body = '{"model":"m","stream":true,"prompt":"hi"}';
+    // llama-server's /completion, /completions, /infill; vLLM's /invocations; SGLang's and TGI's
+    // /generate(_stream); Ollama's /api/chat, /api/generate: bodies of their own shape.
+    const native = ['/completion', '/completions', '/infill', '/invocations', '/generate', '/generate_stream', '/api/chat', '/api/generate', '/x/completion'];
+    for (const path of native) await (await fetch(`${app.dataUrl}${path}`, { method: 'POST', body })).arrayBuffer();
+    assert.deepEqual(
+      upstream.requests.map((r) => [r.url, r.body.toString()]),
+      native.map((path) => [path, body]),
+    );
+    assert.equal((await scrape(app)).value('infermeter_usage_injected_total'), 0);
+    // llama-server's /chat/completions (the OpenAI SDK's base URL without /v1) is OpenAI's route.
+    const finished = nextFinished(app, 1);
+    await (await fetch(`${app.dataUrl}/chat/completions`, { method: 'POST', body })).arrayBuffer();
+    assert.equal(upstream.requests.at(-1)!.body.toString(), '{"stream_options":{"include_usage":true},"model":"m","stream":true,"prompt":"hi"}');
+    assert.equal((await finished)[0]!.api, 'chat');
+  });
+
   it('leaves every body untouched when off', async (t) => {
     const upstream = await startReplayUpstream();
     t.after(() => upstream.close());

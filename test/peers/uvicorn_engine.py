@@ -117,6 +117,18 @@ async def completions(request: Request):
     return await generate(request, "completions", COMPLETION_FIELDS)
 
 
+@app.post("/invocations")
+async def invocations(request: Request):
+    """vLLM's SageMaker route: a chat body served as chat completions."""
+    return await generate(request, "chat", CHAT_FIELDS)
+
+
+@app.post("/generate")
+async def sglang_generate(request: Request):
+    """SGLang's own route (answered here in OpenAI's shape: the routing is what is tested)."""
+    return await generate(request, "completions", COMPLETION_FIELDS)
+
+
 @app.post("/v1/embeddings")
 async def embeddings(request: Request):
     body = await read_body(request) or {}

@@ -48,4 +48,14 @@ describe('the chunk decoder', () => {
     assert.equal(bytes, 'hello0123456789');
     assert.deepEqual(whole, [true, false]);
   });
+  it("skips a size's leading zeros, however many, and reads nothing past a size llhttp refuses (over 16 significant digits)", () => {
+    const padded = (text: string, width: number): string => `${Buffer.byteLength(text).toString(16).padStart(width, '0')}\r\n${text}\r\n`;
+    const { bytes, whole } = decode([padded('one', 14), padded('two', 20) + padded('three', 40), '0'.repeat(30) + '\r\n\r\n']);
+    assert.equal(bytes, 'onetwothree');
+    assert.deepEqual(whole, [true, true, false]);
+    // 16 significant digits fit in llhttp's uint64; 17 overflow it (Node's parser errs).
+    const over = decode([`${'0'.repeat(5)}1${'0'.repeat(16)}\r\nabc\r\n`, padded('after', 3)]);
+    assert.equal(over.bytes, '');
+    assert.deepEqual(over.whole, [false, false]);
+  });
 });

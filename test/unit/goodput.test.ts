@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
-import { globRegExp, parseSloFile, parseTargets } from '../../src/config/slo-config.ts';
+import { compileGlob, globMatches, parseSloFile, parseTargets } from '../../src/config/slo-config.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { exclusionOf, figuresOf, judge } from '../../src/metrics/goodput-verdict.ts';
 import { createSloPolicy } from '../../src/slo/slo-policy.ts';
@@ -13,6 +13,7 @@ import { createLogger, silentLogger } from '../../src/log.ts';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { seededRandom } from '../helpers/random.ts';
 
 const problems = (env: Record<string, string>, files: Record<string, string> = {}): string[] => {
   try {
@@ -106,9 +107,38 @@ describe('goodput configuration', () => {
       assert.equal(r.ok, false, text);
       if (!r.ok) assert.match(r.expected, what, text);
     }
-    assert.ok(globRegExp('llama-?b*').test('llama-8b-instruct'));
-    assert.ok(!globRegExp('llama-?b*').test('llama-70b'));
-    assert.ok(globRegExp('a.b(c)').test('a.b(c)') && !globRegExp('a.b(c)').test('axb(c)'));
+    const glob = (pattern: string, text: string): boolean => globMatches(compileGlob(pattern), text);
+    assert.ok(glob('llama-?b*', 'llama-8b-instruct'));
+    assert.ok(!glob('llama-?b*', 'llama-70b'));
+    assert.ok(glob('a.b(c)', 'a.b(c)') && !glob('a.b(c)', 'axb(c)'));
+  });
+
+  it('matches globs as a regular expression of them would, in at most (name + 1) x (glob + 1) steps however they backtrack', () => {
+    // The reference: the glob as the regular expression it stood for before.
+    const reference = (pattern: string): RegExp => {
+      let source = '';
+      for (const ch of pattern) source += ch === '*' ? '.*' : ch === '?' ? '.' : ch.replace(/[\\^$.|+(){}[\]]/g, '\\$&');
+      return new RegExp(`^${source}$`, 'su');
+    };
+    const random = seededRandom(49);
+    const pick = (alphabet: string, max: number): string =>
+      Array.from({ length: Math.floor(random() * max) }, () => alphabet[Math.floor(random() * alphabet.length)]).join('');
+    for (let k = 0; k < 5000; k++) {
+      const pattern = pick('ab*?.é', 7);
+      const text = pick('ab.é', 9);
+      assert.equal(globMatches(compileGlob(pattern), text), reference(pattern).test(text), `${pattern} against ${text}`);
+    }
+    // The finding: `*-*-*-*-*x` against 127-character names (seconds of backtracking as a RegExp).
+    for (const [pattern, name] of [
+      ['*-*-*-*-*x', '-'.repeat(127)],
+      ['*-*-*-*-*x', 'a-'.repeat(63) + 'a'],
+      ['*a*a*a*a*a*a*b', 'a'.repeat(127)],
+      ['?*?*?*?*?*?*?*?*x', 'é'.repeat(127)],
+    ] as const) {
+      const steps = { n: 0 };
+      assert.equal(globMatches(compileGlob(pattern), name, steps), false);
+      assert.ok(steps.n <= (Array.from(name).length + 1) * (Array.from(pattern).length + 1), `${pattern}: ${steps.n} steps`);
+    }
   });
 
   it('puts a request in the first class whose model and tenant globs match; without tenants only in a class for every tenant', () => {

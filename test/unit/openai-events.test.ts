@@ -153,3 +153,50 @@ describe("the engine's timings (llama.cpp)", () => {
     }
   });
 });
+
+describe("llama-server's own completion format (/completion, /infill)", () => {
+  // As b4747's and master's to_json_non_oaicompat_partial / _final write them.
+  const partial = { index: 0, content: ' sky', tokens: [], stop: false, id_slot: -1, tokens_predicted: 2, tokens_evaluated: 5 };
+  const last = {
+    index: 0,
+    content: '',
+    tokens: [],
+    id_slot: 0,
+    stop: true,
+    model: 'gguf',
+    tokens_predicted: 7,
+    tokens_evaluated: 5,
+    stop_type: 'limit',
+    timings: { prompt_n: 5, prompt_ms: 1.5, predicted_n: 7, predicted_ms: 9 },
+  };
+  it('counts each content event a token and reads the counts and the stop type of the last', () => {
+    assert.deepEqual(classifyEvent(JSON.stringify(partial)), {
+      token: true,
+      usage: undefined,
+      error: false,
+      done: false,
+      malformed: false,
+      finishReason: undefined,
+    });
+    assert.equal(classifyEvent(JSON.stringify({ ...partial, content: '' })).token, false);
+    const facts = classifyEvent(JSON.stringify(last));
+    assert.equal(facts.token, false);
+    assert.deepEqual(facts.usage, { promptTokens: 5, completionTokens: 7 });
+    assert.equal(facts.finishReason, 'length');
+    assert.equal(facts.model, 'gguf');
+    assert.deepEqual(facts.timings, { promptTokens: 5, promptMs: 1.5, predictedTokens: 7, predictedMs: 9 });
+    assert.equal(classifyEvent(JSON.stringify({ ...last, stop_type: 'eos' })).finishReason, 'stop');
+    assert.equal(classifyEvent(JSON.stringify({ ...last, stop_type: 'constructor' })).finishReason, undefined);
+    assert.equal(classifyEvent(JSON.stringify({ error: { code: 500, message: 'x', type: 'server_error' } })).error, true);
+  });
+  it('reads a non-streamed answer', () => {
+    const body = classifyBody(JSON.stringify({ ...last, content: 'The sky is blue.', stop_type: 'eos' }));
+    assert.deepEqual(body.usage, { promptTokens: 5, completionTokens: 7 });
+    assert.equal(body.finishReason, 'stop');
+    // Not llama.cpp's: OpenAI's shapes are read as before.
+    assert.equal(
+      classifyBody(JSON.stringify({ content: 'x', stop: true, choices: [], usage: { prompt_tokens: 1, completion_tokens: 2 } })).usage?.completionTokens,
+      2,
+    );
+  });
+});

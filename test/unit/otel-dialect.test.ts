@@ -353,6 +353,15 @@ describe('OTEL_* configuration', () => {
     assert.equal(c.otel.providerName, 'vllm');
   });
 
+  it("reads an export's deadline as the specification defines it: OTEL_EXPORTER_OTLP_METRICS_TIMEOUT over OTEL_EXPORTER_OTLP_TIMEOUT, 10 s by default", () => {
+    const timeout = (env: Record<string, string>) => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', ...env }, host).otel.export!.requestTimeoutMs;
+    assert.equal(timeout({}), 10_000);
+    assert.equal(timeout({ OTEL_EXPORTER_OTLP_TIMEOUT: '2500' }), 2500);
+    assert.equal(timeout({ OTEL_EXPORTER_OTLP_TIMEOUT: '2500', OTEL_EXPORTER_OTLP_METRICS_TIMEOUT: '700' }), 700);
+    for (const variable of ['OTEL_EXPORTER_OTLP_TIMEOUT', 'OTEL_EXPORTER_OTLP_METRICS_TIMEOUT'])
+      assert.throws(() => timeout({ [variable]: '10s' }), new RegExp(`${variable}: expected milliseconds`));
+  });
+
   it('is switched off by OTEL_SDK_DISABLED or OTEL_METRICS_EXPORTER=none', () => {
     assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' }).otel.export, undefined);
     assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_METRICS_EXPORTER: 'none' }).otel.export, undefined);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createRequestTimer, type MeasurementSink } from '../../src/measure/request-timer.ts';
 import type { RequestInfo, RequestSample } from '../../src/measure/sample.ts';
+import { MAX_TOKEN_COUNT, type Usage } from '../../src/measure/usage.ts';
 
 function harness() {
   let now = 1000;
@@ -298,5 +299,68 @@ describe('request timer', () => {
     h.timer.tokenEvent();
     h.timer.fail('upstream_reset');
     assert.deepEqual(h.calls, ['started m', 'finished success']);
+  });
+  describe('usage that lies (issue 49)', () => {
+    const streamWith = (...reports: Usage[]) => {
+      const h = harness();
+      h.timer.identify('m', true);
+      h.timer.responseHeaders(200, true);
+      h.timer.tokenEvent();
+      h.timer.tokenEvent();
+      for (const u of reports) h.timer.usage(u);
+      h.timer.responseFinished();
+      h.timer.close(true);
+      return h.sample;
+    };
+    it('cuts a part larger than its whole to it, and says so', () => {
+      const s = streamWith({ promptTokens: 4, completionTokens: 3, reasoningTokens: 9, cachedTokens: 10 });
+      assert.deepEqual([s.promptTokens, s.completionTokens, s.reasoningTokens, s.cachedPromptTokens], [4, 3, 3, 4]);
+      assert.deepEqual(s.usageRejections, ['reasoning_over_completion', 'cached_over_prompt']);
+      // Anthropic's cache reads are part of the prompt's total: within it by construction.
+      const a = streamWith({ promptTokens: 1, completionTokens: 3, cacheReadTokens: 50, cacheCreationTokens: 7 });
+      assert.deepEqual([a.promptTokens, a.cachedPromptTokens, a.usageRejections], [58, 50, undefined]);
+      const honest = streamWith({ promptTokens: 4, completionTokens: 3, reasoningTokens: 3, cachedTokens: 4 });
+      assert.deepEqual([honest.reasoningTokens, honest.cachedPromptTokens, honest.usageRejections], [3, 4, undefined]);
+    });
+
+    it('refuses a report with a count above 2^31 - 1: the request counts as without usage', () => {
+      const ok = streamWith({ promptTokens: MAX_TOKEN_COUNT, completionTokens: 2 });
+      assert.deepEqual([ok.usageSource, ok.promptTokens, ok.usageRejections], ['upstream', MAX_TOKEN_COUNT, undefined]);
+      for (const lie of [MAX_TOKEN_COUNT + 1, 2 ** 53 - 1]) {
+        for (const u of [
+          { promptTokens: lie, completionTokens: 2 },
+          { promptTokens: 2, completionTokens: 2, reasoningTokens: lie },
+        ] as Usage[]) {
+          // An honest report before the lie, and one after, are not taken either.
+          const s = streamWith({ promptTokens: 5, completionTokens: 1 }, u, { promptTokens: 5, completionTokens: 2 });
+          assert.deepEqual(
+            [s.usageSource, s.promptTokens, s.completionTokens, s.tokenEvents, s.usageRejections],
+            ['fallback', 0, 0, 2, ['too_large']],
+            JSON.stringify(u),
+          );
+        }
+      }
+      const h = harness();
+      h.timer.identify('m', false);
+      h.timer.responseHeaders(200, false);
+      h.timer.responseBody();
+      h.timer.usage({ promptTokens: 2 ** 53 - 1, completionTokens: 1 });
+      h.timer.close(true);
+      assert.deepEqual([h.sample.usageSource, h.sample.promptTokens, h.sample.completionTokens], ['none', undefined, undefined], 'a body without usage');
+    });
+
+    it('weighs no inter-token gap by a cumulative count above the bound', () => {
+      let now = 0;
+      const weights: number[] = [];
+      const sink: MeasurementSink = { started() {}, firstOutput() {}, finished() {}, interToken: (_i, _s, tokens) => weights.push(tokens) };
+      const timer = createRequestTimer('chat', () => now, sink);
+      timer.identify('m', true);
+      timer.responseHeaders(200, true);
+      for (const c of [1, 2 ** 53 - 1, 3]) {
+        now += 10;
+        timer.tokenEvent(c);
+      }
+      assert.deepEqual(weights, [1, 2]);
+    });
   });
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { forwardHeaders, headerFilter, HOP_BY_HOP_HEADERS, stripHopByHop } from '../../src/data-plane/hop-by-hop.ts';
 import { offersWebsocket } from '../../src/data-plane/data-plane.ts';
-import { inferenceApi, routedPath } from '../../src/data-plane/inference-route.ts';
+import { httplibDecode, inferenceApi, inferenceRoute, routedPath } from '../../src/data-plane/inference-route.ts';
 import { proxyErrorResponse } from '../../src/data-plane/openai-error.ts';
 import { pathJoiner } from '../../src/data-plane/upstream-request.ts';
 import { seededRandom } from '../helpers/random.ts';
@@ -20,8 +20,81 @@ describe('inferenceApi', () => {
     assert.equal(inferenceApi('GET', '/v1/chat/completions'), undefined);
     assert.equal(inferenceApi('POST', '/v1/models'), undefined);
     assert.equal(inferenceApi('POST', '/v1/chat/completions/extra'), undefined);
-    assert.equal(inferenceApi('POST', '/v2/chat/completions'), undefined);
-    assert.equal(inferenceApi('POST', '/api/chat'), undefined);
+    assert.equal(inferenceApi('POST', '/v1/chats'), undefined);
+    assert.equal(inferenceApi('POST', '/v1/chat'), undefined);
+    assert.equal(inferenceApi('POST', '/messages'), undefined);
+    for (const url of [
+      '/tokenize',
+      '/detokenize',
+      '/apply-template',
+      '/rerank',
+      '/v1/rerank',
+      '/props',
+      '/slots/0',
+      '/api/tags',
+      '/api/show',
+      '/v1/messages/count_tokens',
+      '/health',
+    ]) {
+      assert.equal(inferenceApi('POST', url), undefined, url);
+    }
+  });
+  it("meters llama-server's, vLLM's, SGLang's, TGI's and Ollama's own inference routes", () => {
+    const routes: ReadonlyArray<[string, string, boolean]> = [
+      // llama-server (b4747 and current master), without /v1 and under its --api-prefix.
+      ['/chat/completions', 'chat', true],
+      ['/completions', 'completions', false],
+      ['/completion', 'completions', false],
+      ['/infill', 'completions', false],
+      ['/embedding', 'embeddings', false],
+      ['/embeddings', 'embeddings', false],
+      ['/responses', 'responses', false],
+      ['/prefix/completion', 'completions', false],
+      ['/v2/chat/completions', 'chat', true],
+      // vLLM's SageMaker route, SGLang's and TGI's, Ollama's.
+      ['/invocations', 'chat', false],
+      ['/generate', 'completions', false],
+      ['/generate_stream', 'completions', false],
+      ['/api/chat', 'chat', false],
+      ['/api/generate', 'completions', false],
+      ['/api/embed', 'embeddings', false],
+      ['/api/embeddings', 'embeddings', false],
+      // The OpenAI routes take stream_options (usage injection), under any prefix.
+      ['/v1/chat/completions', 'chat', true],
+      ['/v1/completions', 'completions', true],
+      ['/x/v1/completions', 'completions', true],
+      ['/v1/embeddings', 'embeddings', false],
+      ['/v1/messages', 'messages', false],
+    ];
+    for (const [url, api, streamOptions] of routes) {
+      assert.deepEqual(inferenceRoute('POST', url), { api, streamOptions }, url);
+      assert.deepEqual(inferenceRoute('POST', `${url}/?x=1#y`), { api, streamOptions }, url);
+      assert.equal(inferenceRoute('GET', url), undefined, url);
+    }
+  });
+  it('decodes %uXXXX as cpp-httplib does (llama-server), beside the uvicorn reading', () => {
+    assert.equal(httplibDecode('/v1/%u0063hat/completions'), '/v1/chat/completions');
+    assert.equal(httplibDecode('/v1/chat%u002Fcompletions%2f'), '/v1/chat/completions/');
+    // A surrogate decodes to nothing; a malformed %u stays; %U is not an escape.
+    assert.equal(httplibDecode('/v1/chat%uD800/completions'), '/v1/chat/completions');
+    assert.equal(httplibDecode('/v1/%u006/x%u'), '/v1/%u006/x%u');
+    assert.equal(httplibDecode('/v1/%U0063hat'), '/v1/%U0063hat');
+    assert.equal(httplibDecode('/v1/%u00e9'), '/v1/\u00e9');
+    for (const url of [
+      '/v1/%u0063hat/completions',
+      '/%u0063ompletion',
+      '/v1/chat%uDFFF/completions',
+      '/%u0069nfill',
+      '/v1/embedding%u0073',
+      '/api%u002fchat',
+    ]) {
+      assert.notEqual(inferenceApi('POST', url), undefined, url);
+    }
+    assert.equal(inferenceApi('POST', '/v1/%u0063hat/completions'), 'chat');
+    // Not a route in either reading: non-ASCII never makes an ASCII letter; uvicorn's %XX reading kept.
+    assert.equal(inferenceApi('POST', '/v1/chat/%u0163ompletions'), undefined);
+    assert.equal(inferenceApi('POST', '/v1/chat/%U0063ompletions'), undefined);
+    assert.equal(inferenceApi('POST', '/x%u/v1/chat%2Fcompletions'), 'chat');
   });
 });
 

@@ -6,7 +6,7 @@ import { classifyEvent } from '../../src/measure/openai-events.ts';
 import { createSkimmer, skimTokenEvent } from '../../src/measure/skim-event.ts';
 import { assertRealStreamsIn, ownStreams, realStreamCorpus, realStreamsSkip } from '../helpers/fixtures.ts';
 import { seededRandom } from '../helpers/random.ts';
-import { sseBlocks } from '../helpers/tap-harness.ts';
+import { runTap, sseBlocks } from '../helpers/tap-harness.ts';
 
 const skim = (s: string) => skimTokenEvent(Buffer.from(s));
 
@@ -182,6 +182,34 @@ describe('skimTokenEvent', () => {
     }
     assert.ok(fast / tokens > 0.9, `${fast} of ${tokens} token events skimmed`);
     assert.ok(reporting > 0 && reportingFast === reporting, `${reportingFast} of ${reporting} finish/usage events read without JSON.parse`);
+  });
+});
+
+describe('usage that lies (issue 49), on the skim path and the full one', () => {
+  it('is cut or refused alike whether the skimmer reads the event or defers it', () => {
+    const tokenEvent = 'data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}\n\n';
+    for (const [usage, expected] of [
+      [
+        '{"prompt_tokens":4,"completion_tokens":3,"completion_tokens_details":{"reasoning_tokens":9}}',
+        ['upstream', 4, 3, 3, undefined, ['reasoning_over_completion']],
+      ],
+      ['{"prompt_tokens":4,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":10}}', ['upstream', 4, 3, undefined, 4, ['cached_over_prompt']]],
+      ['{"prompt_tokens":4,"completion_tokens":3,"prompt_cache_hit_tokens":5}', ['upstream', 4, 3, undefined, 4, ['cached_over_prompt']]],
+      [`{"prompt_tokens":${2 ** 31},"completion_tokens":3}`, ['fallback', 0, 0, undefined, undefined, ['too_large']]],
+      [`{"prompt_tokens":4,"completion_tokens":${2 ** 53 - 1}}`, ['fallback', 0, 0, undefined, undefined, ['too_large']]],
+      [`{"prompt_tokens":${2 ** 31 - 1},"completion_tokens":3}`, ['upstream', 2 ** 31 - 1, 3, undefined, undefined, undefined]],
+    ] as const) {
+      const payload = `{"choices":[],"usage":${usage}}`;
+      // One data line: the skimmer's shape. The same JSON over two data lines: read in full.
+      const skimmed = `data: ${payload}\n\n`;
+      const full = `data: {"choices":[],\ndata: "usage":${usage}}\n\n`;
+      const [a, b] = [skimmed, full].map((event) => {
+        const { sample: s } = runTap({ api: 'chat', chunks: [Buffer.from(tokenEvent + tokenEvent + event + 'data: [DONE]\n\n')] });
+        return [s.usageSource, s.promptTokens, s.completionTokens, s.reasoningTokens, s.cachedPromptTokens, s.usageRejections];
+      });
+      assert.deepEqual(a, expected, `skimmed: ${usage}`);
+      assert.deepEqual(b, expected, `read in full: ${usage}`);
+    }
   });
 });
 

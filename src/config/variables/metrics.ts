@@ -58,6 +58,13 @@ export const METRICS_VARIABLES = [
     'milliseconds one export may take (at most the interval); the last export on stop waits at most this, and',
     'never more than 10 s',
   ),
+  documented(
+    'OTEL_EXPORTER_OTLP_TIMEOUT',
+    '`10000`',
+    "milliseconds the exporter waits for one export's answer (the specification's default); an export still",
+    'unanswered at it, or at `OTEL_METRIC_EXPORT_TIMEOUT` when lower, is cut and counted as failed',
+  ),
+  documented('OTEL_EXPORTER_OTLP_METRICS_TIMEOUT', '`OTEL_EXPORTER_OTLP_TIMEOUT`', 'the same, for metrics only'),
   documented('OTEL_SERVICE_NAME', '`infermeter`', '`service.name` of the exported resource; wins over one in `OTEL_RESOURCE_ATTRIBUTES`'),
   documented(
     'OTEL_RESOURCE_ATTRIBUTES',

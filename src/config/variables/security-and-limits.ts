@@ -85,7 +85,7 @@ export const SECURITY_AND_LIMITS_VARIABLES = [
     value: 100,
     meaning: [
       'distinct tenant values kept, {range}, besides the aliased ones, `none`, `unauthenticated` and `other`; a',
-      'tenant takes a place only once the engine accepted one of its requests; later new ones are counted under',
+      'tenant takes a place only once the engine answered one of its requests with 2xx; later new ones are counted under',
       '`other` and in `infermeter_tenant_label_overflow_total`',
     ],
   }),
