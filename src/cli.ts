@@ -84,6 +84,10 @@ async function main(args: readonly string[]): Promise<void> {
 
 async function sim(args: readonly string[]): Promise<void> {
   const parsed = parseSimArguments(args);
+  if ('help' in parsed) {
+    process.stdout.write(parsed.help);
+    return;
+  }
   if ('error' in parsed) {
     process.stderr.write(`infermeter sim: ${parsed.error}\n`);
     process.exit(2);
@@ -97,9 +101,16 @@ async function sim(args: readonly string[]): Promise<void> {
     process.stderr.write(`infermeter sim: cannot listen on ${parsed.host}:${parsed.port}${hint}\n`);
     process.exit(1);
   }
-  const stop = (): void => void close().then(() => process.exit(0));
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  // Every signal handled (npm's forward and the process group's both arrive on Ctrl+C): the first
+  // stops it, a repeat while it stops is the same request. close() cuts its connections, so it ends.
+  let stopping = false;
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    void close().then(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
