@@ -95,16 +95,22 @@ describe('goodput configuration', () => {
     });
     for (const [text, what] of [
       ['[]', /no "classes" array/],
-      ['{"classes": [], "x": 1}', /a key other than/],
+      ['{"classes": [], "x": 1}', /the key "x": only "classes" is known/],
       ['{"classes": [{"name": "a", "slo": "ttft:1"}, {"name": "a", "slo": "ttft:1"}]}', /class 2's name is used twice/],
       ['{"classes": [{"name": "default", "slo": "ttft:1"}]}', /reserved/],
       ['{"classes": [{"name": "a"}]}', /class 1 has no slo/],
-      ['{"classes": [{"name": "a", "slo": "ttft:1", "models": "x"}]}', /a key other than name/],
+      // The bad key named (issue 52): which one of the file is wrong, not only that one is.
+      ['{"classes": [{"name": "a", "slo": "ttft:1", "models": "x"}]}', /class 1 has the key "models": the keys are name, model, tenant and slo/],
+      ['{"classes": [{"name": "a", "slo": "ttft:1", "SECRET!! key": "x"}]}', /class 1 has the key a key of 12 characters/],
+      ['{"classes": [{"name": "a", "slo": "ttft:500 tpt:50"}]}', /class 1's slo is not .*: "tpt" is not one of ttft, tpot, e2el/],
+      ['{"classes": [{"name": "a", "slo": "ttft:500 ttft:50"}]}', /class 1's slo is not .*: ttft is given twice/],
+      ['{"classes": [{"name": "a", "slo": "ttft:fast"}]}', /class 1's slo is not .*: "ttft"'s value is not a number of ms/],
       ['not json', /not valid JSON/],
     ] as const) {
       const r = parseSloFile(text);
       assert.equal(r.ok, false, text);
       if (!r.ok) assert.match(r.expected, what, text);
+      if (!r.ok) assert.doesNotMatch(r.expected, /SECRET/, 'a key that is not plain is not echoed');
     }
     assert.ok(globRegExp('llama-?b*').test('llama-8b-instruct'));
     assert.ok(!globRegExp('llama-?b*').test('llama-70b'));
