@@ -305,9 +305,37 @@ export function startedFields(config: Config, dataUrl: string, management: Manag
     management: management.managementUrl,
     metrics: management.metricsUrl ?? 'disabled',
     upstream_metrics: config.upstreamMetrics?.href ?? 'off',
-    // INFERMETER_WORKERS=auto: how many, and whether from a CPU quota or the host's cores.
-    ...(config.workersFrom === undefined ? {} : { workers: config.workers, workers_from: config.workersFrom }),
+    // The settings an operator checks first, as they are in effect (defaults included).
+    dialects: config.dialects.join(','),
+    tenants: tenantsSetting(config),
+    slo: sloSetting(config),
+    workers: config.workers,
+    // INFERMETER_WORKERS=auto: whether from a CPU quota or the host's cores.
+    ...(config.workersFrom === undefined ? {} : { workers_from: config.workersFrom }),
   };
+}
+
+/** INFERMETER_TENANT as in effect: off, header:<name> or api-key, with the alias file and cap. */
+function tenantsSetting(config: Config): string {
+  const { source, aliasesFile, max } = config.tenant;
+  if (source.kind === 'off') return 'off';
+  const from = source.kind === 'header' ? `header:${source.header}` : 'api-key';
+  return `${from} (at most ${max}${aliasesFile === undefined ? '' : `, aliases ${aliasesFile}`})`;
+}
+
+/** Goodput's SLO as in effect: the file's classes and INFERMETER_SLO's default, or off. */
+function sloSetting(config: Config): string {
+  const { classes, file } = config.slo;
+  const parts: string[] = [];
+  if (file !== undefined) parts.push(`${file} (${classes.filter((c) => c.name !== 'default').length} classes)`);
+  const fallback = classes.find((c) => c.name === 'default')?.targets;
+  if (fallback !== undefined)
+    parts.push(
+      `default ${Object.entries(fallback)
+        .map(([k, v]) => `${k}:${v}`)
+        .join(' ')}`,
+    );
+  return parts.length === 0 ? 'off' : parts.join(', ');
 }
 
 /**

@@ -6,7 +6,7 @@
 // (cluster/worker-main.ts); test/unit/architecture.test.ts keeps it so. bin/infermeter.js checks
 // the Node version before it loads this.
 import { ConfigError, loadConfig, type Config } from './config/config.ts';
-import { startInfermeter } from './app.ts';
+import { startInfermeter, type Infermeter } from './app.ts';
 import { describeBindError } from './cli/bind-error.ts';
 import { helpText } from './cli/help.ts';
 import { parseSimArguments, runSim } from './cli/sim-command.ts';
@@ -49,9 +49,17 @@ async function main(args: readonly string[]): Promise<void> {
   }
   const started = config;
   const log = createLogger(started.logLevel);
-  const app =
-    started.workers > 1 ? await startClusterPrimary(started, process.env, { log, workers: started.workers }) : await startInfermeter(started, { log });
+  // The stop signals are handled before any port listens: a SIGTERM while starting is the
+  // first of a drain, which starts as soon as the listeners are up (not the default action,
+  // which would end the process with nothing drained).
+  let app: Infermeter | undefined;
   let first: { signal: string; at: number } | undefined;
+  const drain = (running: Infermeter): void => {
+    running.drain().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
   const stop = (signal: string): void => {
     const now = performance.now();
     if (first !== undefined) {
@@ -63,23 +71,25 @@ async function main(args: readonly string[]): Promise<void> {
     }
     first = { signal, at: now };
     log.info('draining: not ready, finishing requests in flight', { signal, timeout_ms: started.limits.drainTimeoutMs });
-    app.drain().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
+    if (app !== undefined) drain(app);
   };
   // SIGHUP: per-tenant metering's alias file and goodput's SLO classes file read again (a bad one
   // keeps what is in use); with nothing to reload, ignored (its default action would end the
-  // process, streams and all).
+  // process, streams and all). While starting, the files were just read.
   const aliases = config.tenant.aliasesFile !== undefined;
   const slo = config.slo.file !== undefined;
   process.on('SIGHUP', () => {
+    if (app === undefined) return;
     if (aliases) app.reloadTenantAliases();
     if (slo) app.reloadSlo();
     if (!aliases && !slo) log.info('SIGHUP ignored: nothing to reload (no INFERMETER_TENANT_ALIASES nor INFERMETER_SLO_FILE)');
   });
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  log.debug('starting: SIGTERM and SIGINT drain from here on');
+  app = started.workers > 1 ? await startClusterPrimary(started, process.env, { log, workers: started.workers }) : await startInfermeter(started, { log });
+  // A stop signal while starting: drained now that it runs.
+  if (first !== undefined) drain(app);
 }
 
 async function sim(args: readonly string[]): Promise<void> {

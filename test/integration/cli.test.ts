@@ -92,6 +92,47 @@ describe('infermeter CLI', () => {
     assert.equal(code, 0);
   });
 
+  it('says its effective settings when started, and drains on SIGTERMs that came while it was starting', async (t) => {
+    const sim = await startSimServer();
+    t.after(() => sim.close());
+    const child = run(t, CLI, {
+      INFERMETER_UPSTREAM: `${sim.url}/prefix`,
+      INFERMETER_PORT: '0',
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_DIALECTS: 'mindie,vllm',
+      INFERMETER_TENANT: 'header:x-team',
+      INFERMETER_SLO: 'ttft:500 tpot:50',
+      INFERMETER_LOG_LEVEL: 'debug',
+    });
+    const stderr = collect(child.stderr);
+    // Logged once the stop signals are handled, before any port listens: three quick SIGTERMs
+    // (one signal delivered thrice) then, as a process group and npm's forward deliver them.
+    await lineMatching(child.stderr, /"starting: SIGTERM and SIGINT drain from here on"/);
+    for (let i = 0; i < 3; i++) child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 0, await stderr);
+    const lines = (await stderr)
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const started = lines.find((l) => l.msg === 'infermeter started');
+    assert.ok(started, 'it started');
+    assert.equal(started.upstream, `${sim.url}/prefix`);
+    assert.match(String(started.data), /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.match(String(started.management), /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.match(String(started.metrics), /^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    assert.equal(started.dialects, 'mindie,vllm');
+    assert.equal(started.tenants, 'header:x-team (at most 100)');
+    assert.equal(started.slo, 'default ttft:500 tpot:50');
+    assert.equal(started.workers, 1);
+    assert.ok(
+      lines.some((l) => l.msg === 'drained: every request in flight finished'),
+      'drained, not killed',
+    );
+    assert.equal(lines.filter((l) => l.msg === 'draining: not ready, finishing requests in flight').length, 1, 'the repeats are the same signal');
+  });
+
   it('serves /metrics on the management port when both ports are the same, and not at all when MIES_SERVICE_MONITOR_MODE=0', async (t) => {
     const sim = await startSimServer();
     t.after(() => sim.close());
