@@ -15,6 +15,8 @@ import type { LifecycleViolation } from './data-plane/lifecycle.ts';
 import { createInjectionSwitch } from './data-plane/usage-injection.ts';
 import type { Logger } from './log.ts';
 import { createManagementApp } from './management/management-app.ts';
+import { sameAddress, upstreamReadiness, withReadinessNews, type UpstreamReadiness } from './management/upstream-readiness.ts';
+import { startedFields } from './started-fields.ts';
 import { loadDashboardAssets } from './management/dashboard-app.ts';
 import { createDashboardFeed } from './management/dashboard-feed.ts';
 import { createMetricsApp, METRICS_MAX_CONNECTIONS } from './management/metrics-app.ts';
@@ -104,10 +106,11 @@ export function buildMetrics(
   openConnections: () => number,
   aliases?: TenantAliases,
   workersLoopDelay?: () => LoopDelayReading,
+  readiness?: UpstreamReadiness,
 ): Metrics {
   const upstream = requireUpstream(config);
   const clock = options.clock ?? monotonicClock;
-  return createMetrics({
+  const metrics = createMetrics({
     clock,
     throughputWindowSeconds: config.throughputWindowSeconds,
     version: VERSION,
@@ -131,6 +134,8 @@ export function buildMetrics(
             relay: { enabled: config.relayUpstreamMetrics, intervalMs: config.relayIntervalSeconds * 1000, maxBytes: RELAY_MAX_BYTES },
             log: options.log,
             now: clock,
+            // The scraper's news is the upstream's only when it reads the upstream's own address.
+            reached: sameAddress(config.upstreamMetrics, upstream) ? readiness?.heard : undefined,
           },
         }),
     ...(options.container === undefined ? {} : { container: options.container }),
@@ -139,6 +144,10 @@ export function buildMetrics(
     slo: sloPolicy(config, options.log),
     ...(workersLoopDelay === undefined ? {} : { workersLoopDelay }),
   });
+  // A request the upstream answered (its head came): a connection that worked.
+  // A request the upstream answered is a connection that worked.
+  if (readiness !== undefined) metrics.addObserver(readiness);
+  return metrics;
 }
 
 /** The otel dialect's and the OTLP export's constant attributes: the provider and the upstream's address. */
@@ -221,7 +230,13 @@ export interface Management {
 }
 
 /** The management listener (/health, /ready, /metrics-json, /dashboard) and the metrics listener (/metrics). */
-export async function startManagement(config: Config, metrics: Metrics, dataUrl: string, beforeScrape?: () => Promise<void>): Promise<Management> {
+export async function startManagement(
+  config: Config,
+  metrics: Metrics,
+  dataUrl: string,
+  beforeScrape?: () => Promise<void>,
+  upstream?: UpstreamReadiness,
+): Promise<Management> {
   let ready = false;
   let instance = `${config.managementHost}:${config.managementPort}`;
   const { metricsToken: token, managementTls, metricsTls } = config.security;
@@ -236,7 +251,17 @@ export async function startManagement(config: Config, metrics: Metrics, dataUrl:
     metricsHere: shared,
     index: () => ({ version: VERSION, data: dataUrl, management: `${managementScheme}://${instance}`, metrics: metricsUrl }),
   };
-  const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance, beforeScrape, token, dashboard, where });
+  const management = createManagementApp({
+    ready: () => ready,
+    upstreamReachable: upstream?.reachable,
+    metrics,
+    job: config.jsonJob,
+    instance: () => instance,
+    beforeScrape,
+    token,
+    dashboard,
+    where,
+  });
   const metricsApp = createMetricsApp(metrics, config.metricsEnabled, beforeScrape, token);
   const servers: Server[] = [];
   try {
@@ -296,48 +321,6 @@ const managementPolicy = (config: Config): ListenPolicy => ({
   variable: 'INFERMETER_MANAGEMENT_HOST',
 });
 
-export function startedFields(config: Config, dataUrl: string, management: Management): Record<string, string | number> {
-  const upstream = requireUpstream(config);
-  return {
-    version: VERSION,
-    data: dataUrl,
-    upstream: upstream.origin + upstream.pathname.replace(/\/$/, ''),
-    management: management.managementUrl,
-    metrics: management.metricsUrl ?? 'disabled',
-    upstream_metrics: config.upstreamMetrics?.href ?? 'off',
-    // The settings an operator checks first, as they are in effect (defaults included).
-    dialects: config.dialects.join(','),
-    tenants: tenantsSetting(config),
-    slo: sloSetting(config),
-    workers: config.workers,
-    // INFERMETER_WORKERS=auto: whether from a CPU quota or the host's cores.
-    ...(config.workersFrom === undefined ? {} : { workers_from: config.workersFrom }),
-  };
-}
-
-/** INFERMETER_TENANT as in effect: off, header:<name> or api-key, with the alias file and cap. */
-function tenantsSetting(config: Config): string {
-  const { source, aliasesFile, max } = config.tenant;
-  if (source.kind === 'off') return 'off';
-  const from = source.kind === 'header' ? `header:${source.header}` : 'api-key';
-  return `${from} (at most ${max}${aliasesFile === undefined ? '' : `, aliases ${aliasesFile}`})`;
-}
-
-/** Goodput's SLO as in effect: the file's classes and INFERMETER_SLO's default, or off. */
-function sloSetting(config: Config): string {
-  const { classes, file } = config.slo;
-  const parts: string[] = [];
-  if (file !== undefined) parts.push(`${file} (${classes.filter((c) => c.name !== 'default').length} classes)`);
-  const fallback = classes.find((c) => c.name === 'default')?.targets;
-  if (fallback !== undefined)
-    parts.push(
-      `default ${Object.entries(fallback)
-        .map(([k, v]) => `${k}:${v}`)
-        .join(' ')}`,
-    );
-  return parts.length === 0 ? 'off' : parts.join(', ');
-}
-
 /**
  * Drains the data plane and logs how it ended. The data plane's drain resolves when its last
  * connection closed, or at the timeout right after cutting the rest: the connections still
@@ -359,8 +342,10 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   const clock = options.clock ?? monotonicClock;
   let dataPlane: DataPlane | undefined;
   const aliases = tenantAliases(config, log);
-  const metrics = buildMetrics(config, options, () => dataPlane?.connections() ?? 0, aliases);
-  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation, aliases, options.dialectTable);
+  const readiness = upstreamReadiness(config, log);
+  const metrics = buildMetrics(config, options, () => dataPlane?.connections() ?? 0, aliases, undefined, readiness);
+  const events = withReadinessNews(metrics.proxy, readiness);
+  const built = buildDataPlane(config, log, clock, metrics.sink, events, options.lifecycleViolation, aliases, options.dialectTable);
   dataPlane = built.dataPlane;
   const plane = dataPlane;
   let management: Management | undefined;
@@ -370,17 +355,21 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     otlp = await startExport(config, metrics, log);
     const dataAddress = await listen(plane.server, config.host, config.port, dataPolicy(config));
     const dataUrl = urlOf(dataAddress, config.security.dataTls === undefined ? 'http' : 'https');
-    management = await startManagement(config, metrics, dataUrl);
+    management = await startManagement(config, metrics, dataUrl, undefined, readiness);
     metrics.start();
+    // Ready once the upstream's first probe said whether it can be reached (at most its timeout).
+    await readiness?.start();
     management.setReady(true);
     log.info('infermeter started', startedFields(config, dataUrl, management));
     const m = management;
     const exporting = otlp;
     const close = async (): Promise<void> => {
       m.setReady(false);
+      readiness?.close();
       aliases?.close();
-      metrics.close();
+      // A scrape in progress is answered whole before the metrics stop.
       await Promise.all([plane.close(), m.close()]);
+      metrics.close();
       await built.accessLog?.close();
       // Every request has finished: the last export carries them all (bounded).
       await exporting?.close();
@@ -401,6 +390,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       },
     };
   } catch (error) {
+    readiness?.close();
     aliases?.close();
     metrics.close();
     await Promise.all([plane.close(), management?.close(), otlp?.close()]);

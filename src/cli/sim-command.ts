@@ -14,7 +14,7 @@ export interface SimArguments {
 }
 
 /** `infermeter sim --help`. */
-export const SIM_HELP = [
+const SIM_HELP = [
   'infermeter sim [--port N] [--host H]: a simulated OpenAI-compatible model server',
   '  (chat completions, completions, the Responses API, embeddings, /v1/models, /metrics)',
   '',

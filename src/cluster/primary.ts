@@ -6,8 +6,10 @@ import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import type { Config, Env } from '../config/config.ts';
 import { resolveListenAddress } from '../config/listen-addresses.ts';
-import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, tenantAliases, type Infermeter, type StartOptions } from '../app.ts';
+import { buildMetrics, logStartWarnings, startExport, startManagement, tenantAliases, type Infermeter, type StartOptions } from '../app.ts';
 import { addReadings, type LoopDelayReading } from '../metrics/loop-delay.ts';
+import { upstreamReadiness, withReadinessNews } from '../management/upstream-readiness.ts';
+import { startedFields } from '../started-fields.ts';
 import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage, type WorkerReceiver } from './bus.ts';
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.ts', import.meta.url)).replace(/\.ts$/, import.meta.url.endsWith('.ts') ? '.ts' : '.js');
@@ -36,6 +38,9 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
   // that the cumulative family never goes back when one is restarted.
   const loopDelays = new Map<number, LoopDelayReading>();
   let retiredLoopDelay = addReadings([]);
+  // The primary answers /ready: it follows the upstream from the workers' news (over the bus),
+  // the engine scraper's and its own probe.
+  const readiness = upstreamReadiness(config, log);
   const metrics = buildMetrics(
     config,
     options,
@@ -46,7 +51,9 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
     },
     aliases,
     () => addReadings([retiredLoopDelay, ...loopDelays.values()]),
+    readiness,
   );
+  const events = withReadinessNews(metrics.proxy, readiness);
   // The primary holds the measurements, so it exports them; before the first worker starts.
   const otlp = await startExport(config, metrics, log);
   cluster.setupPrimary({ exec: WORKER_MAIN, serialization: 'advanced', silent: false });
@@ -61,7 +68,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
 
   const fork = (): Worker => {
     const worker = cluster.fork({ ...env });
-    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel, metrics.tenantLabel);
+    const receiver = createWorkerReceiver(metrics.sink, events, metrics.modelLabel, metrics.tenantLabel);
     receivers.set(worker.id, receiver);
     worker.on('message', (m: WorkerMessage) => {
       if (m.t === 'events') {
@@ -121,8 +128,9 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
   for (let i = 0; i < options.workers; i++) fork();
   const dataUrl = await firstListening;
   await new Promise<void>((resolve) => startWaiters.push({ n: options.workers, resolve }));
-  const management = await startManagement(config, metrics, dataUrl, flushAll);
+  const management = await startManagement(config, metrics, dataUrl, flushAll, readiness);
   metrics.start();
+  await readiness?.start();
   management.setReady(true);
   log.info('infermeter started', { ...startedFields(config, dataUrl, management), workers: options.workers });
 
@@ -148,6 +156,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
   async function close(): Promise<void> {
     stopping = true;
     management.setReady(false);
+    readiness?.close();
     await flushAll();
     await Promise.all(
       workers().map(

@@ -42,7 +42,7 @@ export async function listen(server: Server, host: string, port: number, policy:
 }
 
 /** How long close() lets a response in progress finish before its connection is cut (ms). */
-export const CLOSE_GRACE_MS = 5000;
+const CLOSE_GRACE_MS = 5000;
 
 /**
  * Stops listening and resolves when every connection is gone: idle ones closed now, a kept-alive

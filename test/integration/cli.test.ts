@@ -421,7 +421,10 @@ describe('infermeter on the command line, as a newcomer meets it', () => {
     let answered = true;
     for (let i = 0; i < 100 && answered; i++) {
       answered = await fetch(`${url}/v1/models`).then(
-        async (r) => (await r.arrayBuffer(), true),
+        async (r) => {
+          await r.arrayBuffer();
+          return true;
+        },
         () => false,
       );
       if (answered) await new Promise((resolve) => setTimeout(resolve, 100));
