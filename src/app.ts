@@ -20,12 +20,11 @@ import { startedFields } from './started-fields.ts';
 import { loadDashboardAssets } from './management/dashboard-app.ts';
 import { createDashboardFeed } from './management/dashboard-feed.ts';
 import { createMetricsApp, METRICS_MAX_CONNECTIONS } from './management/metrics-app.ts';
-import type { LoopDelayReading } from './metrics/loop-delay.ts';
 import { closeServer, createAppServer, hostPort, listen, urlOf, type ListenPolicy } from './management/listen.ts';
 import { monotonicClock, type Clock } from './measure/clock.ts';
 import type { MeasurementSink } from './measure/request-timer.ts';
 import type { ContainerSamplerOptions } from './metrics/container/container-sampler.ts';
-import { createMetrics, type Metrics } from './metrics/metrics.ts';
+import { createMetrics, type Metrics, type MetricsOptions } from './metrics/metrics.ts';
 import type { OtelOptions } from './metrics/dialects/otel.ts';
 import { DIALECTS, dialectRows, passThroughReport, type DialectRow } from './metrics/dialects/index.ts';
 import { startOtlpExport, type OtlpExport } from './metrics/otlp-export.ts';
@@ -105,8 +104,9 @@ export function buildMetrics(
   options: StartOptions,
   openConnections: () => number,
   aliases?: TenantAliases,
-  workersLoopDelay?: () => LoopDelayReading,
+  workersLoopDelay?: MetricsOptions['workersLoopDelay'],
   readiness?: UpstreamReadiness,
+  workersProcess?: MetricsOptions['workersProcess'],
 ): Metrics {
   const upstream = requireUpstream(config);
   const clock = options.clock ?? monotonicClock;
@@ -143,10 +143,10 @@ export function buildMetrics(
     tenants: aliases === undefined ? undefined : { max: config.tenant.max, aliases },
     slo: sloPolicy(config, options.log),
     ...(workersLoopDelay === undefined ? {} : { workersLoopDelay }),
+    ...(workersProcess === undefined ? {} : { workersProcess }),
   });
   // A request the upstream answered (its head came): a connection that worked.
-  // A request the upstream answered is a connection that worked.
-  if (readiness !== undefined) metrics.addObserver(readiness);
+  if (readiness !== undefined) metrics.addObserver(readiness); // a request answered: a connection that worked
   return metrics;
 }
 

@@ -8,6 +8,7 @@ import type { Config, Env } from '../config/config.ts';
 import { resolveListenAddress } from '../config/listen-addresses.ts';
 import { buildMetrics, logStartWarnings, startExport, startManagement, tenantAliases, type Infermeter, type StartOptions } from '../app.ts';
 import { addReadings, type LoopDelayReading } from '../metrics/loop-delay.ts';
+import type { ProcessReading } from '../metrics/process-families.ts';
 import { upstreamReadiness, withReadinessNews } from '../management/upstream-readiness.ts';
 import { startedFields } from '../started-fields.ts';
 import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage, type WorkerReceiver } from './bus.ts';
@@ -38,6 +39,9 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
   // that the cumulative family never goes back when one is restarted.
   const loopDelays = new Map<number, LoopDelayReading>();
   let retiredLoopDelay = addReadings([]);
+  // Each live worker's process families from its last flush, by its slot (1 to N: a restarted
+  // worker takes the slot of the one it replaces, so the `worker` label stays bounded).
+  const processReadings = new Map<number, ProcessReading>();
   // The primary answers /ready: it follows the upstream from the workers' news (over the bus),
   // the engine scraper's and its own probe.
   const readiness = upstreamReadiness(config, log);
@@ -52,6 +56,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
     aliases,
     () => addReadings([retiredLoopDelay, ...loopDelays.values()]),
     readiness,
+    () => [...processReadings].sort(([a], [b]) => a - b).map(([slot, reading]) => [String(slot), reading] as const),
   );
   const events = withReadinessNews(metrics.proxy, readiness);
   // The primary holds the measurements, so it exports them; before the first worker starts.
@@ -66,7 +71,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
   let resolveFirstListening!: (url: string) => void;
   const firstListening = new Promise<string>((resolve) => (resolveFirstListening = resolve));
 
-  const fork = (): Worker => {
+  const fork = (slot: number): Worker => {
     const worker = cluster.fork({ ...env });
     const receiver = createWorkerReceiver(metrics.sink, events, metrics.modelLabel, metrics.tenantLabel);
     receivers.set(worker.id, receiver);
@@ -76,6 +81,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
         connections.set(worker.id, m.connections);
       } else if (m.t === 'flushed') {
         if (m.loopDelay !== undefined) loopDelays.set(worker.id, m.loopDelay);
+        if (m.process !== undefined) processReadings.set(slot, m.process);
         flushWaiters.get(m.seq)?.();
       } else if (m.t === 'listening') {
         started++;
@@ -89,11 +95,13 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
       const lastDelay = loopDelays.get(worker.id);
       if (lastDelay !== undefined) retiredLoopDelay = addReadings([retiredLoopDelay, lastDelay]);
       loopDelays.delete(worker.id);
+      // A dead worker's process series go with it.
+      processReadings.delete(slot);
       const lost = receiver.lost();
       if (stopping) return;
       metrics.proxy.workerRestarted(lost);
       log.warn('worker exited; starting another', { pid: worker.process.pid, code: code ?? undefined, signal: signal ?? undefined, requests_lost: lost });
-      fork();
+      fork(slot);
     });
     return worker;
   };
@@ -125,7 +133,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
     );
   };
 
-  for (let i = 0; i < options.workers; i++) fork();
+  for (let i = 1; i <= options.workers; i++) fork(i);
   const dataUrl = await firstListening;
   await new Promise<void>((resolve) => startWaiters.push({ n: options.workers, resolve }));
   const management = await startManagement(config, metrics, dataUrl, flushAll, readiness);

@@ -6,6 +6,7 @@ import { createLogger } from '../log.ts';
 import { listen, urlOf } from '../management/listen.ts';
 import { monotonicClock } from '../measure/clock.ts';
 import { createLoopDelayMonitor } from '../metrics/loop-delay.ts';
+import { processMetrics } from '../metrics/process-families.ts';
 import { createWorkerBus, type PrimaryMessage, type WorkerMessage } from './bus.ts';
 
 // The SLO classes are the primary's (it judges every request): a worker neither needs nor reads
@@ -20,6 +21,7 @@ let connections = () => 0;
 const bus = createWorkerBus(send, () => connections());
 // This worker's event-loop delay, sent with every flush (a scrape asks for one).
 const loopDelay = createLoopDelayMonitor();
+const own = processMetrics();
 const aliases = tenantAliases(config, log);
 const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus.sink, bus.events, undefined, aliases);
 connections = () => dataPlane.connections();
@@ -30,7 +32,12 @@ send({ t: 'listening', url: urlOf(address, config.security.dataTls === undefined
 process.on('message', (m: PrimaryMessage) => {
   if (m.t === 'flush') {
     bus.flush();
-    send({ t: 'flushed', seq: m.seq, loopDelay: loopDelay.read() });
+    // This worker's process families too (read asynchronously; the primary waits up to its flush timeout).
+    const delay = loopDelay.read();
+    void own.read().then(
+      (reading) => send({ t: 'flushed', seq: m.seq, loopDelay: delay, process: reading }),
+      () => send({ t: 'flushed', seq: m.seq, loopDelay: delay }),
+    );
   } else if (m.t === 'reloadTenants') {
     aliases?.reload();
   } else if (m.t === 'drain') {

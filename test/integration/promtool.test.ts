@@ -9,6 +9,7 @@ import { startSimServer } from '../../src/sim/model-server.ts';
 import { scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
 import { readFileSync } from 'node:fs';
+import { NODE_CLIENT_LINT } from '../helpers/exposition.ts';
 
 const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
 const available = promtool.status === 0;
@@ -59,6 +60,8 @@ const SPEC_MANDATED_LINT = new Set([
   ].map((name) => `${name} metric names should not contain ':'`),
   // vLLM names this histogram (tokens per engine step) with _total; its dashboards query it so.
   'vllm:iteration_tokens_total non-counter metrics should not have "_total" suffix',
+  // The Node.js process families under the names prom-client gives them.
+  ...NODE_CLIENT_LINT,
 ]);
 
 describe('promtool check metrics', { skip }, () => {
