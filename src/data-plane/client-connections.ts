@@ -4,9 +4,6 @@ import type http from 'node:http';
 import type { Socket } from 'node:net';
 
 /** Why a client connection was answered 400/408 before any request was read (`clientError`). */
-/** How long close() lets a response in progress finish before its connection is cut (ms). */
-export const CLOSE_GRACE_MS = 5000;
-
 export type ClientErrorKind = 'timeout' | 'malformed';
 
 export interface ClientConnections {
@@ -19,8 +16,6 @@ export interface ClientConnections {
   drain(timeoutMs: number): Promise<number>;
   /** Ends idle and unused connections now, and each other one as soon as its response is done. */
   closeEach(): void;
-  /** closeEach, then cuts what is still open after `graceMs` (close(): a bound even beside a long stream). */
-  closeWithin(graceMs: number): void;
 }
 
 export function trackConnections(server: http.Server): ClientConnections {
@@ -49,13 +44,6 @@ export function trackConnections(server: http.Server): ClientConnections {
   return {
     count: () => sockets.size,
     closeEach,
-    closeWithin(graceMs) {
-      closeEach();
-      if (sockets.size === 0) return;
-      const timer = setTimeout(() => server.closeAllConnections(), graceMs);
-      timer.unref();
-      server.once('close', () => clearTimeout(timer));
-    },
     drain(timeoutMs) {
       closeEach();
       if (sockets.size === 0) return Promise.resolve(0);

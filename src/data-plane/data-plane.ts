@@ -17,7 +17,7 @@ import type { MeasurementSink } from '../measure/request-timer.ts';
 import type { Logger } from '../log.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';
 import type { TapProblem } from '../stream-tap/response-tap.ts';
-import { CLOSE_GRACE_MS, trackConnections } from './client-connections.ts';
+import { trackConnections } from './client-connections.ts';
 import { createBodyBudget, type HeldBodyUse } from './body-budget.ts';
 import { createConcurrencyLimit } from './concurrency-limit.ts';
 import { createDeadlines } from './deadlines.ts';
@@ -237,8 +237,8 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        // Not left open for the keep-alive timeout once a response in flight is done, nor past the grace.
-        clients.closeWithin(CLOSE_GRACE_MS);
+        // Not left open for the keep-alive timeout once a response in flight is done.
+        clients.closeEach();
         connections.destroy();
         deadlines.close();
       }),
