@@ -15,15 +15,16 @@ import type { LifecycleViolation } from './data-plane/lifecycle.ts';
 import { createInjectionSwitch } from './data-plane/usage-injection.ts';
 import type { Logger } from './log.ts';
 import { createManagementApp } from './management/management-app.ts';
+import { sameAddress, upstreamReadiness, withReadinessNews, type UpstreamReadiness } from './management/upstream-readiness.ts';
+import { startedFields } from './started-fields.ts';
 import { loadDashboardAssets } from './management/dashboard-app.ts';
 import { createDashboardFeed } from './management/dashboard-feed.ts';
 import { createMetricsApp, METRICS_MAX_CONNECTIONS } from './management/metrics-app.ts';
-import type { LoopDelayReading } from './metrics/loop-delay.ts';
 import { closeServer, createAppServer, hostPort, listen, urlOf, type ListenPolicy } from './management/listen.ts';
 import { monotonicClock, type Clock } from './measure/clock.ts';
 import type { MeasurementSink } from './measure/request-timer.ts';
 import type { ContainerSamplerOptions } from './metrics/container/container-sampler.ts';
-import { createMetrics, type Metrics } from './metrics/metrics.ts';
+import { createMetrics, type Metrics, type MetricsOptions } from './metrics/metrics.ts';
 import type { OtelOptions } from './metrics/dialects/otel.ts';
 import { DIALECTS, dialectRows, passThroughReport, type DialectRow } from './metrics/dialects/index.ts';
 import { startOtlpExport, type OtlpExport } from './metrics/otlp-export.ts';
@@ -113,11 +114,13 @@ export function buildMetrics(
   options: StartOptions,
   plane: DataPlaneReadings,
   aliases?: TenantAliases,
-  workersLoopDelay?: () => LoopDelayReading,
+  workersLoopDelay?: MetricsOptions['workersLoopDelay'],
+  readiness?: UpstreamReadiness,
+  workersProcess?: MetricsOptions['workersProcess'],
 ): Metrics {
   const upstream = requireUpstream(config);
   const clock = options.clock ?? monotonicClock;
-  return createMetrics({
+  const metrics = createMetrics({
     clock,
     throughputWindowSeconds: config.throughputWindowSeconds,
     version: VERSION,
@@ -142,6 +145,8 @@ export function buildMetrics(
             relay: { enabled: config.relayUpstreamMetrics, intervalMs: config.relayIntervalSeconds * 1000, maxBytes: RELAY_MAX_BYTES },
             log: options.log,
             now: clock,
+            // The scraper's news is the upstream's only when it reads the upstream's own address.
+            reached: sameAddress(config.upstreamMetrics, upstream) ? readiness?.heard : undefined,
           },
         }),
     ...(options.container === undefined ? {} : { container: options.container }),
@@ -149,7 +154,11 @@ export function buildMetrics(
     tenants: aliases === undefined ? undefined : { max: config.tenant.max, aliases },
     slo: sloPolicy(config, options.log),
     ...(workersLoopDelay === undefined ? {} : { workersLoopDelay }),
+    ...(workersProcess === undefined ? {} : { workersProcess }),
   });
+  // A request the upstream answered (its head came): a connection that worked.
+  if (readiness !== undefined) metrics.addObserver(readiness); // a request answered: a connection that worked
+  return metrics;
 }
 
 /** The otel dialect's and the OTLP export's constant attributes: the provider and the upstream's address. */
@@ -221,7 +230,13 @@ export interface Management {
 }
 
 /** The management listener (/health, /ready, /metrics-json, /dashboard) and the metrics listener (/metrics). */
-export async function startManagement(config: Config, metrics: Metrics, dataUrl: string, beforeScrape?: () => Promise<void>): Promise<Management> {
+export async function startManagement(
+  config: Config,
+  metrics: Metrics,
+  dataUrl: string,
+  beforeScrape?: () => Promise<void>,
+  upstream?: UpstreamReadiness,
+): Promise<Management> {
   let ready = false;
   let instance = `${config.managementHost}:${config.managementPort}`;
   const { metricsToken: token, managementTls, metricsTls } = config.security;
@@ -236,7 +251,17 @@ export async function startManagement(config: Config, metrics: Metrics, dataUrl:
     metricsHere: shared,
     index: () => ({ version: VERSION, data: dataUrl, management: `${managementScheme}://${instance}`, metrics: metricsUrl }),
   };
-  const management = createManagementApp({ ready: () => ready, metrics, job: config.jsonJob, instance: () => instance, beforeScrape, token, dashboard, where });
+  const management = createManagementApp({
+    ready: () => ready,
+    upstreamReachable: upstream?.reachable,
+    metrics,
+    job: config.jsonJob,
+    instance: () => instance,
+    beforeScrape,
+    token,
+    dashboard,
+    where,
+  });
   const metricsApp = createMetricsApp(metrics, config.metricsEnabled, beforeScrape, token);
   const servers: Server[] = [];
   try {
@@ -296,20 +321,6 @@ const managementPolicy = (config: Config): ListenPolicy => ({
   variable: 'INFERMETER_MANAGEMENT_HOST',
 });
 
-export function startedFields(config: Config, dataUrl: string, management: Management): Record<string, string | number> {
-  const upstream = requireUpstream(config);
-  return {
-    version: VERSION,
-    data: dataUrl,
-    upstream: upstream.origin + upstream.pathname.replace(/\/$/, ''),
-    management: management.managementUrl,
-    metrics: management.metricsUrl ?? 'disabled',
-    upstream_metrics: config.upstreamMetrics?.href ?? 'off',
-    // INFERMETER_WORKERS=auto: how many, and whether from a CPU quota or the host's cores.
-    ...(config.workersFrom === undefined ? {} : { workers: config.workers, workers_from: config.workersFrom }),
-  };
-}
-
 /**
  * Drains the data plane and logs how it ended. The data plane's drain resolves when its last
  * connection closed, or at the timeout right after cutting the rest: the connections still
@@ -331,14 +342,18 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   const clock = options.clock ?? monotonicClock;
   let dataPlane: DataPlane | undefined;
   const aliases = tenantAliases(config, log);
+  const readiness = upstreamReadiness(config, log);
   const metrics = buildMetrics(
     config,
     options,
     { connections: () => dataPlane?.connections() ?? 0, heldBodyBytes: () => dataPlane?.heldBodyBytes() ?? { request: 0 } },
     aliases,
+    undefined,
+    readiness,
   );
+  const events = withReadinessNews(metrics.proxy, readiness);
   const usage = startUsageLedger(config.usage, metrics.registry, log);
-  const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation, aliases, options.dialectTable, usage?.writer);
+  const built = buildDataPlane(config, log, clock, metrics.sink, events, options.lifecycleViolation, aliases, options.dialectTable, usage?.writer);
   dataPlane = built.dataPlane;
   const plane = dataPlane;
   let management: Management | undefined;
@@ -348,17 +363,21 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     otlp = await startExport(config, metrics, log);
     const dataAddress = await listen(plane.server, config.host, config.port, dataPolicy(config));
     const dataUrl = urlOf(dataAddress, config.security.dataTls === undefined ? 'http' : 'https');
-    management = await startManagement(config, metrics, dataUrl);
+    management = await startManagement(config, metrics, dataUrl, undefined, readiness);
     metrics.start();
+    // Ready once the upstream's first probe said whether it can be reached (at most its timeout).
+    await readiness?.start();
     management.setReady(true);
     log.info('infermeter started', startedFields(config, dataUrl, management));
     const m = management;
     const exporting = otlp;
     const close = async (): Promise<void> => {
       m.setReady(false);
+      readiness?.close();
       aliases?.close();
-      metrics.close();
+      // A scrape in progress is answered whole before the metrics stop.
       await Promise.all([plane.close(), m.close()]);
+      metrics.close();
       await built.accessLog?.close();
       await usage?.close();
       // Every request has finished: the last export carries them all (bounded).
@@ -382,6 +401,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       },
     };
   } catch (error) {
+    readiness?.close();
     aliases?.close();
     metrics.close();
     await Promise.all([plane.close(), management?.close(), otlp?.close(), usage?.close()]);

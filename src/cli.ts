@@ -6,7 +6,7 @@
 // (cluster/worker-main.ts); test/unit/architecture.test.ts keeps it so. bin/infermeter.js checks
 // the Node version before it loads this.
 import { ConfigError, loadConfig, type Config } from './config/config.ts';
-import { startInfermeter } from './app.ts';
+import { startInfermeter, type Infermeter } from './app.ts';
 import { describeBindError } from './cli/bind-error.ts';
 import { helpText } from './cli/help.ts';
 import { parseSimArguments, runSim } from './cli/sim-command.ts';
@@ -57,9 +57,17 @@ async function main(args: readonly string[]): Promise<void> {
   }
   const started = config;
   const log = createLogger(started.logLevel);
-  const app =
-    started.workers > 1 ? await startClusterPrimary(started, process.env, { log, workers: started.workers }) : await startInfermeter(started, { log });
+  // The stop signals are handled before any port listens: a SIGTERM while starting is the
+  // first of a drain, which starts as soon as the listeners are up (not the default action,
+  // which would end the process with nothing drained).
+  let app: Infermeter | undefined;
   let first: { signal: string; at: number } | undefined;
+  const drain = (running: Infermeter): void => {
+    running.drain().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
   const stop = (signal: string): void => {
     const now = performance.now();
     if (first !== undefined) {
@@ -71,18 +79,17 @@ async function main(args: readonly string[]): Promise<void> {
     }
     first = { signal, at: now };
     log.info('draining: not ready, finishing requests in flight', { signal, timeout_ms: started.limits.drainTimeoutMs });
-    app.drain().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
+    if (app !== undefined) drain(app);
   };
   // SIGHUP: per-tenant metering's alias file and goodput's SLO classes file read again (a bad one
   // keeps what is in use), the access log's file opened again at its path (logrotate); with
   // nothing to reload, ignored (its default action would end the process, streams and all).
+  // While starting, the files were just read.
   const aliases = config.tenant.aliasesFile !== undefined;
   const slo = config.slo.file !== undefined;
   const accessLogFile = config.accessLog !== undefined && config.accessLog !== 'stdout';
   process.on('SIGHUP', () => {
+    if (app === undefined) return;
     if (aliases) app.reloadTenantAliases();
     if (slo) app.reloadSlo();
     if (accessLogFile) app.reopenAccessLog();
@@ -91,10 +98,18 @@ async function main(args: readonly string[]): Promise<void> {
   });
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  log.debug('starting: SIGTERM and SIGINT drain from here on');
+  app = started.workers > 1 ? await startClusterPrimary(started, process.env, { log, workers: started.workers }) : await startInfermeter(started, { log });
+  // A stop signal while starting: drained now that it runs.
+  if (first !== undefined) drain(app);
 }
 
 async function sim(args: readonly string[]): Promise<void> {
   const parsed = parseSimArguments(args);
+  if ('help' in parsed) {
+    process.stdout.write(parsed.help);
+    return;
+  }
   if ('error' in parsed) {
     process.stderr.write(`infermeter sim: ${parsed.error}\n`);
     process.exit(2);
@@ -108,9 +123,16 @@ async function sim(args: readonly string[]): Promise<void> {
     process.stderr.write(`infermeter sim: cannot listen on ${parsed.host}:${parsed.port}${hint}\n`);
     process.exit(1);
   }
-  const stop = (): void => void close().then(() => process.exit(0));
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  // Every signal handled (npm's forward and the process group's both arrive on Ctrl+C): the first
+  // stops it, a repeat while it stops is the same request. close() cuts its connections, so it ends.
+  let stopping = false;
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    void close().then(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {

@@ -13,12 +13,25 @@ export interface SimArguments {
   readonly port: number;
 }
 
-/** Parses `--port N`, `--host H` (or `--port=N`); a message on anything else. */
-export function parseSimArguments(args: readonly string[]): SimArguments | { readonly error: string } {
+/** `infermeter sim --help`. */
+const SIM_HELP = [
+  'infermeter sim [--port N] [--host H]: a simulated OpenAI-compatible model server',
+  '  (chat completions, completions, the Responses API, embeddings, /v1/models, /metrics)',
+  '',
+  `  --port N   the port to listen on (default ${SIM_DEFAULT_PORT}; 0 picks a free one)`,
+  '  --host H   the address to listen on (default 127.0.0.1; every address needs INFERMETER_ALLOW_ALL_ZERO_IP=1)',
+  '',
+  'Ctrl+C (SIGINT) or SIGTERM stops it.',
+  '',
+].join('\n');
+
+/** Parses `--port N`, `--host H` (or `--port=N`), or `--help`; a message on anything else. */
+export function parseSimArguments(args: readonly string[]): SimArguments | { readonly error: string } | { readonly help: string } {
   let host = '127.0.0.1';
   let port = SIM_DEFAULT_PORT;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
+    if (arg === '--help' || arg === '-h') return { help: SIM_HELP };
     const eq = arg.indexOf('=');
     const name = eq === -1 ? arg : arg.slice(0, eq);
     if (name !== '--port' && name !== '--host') return { error: `unknown argument ${JSON.stringify(arg)}: infermeter sim takes --port N and --host H` };

@@ -11,6 +11,7 @@ import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
 import type { InferenceApi, RequestInfo, RequestSample } from '../measure/sample.ts';
 import type { LoopDelayReading } from '../metrics/loop-delay.ts';
+import type { ProcessReading } from '../metrics/process-families.ts';
 import type { HeldBodyBytes, ProxyEvents } from '../metrics/proxy-families.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';
 import type { TapProblem } from '../stream-tap/response-tap.ts';
@@ -70,7 +71,7 @@ type ProxyEventName =
 /** Worker -> primary. */
 export type WorkerMessage =
   | { readonly t: 'events'; readonly events: BusEvent[]; readonly connections: number }
-  | { readonly t: 'flushed'; readonly seq: number; readonly loopDelay?: LoopDelayReading; readonly held?: HeldBodyBytes }
+  | { readonly t: 'flushed'; readonly seq: number; readonly loopDelay?: LoopDelayReading; readonly held?: HeldBodyBytes; readonly process?: ProcessReading }
   | { readonly t: 'listening'; readonly url: string };
 
 /** Primary -> worker. */

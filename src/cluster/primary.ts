@@ -6,10 +6,13 @@ import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import type { Config, Env } from '../config/config.ts';
 import { resolveListenAddress } from '../config/listen-addresses.ts';
-import { buildMetrics, logStartWarnings, startedFields, startExport, startManagement, tenantAliases, type Infermeter, type StartOptions } from '../app.ts';
+import { buildMetrics, logStartWarnings, startExport, startManagement, tenantAliases, type Infermeter, type StartOptions } from '../app.ts';
 import { startLedger } from '../ledger/ledger.ts';
 import { addReadings, type LoopDelayReading } from '../metrics/loop-delay.ts';
+import type { ProcessReading } from '../metrics/process-families.ts';
 import type { HeldBodyBytes } from '../metrics/proxy-families.ts';
+import { upstreamReadiness, withReadinessNews } from '../management/upstream-readiness.ts';
+import { startedFields } from '../started-fields.ts';
 import { createWorkerReceiver, type PrimaryMessage, type WorkerMessage, type WorkerReceiver } from './bus.ts';
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.ts', import.meta.url)).replace(/\.ts$/, import.meta.url.endsWith('.ts') ? '.ts' : '.js');
@@ -40,6 +43,12 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
   let retiredLoopDelay = addReadings([]);
   // Each live worker's held bytes from its last flush (a scrape asks every worker for one).
   const held = new Map<number, HeldBodyBytes>();
+  // Each live worker's process families from its last flush, by its slot (1 to N: a restarted
+  // worker takes the slot of the one it replaces, so the `worker` label stays bounded).
+  const processReadings = new Map<number, ProcessReading>();
+  // The primary answers /ready: it follows the upstream from the workers' news (over the bus),
+  // the engine scraper's and its own probe.
+  const readiness = upstreamReadiness(config, log);
   const metrics = buildMetrics(
     config,
     options,
@@ -57,9 +66,12 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
     },
     aliases,
     () => addReadings([retiredLoopDelay, ...loopDelays.values()]),
+    readiness,
+    () => [...processReadings].sort(([a], [b]) => a - b).map(([slot, reading]) => [String(slot), reading] as const),
   );
   // One ledger whatever the worker count: the workers' records cross the bus to this spool.
   const ledger = config.usage === undefined ? undefined : startLedger(config.usage, metrics.registry, log);
+  const events = withReadinessNews(metrics.proxy, readiness);
   // The primary holds the measurements, so it exports them; before the first worker starts.
   const otlp = await startExport(config, metrics, log);
   cluster.setupPrimary({ exec: WORKER_MAIN, serialization: 'advanced', silent: false });
@@ -72,9 +84,9 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
   let resolveFirstListening!: (url: string) => void;
   const firstListening = new Promise<string>((resolve) => (resolveFirstListening = resolve));
 
-  const fork = (): Worker => {
+  const fork = (slot: number): Worker => {
     const worker = cluster.fork({ ...env });
-    const receiver = createWorkerReceiver(metrics.sink, metrics.proxy, metrics.modelLabel, metrics.tenantLabel, ledger?.append);
+    const receiver = createWorkerReceiver(metrics.sink, events, metrics.modelLabel, metrics.tenantLabel, ledger?.append);
     receivers.set(worker.id, receiver);
     worker.on('message', (m: WorkerMessage) => {
       if (m.t === 'events') {
@@ -83,6 +95,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
       } else if (m.t === 'flushed') {
         if (m.loopDelay !== undefined) loopDelays.set(worker.id, m.loopDelay);
         if (m.held !== undefined) held.set(worker.id, m.held);
+        if (m.process !== undefined) processReadings.set(slot, m.process);
         flushWaiters.get(m.seq)?.();
       } else if (m.t === 'listening') {
         started++;
@@ -97,11 +110,13 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
       const lastDelay = loopDelays.get(worker.id);
       if (lastDelay !== undefined) retiredLoopDelay = addReadings([retiredLoopDelay, lastDelay]);
       loopDelays.delete(worker.id);
+      // A dead worker's process series go with it.
+      processReadings.delete(slot);
       const lost = receiver.lost();
       if (stopping) return;
       metrics.proxy.workerRestarted(lost);
       log.warn('worker exited; starting another', { pid: worker.process.pid, code: code ?? undefined, signal: signal ?? undefined, requests_lost: lost });
-      fork();
+      fork(slot);
     });
     return worker;
   };
@@ -133,11 +148,12 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
     );
   };
 
-  for (let i = 0; i < options.workers; i++) fork();
+  for (let i = 1; i <= options.workers; i++) fork(i);
   const dataUrl = await firstListening;
   await new Promise<void>((resolve) => startWaiters.push({ n: options.workers, resolve }));
-  const management = await startManagement(config, metrics, dataUrl, flushAll);
+  const management = await startManagement(config, metrics, dataUrl, flushAll, readiness);
   metrics.start();
+  await readiness?.start();
   management.setReady(true);
   log.info('infermeter started', { ...startedFields(config, dataUrl, management), workers: options.workers });
 
@@ -166,6 +182,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
   async function close(): Promise<void> {
     stopping = true;
     management.setReady(false);
+    readiness?.close();
     await flushAll();
     await Promise.all(
       workers().map(

@@ -7,6 +7,7 @@ import { listen, urlOf } from '../management/listen.ts';
 import { monotonicClock } from '../measure/clock.ts';
 import { createLoopDelayMonitor } from '../metrics/loop-delay.ts';
 import { createUsageWriter } from '../ledger/ledger.ts';
+import { processMetrics } from '../metrics/process-families.ts';
 import { createWorkerBus, type PrimaryMessage, type WorkerMessage } from './bus.ts';
 
 // The SLO classes are the primary's (it judges every request): a worker neither needs nor reads
@@ -21,6 +22,7 @@ let connections = () => 0;
 const bus = createWorkerBus(send, () => connections());
 // This worker's event-loop delay, sent with every flush (a scrape asks for one).
 const loopDelay = createLoopDelayMonitor();
+const own = processMetrics();
 const aliases = tenantAliases(config, log);
 // This worker's usage records: its own start id and sequence, written by the primary's spool.
 const usage = config.usage === undefined ? undefined : createUsageWriter(config.usage.source, bus.usageLine);
@@ -33,7 +35,13 @@ send({ t: 'listening', url: urlOf(address, config.security.dataTls === undefined
 process.on('message', (m: PrimaryMessage) => {
   if (m.t === 'flush') {
     bus.flush();
-    send({ t: 'flushed', seq: m.seq, loopDelay: loopDelay.read(), held: dataPlane.heldBodyBytes() });
+    // This worker's process families too (read asynchronously; the primary waits up to its flush timeout).
+    const delay = loopDelay.read();
+    const held = dataPlane.heldBodyBytes();
+    void own.read().then(
+      (reading) => send({ t: 'flushed', seq: m.seq, loopDelay: delay, held, process: reading }),
+      () => send({ t: 'flushed', seq: m.seq, loopDelay: delay, held }),
+    );
   } else if (m.t === 'reloadTenants') {
     aliases?.reload();
   } else if (m.t === 'reopenAccessLog') {

@@ -3,7 +3,7 @@
 // and when the file changes (polled: an editor's or a ConfigMap's rename replaces the file,
 // which a watch of the old inode would miss). A bad file on reload keeps what is in use and
 // says so in a warning; the file's content is never logged.
-import { unwatchFile, watchFile, type Stats } from 'node:fs';
+import { statSync, unwatchFile, watchFile, type Stats } from 'node:fs';
 import type { LogFields, Logger } from '../log.ts';
 
 type FileRead<T> = ({ readonly ok: true } & T) | { readonly ok: false; readonly expected: string };
@@ -32,9 +32,18 @@ export interface FileReload {
 
 export function createFileReload<T>(options: FileReloadOptions<T>): FileReload {
   const { file, variable, log } = options;
+  // The version of the file last read and whether it was good: an edit then a SIGHUP is seen by
+  // both the poll and the signal, and is read and logged once.
+  let last: { readonly version: string; readonly ok: boolean } | undefined;
   const reload = (): boolean => {
     if (file === undefined) return false;
+    const version = versionOf(file);
+    if (version !== undefined && version === last?.version) {
+      log.debug(`${variable} unchanged since it was last read`, { file });
+      return last.ok;
+    }
     const read = options.read(file);
+    last = version === undefined ? undefined : { version, ok: read.ok };
     if (!read.ok) {
       log.warn(`${variable} not reloaded: ${options.kept}`, { file, expected: read.expected });
       return false;
@@ -59,4 +68,14 @@ export function createFileReload<T>(options: FileReloadOptions<T>): FileReload {
       watching = false;
     },
   };
+}
+
+/** Modified time, size and inode; undefined when the file cannot be seen. */
+function versionOf(path: string): string | undefined {
+  try {
+    const s = statSync(path);
+    return `${s.mtimeMs}:${s.size}:${s.ino}`;
+  } catch {
+    return undefined;
+  }
 }

@@ -41,7 +41,7 @@ const readSloText = utf8Capped(MAX_FILE_MIB * 1024 * 1024);
 const CLASS_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const PATTERN = /^[^\u0000-\u001f\u007f]{1,256}$/;
 
-export type TargetsRead = { readonly ok: true; readonly targets: SloTargets } | { readonly ok: false };
+export type TargetsRead = { readonly ok: true; readonly targets: SloTargets } | { readonly ok: false; readonly what?: string };
 
 /**
  * vLLM's `--goodput` pairs (benchmarks/benchmark_serving.py parse_goodput and
@@ -49,19 +49,26 @@ export type TargetsRead = { readonly ok: true; readonly targets: SloTargets } | 
  * Stricter than vLLM where vLLM would be silent: a key given twice is refused (vLLM keeps the
  * last), and so is an empty list.
  */
+/** A key as a message names it: quoted when short and plain, else only its length (a file's content is not echoed). */
+function keyName(key: string): string {
+  return /^[A-Za-z0-9_.-]{1,32}$/.test(key) ? JSON.stringify(key) : `a key of ${key.length} characters`;
+}
+
 export function parseTargets(text: string): TargetsRead {
   const pairs = text.split(/[\s,]+/).filter((p) => p !== '');
   if (pairs.length === 0) return { ok: false };
   const targets: Partial<Record<SloKey, number>> = {};
   for (const pair of pairs) {
     const m = /^([a-z0-9]+):([^:]+)$/i.exec(pair);
-    if (m === null) return { ok: false };
+    if (m === null) return { ok: false, what: `${keyName(pair.split(':')[0]!)} is not key:value` };
     const key = m[1]!.toLowerCase();
     const value = m[2]!;
     // Python's float() of a decimal: no hex, no inf or nan.
-    if (!/^(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i.test(value)) return { ok: false };
+    if (!/^(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i.test(value)) return { ok: false, what: `${keyName(key)}'s value is not a number of ms` };
     const ms = Number(value);
-    if (!(SLO_KEYS as readonly string[]).includes(key) || !Number.isFinite(ms) || ms < 0 || key in targets) return { ok: false };
+    if (!(SLO_KEYS as readonly string[]).includes(key)) return { ok: false, what: `${keyName(key)} is not one of ${SLO_KEYS.join(', ')}` };
+    if (!Number.isFinite(ms) || ms < 0 || key in targets)
+      return { ok: false, what: key in targets ? `${key} is given twice` : `${key}'s value is out of range` };
     targets[key as SloKey] = ms;
   }
   return { ok: true, targets: Object.freeze(targets) };
@@ -115,7 +122,8 @@ export function parseSloFile(text: string): SloFileRead {
   const parsed = json.value;
   const list = (parsed as { classes?: unknown } | null)?.classes;
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || !Array.isArray(list)) return expected('no "classes" array');
-  if (Object.keys(parsed).some((k) => k !== 'classes')) return expected('a key other than "classes"');
+  const other = Object.keys(parsed).find((k) => k !== 'classes');
+  if (other !== undefined) return expected(`the key ${keyName(other)}: only "classes" is known`);
   if (list.length > MAX_CLASSES) return expected(`more than ${MAX_CLASSES} classes`);
   const classes: SloClass[] = [];
   const names = new Set<string>();
@@ -124,7 +132,7 @@ export function parseSloFile(text: string): SloFileRead {
     if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) return expected(`${at} is not an object`);
     const e = entry as Record<string, unknown>;
     const unknown = Object.keys(e).find((k) => !['name', 'model', 'tenant', 'slo'].includes(k));
-    if (unknown !== undefined) return expected(`${at} has a key other than name, model, tenant and slo`);
+    if (unknown !== undefined) return expected(`${at} has the key ${keyName(unknown)}: the keys are name, model, tenant and slo`);
     if (typeof e.name !== 'string' || !CLASS_NAME.test(e.name)) return expected(`${at}'s name is not 1 to 64 of A-Z a-z 0-9 _ . -`);
     if (e.name === DEFAULT_CLASS || names.has(e.name))
       return expected(`${at}'s name is ${e.name === DEFAULT_CLASS ? "reserved (default is INFERMETER_SLO's)" : 'used twice'}`);
@@ -137,7 +145,7 @@ export function parseSloFile(text: string): SloFileRead {
     let targets: SloTargets | undefined;
     if (e.slo.trim().toLowerCase() !== 'off') {
       const read = parseTargets(e.slo);
-      if (!read.ok) return expected(`${at}'s slo is not ${SYNTAX}, nor "off"`);
+      if (!read.ok) return expected(`${at}'s slo is not ${SYNTAX}, nor "off"${read.what === undefined ? '' : `: ${read.what}`}`);
       targets = read.targets;
     }
     classes.push(Object.freeze({ name: e.name, model, tenant, targets }));

@@ -25,6 +25,8 @@ export interface EngineScraperOptions {
   readonly log: Logger;
   /** Milliseconds; monotonic for intervals. */
   readonly now: () => number;
+  /** Told whether each scrape reached the engine (answered: true; unreachable: false); /ready's news. */
+  readonly reached?: ((yes: boolean) => void) | undefined;
 }
 
 export interface EngineScraper {
@@ -232,6 +234,7 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
       const mindieJson = options.jsonUrl === undefined ? undefined : await readJson(options.jsonUrl);
       view = { ...state, mindieJson };
       up.set(1);
+      options.reached?.(true);
       lastSuccess.set(Date.now() / 1000);
       engineInfo.reset();
       engineInfo.set({ engine: state.engine }, 1);
@@ -240,6 +243,9 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
       failing = false;
     } catch (error) {
       const reason: ScrapeFailure = error instanceof ScrapeError ? error.reason : 'unreachable';
+      // Any answer is a connection that worked, no connection says the engine is down; a slow
+      // answer says neither (a busy engine).
+      if (reason !== 'timeout') options.reached?.(reason !== 'unreachable');
       // A source that vanished is dropped, never frozen at its last value.
       view = undefined;
       if (reason !== 'unparseable' && options.relay.enabled) clearRelay();

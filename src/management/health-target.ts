@@ -11,6 +11,7 @@ export function healthTarget(args: readonly string[] | undefined, env: NodeJS.Pr
   if (args?.[0] === 'sim') {
     const sim = parseSimArguments(args.slice(1));
     if ('error' in sim) throw new Error(`the container runs infermeter sim with arguments it refuses: ${sim.error}`);
+    if ('help' in sim) throw new Error('the container runs infermeter sim --help, which serves nothing');
     if (sim.port === 0) throw new Error('the container runs infermeter sim --port 0 (a free port): the probe cannot know which');
     const wildcard = ['0.0.0.0', '::', '0:0:0:0:0:0:0:0'].includes(sim.host);
     const host = wildcard ? '127.0.0.1' : sim.host.includes(':') ? `[${sim.host}]` : sim.host;

@@ -41,14 +41,31 @@ export async function listen(server: Server, host: string, port: number, policy:
   });
 }
 
-export function closeServer(server: Server): Promise<void> {
+/** How long close() lets a response in progress finish before its connection is cut (ms). */
+const CLOSE_GRACE_MS = 5000;
+
+/**
+ * Stops listening and resolves when every connection is gone: idle ones closed now, a kept-alive
+ * one busy now (a scraper on a one-second loop never leaves its connection idle for long) as
+ * soon as its response ends, and whatever is left after `graceMs` cut.
+ */
+export function closeServer(server: Server, graceMs = CLOSE_GRACE_MS): Promise<void> {
   return new Promise((resolve) => {
     if (!server.listening) {
       resolve();
       return;
     }
-    server.close(() => resolve());
+    const cut = setTimeout(() => server.closeAllConnections(), graceMs);
+    cut.unref();
+    server.close(() => {
+      clearTimeout(cut);
+      resolve();
+    });
     server.closeIdleConnections();
+    // Node reads these when a response ends: the connection is then closed, not kept alive (a
+    // keepAliveTimeout of 0 would mean never).
+    server.keepAliveTimeout = 1;
+    (server as { keepAliveTimeoutBuffer?: number }).keepAliveTimeoutBuffer = 0;
   });
 }
 

@@ -1,5 +1,5 @@
 // The management port: /health answers while the process serves, /ready only while the data
-// plane accepts traffic (a load balancer stops sending at 503), /metrics-json the spec's
+// plane accepts traffic and the upstream can be reached (a load balancer stops sending at 503), /metrics-json the spec's
 // rolling averages, /dashboard the live page (dashboard-app.ts). GET / answers an index of what
 // is served where, and so does /metrics when the metrics have a port of their own: a newcomer
 // who tries the wrong port is told the right one.
@@ -11,6 +11,8 @@ import { metricsJson, type MetricsJsonOptions } from './metrics-json.ts';
 
 export interface ManagementOptions extends MetricsJsonOptions {
   readonly ready: () => boolean;
+  /** Whether the upstream can be reached (upstream-readiness.ts); none: /ready does not follow it. */
+  readonly upstreamReachable?: (() => boolean) | undefined;
   readonly metrics: Metrics;
   /** Awaited before the figures are read (with workers: their batched events arrive first). */
   readonly beforeScrape?: (() => Promise<void>) | undefined;
@@ -39,7 +41,7 @@ function serviceIndex(where: ServiceWhere, dashboard: boolean): Record<string, u
       url: at.management,
       serves: {
         '/health': 'liveness',
-        '/ready': 'readiness (503 while draining)',
+        '/ready': 'readiness (503 while starting, draining, or the model server cannot be reached)',
         '/metrics-json': "MindIE's JSON metrics",
         ...(dashboard ? { '/dashboard': 'the live dashboard' } : {}),
       },
@@ -53,7 +55,11 @@ export function createManagementApp(options: ManagementOptions): Hono {
   const dashboard = options.dashboard;
   if (options.token !== undefined) app.use('*', requireBearer(options.token, dashboard === undefined ? undefined : isDashboardShell));
   app.get('/health', (c) => c.json({ status: 'healthy' }));
-  app.get('/ready', (c) => (options.ready() ? c.json({ status: 'ready' }) : c.json({ status: 'not ready' }, 503)));
+  app.get('/ready', (c) => {
+    if (!options.ready()) return c.json({ status: 'not ready' }, 503);
+    if (options.upstreamReachable?.() === false) return c.json({ status: 'not ready', reason: 'the model server cannot be reached' }, 503);
+    return c.json({ status: 'ready' });
+  });
   app.get('/metrics-json', async (c) => {
     await options.beforeScrape?.();
     return c.json(metricsJson(options.metrics, options));

@@ -11,6 +11,7 @@ import { seriesNames, type FamilyType } from '../engine/exposition-parser.ts';
 import { createLabelGuard } from './label-guard.ts';
 import { NO_TENANT, UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
 import { createLoopDelayMonitor, registerLoopDelay, type LoopDelayReading } from './loop-delay.ts';
+import { processMetrics, registerProcessFamilies, type ProcessReading } from './process-families.ts';
 import { createProxyFamilies, type HeldBodyBytes, type ProxyFamilies } from './proxy-families.ts';
 import { createRecentRequests } from './recent-requests.ts';
 import { createRecorder, tenantLabel as tenantLabelOf, type MeasurementState, type SampleObserver } from './recorder.ts';
@@ -96,6 +97,8 @@ export interface MetricsOptions extends DialectOptions {
   readonly modelsUrl?: URL;
   /** With INFERMETER_WORKERS > 1: the workers' event-loop delay, added up (from their last flush). */
   readonly workersLoopDelay?: () => LoopDelayReading;
+  /** With INFERMETER_WORKERS > 1: each live worker's process families (from its last flush), by slot. */
+  readonly workersProcess?: () => ReadonlyArray<readonly [slot: string, reading: ProcessReading]>;
   /** Per-tenant metering (INFERMETER_TENANT on); undefined: off, no tenant families. */
   readonly tenants?: TenantMetering | undefined;
   /** Goodput's SLO classes (closed with the metrics); undefined: no goodput families. */
@@ -173,6 +176,8 @@ export function createMetrics(options: MetricsOptions): Metrics {
           ['workers', workers],
         ];
   });
+  // process_* and nodejs_*: this process's, and the workers' by slot; in every dialect's scrape.
+  registerProcessFamilies(registry, processMetrics(), options.workersProcess);
   registry.registerMetric(overflowed);
   if (tenantGuard !== undefined) {
     recorder.addObserver(createTenantFamilies(registry, options.buckets));

@@ -2,7 +2,7 @@
 // with one message naming each variable; a good one starts on the chosen ports, logs them,
 // answers /health, /ready and /metrics, and stops cleanly on SIGTERM.
 import assert from 'node:assert/strict';
-import { spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -90,6 +90,47 @@ describe('infermeter CLI', () => {
     child.kill('SIGTERM');
     const [code] = await once(child, 'exit');
     assert.equal(code, 0);
+  });
+
+  it('says its effective settings when started, and drains on SIGTERMs that came while it was starting', async (t) => {
+    const sim = await startSimServer();
+    t.after(() => sim.close());
+    const child = run(t, CLI, {
+      INFERMETER_UPSTREAM: `${sim.url}/prefix`,
+      INFERMETER_PORT: '0',
+      INFERMETER_MANAGEMENT_PORT: '0',
+      INFERMETER_METRICS_PORT: '0',
+      INFERMETER_DIALECTS: 'mindie,vllm',
+      INFERMETER_TENANT: 'header:x-team',
+      INFERMETER_SLO: 'ttft:500 tpot:50',
+      INFERMETER_LOG_LEVEL: 'debug',
+    });
+    const stderr = collect(child.stderr);
+    // Logged once the stop signals are handled, before any port listens: three quick SIGTERMs
+    // (one signal delivered thrice) then, as a process group and npm's forward deliver them.
+    await lineMatching(child.stderr, /"starting: SIGTERM and SIGINT drain from here on"/);
+    for (let i = 0; i < 3; i++) child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 0, await stderr);
+    const lines = (await stderr)
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const started = lines.find((l) => l.msg === 'infermeter started');
+    assert.ok(started, 'it started');
+    assert.equal(started.upstream, `${sim.url}/prefix`);
+    assert.match(String(started.data), /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.match(String(started.management), /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.match(String(started.metrics), /^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    assert.equal(started.dialects, 'mindie,vllm');
+    assert.equal(started.tenants, 'header:x-team (at most 100)');
+    assert.equal(started.slo, 'default ttft:500 tpot:50');
+    assert.equal(started.workers, 1);
+    assert.ok(
+      lines.some((l) => l.msg === 'drained: every request in flight finished'),
+      'drained, not killed',
+    );
+    assert.equal(lines.filter((l) => l.msg === 'draining: not ready, finishing requests in flight').length, 1, 'the repeats are the same signal');
   });
 
   it('serves /metrics on the management port when both ports are the same, and not at all when MIES_SERVICE_MONITOR_MODE=0', async (t) => {
@@ -358,7 +399,44 @@ describe('infermeter on the command line, as a newcomer meets it', () => {
     assert.equal(code, 0);
   });
 
-  it('sim refuses a bad --port and names --port when the port is taken', async (t) => {
+  it('npm run sim stops with npm: a SIGTERM to npm alone leaves no sim behind', async (t) => {
+    // Its own process group, so that teardown can reach an orphan too.
+    const npm = spawn('npm', ['run', '--silent', 'sim', '--', '--port', '0', '--host', '127.0.0.1'], {
+      cwd: fileURLToPath(new URL('../..', import.meta.url)),
+      env: { ...process.env, PATH: `${fileURLToPath(new URL('../../node_modules/.bin', import.meta.url))}:${process.env.PATH ?? ''}` },
+      detached: true,
+    });
+    t.after(() => {
+      try {
+        process.kill(-npm.pid!, 'SIGKILL');
+      } catch {}
+    });
+    const url = /http:\/\/127\.0\.0\.1:\d+/.exec(await lineMatching(npm.stdout, /^ {2}url /))?.[0];
+    assert.ok(url);
+    assert.equal((await fetch(`${url}/v1/models`)).status, 200);
+    npm.kill('SIGTERM');
+    await once(npm, 'exit');
+    // npm forwards the signal to its script's process: node itself under exec, a shell (which
+    // would leave node running) without. Bounded poll until the port refuses.
+    let answered = true;
+    for (let i = 0; i < 100 && answered; i++) {
+      answered = await fetch(`${url}/v1/models`).then(
+        async (r) => {
+          await r.arrayBuffer();
+          return true;
+        },
+        () => false,
+      );
+      if (answered) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.equal(answered, false, 'the simulated server stopped with npm');
+  });
+
+  it('sim --help answers its help; sim refuses a bad --port and names --port when the port is taken', async (t) => {
+    const help = await exitOf(run(t, LAUNCHER, {}, ['sim', '--help']));
+    assert.equal(help.code, 0, help.stderr);
+    assert.match(help.stdout, /^infermeter sim \[--port N\] \[--host H\]/);
+    assert.match(help.stdout, /--port N +the port to listen on/);
     const bad = await exitOf(run(t, LAUNCHER, {}, ['sim', '--port', 'eighty']));
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /--port expects an integer port from 0 to 65535/);

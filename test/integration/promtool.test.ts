@@ -11,6 +11,7 @@ import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { NODE_CLIENT_LINT } from '../helpers/exposition.ts';
 
 const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
 const available = promtool.status === 0;
@@ -61,6 +62,8 @@ const SPEC_MANDATED_LINT = new Set([
   ].map((name) => `${name} metric names should not contain ':'`),
   // vLLM names this histogram (tokens per engine step) with _total; its dashboards query it so.
   'vllm:iteration_tokens_total non-counter metrics should not have "_total" suffix',
+  // The Node.js process families under the names prom-client gives them.
+  ...NODE_CLIENT_LINT,
 ]);
 
 describe('promtool check metrics', { skip }, () => {

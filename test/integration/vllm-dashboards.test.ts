@@ -217,6 +217,9 @@ describe("vLLM's Grafana dashboards against the vllm dialect", () => {
       assert.deepEqual(runs, RUNS, 'every query, with every filling');
       assertExactly(empty, expected, what);
     }
+    // Prometheus stopped before infermeter closes (its after hooks run in the order registered,
+    // the proxy's first): close() no longer waits on a scraper's connection, but need not cut it.
+    await Promise.all([withEngine.prom.stop(), without.prom.stop()]);
 
     // The lists are the documentation's.
     const docs = readFileSync(new URL('../../docs/metrics.md', import.meta.url), 'utf8');

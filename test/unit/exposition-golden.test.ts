@@ -13,6 +13,7 @@ import { silentLogger } from '../../src/log.ts';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
 import { createSloPolicy } from '../../src/slo/slo-policy.ts';
+import { PROCESS_FAMILY_LINES } from '../helpers/exposition.ts';
 import { noContainer } from '../helpers/no-container.ts';
 
 const file = (name: string) => new URL(`../../fixtures/exposition/${name}`, import.meta.url);
@@ -85,10 +86,15 @@ function scrapeOnFixedTraffic() {
   return metrics;
 }
 
-/** What varies by run: the loop's delay (measured by the process), the Node version, an exemplar's wall-clock time. */
+/**
+ * What varies by run: the loop's delay (measured by the process), the process families
+ * (process_*, nodejs_*: CPU, memory, GC, ...; served and checked in
+ * test/integration/process-metrics.test.ts), the Node version, an exemplar's wall-clock time.
+ */
 const steady = (text: string) =>
   text
     .replace(/^infermeter_event_loop_delay_seconds.*\n/gm, '')
+    .replace(PROCESS_FAMILY_LINES, '')
     .replace(/node_version="[^"]*"/g, 'node_version="<node>"')
     .replace(/( # \{request_id="[^"]*"\} [^ ]+) \d+(\.\d+)?$/gm, '$1 <time>');
 

@@ -10,7 +10,7 @@ import type { RequestSample } from '../../src/measure/sample.ts';
 import { exclusionOf, figuresOf, judge } from '../../src/metrics/goodput-verdict.ts';
 import { createSloPolicy } from '../../src/slo/slo-policy.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, statSync, unwatchFile, watchFile, writeFileSync, type Stats } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { seededRandom } from '../helpers/random.ts';
@@ -96,16 +96,22 @@ describe('goodput configuration', () => {
     });
     for (const [text, what] of [
       ['[]', /no "classes" array/],
-      ['{"classes": [], "x": 1}', /a key other than/],
+      ['{"classes": [], "x": 1}', /the key "x": only "classes" is known/],
       ['{"classes": [{"name": "a", "slo": "ttft:1"}, {"name": "a", "slo": "ttft:1"}]}', /class 2's name is used twice/],
       ['{"classes": [{"name": "default", "slo": "ttft:1"}]}', /reserved/],
       ['{"classes": [{"name": "a"}]}', /class 1 has no slo/],
-      ['{"classes": [{"name": "a", "slo": "ttft:1", "models": "x"}]}', /a key other than name/],
+      // The bad key named (issue 52): which one of the file is wrong, not only that one is.
+      ['{"classes": [{"name": "a", "slo": "ttft:1", "models": "x"}]}', /class 1 has the key "models": the keys are name, model, tenant and slo/],
+      ['{"classes": [{"name": "a", "slo": "ttft:1", "SECRET!! key": "x"}]}', /class 1 has the key a key of 12 characters/],
+      ['{"classes": [{"name": "a", "slo": "ttft:500 tpt:50"}]}', /class 1's slo is not .*: "tpt" is not one of ttft, tpot, e2el/],
+      ['{"classes": [{"name": "a", "slo": "ttft:500 ttft:50"}]}', /class 1's slo is not .*: ttft is given twice/],
+      ['{"classes": [{"name": "a", "slo": "ttft:fast"}]}', /class 1's slo is not .*: "ttft"'s value is not a number of ms/],
       ['not json', /not valid JSON/],
     ] as const) {
       const r = parseSloFile(text);
       assert.equal(r.ok, false, text);
       if (!r.ok) assert.match(r.expected, what, text);
+      if (!r.ok) assert.doesNotMatch(r.expected, /SECRET/, 'a key that is not plain is not echoed');
     }
     const glob = (pattern: string, text: string): boolean => globMatches(compileGlob(pattern), text);
     assert.ok(glob('llama-?b*', 'llama-8b-instruct'));
@@ -213,6 +219,62 @@ describe('the SLO classes, live', () => {
     assert.deepEqual(
       policy.classes().map((c) => c.name),
       ['b', 'c', 'default'],
+    );
+  });
+});
+
+describe('a reload of the SLO file', () => {
+  it('is logged once when both the poll and a SIGHUP see the same edit, whichever comes first', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'infermeter-slo-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'slo.json');
+    // Replaced as an editor or a ConfigMap does (a rename): never seen half written.
+    let n = 0;
+    const edit = (): number => {
+      writeFileSync(`${file}.new`, JSON.stringify({ classes: [{ name: `c${++n}`, slo: 'ttft:100' }] }));
+      renameSync(`${file}.new`, file);
+      return statSync(file).ino;
+    };
+    edit();
+    const config = loadConfig({ INFERMETER_SLO_FILE: file });
+    const lines: string[] = [];
+    const policy = createSloPolicy({ config: config.slo, log: createLogger('info', (line) => lines.push(line)), watchIntervalMs: 20 });
+    t.after(() => policy.close());
+    // Our listener on the same poll runs after the policy's: when it hears a version, so has the policy.
+    let heard: (ino: number) => void = () => undefined;
+    const listener = (now: Stats): void => heard(now.ino);
+    watchFile(file, { interval: 20, persistent: false }, listener);
+    t.after(() => unwatchFile(file, listener));
+    const polled = async (make: () => number): Promise<boolean> => {
+      const ino = make();
+      for (let i = 0; i < 200; i++) {
+        const seen = await new Promise<number | undefined>((resolve) => {
+          heard = resolve;
+          setTimeout(() => resolve(undefined), 50);
+        });
+        if (seen === ino) return true;
+      }
+      return false;
+    };
+    const reloaded = () => lines.filter((l) => l.includes('INFERMETER_SLO_FILE reloaded')).length;
+    // The poll's first look is asynchronous: edits until one is heard (bounded).
+    let first = false;
+    for (let i = 0; i < 20 && !first; i++) first = await polled(edit);
+    assert.ok(first, 'the poll heard an edit');
+    assert.equal(reloaded(), 1, 'the poll reloaded it');
+    assert.equal(policy.reload(), true, 'SIGHUP after the poll: the classes in use are the file');
+    assert.equal(reloaded(), 1, 'SIGHUP after the poll: not logged again');
+    assert.ok(
+      await polled(() => {
+        const ino = edit();
+        policy.reload(); // SIGHUP before the poll
+        return ino;
+      }),
+    );
+    assert.equal(reloaded(), 2, 'SIGHUP before the poll: logged once');
+    assert.deepEqual(
+      policy.classes().map((c) => c.name),
+      [`c${n}`],
     );
   });
 });

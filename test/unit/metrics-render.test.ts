@@ -7,6 +7,7 @@ import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { createMetricsApp } from '../../src/management/metrics-app.ts';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.ts';
 import { OPENMETRICS_EOF, toOpenMetrics } from '../../src/metrics/openmetrics.ts';
+import { PROCESS_FAMILY_LINES } from '../helpers/exposition.ts';
 import { noContainer } from '../helpers/no-container.ts';
 
 function fullCardinality(models: number) {
@@ -55,7 +56,7 @@ describe('/metrics render in pieces', () => {
     assert.ok(pieces.length > 1, `${pieces.length} piece(s) for ${whole.length} characters`);
     assert.ok(ranBeforeLast, 'an immediate queued before the render ran before its last piece');
     // The same text but the event-loop delay, which has grown between the two renders.
-    const steady = (text: string) => text.replace(/^infermeter_event_loop_delay_seconds.*\n/gm, '');
+    const steady = (text: string) => text.replace(/^infermeter_event_loop_delay_seconds.*\n/gm, '').replace(PROCESS_FAMILY_LINES, '');
     const joined = steady(pieces.join(''));
     assert.ok(joined === steady(whole), `the pieces (${joined.length} characters) differ from one render (${steady(whole).length})`);
     assert.ok(whole.includes('model_name="model-99"'), 'every model rendered');
@@ -66,7 +67,7 @@ describe('/metrics render in pieces', () => {
   it('renders OpenMetrics in parts as the whole text converted at once', async (t) => {
     const metrics = fullCardinality(100);
     t.after(() => metrics.close());
-    const steady = (text: string) => text.replace(/^infermeter_event_loop_delay_seconds.*\n/gm, '');
+    const steady = (text: string) => text.replace(/^infermeter_event_loop_delay_seconds.*\n/gm, '').replace(PROCESS_FAMILY_LINES, '');
     const plain = steady(await metrics.render());
     let om = '';
     let pieces = 0;
@@ -134,7 +135,7 @@ describe('/metrics render in pieces', () => {
     const app = createMetricsApp(metrics, true, undefined, undefined, { maxScrapes: 4, stallMs: 50, totalMs: 60_000 });
     const [stalled, reading] = await Promise.all([app.request('/metrics'), app.request('/metrics')]);
     const text = await reading.text();
-    const steady = (x: string) => x.replace(/^(infermeter_event_loop_delay_seconds|exposer_).*\n/gm, '');
+    const steady = (x: string) => x.replace(/^(infermeter_event_loop_delay_seconds|exposer_).*\n/gm, '').replace(PROCESS_FAMILY_LINES, '');
     assert.ok(steady(text) === steady(whole), 'the reading scraper got the whole exposition');
     await assert.rejects(stalled.text(), /read nothing for too long/, 'the one that read nothing was cut');
   });

@@ -146,6 +146,19 @@ export const PROXY_VARIABLES = [
     value: 2000,
     meaning: "timeout of one read of the engine's metrics, {range}",
   }),
+  variable({
+    name: 'INFERMETER_READY_FOLLOWS_UPSTREAM',
+    key: 'readyFollowsUpstream',
+    parse: onOff(),
+    value: true,
+    shown: '`on`',
+    meaning: [
+      '`on`: `/ready` answers 503 while the model server cannot be reached (a connection refused or not made in',
+      "2 s: the data plane's requests, the engine scraper's reads of the same address, or a TCP connect every",
+      'about 2 s when neither said anything), and 200 again at its first connection that works; `off`: `/ready`',
+      'follows only the start and the drain',
+    ],
+  }),
   documented(
     'INFERMETER_UPSTREAM_METRICS_JSON',
     'unset',
