@@ -81,7 +81,10 @@ describe('connections released once their requests end', () => {
     const agents = Array.from({ length: 8 }, () => new http.Agent({ keepAlive: true, maxSockets: 1 }));
     const sockets = await Promise.all(agents.map((agent, i) => answer(app.dataUrl, agent, BODY[i % 2 === 0 ? 'streamed' : 'non-streamed'])));
     assert.equal(app.dataPlane!.mirrored().clients, 8, 'each client connection has its own upstream connection while it is open');
-    sockets.forEach((socket, i) => (i % 2 === 0 ? socket.resetAndDestroy() : socket.end()));
+    sockets.forEach((socket, i) => {
+      if (i % 2 === 0) socket.resetAndDestroy();
+      else socket.end();
+    });
     for (const agent of agents) agent.destroy();
     await released(engine, app);
   });
