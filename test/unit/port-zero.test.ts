@@ -33,7 +33,7 @@ const propertyName = (p: ts.ObjectLiteralElementLike) =>
     : undefined;
 
 /** Where a source binds a fixed port or leaves one of infermeter's ports at its default. */
-export function fixedPorts(path: string, text: string): string[] {
+function fixedPorts(path: string, text: string): string[] {
   const source = ts.createSourceFile(path, text, ts.ScriptTarget.ES2024, true);
   const starts = STARTS.test(text);
   const found: string[] = [];
