@@ -6,7 +6,7 @@
 // test/helpers/thread-per-connection.ts. Client, proxy and stand-in share one process on what
 // may be a loaded machine, where infermeter's own CPU time stretches with the load (on a 2-core
 // machine at a load of 10, proxied p90s of 2 to 3 times direct's, from CPU alone): the times are
-// held to the stalls they catch (none over 1 s, no connection waiting 1 s for a thread), not to a
+// held to the stalls they catch (none over 5 s, no connection waiting 5 s for a thread), not to a
 // few milliseconds, and the 40 ms gap to its cause, counted (no upstream connection reused where
 // the client's was not); the median, p90 and max margins of issue 29 are a benchmark's, checked
 // against the real llama.cpp by `npm run bench:llamacpp` (docs/real-engines.md).
@@ -18,6 +18,12 @@ import { startProxy } from '../helpers/proxy-harness.ts';
 import { startThreadServer } from '../helpers/thread-per-connection.ts';
 
 const THREADS = 4;
+// Where a test bounds a request's time, the engine keeps an idle connection's thread 30 s (not
+// llama.cpp's 5): a request that waited for such a thread waited far longer than the bound, 5 s,
+// itself far over what a busy machine makes of one (at a load of 16, up to 1.4 s, which failed
+// the bound of 1 s this file had).
+const STALL_MS = 30_000;
+const BOUND_MS = 5000;
 const CHAT = '/v1/chat/completions';
 const NON_STREAMED = '{"model":"m","messages":[{"role":"user","content":"hi"}]}';
 const STREAMED = '{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}';
@@ -126,36 +132,36 @@ async function sideBySide(
   return out;
 }
 
-describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle on)', () => {
+describe('in front of a thread-per-connection engine (4 threads, 5 s idle or 30 s where a time is bounded, Nagle on)', () => {
   for (const [kind, body] of [
     ['non-streamed', NON_STREAMED],
     ['streamed', STREAMED],
   ] as const) {
     it(`fresh-connection clients, ${kind}, concurrency 6: no request waits for a thread an idle upstream connection holds`, async (t) => {
-      const engine = await startThreadServer(t, { threads: THREADS, workMs: 10 });
+      const engine = await startThreadServer(t, { threads: THREADS, workMs: 10, idleMs: STALL_MS });
       const app = await startProxy(t, engine.url);
       const times = await sideBySide(engine.url, app.dataUrl, CHAT, body, 6, 48, false);
       const message = `direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
       assert.deepEqual(
-        times.proxied.filter((ms) => ms > 1000),
+        times.proxied.filter((ms) => ms > BOUND_MS),
         [],
-        `no request over 1 s (${message})`,
+        `no request over 5 s (${message})`,
       );
-      assert.ok(engine.stats.maxQueueMs < 1000, `no connection waited 1 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
+      assert.ok(engine.stats.maxQueueMs < BOUND_MS, `no connection waited 5 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
     });
   }
 
-  it('fresh-connection clients, the pass-through route (GET /v1/models), concurrency 6: no request over 1 s', async (t) => {
-    const engine = await startThreadServer(t, { threads: THREADS, workMs: 10 });
+  it('fresh-connection clients, the pass-through route (GET /v1/models), concurrency 6: no request over 5 s', async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 10, idleMs: STALL_MS });
     const app = await startProxy(t, engine.url);
     const times = await sideBySide(engine.url, app.dataUrl, '/v1/models', undefined, 6, 48, false);
     const message = `direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
     assert.deepEqual(
-      times.proxied.filter((ms) => ms > 1000),
+      times.proxied.filter((ms) => ms > BOUND_MS),
       [],
-      `no request over 1 s (${message})`,
+      `no request over 5 s (${message})`,
     );
-    assert.ok(engine.stats.maxQueueMs < 1000, `no connection waited 1 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
+    assert.ok(engine.stats.maxQueueMs < BOUND_MS, `no connection waited 5 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
   });
 
   it("a client connection's upstream connection is its own: reused for its next requests, closed when it closes; INFERMETER_UPSTREAM_CONNECTIONS=close opens one per request", async (t) => {
@@ -323,15 +329,15 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
   });
 
   it("kept-alive clients, non-streamed, one after another and at the engine's threads: as many upstream connections as client connections, as directly", async (t) => {
-    const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 1, idleMs: STALL_MS });
     const app = await startProxy(t, engine.url);
     for (const concurrency of [1, THREADS]) {
       const times = await sideBySide(engine.url, app.dataUrl, CHAT, NON_STREAMED, concurrency, 24, true);
       const message = `concurrency ${concurrency}: direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
       assert.deepEqual(
-        times.proxied.filter((ms) => ms > 1000),
+        times.proxied.filter((ms) => ms > BOUND_MS),
         [],
-        `no request over 1 s (${message})`,
+        `no request over 5 s (${message})`,
       );
       // A client connection kept is an upstream connection kept (its own): counted on one round.
       const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
