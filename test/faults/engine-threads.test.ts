@@ -6,10 +6,10 @@
 // test/helpers/thread-per-connection.ts. Client, proxy and stand-in share one process on what
 // may be a loaded machine, where infermeter's own CPU time stretches with the load (on a 2-core
 // machine at a load of 10, proxied p90s of 2 to 3 times direct's, from CPU alone): the times are
-// held to the stalls they catch (none over 1 s, no connection waiting 1 s for a thread, no 40 ms
-// gap one after another), not to a few milliseconds; the p90 and max margins of issue 29 are a
-// benchmark's, checked against the real llama.cpp by `npm run bench:llamacpp`
-// (docs/real-engines.md).
+// held to the stalls they catch (none over 5 s, no connection waiting 5 s for a thread), not to a
+// few milliseconds, and the 40 ms gap to its cause, counted (no upstream connection reused where
+// the client's was not); the median, p90 and max margins of issue 29 are a benchmark's, checked
+// against the real llama.cpp by `npm run bench:llamacpp` (docs/real-engines.md).
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { Socket } from 'node:net';
@@ -18,6 +18,12 @@ import { startProxy } from '../helpers/proxy-harness.ts';
 import { startThreadServer } from '../helpers/thread-per-connection.ts';
 
 const THREADS = 4;
+// Where a test bounds a request's time, the engine keeps an idle connection's thread 30 s (not
+// llama.cpp's 5): a request that waited for such a thread waited far longer than the bound, 5 s,
+// itself far over what a busy machine makes of one (at a load of 16, up to 1.4 s, which failed
+// the bound of 1 s this file had).
+const STALL_MS = 30_000;
+const BOUND_MS = 5000;
 const CHAT = '/v1/chat/completions';
 const NON_STREAMED = '{"model":"m","messages":[{"role":"user","content":"hi"}]}';
 const STREAMED = '{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}';
@@ -126,36 +132,36 @@ async function sideBySide(
   return out;
 }
 
-describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle on)', () => {
+describe('in front of a thread-per-connection engine (4 threads, 5 s idle or 30 s where a time is bounded, Nagle on)', () => {
   for (const [kind, body] of [
     ['non-streamed', NON_STREAMED],
     ['streamed', STREAMED],
   ] as const) {
     it(`fresh-connection clients, ${kind}, concurrency 6: no request waits for a thread an idle upstream connection holds`, async (t) => {
-      const engine = await startThreadServer(t, { threads: THREADS, workMs: 10 });
+      const engine = await startThreadServer(t, { threads: THREADS, workMs: 10, idleMs: STALL_MS });
       const app = await startProxy(t, engine.url);
       const times = await sideBySide(engine.url, app.dataUrl, CHAT, body, 6, 48, false);
       const message = `direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
       assert.deepEqual(
-        times.proxied.filter((ms) => ms > 1000),
+        times.proxied.filter((ms) => ms > BOUND_MS),
         [],
-        `no request over 1 s (${message})`,
+        `no request over 5 s (${message})`,
       );
-      assert.ok(engine.stats.maxQueueMs < 1000, `no connection waited 1 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
+      assert.ok(engine.stats.maxQueueMs < BOUND_MS, `no connection waited 5 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
     });
   }
 
-  it('fresh-connection clients, the pass-through route (GET /v1/models), concurrency 6: no request over 1 s', async (t) => {
-    const engine = await startThreadServer(t, { threads: THREADS, workMs: 10 });
+  it('fresh-connection clients, the pass-through route (GET /v1/models), concurrency 6: no request over 5 s', async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 10, idleMs: STALL_MS });
     const app = await startProxy(t, engine.url);
     const times = await sideBySide(engine.url, app.dataUrl, '/v1/models', undefined, 6, 48, false);
     const message = `direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
     assert.deepEqual(
-      times.proxied.filter((ms) => ms > 1000),
+      times.proxied.filter((ms) => ms > BOUND_MS),
       [],
-      `no request over 1 s (${message})`,
+      `no request over 5 s (${message})`,
     );
-    assert.ok(engine.stats.maxQueueMs < 1000, `no connection waited 1 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
+    assert.ok(engine.stats.maxQueueMs < BOUND_MS, `no connection waited 5 s for a thread (${engine.stats.maxQueueMs.toFixed(0)} ms)`);
   });
 
   it("a client connection's upstream connection is its own: reused for its next requests, closed when it closes; INFERMETER_UPSTREAM_CONNECTIONS=close opens one per request", async (t) => {
@@ -235,8 +241,15 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
   });
 
   it("the engine scraper's connection is not open between scrapes, and a slow scrape delays no client", async (t) => {
-    const engine = await startThreadServer(t, { threads: THREADS, workMs: 10, metricsDelayMs: 600 });
-    const app = await startProxy(t, engine.url, { INFERMETER_UPSTREAM_METRICS: `${engine.url}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600' });
+    // A scrape answers after 2 s: a request that waited for its thread waited that long at least,
+    // far over what a busy machine makes of one (at a load of 11, beside the type check and two
+    // CPU hogs, up to 572 ms, which failed the 500 ms bound of a 600 ms scrape).
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 10, metricsDelayMs: 2000 });
+    const app = await startProxy(t, engine.url, {
+      INFERMETER_UPSTREAM_METRICS: `${engine.url}/metrics`,
+      INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
+      INFERMETER_UPSTREAM_METRICS_TIMEOUT_MS: '10000',
+    });
     const scraper = app.metrics.engineScraper!;
     // Two clients at a time (the scrape takes a third thread of four), during the slow scrapes.
     const scrapes = (async () => {
@@ -248,7 +261,7 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
     assert.equal(engine.stats.scrapesOnKeptConnection, 0, 'every scrape on a connection of its own, closed after it');
     await until(() => engine.openScrapeConnections() === 0, 'no scrape connection left open');
     assert.deepEqual(
-      during.filter((ms) => ms > 500),
+      during.filter((ms) => ms >= 2000),
       [],
       `no client request waited for a scrape (${summary(during)})`,
     );
@@ -292,26 +305,52 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle, Nagle
     assert.equal(engine.stats.connections, 6, 'a new upstream connection per streamed answer: the engine closed each');
   });
 
-  it('fresh-connection clients, non-streamed, one after another: no delayed-ACK gap the client would not meet directly', async (t) => {
+  // The delayed-ACK gap (40 ms) comes of an upstream connection reused where the client's was
+  // not: asserted on the connections the engine saw, which do not depend on the machine's speed.
+  // The medians side by side are `npm run bench:llamacpp`'s (its connections table's margins).
+  it('fresh-connection clients, non-streamed, one after another: each request on an upstream connection of its own, as directly (no reused connection to meet a delayed ACK on)', async (t) => {
     const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
     const app = await startProxy(t, engine.url);
-    const times = await sideBySide(engine.url, app.dataUrl, CHAT, NON_STREAMED, 1, 30, false);
-    const message = `direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
-    assert.ok(quantile(times.proxied, 0.5) <= quantile(times.direct, 0.5) + 20, `median within 20 ms of direct (${message})`);
+    const seen: Record<string, number> = {};
+    for (const [way, base] of [
+      ['direct', engine.url],
+      ['proxied', app.dataUrl],
+    ] as const) {
+      const agent = new http.Agent({ keepAlive: false });
+      const before = engine.stats.connections;
+      try {
+        await run(base, CHAT, NON_STREAMED, 1, 30, agent);
+      } finally {
+        agent.destroy();
+      }
+      seen[way] = engine.stats.connections - before;
+    }
+    assert.deepEqual(seen, { direct: 30, proxied: 30 }, 'upstream connections opened for 30 requests on fresh client connections');
   });
 
-  it("kept-alive clients, non-streamed, one after another and at the engine's threads: never worse than directly", async (t) => {
-    const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
+  it("kept-alive clients, non-streamed, one after another and at the engine's threads: as many upstream connections as client connections, as directly", async (t) => {
+    const engine = await startThreadServer(t, { threads: THREADS, workMs: 1, idleMs: STALL_MS });
     const app = await startProxy(t, engine.url);
     for (const concurrency of [1, THREADS]) {
       const times = await sideBySide(engine.url, app.dataUrl, CHAT, NON_STREAMED, concurrency, 24, true);
       const message = `concurrency ${concurrency}: direct ${summary(times.direct)}; through infermeter ${summary(times.proxied)}`;
       assert.deepEqual(
-        times.proxied.filter((ms) => ms > 1000),
+        times.proxied.filter((ms) => ms > BOUND_MS),
         [],
-        `no request over 1 s (${message})`,
+        `no request over 5 s (${message})`,
       );
-      assert.ok(quantile(times.proxied, 0.5) <= quantile(times.direct, 0.5) + 20, `median within 20 ms of direct (${message})`);
+      // A client connection kept is an upstream connection kept (its own): counted on one round.
+      const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+      const clientSockets = new Set<unknown>();
+      agent.on('free', (socket) => clientSockets.add(socket));
+      const before = engine.stats.connections;
+      try {
+        await run(app.dataUrl, CHAT, NON_STREAMED, concurrency, 24, agent);
+      } finally {
+        agent.destroy();
+      }
+      assert.equal(engine.stats.connections - before, clientSockets.size, `upstream connections for ${clientSockets.size} client connections (${message})`);
+      assert.ok(clientSockets.size <= concurrency, `${clientSockets.size} client connections at concurrency ${concurrency}`);
     }
   });
 });

@@ -1,6 +1,9 @@
-// Goodput, live (INFERMETER_SLO="ttft:150 tpot:25", INFERMETER_TENANT=header:x-tenant) over
+// Goodput, live (INFERMETER_SLO="ttft:3000 tpot:500", INFERMETER_TENANT=header:x-tenant) over
 // real sockets: the simulator scripts each request's TTFT, gaps and end (x-sim-ttft-ms,
-// x-sim-gap-ms, x-sim-status, x-sim-cut-after), far from both bounds, so every verdict is known
+// x-sim-gap-ms, x-sim-status, x-sim-cut-after), far from both bounds (a good request's TTFT 5 ms
+// and gaps 1 or 2 ms, far under the SLOs: at a load of 11, beside the type check and two CPU
+// hogs, good requests read TTFTs up to 0.5 s and a TPOT of 0.11 s, which failed SLOs of 1 s and
+// 100 ms; a slow one's 3.5 s and 600 ms are over them by the script alone), so every verdict is known
 // by construction; the counts per verdict, per SLO missed, the good tokens and the per-tenant
 // counts are compared exactly, in one process and with two workers, one of which is then killed
 // (its lost requests are failed). A 404 for a model that does not exist is no verdict at all.
@@ -21,7 +24,7 @@ import { nextFinished, scrape, startProxy, clusterEnv } from '../helpers/proxy-h
 import { freePort } from '../helpers/listen.ts';
 
 const MODEL = 'sim-llama-8b';
-const SLO_ENV = { INFERMETER_SLO: 'ttft:150 tpot:25', INFERMETER_TENANT: 'header:x-tenant' };
+const SLO_ENV = { INFERMETER_SLO: 'ttft:3000 tpot:500', INFERMETER_TENANT: 'header:x-tenant' };
 
 interface Shot {
   readonly tenant: string;
@@ -62,25 +65,25 @@ function shoot(url: string, s: Shot): Promise<boolean> {
 
 /**
  * The scripted mix of the issue's "Done when", two tenants. Good: TTFT 5 ms, gaps 2 ms; slow
- * TTFT: 400 ms; slow TPOT: gaps of 60 ms; one-token answers have a tpot of 0.
+ * TTFT: 3500 ms; slow TPOT: gaps of 600 ms; one-token answers have a tpot of 0.
  */
 const MIX: readonly Shot[] = [
   // acme: 4 good (3 streams of 16 tokens, 1 non-streamed of 4), 4 missed, 1 failed, 1 cancelled.
   // Good streams have 16 tokens a millisecond apart: a stall of the machine (a loaded CI box)
-  // would have to last 360 ms to push their tpot past 25 ms.
+  // would have to last 7.5 s to push their tpot past 500 ms.
   ...Array.from({ length: 3 }, () => ({ tenant: 'acme', tokens: 16, ttftMs: 5, gapMs: 1 })),
   { tenant: 'acme', stream: false, tokens: 4, ttftMs: 5, gapMs: 2 },
-  { tenant: 'acme', tokens: 4, ttftMs: 400, gapMs: 2 }, // ttft
-  { tenant: 'acme', tokens: 4, ttftMs: 5, gapMs: 60 }, // tpot
-  { tenant: 'acme', tokens: 3, ttftMs: 400, gapMs: 60 }, // ttft and tpot
-  { tenant: 'acme', tokens: 1, ttftMs: 400 }, // ttft (one token)
+  { tenant: 'acme', tokens: 4, ttftMs: 3500, gapMs: 2 }, // ttft
+  { tenant: 'acme', tokens: 4, ttftMs: 5, gapMs: 600 }, // tpot
+  { tenant: 'acme', tokens: 3, ttftMs: 3500, gapMs: 600 }, // ttft and tpot
+  { tenant: 'acme', tokens: 1, ttftMs: 3500 }, // ttft (one token)
   { tenant: 'acme', tokens: 4, ttftMs: 5, gapMs: 2, status: 500 },
   { tenant: 'acme', tokens: 20, ttftMs: 5, gapMs: 300, leave: true },
   // globex: 4 good (2 streams of 16 tokens, 2 of one token), 2 missed, 2 failed
   ...Array.from({ length: 2 }, () => ({ tenant: 'globex', tokens: 16, ttftMs: 5, gapMs: 1 })),
   ...Array.from({ length: 2 }, () => ({ tenant: 'globex', tokens: 1, ttftMs: 5 })),
-  { tenant: 'globex', tokens: 4, ttftMs: 400, gapMs: 2 }, // ttft
-  { tenant: 'globex', tokens: 4, ttftMs: 5, gapMs: 60 }, // tpot
+  { tenant: 'globex', tokens: 4, ttftMs: 3500, gapMs: 2 }, // ttft
+  { tenant: 'globex', tokens: 4, ttftMs: 5, gapMs: 600 }, // tpot
   { tenant: 'globex', tokens: 4, ttftMs: 5, gapMs: 2, status: 500 },
   { tenant: 'globex', tokens: 10, ttftMs: 5, gapMs: 2, cutAfter: 2 }, // cut mid-stream
   // The client's mistake: no verdict, no series of the model it named.
@@ -135,8 +138,8 @@ function assertMix(m: Exposition, extra = { failed: { acme: 0, globex: 0 }, miss
   assert.equal(m.value('infermeter_goodput_excluded_requests_total', { model_name: 'no-such-model', reason: 'client_error' }), 1);
   assert.equal(m.series('infermeter_goodput_requests_total').filter((s) => s.labels.model_name === 'no-such-model').length, 0);
   // The thresholds, for dashboards to print.
-  assert.equal(m.value('infermeter_slo_threshold_seconds', { slo_class: 'default', model_pattern: '*', tenant_pattern: '*', slo: 'ttft' }), 0.15);
-  assert.equal(m.value('infermeter_slo_threshold_seconds', { slo_class: 'default', model_pattern: '*', tenant_pattern: '*', slo: 'tpot' }), 0.025);
+  assert.equal(m.value('infermeter_slo_threshold_seconds', { slo_class: 'default', model_pattern: '*', tenant_pattern: '*', slo: 'ttft' }), 3);
+  assert.equal(m.value('infermeter_slo_threshold_seconds', { slo_class: 'default', model_pattern: '*', tenant_pattern: '*', slo: 'tpot' }), 0.5);
   assert.equal(m.duplicates().length, 0);
 }
 
@@ -215,7 +218,7 @@ describe('goodput', () => {
     const samples = await finished;
     assertMix(await metrics(), undefined, figures(samples));
 
-    // Four streams held before their first token (1.5 s), two per tenant, spread over both
+    // Four streams held before their first token (3.5 s), two per tenant, spread over both
     // workers; one worker is killed. Its requests are lost: failed. The others complete late: missed (ttft).
     const held: Array<{ tenant: 'acme' | 'globex'; done: Promise<boolean> }> = [];
     const started: Array<Promise<void>> = [];
@@ -250,19 +253,19 @@ describe('goodput', () => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-slo-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, 'slo.json');
-    // batch tenants: only an e2e SLO; everyone else on sim-*: a TTFT of 150 ms.
+    // batch tenants: only an e2e SLO; everyone else on sim-*: a TTFT of 3000 ms.
     writeFileSync(
       file,
       JSON.stringify({
         classes: [
           { name: 'batch', tenant: 'batch-*', slo: 'e2el:60000' },
-          { name: 'chat', model: 'sim-*', slo: 'ttft:150' },
+          { name: 'chat', model: 'sim-*', slo: 'ttft:3000' },
         ],
       }),
     );
     const upstream = await sim(t);
     const app = await startProxy(t, upstream.url, { INFERMETER_SLO_FILE: file, INFERMETER_TENANT: 'header:x-tenant' });
-    const slow = { tokens: 2, ttftMs: 300, gapMs: 1 };
+    const slow = { tokens: 2, ttftMs: 3500, gapMs: 1 };
     let finished = nextFinished(app, 2);
     await Promise.all([shoot(app.dataUrl, { ...slow, tenant: 'batch-nightly' }), shoot(app.dataUrl, { ...slow, tenant: 'acme' })]);
     await finished;
@@ -275,14 +278,14 @@ describe('goodput', () => {
     writeFileSync(file, '{"classes": [{"name": "x"}]}');
     app.reloadSlo();
     m = await scrape(app);
-    assert.equal(m.value('infermeter_slo_threshold_seconds', { slo_class: 'chat', model_pattern: 'sim-*', tenant_pattern: '*', slo: 'ttft' }), 0.15);
+    assert.equal(m.value('infermeter_slo_threshold_seconds', { slo_class: 'chat', model_pattern: 'sim-*', tenant_pattern: '*', slo: 'ttft' }), 3);
     // A good one replaces them: batch is now off (unjudged).
     writeFileSync(
       file,
       JSON.stringify({
         classes: [
           { name: 'batch', tenant: 'batch-*', slo: 'off' },
-          { name: 'chat', slo: 'ttft:1000' },
+          { name: 'chat', slo: 'ttft:10000' },
         ],
       }),
     );
@@ -294,14 +297,14 @@ describe('goodput', () => {
     assert.deepEqual(verdictsOf(m, { tenant: 'batch-nightly' }, 'infermeter_tenant_goodput_requests_total'), { good: 1, missed: 0, failed: 0, cancelled: 0 });
     assert.deepEqual(verdictsOf(m, { tenant: 'acme' }, 'infermeter_tenant_goodput_requests_total'), { good: 1, missed: 1, failed: 0, cancelled: 0 });
     assert.equal(m.value('infermeter_goodput_excluded_requests_total', { model_name: MODEL, reason: 'no_slo' }), 1);
-    assert.equal(m.value('infermeter_slo_threshold_seconds', { slo_class: 'chat', model_pattern: '*', tenant_pattern: '*', slo: 'ttft' }), 1);
+    assert.equal(m.value('infermeter_slo_threshold_seconds', { slo_class: 'chat', model_pattern: '*', tenant_pattern: '*', slo: 'ttft' }), 10);
   });
 
   it('with workers, only the primary reads the SLO file: a file broken later stops no restarted worker', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-slo-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, 'slo.json');
-    writeFileSync(file, JSON.stringify({ classes: [{ name: 'chat', slo: 'ttft:1000' }] }));
+    writeFileSync(file, JSON.stringify({ classes: [{ name: 'chat', slo: 'ttft:10000' }] }));
     const upstream = await sim(t);
     const port = String(await freePort());
     const env = clusterEnv(upstream.url, {
@@ -338,7 +341,7 @@ describe('goodput', () => {
     const finished = nextFinished(app, 3);
     await Promise.all([
       shoot(app.dataUrl, { tenant: 'acme', tokens: 2, ttftMs: 5, gapMs: 1 }),
-      shoot(app.dataUrl, { tenant: 'acme', tokens: 2, ttftMs: 300, gapMs: 1 }),
+      shoot(app.dataUrl, { tenant: 'acme', tokens: 2, ttftMs: 3500, gapMs: 1 }),
       shoot(app.dataUrl, { tenant: 'globex', model: 'no-such-model', tokens: 2 }),
     ]);
     await finished;
@@ -365,10 +368,10 @@ describe('goodput', () => {
   });
 });
 
-/** A stream whose first token is 1.5 s away; `began` once its role chunk reached the client (the request is in a worker). */
+/** A stream whose first token is 3.5 s away; `began` once its role chunk reached the client (the request is in a worker). */
 function holdStream(url: string, tenant: string, began: () => void): Promise<boolean> {
   return new Promise((resolve) => {
-    const headers = { connection: 'close', 'content-type': 'application/json', 'x-tenant': tenant, 'x-sim-ttft-ms': '1500', 'x-sim-gap-ms': '1' };
+    const headers = { connection: 'close', 'content-type': 'application/json', 'x-tenant': tenant, 'x-sim-ttft-ms': '3500', 'x-sim-gap-ms': '1' };
     const req = request(`${url}/v1/chat/completions`, { method: 'POST', agent: false, headers }, (res) => {
       res.once('data', began);
       res.on('error', () => undefined);

@@ -34,9 +34,17 @@ describe('buffer pool', () => {
   it('is capped by the data plane at start', async () => {
     const was = Buffer.poolSize;
     Buffer.poolSize = 64 * 1024;
-    const app = await startInfermeter(loadConfig({ INFERMETER_UPSTREAM: 'http://127.0.0.1:9', INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0' }), {
-      log: silentLogger,
-    });
+    const app = await startInfermeter(
+      loadConfig({
+        INFERMETER_UPSTREAM: 'http://127.0.0.1:9',
+        INFERMETER_PORT: '0',
+        INFERMETER_MANAGEMENT_PORT: '0',
+        INFERMETER_METRICS_PORT: '0',
+      }),
+      {
+        log: silentLogger,
+      },
+    );
     try {
       assert.equal(Buffer.poolSize, 8 * 1024);
     } finally {

@@ -1,0 +1,29 @@
+// A node:test reporter, beside the spec reporter in `npm test` (scripts/test.ts): at the end of
+// the run, the ten test files that took longest, so that a file that doubles is seen. A file's
+// time is its own process's, from start to end, as the runner reports it (the `test:complete`
+// of the file itself, nesting 0, named by its path); a file run in the runner's own process
+// (`--test-isolation=none`) has none, so the sum of its top-level tests is shown instead.
+import { relative } from 'node:path';
+
+type Event = { type: string; data: { name?: string; file?: string; nesting?: number; details?: { duration_ms?: number } } };
+
+export default async function* slowestFiles(source: AsyncIterable<Event>): AsyncGenerator<string> {
+  const whole = new Map<string, number>();
+  const summed = new Map<string, number>();
+  for await (const event of source) {
+    if (event.type !== 'test:complete') continue;
+    const { name, file, nesting, details } = event.data;
+    const ms = details?.duration_ms;
+    if (nesting !== 0 || !file || ms === undefined) continue;
+    if (name !== undefined && file.endsWith(name)) whole.set(file, ms);
+    else summed.set(file, (summed.get(file) ?? 0) + ms);
+  }
+  const times = new Map(summed);
+  for (const [file, ms] of whole) times.set(file, ms);
+  if (times.size === 0) return;
+  const slowest = [...times].sort((a, b) => b[1] - a[1]).slice(0, 10);
+  const total = [...times.values()].reduce((a, b) => a + b, 0);
+  let out = `\nThe slowest ${slowest.length} of ${times.size} test files (${(total / 1000).toFixed(1)} s of file time in all):\n`;
+  for (const [file, ms] of slowest) out += `${(ms / 1000).toFixed(1).padStart(8)} s  ${relative(process.cwd(), file)}\n`;
+  yield out;
+}
