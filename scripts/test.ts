@@ -73,16 +73,29 @@ function run(command: string, args: string[], onLines?: (text: string) => void):
 }
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+// The suite's lines from its closing summary (`ℹ tests N`) on are held back and printed after
+// every check's output, the summary's own lines last.
+const tail: string[] = [];
+const isSummary = (line: string): boolean => line.startsWith('ℹ ');
+function suiteLines(text: string): void {
+  const lines = text.split(/(?<=\n)/);
+  for (const line of lines) {
+    if (tail.length > 0 || line.startsWith('ℹ tests ')) tail.push(line);
+    else process.stdout.write(line);
+  }
+}
 const results = await Promise.all([
   ...checks.map(async (check) => {
     const { code, output, ms } = await run(check.command, check.args);
     process.stdout.write(`\n── ${check.name}: ${code === 0 ? 'ok' : `FAILED (exit ${code})`} in ${seconds(ms)}\n${code === 0 ? '' : output}`);
     return { name: check.name, code };
   }),
-  run(suite.command, suite.args, (text) => process.stdout.write(text)).then(({ code }) => ({ name: suite.name, code })),
+  run(suite.command, suite.args, suiteLines).then(({ code }) => ({ name: suite.name, code })),
 ]);
 const failed = results.filter((r) => r.code !== 0).map((r) => r.name);
 if (failed.length > 0) {
   process.stdout.write(`\nnpm test failed: ${failed.join(', ')}\n`);
   process.exitCode = 1;
 }
+// The runner's closing summary last of all, where CI and a reader look for it.
+process.stdout.write(`${tail.filter((line) => !isSummary(line)).join('')}${tail.filter(isSummary).join('')}`);
