@@ -197,7 +197,15 @@ describe('usage sink', () => {
       retentionMs: 3_600_000,
       maxPendingBytes: 1024 * 1024,
       keep: sink.keep,
-      counters: { spooled: (n) => ((spooled += n), sink.spooled(n)), lost: () => assert.fail('lost'), failed: () => undefined, recovered: () => undefined },
+      counters: {
+        spooled: (n) => {
+          spooled += n;
+          sink.spooled(n);
+        },
+        lost: () => assert.fail('lost'),
+        failed: () => undefined,
+        recovered: () => undefined,
+      },
     });
     // About 10 segments of 4 KiB: more than the retention's 8 KiB.
     for (let i = 1; i <= 150; i++) {
