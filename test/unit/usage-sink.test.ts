@@ -8,6 +8,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
+import { ConfigError, loadConfig } from '../../src/config/config.ts';
 import { readCheckpoint } from '../../src/ledger/checkpoint.ts';
 import { httpDelivery } from '../../src/ledger/http-sink.ts';
 import { backoffMs, PARKED, startSink, type SinkLoop } from '../../src/ledger/sink.ts';
@@ -223,5 +224,48 @@ describe('usage sink', () => {
     await until('written', () => spooled === 200);
     assert.ok(segments() <= 4, `${segments()} segments: the delivered ones deleted`);
     await spool.close();
+  });
+
+  it('reads INFERMETER_USAGE_SINK and its token file at start; a bad one stops the start naming the variable', (t) => {
+    const dir = spoolDir(t);
+    const tokenFile = join(dir, 'token');
+    writeFileSync(tokenFile, '  s3cret\n');
+    const base = { INFERMETER_UPSTREAM: 'http://127.0.0.1:8000', INFERMETER_USAGE_DIR: dir };
+    const sink = (env: Record<string, string>) => loadConfig({ ...base, ...env }).usage?.sink;
+    assert.equal(sink({}), undefined, 'no sink: the spool is the ledger');
+    assert.deepEqual(sink({ INFERMETER_USAGE_SINK: 'https://openmeter.example/api/v1/events', INFERMETER_USAGE_SINK_TOKEN_FILE: tokenFile }), {
+      kind: 'http',
+      url: 'https://openmeter.example/api/v1/events',
+      token: 's3cret',
+      batchRecords: 500,
+      timeoutMs: 10_000,
+      backoffMaxMs: 30_000,
+    });
+    assert.deepEqual(sink({ INFERMETER_USAGE_SINK: 'nats://127.0.0.1/usage.records', INFERMETER_USAGE_SINK_BATCH: '50' }), {
+      kind: 'nats',
+      server: '127.0.0.1:4222',
+      subject: 'usage.records',
+      token: undefined,
+      batchRecords: 50,
+      timeoutMs: 10_000,
+      backoffMaxMs: 30_000,
+    });
+    const refused = (env: Record<string, string>, variable: string) =>
+      assert.throws(
+        () => loadConfig(env),
+        (e: unknown) => e instanceof ConfigError && e.problems.some((p) => p.variable === variable),
+        `${JSON.stringify(env)} refused naming ${variable}`,
+      );
+    refused({ ...base, INFERMETER_USAGE_SINK: 'kafka://broker/usage' }, 'INFERMETER_USAGE_SINK');
+    refused({ ...base, INFERMETER_USAGE_SINK: 'nats://127.0.0.1:4222/usage.*' }, 'INFERMETER_USAGE_SINK');
+    refused({ ...base, INFERMETER_USAGE_SINK: 'nats://127.0.0.1:4222/' }, 'INFERMETER_USAGE_SINK');
+    refused({ ...base, INFERMETER_USAGE_SINK: 'https://user:pw@openmeter.example/api/v1/events' }, 'INFERMETER_USAGE_SINK');
+    refused({ INFERMETER_UPSTREAM: 'http://127.0.0.1:8000', INFERMETER_USAGE_SINK: 'http://127.0.0.1:1/api/v1/events' }, 'INFERMETER_USAGE_SINK');
+    refused(
+      { ...base, INFERMETER_USAGE_SINK: 'http://127.0.0.1:1/e', INFERMETER_USAGE_SINK_TOKEN_FILE: join(dir, 'missing') },
+      'INFERMETER_USAGE_SINK_TOKEN_FILE',
+    );
+    refused({ ...base, INFERMETER_USAGE_SINK: 'http://127.0.0.1:1/e', INFERMETER_USAGE_SINK_TOKEN_FILE: dir }, 'INFERMETER_USAGE_SINK_TOKEN_FILE');
+    refused({ ...base, INFERMETER_USAGE_SINK: 'http://127.0.0.1:1/e', INFERMETER_USAGE_SINK_BATCH: '0' }, 'INFERMETER_USAGE_SINK_BATCH');
   });
 });
