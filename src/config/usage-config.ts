@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { nonEmpty, utf8Capped, type Env, type Problem } from './parse.ts';
 
 /** Where the records go besides the spool (INFERMETER_USAGE_SINK): an HTTP endpoint or a NATS JetStream subject. */
-export type SinkConfig = ({ readonly kind: 'http'; readonly url: string } | { readonly kind: 'nats'; readonly server: string; readonly subject: string }) & {
+type SinkConfig = ({ readonly kind: 'http'; readonly url: string } | { readonly kind: 'nats'; readonly server: string; readonly subject: string }) & {
   /** INFERMETER_USAGE_SINK_TOKEN_FILE's token: a bearer token (HTTP), a connection token (NATS). */
   readonly token: string | undefined;
   readonly batchRecords: number;

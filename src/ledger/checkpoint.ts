@@ -13,8 +13,8 @@ export interface Position {
   readonly offset: number;
 }
 
-export const CHECKPOINT = 'sink.checkpoint';
-export const START: Position = { segment: '', offset: 0 };
+const CHECKPOINT = 'sink.checkpoint';
+const START: Position = { segment: '', offset: 0 };
 
 /** The committed position in `dir`, or the start when none was committed (or the file is unreadable). Read once, at start. */
 export function readCheckpoint(dir: string): Position {

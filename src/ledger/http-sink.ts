@@ -21,7 +21,7 @@ export interface HttpSinkOptions {
   readonly refused?: (status: number, reason: string) => void;
 }
 
-export class SinkStatusError extends Error {
+class SinkStatusError extends Error {
   readonly status: number;
   constructor(status: number) {
     super(`the sink answered ${status}`);

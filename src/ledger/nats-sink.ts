@@ -10,7 +10,7 @@ import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
 import type { Delivery } from './sink.ts';
 
 /** How long the created stream remembers a message id: re-deliveries within it are dropped. */
-export const DUPLICATE_WINDOW_MS = 3_600_000;
+const DUPLICATE_WINDOW_MS = 3_600_000;
 
 export interface NatsSinkOptions {
   /** `host:port` */

@@ -17,7 +17,7 @@ export interface Delivery {
   close(): Promise<void>;
 }
 
-export interface SinkCounters {
+interface SinkCounters {
   delivered(n: number): void;
   parked(n: number): void;
   /** Sending (or committing) failed after the last success; called once until one succeeds again. */
@@ -38,7 +38,7 @@ export interface SinkOptions {
   readonly now?: () => number;
 }
 
-export interface SinkBacklog {
+interface SinkBacklog {
   /** Records on disk the sink has not acknowledged (nor parked). */
   readonly records: number;
   /** Bytes of the spool from the committed position on. */
