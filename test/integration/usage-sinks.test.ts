@@ -213,6 +213,11 @@ describe('usage sinks', () => {
     const jsm = await jetstreamManager(nc);
     const info = await jsm.streams.info(streamName(subject));
     assert.deepEqual(info.config.subjects, [subject]);
+    assert.deepEqual(
+      [info.config.duplicate_window, info.config.storage, info.config.num_replicas, info.config.retention],
+      [3_600_000_000_000, 'file', 1, 'limits'],
+      'the stream infermeter made: a one-hour duplicate window, file storage, one replica, limits retention',
+    );
     const consumer = await jetstream(nc).consumers.get(streamName(subject));
     const events: UsageEvent[] = [];
     const messages = await consumer.fetch({ max_messages: info.state.messages, expires: 5000 });
