@@ -8,6 +8,10 @@ import { join } from 'node:path';
 import type { Position } from './checkpoint.ts';
 import { SEGMENT } from './spool.ts';
 
+const PIECE = 1024 * 1024;
+/** The longest line read whole; past it without a LF, the bytes are skipped (no record is this long). */
+const MAX_LINE = 16 * 1024 * 1024;
+
 export interface Batch {
   /** The records' lines, without their LF. */
   readonly lines: string[];
@@ -46,11 +50,12 @@ export async function nextBatch(dir: string, at: Position, maxRecords: number, m
       got += bytesRead;
     }
     read = read.subarray(0, got);
-    // A record longer than maxBytes: read on to its end.
+    // A record longer than maxBytes: read on to its end, up to MAX_LINE; past that, garbage skipped.
     if (read.indexOf(10) === -1 && at.offset + got < size) {
-      const whole = Buffer.allocUnsafe(size - at.offset);
+      const whole = Buffer.allocUnsafe(Math.min(size - at.offset, MAX_LINE));
       const { bytesRead } = await file.read(whole, 0, whole.length, at.offset);
       read = whole.subarray(0, bytesRead);
+      if (read.indexOf(10) === -1 && at.offset + bytesRead < size) return { lines: [], end: { segment: name, offset: at.offset + bytesRead } };
     }
   } finally {
     await file.close();
@@ -73,14 +78,24 @@ export function spoolSizes(dir: string): Map<string, number> {
   return sizes;
 }
 
-/** Records (whole lines) of the segments in `sizes`, within those sizes, from `at` on. */
+/** Records (whole lines) of the segments in `sizes`, within those sizes, from `at` on; read 1 MiB at a time. */
 export async function countRecords(dir: string, at: Position, sizes: ReadonlyMap<string, number>): Promise<number> {
   let records = 0;
+  const piece = Buffer.allocUnsafe(PIECE);
   for (const [name, size] of sizes) {
     if (name < at.segment) continue;
-    const from = name === at.segment ? at.offset : 0;
-    const text = (await fsp.readFile(join(dir, name)).catch(() => Buffer.alloc(0))).subarray(0, size);
-    for (let lf = text.indexOf(10, from); lf !== -1; lf = text.indexOf(10, lf + 1)) records++;
+    const file = await fsp.open(join(dir, name), 'r').catch(() => undefined);
+    if (file === undefined) continue;
+    try {
+      for (let pos = name === at.segment ? at.offset : 0; pos < size; ) {
+        const { bytesRead } = await file.read(piece, 0, Math.min(PIECE, size - pos), pos);
+        if (bytesRead === 0) break;
+        for (let lf = piece.indexOf(10); lf !== -1 && lf < bytesRead; lf = piece.indexOf(10, lf + 1)) records++;
+        pos += bytesRead;
+      }
+    } finally {
+      await file.close();
+    }
   }
   return records;
 }

@@ -132,6 +132,7 @@ describe('usage sink', () => {
     await restarted.started;
     await until('the 2 new ones delivered', () => again.c.delivered === 2);
     assert.equal(om.received, 32, 'nothing committed was sent again');
+    assert.equal(restarted.backlog().records, 0, 'the backlog counted at the start (2) and delivered');
     assert.equal(om.events.length, 32);
   });
 
