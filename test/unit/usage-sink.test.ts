@@ -136,6 +136,26 @@ describe('usage sink', () => {
     assert.equal(om.events.length, 32);
   });
 
+  it('reads an unreadable checkpoint as none: everything is sent again (at least once), never skipped', async (t) => {
+    const om = await startOpenMeter(t);
+    const dir = spoolDir(t);
+    segment(dir, 0, [record(1), record(2), record(3)]);
+    writeFileSync(join(dir, 'sink.checkpoint'), '{"segment":"usage-2');
+    writeFileSync(join(dir, 'sink.checkpoint.tmp'), '{"segment":"zzz","offset":0}\n');
+    const { c, counters } = counting();
+    const sink = sinkTo(t, dir, om, counters);
+    await sink.started;
+    await until('3 delivered', () => c.delivered === 3);
+    assert.deepEqual(
+      om.events.map((e) => e.id),
+      ['e-1', 'e-2', 'e-3'],
+    );
+    assert.equal(
+      JSON.parse(readFileSync(join(dir, 'sink.checkpoint'), 'utf8')).offset,
+      readFileSync(join(dir, readdirSync(dir).find((n) => n.startsWith('usage-'))!)).length,
+    );
+  });
+
   it('parks a refused record and delivers the rest of its batch', async (t) => {
     const om = await startOpenMeter(t);
     const dir = spoolDir(t);
