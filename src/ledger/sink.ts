@@ -88,16 +88,23 @@ export function startSink(options: SinkOptions): SinkLoop {
   let refreshing = false;
   let refreshAgain = false;
 
+  /** A write since the loop last read the spool: an idle sink does not wait for the poll. */
+  let written = false;
+
   const sleep = (ms: number, wakeable: boolean): Promise<void> =>
     new Promise((resolve) => {
+      if (wakeable && written) return resolve();
+      // A write wakes an idle sink; a backoff is only cut short by the close.
+      const waker = (): void => {
+        if (wakeable || closed) done();
+      };
       const timer = setTimeout(done, ms);
       function done(): void {
         clearTimeout(timer);
-        if (wakeUp === done) wakeUp = undefined;
+        if (wakeUp === waker) wakeUp = undefined;
         resolve();
       }
-      // A write wakes an idle sink; a backoff is only cut short by the close.
-      wakeUp = wakeable ? done : () => closed && done();
+      wakeUp = waker;
     });
 
   /** The backlog's bytes, from the directory as it is now (coalesced: at most one pass at a time). */
@@ -149,6 +156,7 @@ export function startSink(options: SinkOptions): SinkLoop {
     let attempt = 0;
     while (!closed) {
       try {
+        written = false;
         const batch = await nextBatch(dir, committed, options.maxRecords, options.maxBytes);
         if (batch === undefined) {
           oldestAt = 0;
@@ -195,6 +203,7 @@ export function startSink(options: SinkOptions): SinkLoop {
   return {
     spooled(n) {
       records += n;
+      written = true;
       void refresh();
       wakeUp?.();
     },

@@ -123,7 +123,14 @@ describe('usage sinks', () => {
     const om = await startOpenMeter(t);
     const { load, until, records, value } = await start(t, om.url);
     const n = await load(0, (sent) => sent < 240);
-    const e = await until('all delivered, backlog 0', (x) => records(x, 'delivered') === n && value(x, 'infermeter_usage_backlog_records') === 0);
+    const e = await until(
+      'all delivered, backlog 0',
+      (x) =>
+        records(x, 'delivered') === n &&
+        value(x, 'infermeter_usage_backlog_records') === 0 &&
+        value(x, 'infermeter_usage_backlog_bytes') === 0 &&
+        value(x, 'infermeter_usage_backlog_oldest_seconds') === 0,
+    );
     assert.equal(records(e, 'spooled'), n);
     assert.equal(records(e, 'lost'), 0);
     assert.equal(records(e, 'parked'), 0);
@@ -169,7 +176,14 @@ describe('usage sinks', () => {
     om.down = undefined;
     phase = 'back';
     const n = await loaded;
-    const e = await until('all delivered, backlog 0', (x) => records(x, 'delivered') === n && value(x, 'infermeter_usage_backlog_records') === 0);
+    const e = await until(
+      'all delivered, backlog 0',
+      (x) =>
+        records(x, 'delivered') === n &&
+        value(x, 'infermeter_usage_backlog_records') === 0 &&
+        value(x, 'infermeter_usage_backlog_bytes') === 0 &&
+        value(x, 'infermeter_usage_backlog_oldest_seconds') === 0,
+    );
     assert.ok(spooledWhileDown >= 200);
     assert.equal(records(e, 'spooled'), n);
     assert.equal(records(e, 'lost'), 0);
@@ -201,7 +215,14 @@ describe('usage sinks', () => {
     await nats.start();
     back = true;
     const n = await loaded;
-    const e = await until('all delivered, backlog 0', (x) => records(x, 'delivered') === n && value(x, 'infermeter_usage_backlog_records') === 0);
+    const e = await until(
+      'all delivered, backlog 0',
+      (x) =>
+        records(x, 'delivered') === n &&
+        value(x, 'infermeter_usage_backlog_records') === 0 &&
+        value(x, 'infermeter_usage_backlog_bytes') === 0 &&
+        value(x, 'infermeter_usage_backlog_oldest_seconds') === 0,
+    );
     assert.ok(stopped);
     assert.equal(records(e, 'spooled'), n);
     assert.equal(records(e, 'lost'), 0);

@@ -120,6 +120,8 @@ describe('usage sink', () => {
     assert.equal(om.received, 30, 'none sent twice');
     assert.deepEqual([...om.authorizations], ['Bearer tok']);
     assert.deepEqual(readCheckpoint(dir), { segment: second, offset: readFileSync(join(dir, second)).length });
+    // The backlog's bytes and age follow the next look at the spool, which finds nothing more.
+    await until('the backlog 0', () => sink.backlog().bytes === 0 && sink.backlog().oldestSeconds === 0);
     assert.deepEqual(sink.backlog(), { records: 0, bytes: 0, oldestSeconds: 0 });
     assert.equal(sink.keep(first), false, 'a committed segment may go');
     assert.equal(sink.keep(second), true);
@@ -200,6 +202,8 @@ describe('usage sink', () => {
     assert.equal(c.recovered, 1);
     assert.equal(c.parked, 0);
     assert.equal(om.events.length, 12);
+    // The backlog's bytes and age follow the next look at the spool, which finds nothing more.
+    await until('the backlog 0', () => sink.backlog().bytes === 0 && sink.backlog().oldestSeconds === 0);
     assert.deepEqual(sink.backlog(), { records: 0, bytes: 0, oldestSeconds: 0 });
   });
 
