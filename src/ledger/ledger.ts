@@ -8,6 +8,9 @@ import type { UsageConfig } from '../config/usage-config.ts';
 import type { Logger } from '../log.ts';
 import type { RequestSample } from '../measure/sample.ts';
 import { registerDerived } from '../metrics/families.ts';
+import { httpDelivery } from './http-sink.ts';
+import { natsDelivery } from './nats-sink.ts';
+import { type Delivery, type SinkLoop, startSink } from './sink.ts';
 import { createSpool, type Spool, type SpoolFs } from './spool.ts';
 import { usageEvent } from './usage-event.ts';
 
@@ -19,6 +22,8 @@ export interface UsageWriter {
 
 /** Bytes of records that may wait in memory for the spool's writer before one is lost (counted). */
 const MAX_PENDING_BYTES = 8 * 1024 * 1024;
+/** About this many bytes of records per batch a sink sends (at least one record). */
+const MAX_BATCH_BYTES = 1024 * 1024;
 
 /** A writer of records: its own start id and sequence; each record handed to `emit` as one JSON line. */
 export function createUsageWriter(source: string, emit: (line: string) => void, now: () => number = Date.now): UsageWriter {
@@ -50,9 +55,50 @@ export function startUsageLedger(
   return { writer: createUsageWriter(config.source, ledger.append), close: () => ledger.close() };
 }
 
-/** The spool and its families on `registry`: records spooled and lost, what waits, what is on disk. */
+/** The sink INFERMETER_USAGE_SINK names, delivering from the spool in `config.dir`. */
+function startConfiguredSink(config: UsageConfig, records: Record<'delivered' | 'parked', number>, log: Logger): SinkLoop | undefined {
+  const sink = config.sink;
+  if (sink === undefined) return undefined;
+  const where = sink.kind === 'http' ? sink.url : `nats://${sink.server}/${sink.subject}`;
+  const delivery: Delivery =
+    sink.kind === 'http'
+      ? httpDelivery({
+          url: sink.url,
+          timeoutMs: sink.timeoutMs,
+          ...(sink.token === undefined ? {} : { token: sink.token }),
+          refused: (status, reason) =>
+            log.warnThrottled('usage-sink-parked', 'usage sink: a record refused, parked in INFERMETER_USAGE_DIR/parked.jsonl', {
+              sink: where,
+              status,
+              reason,
+            }),
+        })
+      : natsDelivery({ server: sink.server, subject: sink.subject, timeoutMs: sink.timeoutMs, ...(sink.token === undefined ? {} : { token: sink.token }) });
+  return startSink({
+    dir: config.dir,
+    delivery,
+    maxRecords: sink.batchRecords,
+    maxBytes: MAX_BATCH_BYTES,
+    backoffMaxMs: sink.backoffMaxMs,
+    counters: {
+      delivered: (n) => (records.delivered += n),
+      parked: (n) => (records.parked += n),
+      failed: (error) =>
+        log.warn('usage sink: delivery failed; retrying with backoff, the spool keeps the records (infermeter_usage_backlog_records)', {
+          variable: 'INFERMETER_USAGE_SINK',
+          sink: where,
+          error: error.message,
+        }),
+      recovered: () => log.info('usage sink: delivering again', { sink: where }),
+    },
+  });
+}
+
+/** The spool (and the sink, when one is set) and their families on `registry`: records spooled, delivered, parked and lost, what waits, what is on disk. */
 export function startLedger(config: UsageConfig, registry: Registry, log: Logger, fs?: SpoolFs): Ledger {
-  const records = { spooled: 0, lost: 0 };
+  const records = { spooled: 0, lost: 0, delivered: 0, parked: 0 };
+  // Before the spool: its first retention pass asks the sink what it must keep.
+  const sink = startConfiguredSink(config, records, log);
   const spool: Spool = createSpool({
     dir: config.dir,
     fsyncMs: config.fsyncMs,
@@ -62,8 +108,12 @@ export function startLedger(config: UsageConfig, registry: Registry, log: Logger
     retentionMs: config.retentionMs,
     maxPendingBytes: MAX_PENDING_BYTES,
     ...(fs === undefined ? {} : { fs }),
+    ...(sink === undefined ? {} : { keep: sink.keep }),
     counters: {
-      spooled: (n) => (records.spooled += n),
+      spooled: (n) => {
+        records.spooled += n;
+        sink?.spooled(n);
+      },
       lost: (n) => (records.lost += n),
       failed: (error) =>
         log.error(
@@ -79,13 +129,39 @@ export function startLedger(config: UsageConfig, registry: Registry, log: Logger
   });
   registerDerived(registry, {
     name: 'infermeter_usage_records_total',
-    help: 'Usage records of finished inference requests, by state: spooled (written and synced to INFERMETER_USAGE_DIR), lost (a failed write, or more waiting than the memory bound).',
+    help: 'Usage records of finished inference requests, by state: spooled (written and synced to INFERMETER_USAGE_DIR), lost (a failed write, or more waiting than the memory bound); with INFERMETER_USAGE_SINK, delivered (acknowledged by the sink) and parked (refused by the sink, kept in parked.jsonl).',
     type: 'counter',
     collect: () => [
       { value: records.spooled, labels: { state: 'spooled' } },
       { value: records.lost, labels: { state: 'lost' } },
+      ...(sink === undefined
+        ? []
+        : [
+            { value: records.delivered, labels: { state: 'delivered' } },
+            { value: records.parked, labels: { state: 'parked' } },
+          ]),
     ],
   });
+  if (sink !== undefined) {
+    registerDerived(registry, {
+      name: 'infermeter_usage_backlog_records',
+      help: 'Usage records in the spool not yet delivered to INFERMETER_USAGE_SINK (nor parked).',
+      type: 'gauge',
+      collect: () => [{ value: sink.backlog().records, labels: {} }],
+    });
+    registerDerived(registry, {
+      name: 'infermeter_usage_backlog_bytes',
+      help: "Bytes of the spool from the sink's committed position on: not yet delivered to INFERMETER_USAGE_SINK.",
+      type: 'gauge',
+      collect: () => [{ value: sink.backlog().bytes, labels: {} }],
+    });
+    registerDerived(registry, {
+      name: 'infermeter_usage_backlog_oldest_seconds',
+      help: 'Age (by its time) of the oldest usage record not yet delivered to INFERMETER_USAGE_SINK; 0 when none waits.',
+      type: 'gauge',
+      collect: () => [{ value: sink.backlog().oldestSeconds, labels: {} }],
+    });
+  }
   registerDerived(registry, {
     name: 'infermeter_usage_pending_records',
     help: 'Usage records waiting in memory for the next write to the spool.',
@@ -110,5 +186,12 @@ export function startLedger(config: UsageConfig, registry: Registry, log: Logger
     type: 'gauge',
     collect: () => [{ value: spool.backlog().segments, labels: {} }],
   });
-  return { append: (line) => spool.append(line), close: () => spool.close() };
+  return {
+    append: (line) => spool.append(line),
+    async close() {
+      // The spool's last batch first, so a sink still running may take it; then the sink stops where it is.
+      await spool.close();
+      await sink?.close();
+    },
+  };
 }

@@ -14,6 +14,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { UsageEvent } from '../../src/ledger/usage-event.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
+import { startOpenMeter } from '../helpers/openmeter.ts';
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 
@@ -148,6 +149,69 @@ describe('usage spool under kill -9', () => {
         );
       }
       t.diagnostic(`${finished.size} streams finished, ${events.length} records on disk after the kill, ${before.size} required`);
+    });
+  }
+});
+
+describe('usage sink under kill -9', () => {
+  for (const workers of ['1', '2']) {
+    it(`after a restart, delivers every record seen on disk before the kill exactly once after de-duplication (INFERMETER_WORKERS=${workers})`, async (t) => {
+      const om = await startOpenMeter(t);
+      const sim = await startSimServer({ ttftMs: 2, interTokenMs: 2, defaultTokens: 8 });
+      t.after(() => sim.close());
+      const dir = mkdtempSync(join(tmpdir(), 'infermeter-sink-kill-'));
+      t.after(() => rmSync(dir, { recursive: true, force: true }));
+      const env = {
+        INFERMETER_UPSTREAM: sim.url,
+        INFERMETER_USAGE_DIR: dir,
+        INFERMETER_USAGE_FSYNC_MS: '20',
+        INFERMETER_USAGE_SINK: om.url,
+        INFERMETER_USAGE_SINK_BATCH: '20',
+        INFERMETER_USAGE_SINK_BACKOFF_MAX_MS: '200',
+        INFERMETER_WORKERS: workers,
+      };
+      const { child, started } = await startChild(t, env);
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+      t.after(() => agent.destroy());
+      const finished = new Set<string>();
+      let running = true;
+      let n = 0;
+      const lane = async (): Promise<void> => {
+        while (running && n < 100_000) {
+          const id = `k-${n++}`;
+          if (await stream(started.data!, id, agent)) finished.add(id);
+        }
+      };
+      const lanes = Array.from({ length: 8 }, lane);
+      // Under load, with the sink delivering: 200 streams finished, and each of them on disk.
+      while (finished.size < 200 || om.events.length === 0) await new Promise((r) => setTimeout(r, 10));
+      const before = new Set(finished);
+      let onDisk = new Set<string>();
+      for (let i = 0; i < 1000 && [...before].some((id) => !onDisk.has(id)); i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        onDisk = new Set(readRecords(dir).events.map((e) => e.data.request_id));
+      }
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+      running = false;
+      await Promise.all(lanes);
+      const atKill = om.events.length;
+
+      // The same instance started again: it resumes from its checkpoint.
+      const again = await startChild(t, env);
+      const { events: spooled } = readRecords(dir);
+      const backlog = async (): Promise<number> => {
+        const text = await (await fetch(again.started.metrics!)).text();
+        return Number(/^infermeter_usage_backlog_records (\d+)/m.exec(text)?.[1] ?? NaN);
+      };
+      for (let i = 0; i < 1000 && (om.events.length < spooled.length || (await backlog()) !== 0); i++) await new Promise((r) => setTimeout(r, 20));
+      assert.equal(await backlog(), 0, 'the backlog back to 0');
+      const delivered = om.events.map((e) => e.data.request_id);
+      for (const id of before) assert.equal(delivered.filter((x) => x === id).length, 1, `${id}: finished before the kill, one record at the sink`);
+      assert.deepEqual(new Set(om.events.map((e) => e.id)), new Set(spooled.map((e) => e.id)), 'the sink has what the spool has');
+      again.child.kill('SIGTERM');
+      await once(again.child, 'exit');
+      t.diagnostic(`${before.size} required, ${atKill} at the sink at the kill, ${om.events.length} after; ${om.received} received before de-duplication`);
     });
   }
 });

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { startSimServer } from '../../src/sim/model-server.ts';
+import { startOpenMeter } from '../helpers/openmeter.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -104,8 +105,9 @@ describe('alerts.yml against infermeter', () => {
       INFERMETER_SLO: 'ttft:500 tpot:50',
       INFERMETER_UPSTREAM_METRICS: `${sim.url}/metrics`,
       INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
-      // The usage ledger's families (InfermeterUsageRecordsLost).
+      // The usage ledger's families (InfermeterUsageRecordsLost), with a sink's (the backlog, parked records).
       INFERMETER_USAGE_DIR: usageDir,
+      INFERMETER_USAGE_SINK: (await startOpenMeter(t)).url,
     });
     const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
       method: 'POST',

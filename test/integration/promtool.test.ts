@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { startSimServer } from '../../src/sim/model-server.ts';
+import { startOpenMeter } from '../helpers/openmeter.ts';
 import { scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -81,10 +82,16 @@ describe('promtool check metrics', { skip }, () => {
       });
       // A clock of our own, so that an AOM collection period can end without waiting for it.
       let now = 0;
-      // The usage ledger on: its families are linted too.
+      // The usage ledger on, with a sink: its families are linted too.
       const usageDir = mkdtempSync(join(tmpdir(), 'infermeter-promtool-usage-'));
       t.after(() => rmSync(usageDir, { recursive: true, force: true }));
-      const env = { INFERMETER_DIALECTS: dialects, INFERMETER_AOM_SERVICE_ID: 'svc "1"', INFERMETER_USAGE_DIR: usageDir };
+      const sink = await startOpenMeter(t);
+      const env = {
+        INFERMETER_DIALECTS: dialects,
+        INFERMETER_AOM_SERVICE_ID: 'svc "1"',
+        INFERMETER_USAGE_DIR: usageDir,
+        INFERMETER_USAGE_SINK: sink.url,
+      };
       const app = await startProxy(t, upstream.url, env, { clock: () => now });
       const bodies = [
         '{"model":"llama","stream":true}',

@@ -59,4 +59,38 @@ export const USAGE_VARIABLES = [
     value: 24 * 90,
     meaning: 'closed usage segments older than this are deleted, {range} hours',
   }),
+  documented(
+    'INFERMETER_USAGE_SINK',
+    'unset (the spool is the ledger)',
+    'where the usage records are delivered from the spool, at least once ([usage records](usage-records.md#sinks)):',
+    "an `http(s)://` URL takes CloudEvents batches as OpenMeter's `POST /api/v1/events` does; `nats://host[:port]/<subject>`",
+    'publishes to NATS JetStream. Needs `INFERMETER_USAGE_DIR`',
+  ),
+  documented(
+    'INFERMETER_USAGE_SINK_TOKEN_FILE',
+    'unset',
+    "a file holding the sink's token (at most 64 KiB, white space around it trimmed): sent as `Authorization: Bearer`",
+    'to an HTTP sink, as the connection token to NATS; read at start, an unreadable file stops the start',
+  ),
+  variable({
+    name: 'INFERMETER_USAGE_SINK_BATCH',
+    key: 'usageSinkBatch',
+    parse: integer(1, 10_000),
+    value: 500,
+    meaning: 'the usage sink sends at most this many records (and about 1 MiB) at once, {range}',
+  }),
+  variable({
+    name: 'INFERMETER_USAGE_SINK_TIMEOUT_MS',
+    key: 'usageSinkTimeoutMs',
+    parse: integer(100, 600_000),
+    value: 10_000,
+    meaning: "a usage sink's answer (an HTTP response, JetStream's acknowledgements) not there after this long fails the batch, sent again later, {range} ms",
+  }),
+  variable({
+    name: 'INFERMETER_USAGE_SINK_BACKOFF_MAX_MS',
+    key: 'usageSinkBackoffMaxMs',
+    parse: integer(100, 3_600_000),
+    value: 30_000,
+    meaning: 'a failed delivery is retried after a backoff that doubles from 100 ms up to this, jittered, {range} ms',
+  }),
 ] as const;
