@@ -32,6 +32,7 @@ import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases
 import { createTenantOf } from './tenant/tenant-of.ts';
 import { createSloPolicy, type SloPolicy } from './slo/slo-policy.ts';
 import { startUsageLedger, type UsageWriter } from './ledger/ledger.ts';
+import { startPrices } from './chargeback/start.ts';
 import { VERSION } from './version.ts';
 
 /** The custom-metric limit of ModelArts: a relayed exposition larger than this is refused. */
@@ -52,6 +53,8 @@ export interface Infermeter {
   reloadTenantAliases(): void;
   /** Reads INFERMETER_SLO_FILE again (SIGHUP); a bad file keeps the classes in use, with a warning. */
   reloadSlo(): void;
+  /** Reads INFERMETER_PRICES_FILE again (SIGHUP); a bad file keeps the prices in use, with a warning naming the key. */
+  reloadPrices(): void;
   /** Opens INFERMETER_ACCESS_LOG's file again at its path (SIGHUP, after a rotation moved it). */
   reopenAccessLog(): void;
   /** Stops accepting and closes the listeners. */
@@ -337,7 +340,8 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     { connections: () => dataPlane?.connections() ?? 0, heldBodyBytes: () => dataPlane?.heldBodyBytes() ?? { request: 0 } },
     aliases,
   );
-  const usage = startUsageLedger(config.usage, metrics.registry, log);
+  const prices = startPrices(config, log, { metrics, clock });
+  const usage = startUsageLedger(config.usage, metrics.registry, log, prices?.recordPrice);
   const built = buildDataPlane(config, log, clock, metrics.sink, metrics.proxy, options.lifecycleViolation, aliases, options.dialectTable, usage?.writer);
   dataPlane = built.dataPlane;
   const plane = dataPlane;
@@ -357,6 +361,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     const close = async (): Promise<void> => {
       m.setReady(false);
       aliases?.close();
+      prices?.book.close();
       metrics.close();
       await Promise.all([plane.close(), m.close()]);
       await built.accessLog?.close();
@@ -373,6 +378,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       dataPlane: plane,
       reloadTenantAliases: () => void aliases?.reload(),
       reloadSlo: () => void metrics.goodput?.policy.reload(),
+      reloadPrices: () => void prices?.book.reload(),
       reopenAccessLog: () => built.accessLog?.reopen(),
       close,
       async drain() {
@@ -383,6 +389,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     };
   } catch (error) {
     aliases?.close();
+    prices?.book.close();
     metrics.close();
     await Promise.all([plane.close(), management?.close(), otlp?.close(), usage?.close()]);
     throw error;

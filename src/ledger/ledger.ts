@@ -9,7 +9,7 @@ import type { Logger } from '../log.ts';
 import type { RequestSample } from '../measure/sample.ts';
 import { registerDerived } from '../metrics/families.ts';
 import { createSpool, type Spool, type SpoolFs } from './spool.ts';
-import { usageEvent } from './usage-event.ts';
+import { type RecordPrice, usageEvent } from './usage-event.ts';
 
 /** What the data plane calls when an inference request finished. */
 export interface UsageWriter {
@@ -21,13 +21,13 @@ export interface UsageWriter {
 const MAX_PENDING_BYTES = 8 * 1024 * 1024;
 
 /** A writer of records: its own start id and sequence; each record handed to `emit` as one JSON line. */
-export function createUsageWriter(source: string, emit: (line: string) => void, now: () => number = Date.now): UsageWriter {
+export function createUsageWriter(source: string, emit: (line: string) => void, now: () => number = Date.now, price?: RecordPrice): UsageWriter {
   const processStartId = randomUUID();
   let seq = 0;
   return {
     record(sample, requestId, eventId) {
       seq++;
-      const event = usageEvent(sample, { eventId, requestId, seq, processStartId }, source, new Date(now()));
+      const event = usageEvent(sample, { eventId, requestId, seq, processStartId }, source, new Date(now()), price);
       emit(`${JSON.stringify(event)}\n`);
     },
   };
@@ -44,10 +44,11 @@ export function startUsageLedger(
   config: UsageConfig | undefined,
   registry: Registry,
   log: Logger,
+  price?: RecordPrice,
 ): { writer: UsageWriter; close(): Promise<void> } | undefined {
   if (config === undefined) return undefined;
   const ledger = startLedger(config, registry, log);
-  return { writer: createUsageWriter(config.source, ledger.append), close: () => ledger.close() };
+  return { writer: createUsageWriter(config.source, ledger.append, Date.now, price), close: () => ledger.close() };
 }
 
 /** The spool and its families on `registry`: records spooled and lost, what waits, what is on disk. */
