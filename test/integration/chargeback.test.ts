@@ -12,6 +12,7 @@ import { createServer, request, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { runUsage } from '../../src/cli/usage-command.ts';
 import { createLogger } from '../../src/log.ts';
 import type { RequestInfo, RequestSample } from '../../src/measure/sample.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
@@ -246,5 +247,18 @@ describe('chargeback (INFERMETER_PRICES_FILE)', () => {
     const byModel = Object.fromEntries(records.map((r) => [`${r.price_version}:${r.cost_nanos}`, true]));
     // A: 120 000 + 1.2 + 240 000 + 90 000 -> 450 001; D: 16 000; B: no per-token price; C: 20 000 + 0.9 + 120 000 -> 140 000.
     assert.deepEqual(Object.keys(byModel).sort(), ['2026-12:16000', '2026-12:450001', '2026-12:null', '2026-12b:140000']);
+    // `infermeter usage report`: a row per tenant, model and prices version, with the records' cost.
+    const report = await runUsage(['report', '--dir', join(dir, 'usage'), '--format', 'csv']);
+    assert.equal(
+      report.out,
+      [
+        'tenant,model,requests,prompt_tokens,completion_tokens,reasoning_tokens,cached_prompt_tokens,price_version,cost_nanos',
+        'acme,llama-8b,1,1000,500,100,400,2026-12,450001',
+        'acme,llama-8b,1,400,100,0,300,2026-12b,140000',
+        'globex,llama-8b,1,50,10,0,0,2026-12,16000',
+        'globex,qwen-7b,1,300,200,0,0,2026-12,',
+        '',
+      ].join('\n'),
+    );
   });
 });
