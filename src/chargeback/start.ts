@@ -17,6 +17,12 @@ export interface Prices {
   readonly chargeback: Chargeback | undefined;
 }
 
+// Each metrics' chargeback, for the pages that show its figures (/metrics-json, /dashboard).
+const chargebacks = new WeakMap<object, Chargeback>();
+
+/** The chargeback fed by `metrics`, when prices are configured. */
+export const chargebackOf = (metrics: object): Chargeback | undefined => chargebacks.get(metrics);
+
 /** Undefined without INFERMETER_PRICES_FILE. `watchIntervalMs`: how often the file is looked at (tests: 0). */
 export function startPrices(
   config: Config,
@@ -40,6 +46,7 @@ export function startPrices(
     });
     m.addObserver({ started: (raw) => cb.started(raw), finished: (s, raw) => cb.finished(s, raw) });
     chargeback = cb;
+    chargebacks.set(m, cb);
   }
   return {
     book,

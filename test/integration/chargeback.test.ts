@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { runUsage } from '../../src/cli/usage-command.ts';
 import { createLogger } from '../../src/log.ts';
+import type { DashboardData } from '../../src/management/dashboard-feed.ts';
 import type { RequestInfo, RequestSample } from '../../src/measure/sample.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 
@@ -237,6 +238,18 @@ describe('chargeback (INFERMETER_PRICES_FILE)', () => {
     const perModel = series(text, 'infermeter_cost_nanos_total');
     assert.equal(perModel.get('{model_name="llama-8b",kind="hour"}'), String(263_888_888 + 27_777_778));
     assert.equal(perModel.get('{model_name="llama-8b",kind="prompt"}'), '150000');
+
+    // Where people look: /metrics-json's total and idle share, the dashboard's cost per tenant (exact decimals).
+    const json = (await (await fetch(`${app.managementUrl}/metrics-json`)).json()) as { result: { metric: { __name__: string }[]; value: string }[] };
+    const figure = (name: string) => json.result.find((r) => r.metric[0]!.__name__ === name)?.value;
+    assert.equal(figure('costNanos'), String(729_166_666 + 140_000 + 2 + 360_000 + 90_000 + 10_000 + 6_000));
+    assert.equal(figure('idleCostNanos'), '381944445');
+    const board = (await (await fetch(`${app.managementUrl}/dashboard/data`)).json()) as DashboardData;
+    assert.deepEqual(board.cost, {
+      currency: 'USD',
+      // acme 140 000 + 2 + 360 000 + 90 000 + 263 888 888; globex 10 000 + 6 000 + 27 777 778 + 55 555 555.
+      tenants: { acme: '0.26447889', globex: '0.083349333', idle: '0.381944445' },
+    });
 
     // The usage records: each request's per-token cost at the prices of its end, and their version.
     await app.close();
