@@ -16,7 +16,10 @@ import { runUsage } from '../../src/cli/usage-command.ts';
 import { createLogger } from '../../src/log.ts';
 import type { DashboardData } from '../../src/management/dashboard-feed.ts';
 import type { RequestInfo, RequestSample } from '../../src/measure/sample.ts';
-import { startProxy } from '../helpers/proxy-harness.ts';
+import { clusterEnv, nextFinished, startProxy } from '../helpers/proxy-harness.ts';
+import { freePort } from '../helpers/listen.ts';
+import { startClusterPrimary } from '../../src/cluster/primary.ts';
+import { loadConfig } from '../../src/config/config.ts';
 
 const PRICES = `currency: USD
 version: "2026-12"
@@ -273,5 +276,69 @@ describe('chargeback (INFERMETER_PRICES_FILE)', () => {
         '',
       ].join('\n'),
     );
+  });
+
+  it("with two workers: the primary prices every worker's requests and splits the pool, each worker prices its records, a reload reaches them", async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'infermeter-prices-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'prices.yaml');
+    writeFileSync(file, PRICES);
+    const upstream = await heldUpstream();
+    t.after(() => upstream.close());
+    const env = clusterEnv(upstream.url, {
+      INFERMETER_HOST: '127.0.0.1',
+      INFERMETER_PORT: String(await freePort()),
+      INFERMETER_LOG_LEVEL: 'warn',
+      INFERMETER_PRICES_FILE: file,
+      INFERMETER_TENANT: 'header:x-tenant',
+      INFERMETER_USAGE_DIR: join(dir, 'usage'),
+    });
+    let now = 0;
+    const app = await startClusterPrimary(loadConfig(env), env, { log: createLogger('error', () => undefined), workers: 2, clock: () => now });
+    t.after(() => app.close());
+    const usage: Usage = { prompt: 1000, cached: 400, completion: 500, reasoning: 100 };
+    // The primary hears a request's end with the worker's next batch: the clock moves once it heard all four.
+    const heard = nextFinished(app, 4);
+    const shots = ['a1', 'a2', 'g1', 'g2'].map((id) => {
+      const done = send(app.dataUrl, id, id.startsWith('a') ? 'acme' : 'globex', 'llama-8b', usage);
+      upstream.answer(id);
+      return done;
+    });
+    await Promise.all([...shots, heard]);
+    // Nothing was in flight on the primary's clock (it stood still): the whole minute is idle.
+    now = 60_000;
+    const text = await (await fetch(app.metricsUrl!)).text();
+    const cost = series(text, 'infermeter_tenant_cost_nanos_total');
+    // Each request: 600 x 0.20 + 400 x 0.000003 + 400 x 0.60 + 100 x 0.90 = 450 001.2; two per tenant: 900 002.4 -> 900 002.
+    for (const tenant of ['acme', 'globex']) {
+      const total = ['prompt', 'cached_prompt', 'completion', 'reasoning'].reduce(
+        (sum, kind) => sum + BigInt(cost.get(`{tenant="${tenant}",model_name="llama-8b",kind="${kind}"}`) ?? 'NaN'),
+        0n,
+      );
+      assert.equal(total, 240_000n + 2n + 480_000n + 180_000n, tenant);
+    }
+    assert.equal(cost.get('{tenant="idle",model_name="*",kind="hour"}'), '208333333');
+    assert.equal(series(text, 'infermeter_pool_cost_nanos_total').get('{pool="*"}'), '208333333');
+    // A reload on the primary reaches the workers: the next records carry the new version.
+    writeFileSync(file, PRICES_B);
+    app.reloadPrices();
+    assert.equal(series(await (await fetch(app.metricsUrl!)).text(), 'infermeter_prices_info').get('{version="2026-12b",currency="USD"}'), '1');
+    // The workers read the file on the primary's word; each request after that is priced at 2026-12b (one per worker, round-robin or not: several).
+    const later = ['a3', 'a4', 'a5', 'a6'].map((id) => {
+      const done = send(app.dataUrl, id, 'acme', 'llama-8b', usage);
+      upstream.answer(id);
+      return done;
+    });
+    await Promise.all(later);
+    await app.close();
+    const records = readdirSync(join(dir, 'usage'))
+      .flatMap((f) => readFileSync(join(dir, 'usage', f), 'utf8').split('\n'))
+      .filter((l) => l !== '')
+      .map((l) => (JSON.parse(l) as { data: { cost_nanos: number | null; price_version: string | null } }).data);
+    // 2026-12: 450 001 each; 2026-12b: 120 000 + 1.2 + (400 + 100) x 1.20 = 720 001.2 -> 720 001.
+    assert.deepEqual(records.map((r) => `${r.price_version}:${r.cost_nanos}`).sort(), [
+      ...Array(4).fill('2026-12:450001'),
+      ...Array(4).fill('2026-12b:720001'),
+    ]);
   });
 });

@@ -3,11 +3,15 @@
 // a request's tokens by priced kind; a pool's interval split, whose idle line and shares add up
 // to the pool's cost to the nano-unit whatever the occupancy.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { closeSync, ftruncateSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { tokenKinds } from '../../src/chargeback/chargeback.ts';
 import { decimalNanos, nanosText } from '../../src/chargeback/decimal.ts';
 import { createPoolSplit, type Settled } from '../../src/chargeback/pool-split.ts';
-import { parsePricesText } from '../../src/chargeback/prices-file.ts';
+import { parsePrices, parsePricesText, readPricesFile } from '../../src/chargeback/prices-file.ts';
 import { seededRandom } from '../helpers/random.ts';
 
 const ISSUE_EXAMPLE = `currency: USD
@@ -46,6 +50,23 @@ describe('prices file', () => {
     for (const bad of ['0.0000000001', '-1', '1e3', '0x10', '', '.5', '1.', 'NaN', '1,5']) assert.equal(decimalNanos(bad), undefined, bad);
     assert.equal(nanosText(1_234_500_000n), '1.2345');
     assert.equal(nanosText(7n), '0.000000007');
+  });
+
+  it('refuses a FIFO and a file over 1 MiB before reading a byte, like the other configuration files', (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'infermeter-prices-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const fifo = join(dir, 'fifo');
+    execFileSync('mkfifo', [fifo]);
+    const refusedFifo = readPricesFile(fifo);
+    assert.ok(!refusedFifo.ok && refusedFifo.expected.includes('a regular file (this is a FIFO)'), JSON.stringify(refusedFifo));
+    const big = join(dir, 'big.yaml');
+    const fd = openSync(big, 'w');
+    ftruncateSync(fd, 600 * 1024 * 1024); // sparse: refused by its size, never read
+    closeSync(fd);
+    const refusedBig = readPricesFile(big);
+    assert.ok(!refusedBig.ok && refusedBig.expected.includes('a file of at most 1 MiB'), JSON.stringify(refusedBig));
+    const config = parsePrices({ INFERMETER_PRICES_FILE: big }, (variable, expected) => assert.equal(variable, 'INFERMETER_PRICES_FILE', expected));
+    assert.equal(config.table, undefined);
   });
 
   it('refuses a bad file naming the key that is wrong', () => {
