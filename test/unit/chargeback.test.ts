@@ -83,6 +83,11 @@ describe('prices file', () => {
       ['currency: USD\ncurrency: EUR\n', 'the file is not valid YAML'],
       ['- 1\n', 'the file is not a mapping'],
       ['currency: USD\nversion: v\nmodels: []\n', 'models is not a list of at least one entry'],
+      // A few bytes that would unfold into 10^9 strings: refused past 100 aliases.
+      [
+        `a: &a ["x","x","x","x","x","x","x","x","x","x"]\n${Array.from({ length: 8 }, (_, i) => `${'bcdefghi'[i]}: &${'bcdefghi'[i]} [${Array(10).fill(`*${'abcdefgh'[i]}`).join(',')}]`).join('\n')}\n`,
+        'the file is not valid YAML',
+      ],
     ];
     for (const [text, words] of cases) {
       const read = parsePricesText(text);
