@@ -12,7 +12,7 @@ import type { Clock } from '../measure/clock.ts';
 import type { RequestInfo, RequestSample } from '../measure/sample.ts';
 import { formatLabels, header } from '../metrics/text-format.ts';
 import type { PriceBook } from './price-book.ts';
-import { createPoolSplit, type InFlight, type Labels, type PoolSplit, type Settled } from './pool-split.ts';
+import { createPoolSplit, type Labels, type PoolSplit, type Settled } from './pool-split.ts';
 import { TOKEN_KINDS, type PriceTable, type TokenKind } from './prices-file.ts';
 
 export interface ChargebackOptions {
@@ -57,6 +57,7 @@ interface Flight {
   readonly model: string;
   readonly tenant: string;
   count: number;
+  /** Index of its pool in the prices in use; -1: none. */
   pool: number;
 }
 
@@ -68,6 +69,7 @@ export function createChargeback(options: ChargebackOptions): Chargeback {
   // Sum of tokens x nano-units per million, per (tenant, model) and kind.
   const tokenSums = new Map<string, { readonly tenant: string; readonly model: string; readonly sums: Record<TokenKind, bigint> }>();
   const hours: Settled = new Map();
+  // Requests in flight per tenant and model as sent (the concurrency bounds them), and their pool.
   const flights = new Map<string, Flight>();
   const poolTotals = new Map<string, bigint>();
   let table: PriceTable = book.table();
@@ -78,45 +80,47 @@ export function createChargeback(options: ChargebackOptions): Chargeback {
     pools = t.rules.map((r) => (r.perHour === undefined ? undefined : createPoolSplit(r.perHour, nowUs, r.match, hours, labels)));
   };
   startPools(table, microseconds(clock()));
-  const inFlightOf = (pool: number): InFlight[] => {
-    const out: InFlight[] = [];
-    for (const [key, f] of flights) if (f.pool === pool && f.count > 0) out.push({ key, tenant: f.tenant, model: f.model, count: f.count });
-    return out;
-  };
-  const advance = (): void => {
+  const advanceAll = (): void => {
     const now = microseconds(clock());
-    for (let i = 0; i < pools.length; i++) pools[i]?.advance(now, inFlightOf(i));
+    for (const p of pools) p?.advance(now);
   };
   book.onChange((t) => {
-    // The old prices' pools settle up to now; the new ones start now.
+    // The old prices' pools settle up to now; the new ones start now, with the requests in flight.
     const now = microseconds(clock());
     for (let i = 0; i < pools.length; i++) {
       const p = pools[i];
       if (p === undefined) continue;
-      p.advance(now, inFlightOf(i));
-      p.finish(now, inFlightOf(i));
+      p.finish(now);
       const match = table.rules[i]!.match;
       poolTotals.set(match, (poolTotals.get(match) ?? 0n) + p.total());
     }
     startPools(t, now);
-    for (const f of flights.values()) f.pool = book.pricesOf(f.model).pool;
+    for (const [key, f] of flights) {
+      f.pool = book.pricesOf(f.model).pool;
+      pools[f.pool]?.change(now, { key, tenant: f.tenant, model: f.model }, f.count);
+    }
   });
 
   const tenantOf = (t: string | undefined): string => (options.tenants ? (t ?? '') : '');
   const chargeback: Chargeback = {
     started(raw) {
-      advance();
       const tenant = tenantOf(raw.tenant);
       const key = keyOf(tenant, raw.model);
-      const f = flights.get(key);
-      if (f !== undefined) f.count++;
-      else flights.set(key, { model: raw.model, tenant, count: 1, pool: book.pricesOf(raw.model).pool });
+      let f = flights.get(key);
+      if (f === undefined) {
+        f = { model: raw.model, tenant, count: 0, pool: book.pricesOf(raw.model).pool };
+        flights.set(key, f);
+      }
+      f.count++;
+      pools[f.pool]?.change(microseconds(clock()), { key, tenant, model: raw.model }, 1);
     },
     finished(sample, raw) {
-      advance();
       const key = keyOf(tenantOf(raw.tenant), raw.model);
       const f = flights.get(key);
-      if (f !== undefined && --f.count <= 0) flights.delete(key);
+      if (f !== undefined) {
+        pools[f.pool]?.change(microseconds(clock()), { key, tenant: f.tenant, model: f.model }, -1);
+        if (--f.count <= 0) flights.delete(key);
+      }
       const rates = book.pricesOf(raw.model).perMillion;
       if (rates === undefined) return;
       const tenant = options.tenants ? (sample.tenant ?? '') : '';
@@ -130,7 +134,7 @@ export function createChargeback(options: ChargebackOptions): Chargeback {
       for (const kind of TOKEN_KINDS) if (n[kind] > 0) e.sums[kind] += BigInt(n[kind]) * rates[kind];
     },
     costByTenant() {
-      advance();
+      advanceAll();
       const out = new Map<string, bigint>();
       const add = (t: string, v: bigint): void => void out.set(t, (out.get(t) ?? 0n) + v);
       for (const e of tokenSums.values()) for (const kind of TOKEN_KINDS) add(e.tenant, e.sums[kind] / 1_000_000n);
@@ -142,7 +146,7 @@ export function createChargeback(options: ChargebackOptions): Chargeback {
 
   // The series: (tenant, model, kind) -> nano-units, read at the scrape.
   const series = (): { tenant: string; model: string; kind: string; nanos: bigint }[] => {
-    advance();
+    advanceAll();
     const out: { tenant: string; model: string; kind: string; nanos: bigint }[] = [];
     for (const e of tokenSums.values()) for (const kind of TOKEN_KINDS) out.push({ tenant: e.tenant, model: e.model, kind, nanos: e.sums[kind] / 1_000_000n });
     for (const h of hours.values()) out.push({ tenant: h.tenant, model: h.model, kind: 'hour', nanos: h.nanos });
@@ -165,7 +169,7 @@ export function createChargeback(options: ChargebackOptions): Chargeback {
     return [...byModel.values()].map((m) => ({ labels: { model_name: m.model, kind: m.kind }, value: m.nanos }));
   });
   registerBigFamily(options.registry, 'infermeter_pool_cost_nanos_total', 'counter', POOL_HELP, () => {
-    advance();
+    advanceAll();
     const totals = new Map(poolTotals);
     table.rules.forEach((r, i) => {
       const p = pools[i];

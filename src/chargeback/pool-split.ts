@@ -12,6 +12,8 @@
 //   not multiply the pool.
 // The floors' remainders go one nano-unit each to the largest fractions, ties in label order:
 // idle + shares == the interval's cost, to the nano-unit, deterministically.
+// A start or an end costs O(1) (its pair's time and the busy time brought up to date); the pairs
+// in flight are brought up to date once per interval, when it is settled.
 
 const INTERVAL_US = 60_000_000;
 const US_PER_HOUR = 3_600_000_000n;
@@ -19,16 +21,10 @@ const US_PER_HOUR = 3_600_000_000n;
 /** The pairs' (and idle's) settled nano-units, by label key. */
 export type Settled = Map<string, { readonly tenant: string; readonly model: string; nanos: bigint }>;
 
-export interface PoolSplit {
-  /** Runs the pool's time to `nowUs`, settling every interval that ended; `inFlight` what ran meanwhile. */
-  advance(nowUs: number, inFlight: Iterable<InFlight>): void;
-  /** Settles the open interval at `nowUs` (a price change): nothing of it is left unsettled. */
-  finish(nowUs: number, inFlight: Iterable<InFlight>): void;
-  /** The pool's cost so far (the sum of its settled intervals). */
-  total(): bigint;
-}
+/** The labels a tenant and model as sent are counted under, asked at settlement (a tenant's first request has ended by then). */
+export type Labels = (tenant: string, model: string) => { readonly tenant: string; readonly model: string };
 
-/** Requests in flight on the pool of one tenant and model as sent (`key` theirs), as they are at the time advanced to. */
+/** Requests in flight of one tenant and model as sent (`key` theirs). */
 export interface InFlight {
   readonly key: string;
   readonly tenant: string;
@@ -36,98 +32,125 @@ export interface InFlight {
   readonly count: number;
 }
 
-/** The labels a tenant and model as sent are counted under, asked at settlement (a tenant's first request has ended by then). */
-export type Labels = (tenant: string, model: string) => { readonly tenant: string; readonly model: string };
+export interface PoolSplit {
+  /** `delta` requests of a tenant and model as sent (`key` theirs) start (+) or end (-) at `nowUs`. */
+  change(nowUs: number, pair: Omit<InFlight, 'count'>, delta: number): void;
+  /** Settles every interval that ended by `nowUs`. */
+  advance(nowUs: number): void;
+  /** Settles the open interval at `nowUs` (a price change): nothing of it is left unsettled. */
+  finish(nowUs: number): void;
+  /** The pool's cost so far (the sum of its settled intervals). */
+  total(): bigint;
+}
 
-/** Distinct pairs as sent kept in one interval; past it, a pair's time is kept under its labels at once (bounded). */
-const MAX_RAW_PAIRS = 10_000;
+interface Pair {
+  readonly tenant: string;
+  readonly model: string;
+  count: number;
+  /** Time its `us` is brought up to. */
+  last: number;
+  /** Request-microseconds in the open interval. */
+  us: number;
+}
 
 const IDLE_TENANT = 'idle';
+/** Pairs as sent with nothing in flight kept in one interval; past it, an ended pair's time is kept under its labels at once (bounded). */
+const MAX_RAW_PAIRS = 10_000;
+
+const labelKey = (tenant: string, model: string): string => `${tenant.length}:${tenant}${model}`;
 
 export function createPoolSplit(perHour: bigint, startUs: number, idleModel: string, settled: Settled, labels: Labels, intervalUs = INTERVAL_US): PoolSplit {
-  let last = startUs;
   let intervalStart = startUs;
+  let running = 0;
   let busyUs = 0;
+  let busyLast = startUs;
   let total = 0n;
-  const requestUs = new Map<string, { tenant: string; model: string; us: number }>();
+  const pairs = new Map<string, Pair>();
+  // Request-microseconds of ended pairs folded under their labels (past MAX_RAW_PAIRS).
+  const folded = new Map<string, { tenant: string; model: string; us: number }>();
   const cumulative = (us: number): bigint => (perHour * BigInt(us - startUs)) / US_PER_HOUR;
-  const accrue = (to: number, inFlight: Iterable<InFlight>): void => {
-    const dt = to - last;
-    if (dt <= 0) return;
-    last = to;
-    let any = false;
-    for (const f of inFlight) {
-      if (f.count <= 0) continue;
-      any = true;
-      let { key, tenant, model } = f;
-      if (!requestUs.has(key) && requestUs.size >= MAX_RAW_PAIRS) {
-        ({ tenant, model } = labels(tenant, model));
-        key = `=${tenant.length}:${tenant}${model}`;
-      }
-      const r = requestUs.get(key);
-      if (r === undefined) requestUs.set(key, { tenant, model, us: f.count * dt });
-      else r.us += f.count * dt;
-    }
-    if (any) busyUs += dt;
+  const accrueBusy = (t: number): void => {
+    if (running > 0) busyUs += t - busyLast;
+    busyLast = t;
+  };
+  const accrue = (p: Pair, t: number): void => {
+    p.us += p.count * (t - p.last);
+    p.last = t;
+  };
+  const fold = (into: Map<string, { tenant: string; model: string; us: number }>, tenant: string, model: string, us: number): void => {
+    const l = labels(tenant, model);
+    const key = labelKey(l.tenant, l.model);
+    const e = into.get(key);
+    if (e === undefined) into.set(key, { tenant: l.tenant, model: l.model, us });
+    else e.us += us;
   };
   const add = (tenant: string, model: string, nanos: bigint): void => {
     if (nanos === 0n) return;
-    const key = `${tenant.length}:${tenant}${model}`;
+    const key = labelKey(tenant, model);
     const s = settled.get(key);
     if (s === undefined) settled.set(key, { tenant, model, nanos });
     else s.nanos += nanos;
   };
   const settle = (end: number): void => {
+    accrueBusy(end);
+    const labelled = new Map(folded);
+    folded.clear();
+    for (const [key, p] of pairs) {
+      accrue(p, end);
+      if (p.us > 0) fold(labelled, p.tenant, p.model, p.us);
+      p.us = 0;
+      if (p.count === 0) pairs.delete(key);
+    }
     const cost = cumulative(end) - cumulative(intervalStart);
     const length = BigInt(end - intervalStart);
     total += cost;
-    let busyCost = length === 0n ? 0n : (cost * BigInt(busyUs)) / length;
-    // The pairs as sent, under their labels now (several may share one).
-    const labelled = new Map<string, { tenant: string; model: string; us: number }>();
-    for (const r of requestUs.values()) {
-      const l = labels(r.tenant, r.model);
-      const key = `${l.tenant.length}:${l.tenant}${l.model}`;
-      const e = labelled.get(key);
-      if (e === undefined) labelled.set(key, { tenant: l.tenant, model: l.model, us: r.us });
-      else e.us += r.us;
-    }
-    const pairs = [...labelled.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    const totalUs = BigInt(pairs.reduce((s, [, r]) => s + r.us, 0));
-    if (totalUs === 0n) busyCost = 0n;
+    const shares = [...labelled.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, r]) => r);
+    const totalUs = BigInt(shares.reduce((s, r) => s + r.us, 0));
+    const busyCost = totalUs === 0n || length === 0n ? 0n : (cost * BigInt(busyUs)) / length;
     add(IDLE_TENANT, idleModel, cost - busyCost);
     if (totalUs > 0n) {
-      const shares = pairs.map(([, r]) => {
+      const parts = shares.map((r) => {
         const numerator = busyCost * BigInt(r.us);
         return { r, nanos: numerator / totalUs, rest: numerator % totalUs };
       });
-      let left = busyCost - shares.reduce((s, x) => s + x.nanos, 0n);
+      let left = busyCost - parts.reduce((s, x) => s + x.nanos, 0n);
       // Largest remainders first; equal ones in label order (the sort is stable).
-      const order = [...shares].sort((a, b) => (a.rest === b.rest ? 0 : a.rest > b.rest ? -1 : 1));
+      const order = [...parts].sort((a, b) => (a.rest === b.rest ? 0 : a.rest > b.rest ? -1 : 1));
       for (let i = 0; left > 0n; i++, left--) order[i % order.length]!.nanos++;
-      for (const s of shares) add(s.r.tenant, s.r.model, s.nanos);
+      for (const x of parts) add(x.r.tenant, x.r.model, x.nanos);
     }
-    requestUs.clear();
     busyUs = 0;
     intervalStart = end;
   };
+  const advance = (nowUs: number): void => {
+    for (let next = intervalStart + intervalUs; next <= nowUs; next = intervalStart + intervalUs) {
+      // Nothing ran since the interval began and nothing runs: the whole quiet stretch is one idle settlement.
+      if (running === 0 && pairs.size === 0 && folded.size === 0) settle(intervalStart + Math.floor((nowUs - intervalStart) / intervalUs) * intervalUs);
+      else settle(next);
+    }
+  };
   return {
-    advance(nowUs, inFlight) {
-      const flights = [...inFlight];
-      for (let next = intervalStart + intervalUs; next <= nowUs; next = intervalStart + intervalUs) {
-        // Nothing ran since the interval began and nothing runs: the whole quiet stretch is one idle settlement.
-        if (requestUs.size === 0 && flights.every((f) => f.count <= 0)) {
-          const end = intervalStart + Math.floor((nowUs - intervalStart) / intervalUs) * intervalUs;
-          last = end;
-          settle(end);
-          continue;
-        }
-        accrue(next, flights);
-        settle(next);
+    change(nowUs, f, delta) {
+      advance(nowUs);
+      accrueBusy(nowUs);
+      let p = pairs.get(f.key);
+      if (p === undefined) {
+        if (delta <= 0) return; // an end whose start this pool never saw (its prices came after)
+        p = { tenant: f.tenant, model: f.model, count: 0, last: nowUs, us: 0 };
+        pairs.set(f.key, p);
       }
-      accrue(nowUs, flights);
+      accrue(p, nowUs);
+      const moved = Math.max(delta, -p.count);
+      p.count += moved;
+      running += moved;
+      if (p.count === 0 && pairs.size > MAX_RAW_PAIRS) {
+        fold(folded, p.tenant, p.model, p.us);
+        pairs.delete(f.key);
+      }
     },
-    finish(nowUs, inFlight) {
-      accrue(nowUs, inFlight);
+    advance,
+    finish(nowUs) {
+      advance(nowUs);
       if (nowUs > intervalStart) settle(nowUs);
     },
     total: () => total,

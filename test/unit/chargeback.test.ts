@@ -116,41 +116,59 @@ describe('tokens by priced kind', () => {
 
 describe('pool split', () => {
   const labels = (tenant: string, model: string) => ({ tenant, model });
+  const pair = (key: string, tenant: string, model: string) => ({ key, tenant, model });
   it('gives idle the time with nothing in flight, the rest by request-seconds, the remainder to the largest fraction', () => {
     const settled: Settled = new Map();
     // 12.50/h, one interval of 60 s: A 0-20 s, B 10-30 s, D 40-50 s (as the live test).
     const pool = createPoolSplit(12_500_000_000n, 0, '*', settled, labels);
-    const a = { key: 'a', tenant: 'acme', model: 'llama', count: 1 };
-    const b = { key: 'b', tenant: 'globex', model: 'qwen', count: 1 };
-    const d = { key: 'd', tenant: 'globex', model: 'llama', count: 1 };
-    pool.advance(0, []);
-    pool.advance(10_000_000, [a]);
-    pool.advance(20_000_000, [a, b]);
-    pool.advance(30_000_000, [b]);
-    pool.advance(40_000_000, []);
-    pool.advance(50_000_000, [d]);
-    pool.advance(60_000_000, []);
+    const a = pair('a', 'acme', 'llama');
+    const b = pair('b', 'globex', 'qwen');
+    const d = pair('d', 'globex', 'llama');
+    pool.change(0, a, 1);
+    pool.change(10_000_000, b, 1);
+    pool.change(20_000_000, a, -1);
+    pool.change(30_000_000, b, -1);
+    pool.change(40_000_000, d, 1);
+    pool.change(50_000_000, d, -1);
+    pool.advance(60_000_000);
     const got = Object.fromEntries([...settled.values()].map((s) => [`${s.tenant}/${s.model}`, s.nanos]));
     assert.deepEqual(got, { 'idle/*': 69_444_445n, 'acme/llama': 55_555_555n, 'globex/qwen': 55_555_555n, 'globex/llama': 27_777_778n });
     assert.equal(pool.total(), 208_333_333n);
   });
 
-  it('idle + shares == the pool cost to the nano-unit, over random occupancy and a price change', () => {
+  it('idle + shares == the pool cost to the nano-unit, over random occupancy across many intervals', () => {
     const random = seededRandom(51);
     for (let run = 0; run < 50; run++) {
       const settled: Settled = new Map();
       const perHour = BigInt(Math.floor(random() * 1e12));
       const pool = createPoolSplit(perHour, 0, '*', settled, labels, 1 + Math.floor(random() * 5_000_000));
+      const inFlight = [0, 0, 0];
       let t = 0;
-      for (let step = 0; step < 200; step++) {
+      for (let step = 0; step < 400; step++) {
         t += Math.floor(random() * 1_000_000);
-        const flights = ['a', 'b', 'c'].map((k) => ({ key: k, tenant: k, model: 'm', count: Math.floor(random() * 4) }));
-        pool.advance(t, flights);
+        const i = Math.floor(random() * 3);
+        const delta = inFlight[i]! > 0 && random() < 0.5 ? -1 : 1;
+        inFlight[i]! += delta;
+        pool.change(t, pair(`k${i}`, `t${i}`, 'm'), delta);
       }
-      pool.finish(t + 1, []);
+      pool.finish(t + 1);
       const sum = [...settled.values()].reduce((s, v) => s + v.nanos, 0n);
       assert.equal(sum, pool.total());
       assert.equal(pool.total(), (perHour * BigInt(t + 1)) / 3_600_000_000n, 'the intervals add up to the pool cost over the whole run');
     }
+  });
+
+  it('keeps at most 10 000 ended pairs as sent per interval, the rest under their labels at once: the same split', () => {
+    const settled: Settled = new Map();
+    // 20 000 tenants as sent (api keys, say), each one request of 1 s, counted under 2 labels.
+    const pool = createPoolSplit(3_600_000_000n, 0, '*', settled, (tenant, model) => ({ tenant: Number(tenant.slice(1)) % 2 === 0 ? 'even' : 'odd', model }));
+    for (let i = 0; i < 20_000; i++) {
+      pool.change(i * 1_000, pair(`k${i}`, `t${i}`, 'm'), 1);
+      pool.change(i * 1_000 + 1_000, pair(`k${i}`, `t${i}`, 'm'), -1);
+    }
+    pool.advance(60_000_000);
+    // 1 nano-unit per microsecond: 20 s busy of 60, split evenly; 40 s idle.
+    const got = Object.fromEntries([...settled.values()].map((x) => [x.tenant, x.nanos]));
+    assert.deepEqual(got, { idle: 40_000_000n, even: 10_000_000n, odd: 10_000_000n });
   });
 });
