@@ -25,7 +25,7 @@ export type Settled = Map<string, { readonly tenant: string; readonly model: str
 export type Labels = (tenant: string, model: string) => { readonly tenant: string; readonly model: string };
 
 /** Requests in flight of one tenant and model as sent (`key` theirs). */
-export interface InFlight {
+interface InFlight {
   readonly key: string;
   readonly tenant: string;
   readonly model: string;
