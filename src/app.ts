@@ -33,6 +33,7 @@ import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases
 import { createTenantOf } from './tenant/tenant-of.ts';
 import { createSloPolicy, type SloPolicy } from './slo/slo-policy.ts';
 import { startUsageLedger, type UsageWriter } from './ledger/ledger.ts';
+import { startPrices } from './chargeback/start.ts';
 import { VERSION } from './version.ts';
 
 /** The custom-metric limit of ModelArts: a relayed exposition larger than this is refused. */
@@ -53,6 +54,8 @@ export interface Infermeter {
   reloadTenantAliases(): void;
   /** Reads INFERMETER_SLO_FILE again (SIGHUP); a bad file keeps the classes in use, with a warning. */
   reloadSlo(): void;
+  /** Reads INFERMETER_PRICES_FILE again (SIGHUP); a bad file keeps the prices in use, with a warning naming the key. */
+  reloadPrices(): void;
   /** Opens INFERMETER_ACCESS_LOG's file again at its path (SIGHUP, after a rotation moved it). */
   reopenAccessLog(): void;
   /** Stops accepting and closes the listeners. */
@@ -352,7 +355,8 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     readiness,
   );
   const events = withReadinessNews(metrics.proxy, readiness);
-  const usage = startUsageLedger(config.usage, metrics.registry, log);
+  const prices = startPrices(config, log, { metrics, clock });
+  const usage = startUsageLedger(config.usage, metrics.registry, log, prices?.recordPrice);
   const built = buildDataPlane(config, log, clock, metrics.sink, events, options.lifecycleViolation, aliases, options.dialectTable, usage?.writer);
   dataPlane = built.dataPlane;
   const plane = dataPlane;
@@ -375,6 +379,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       m.setReady(false);
       readiness?.close();
       aliases?.close();
+      prices?.book.close();
       // A scrape in progress is answered whole before the metrics stop.
       await Promise.all([plane.close(), m.close()]);
       metrics.close();
@@ -392,6 +397,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
       dataPlane: plane,
       reloadTenantAliases: () => void aliases?.reload(),
       reloadSlo: () => void metrics.goodput?.policy.reload(),
+      reloadPrices: () => void prices?.book.reload(),
       reopenAccessLog: () => built.accessLog?.reopen(),
       close,
       async drain() {
@@ -403,6 +409,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   } catch (error) {
     readiness?.close();
     aliases?.close();
+    prices?.book.close();
     metrics.close();
     await Promise.all([plane.close(), management?.close(), otlp?.close(), usage?.close()]);
     throw error;

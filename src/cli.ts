@@ -87,14 +87,16 @@ async function main(args: readonly string[]): Promise<void> {
   // While starting, the files were just read.
   const aliases = config.tenant.aliasesFile !== undefined;
   const slo = config.slo.file !== undefined;
+  const prices = config.prices.file !== undefined;
   const accessLogFile = config.accessLog !== undefined && config.accessLog !== 'stdout';
   process.on('SIGHUP', () => {
     if (app === undefined) return;
     if (aliases) app.reloadTenantAliases();
     if (slo) app.reloadSlo();
+    if (prices) app.reloadPrices();
     if (accessLogFile) app.reopenAccessLog();
-    if (!aliases && !slo && !accessLogFile)
-      log.info('SIGHUP ignored: nothing to reload (no INFERMETER_TENANT_ALIASES, INFERMETER_SLO_FILE nor INFERMETER_ACCESS_LOG file)');
+    if (!aliases && !slo && !prices && !accessLogFile)
+      log.info('SIGHUP ignored: nothing to reload (no INFERMETER_TENANT_ALIASES, INFERMETER_SLO_FILE, INFERMETER_PRICES_FILE nor INFERMETER_ACCESS_LOG file)');
   });
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

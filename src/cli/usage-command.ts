@@ -24,6 +24,10 @@ interface Totals {
   completion: number;
   reasoning: number;
   cached: number;
+  /** The records' prices version (a report across a price change has a row per version); null: unpriced. */
+  priceVersion: string | null;
+  /** The sum of the records' cost_nanos; null when none had one. */
+  cost: bigint | null;
 }
 
 type Args = { readonly [name: string]: string | undefined };
@@ -71,21 +75,42 @@ export async function usageTotals(dir: string, from?: number, to?: number): Prom
     const t = Date.parse(e.time);
     if ((from !== undefined && t < from) || (to !== undefined && t >= to)) return;
     const d = e.data;
-    const key = JSON.stringify([d.tenant, d.model]);
+    const priceVersion = typeof d.price_version === 'string' ? d.price_version : null;
+    const key = JSON.stringify([d.tenant, d.model, priceVersion]);
     let p = byPair.get(key);
-    if (p === undefined) byPair.set(key, (p = { tenant: d.tenant, model: d.model, requests: 0, prompt: 0, completion: 0, reasoning: 0, cached: 0 }));
+    if (p === undefined)
+      byPair.set(key, (p = { tenant: d.tenant, model: d.model, requests: 0, prompt: 0, completion: 0, reasoning: 0, cached: 0, priceVersion, cost: null }));
+    if (Number.isSafeInteger(d.cost_nanos)) p.cost = (p.cost ?? 0n) + BigInt(d.cost_nanos as number);
     p.requests++;
     p.prompt += d.prompt_tokens ?? 0;
     p.completion += d.completion_tokens ?? 0;
     p.reasoning += d.reasoning_tokens ?? 0;
     p.cached += d.cached_prompt_tokens ?? 0;
   });
-  const totals = [...byPair.values()].sort((a, b) => (a.tenant ?? '').localeCompare(b.tenant ?? '') || a.model.localeCompare(b.model));
+  const totals = [...byPair.values()].sort(
+    (a, b) => (a.tenant ?? '').localeCompare(b.tenant ?? '') || a.model.localeCompare(b.model) || (a.priceVersion ?? '').localeCompare(b.priceVersion ?? ''),
+  );
   return { totals, malformed };
 }
 
-const COLUMNS = ['tenant', 'model', 'requests', 'prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'cached_prompt_tokens'];
-const row = (p: Totals): string[] => [p.tenant ?? '', p.model, ...[p.requests, p.prompt, p.completion, p.reasoning, p.cached].map(String)];
+const COLUMNS = [
+  'tenant',
+  'model',
+  'requests',
+  'prompt_tokens',
+  'completion_tokens',
+  'reasoning_tokens',
+  'cached_prompt_tokens',
+  'price_version',
+  'cost_nanos',
+];
+const row = (p: Totals): string[] => [
+  p.tenant ?? '',
+  p.model,
+  ...[p.requests, p.prompt, p.completion, p.reasoning, p.cached].map(String),
+  p.priceVersion ?? '',
+  p.cost === null ? '' : p.cost.toString(),
+];
 
 async function report(args: readonly string[]): Promise<UsageCommandResult> {
   const parsed = parseArgs(args, ['--dir', '--from', '--to', '--format']);
@@ -101,13 +126,13 @@ async function report(args: readonly string[]): Promise<UsageCommandResult> {
   const rows = totals.map(row);
   const err = malformed === 0 ? '' : `infermeter usage: ${malformed} lines are not usage records (infermeter usage verify says more)\n`;
   if (format === 'csv') return { code: 0, out: [COLUMNS, ...rows].map((r) => r.map(csvField).join(',')).join('\n') + '\n', err };
-  const shown = [COLUMNS, ...rows.map((r) => [r[0] === '' ? '-' : r[0]!, ...r.slice(1)])];
+  const shown = [COLUMNS, ...rows.map((r) => r.map((cell, i) => (cell === '' && (i === 0 || i >= 7) ? '-' : cell)))];
   const widths = COLUMNS.map((_, i) => Math.max(...shown.map((r) => r[i]!.length)));
   // Names left-aligned, figures right-aligned.
   const out = shown
     .map((r) =>
       r
-        .map((cell, i) => (i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+        .map((cell, i) => (i < 2 || i === 7 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
         .join('  ')
         .trimEnd(),
     )

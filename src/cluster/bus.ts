@@ -80,6 +80,8 @@ export type PrimaryMessage =
   | { readonly t: 'drain'; readonly timeoutMs: number }
   // SIGHUP reached the primary: read INFERMETER_TENANT_ALIASES again.
   | { readonly t: 'reloadTenants' }
+  // SIGHUP reached the primary: read INFERMETER_PRICES_FILE again (the usage records' cost).
+  | { readonly t: 'reloadPrices' }
   // SIGHUP reached the primary: open INFERMETER_ACCESS_LOG's file again at its path.
   | { readonly t: 'reopenAccessLog' };
 

@@ -8,6 +8,8 @@ import type { Config, Env } from '../config/config.ts';
 import { resolveListenAddress } from '../config/listen-addresses.ts';
 import { buildMetrics, logStartWarnings, startExport, startManagement, tenantAliases, type Infermeter, type StartOptions } from '../app.ts';
 import { startLedger } from '../ledger/ledger.ts';
+import { monotonicClock } from '../measure/clock.ts';
+import { startPrices } from '../chargeback/start.ts';
 import { addReadings, type LoopDelayReading } from '../metrics/loop-delay.ts';
 import type { ProcessReading } from '../metrics/process-families.ts';
 import type { HeldBodyBytes } from '../metrics/proxy-families.ts';
@@ -69,6 +71,8 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
     readiness,
     () => [...processReadings].sort(([a], [b]) => a - b).map(([slot, reading]) => [String(slot), reading] as const),
   );
+  // The cost families are the primary's (every worker's requests reach its recorder); each worker prices its own records.
+  const prices = startPrices(config, log, { metrics, clock: options.clock ?? monotonicClock });
   // One ledger whatever the worker count: the workers' records cross the bus to this spool.
   const ledger = config.usage === undefined ? undefined : startLedger(config.usage, metrics.registry, log);
   const events = withReadinessNews(metrics.proxy, readiness);
@@ -171,6 +175,10 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
       for (const w of workers()) w.send({ t: 'reloadTenants' } satisfies PrimaryMessage);
     },
     reloadSlo: () => void metrics.goodput?.policy.reload(),
+    reloadPrices() {
+      prices?.book.reload();
+      for (const w of workers()) w.send({ t: 'reloadPrices' } satisfies PrimaryMessage);
+    },
     reopenAccessLog() {
       for (const w of workers()) w.send({ t: 'reopenAccessLog' } satisfies PrimaryMessage);
     },
@@ -195,6 +203,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
       ),
     );
     aliases?.close();
+    prices?.book.close();
     metrics.close();
     await management.close();
     await ledger?.close();

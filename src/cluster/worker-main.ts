@@ -7,6 +7,7 @@ import { listen, urlOf } from '../management/listen.ts';
 import { monotonicClock } from '../measure/clock.ts';
 import { createLoopDelayMonitor } from '../metrics/loop-delay.ts';
 import { createUsageWriter } from '../ledger/ledger.ts';
+import { startPrices } from '../chargeback/start.ts';
 import { processMetrics } from '../metrics/process-families.ts';
 import { createWorkerBus, type PrimaryMessage, type WorkerMessage } from './bus.ts';
 
@@ -25,7 +26,9 @@ const loopDelay = createLoopDelayMonitor();
 const own = processMetrics();
 const aliases = tenantAliases(config, log);
 // This worker's usage records: its own start id and sequence, written by the primary's spool.
-const usage = config.usage === undefined ? undefined : createUsageWriter(config.usage.source, bus.usageLine);
+// Its records priced at the prices in use (the file read again on the primary's word, or when it changes).
+const prices = startPrices(config, log);
+const usage = config.usage === undefined ? undefined : createUsageWriter(config.usage.source, bus.usageLine, Date.now, prices?.recordPrice);
 const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus.sink, bus.events, undefined, aliases, undefined, usage);
 connections = () => dataPlane.connections();
 
@@ -44,6 +47,8 @@ process.on('message', (m: PrimaryMessage) => {
     );
   } else if (m.t === 'reloadTenants') {
     aliases?.reload();
+  } else if (m.t === 'reloadPrices') {
+    prices?.book.reload();
   } else if (m.t === 'reopenAccessLog') {
     accessLog?.reopen();
   } else if (m.t === 'drain') {
@@ -51,6 +56,7 @@ process.on('message', (m: PrimaryMessage) => {
       bus.flush();
       await accessLog?.close();
       aliases?.close();
+      prices?.book.close();
       process.disconnect();
     });
   }

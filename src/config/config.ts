@@ -22,6 +22,7 @@ import { parseSecurity, readBuffer, type Security } from './security.ts';
 import { parseSlo, type SloConfig } from './slo-config.ts';
 import { parseTenant, type TenantConfig } from './tenant-config.ts';
 import { parseUsage, type UsageConfig } from './usage-config.ts';
+import { parsePrices, type PricesConfig } from '../chargeback/prices-file.ts';
 import { parseMetricsUrl, parseUpstream } from './upstream-url.ts';
 import { readGroup, type GroupValues, type Row } from './variable-table.ts';
 import { CONFIGURATION_TABLE, unknownVariables, VARIABLE_NAMES } from './variables.ts';
@@ -65,6 +66,8 @@ export interface Config extends Omit<TableValues, 'workers'>, ListenAddresses {
   readonly slo: SloConfig;
   /** The usage ledger (INFERMETER_USAGE_DIR); undefined: off. */
   readonly usage: UsageConfig | undefined;
+  /** The operator's prices (INFERMETER_PRICES_FILE); `table` undefined: no cost figures. */
+  readonly prices: PricesConfig;
 }
 
 export interface ConfigProblem {
@@ -180,6 +183,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
   };
   const tenant = { ...parseTenant(env, problem, options.readFile), ...(readGroup(table, 'tenant', env, problem, file) as { max: number }) };
   const slo = parseSlo(env, problem, options.readFile);
+  const prices = parsePrices(env, problem, options.readFile);
   const usage = parseUsage(env, values, options.hostname ?? hostname(), listen.port, problem, options.probeAccessLog !== false);
 
   if (problems.length > 0) throw new ConfigError(problems);
@@ -202,6 +206,7 @@ export function loadConfig(env: Env, options: LoadOptions = {}): Config {
     tenant,
     slo,
     usage,
+    prices,
   });
 }
 

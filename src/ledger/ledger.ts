@@ -12,7 +12,7 @@ import { httpDelivery } from './http-sink.ts';
 import { natsDelivery } from './nats-sink.ts';
 import { type Delivery, type SinkLoop, startSink } from './sink.ts';
 import { createSpool, type Spool, type SpoolFs } from './spool.ts';
-import { usageEvent } from './usage-event.ts';
+import { type RecordPrice, usageEvent } from './usage-event.ts';
 
 /** What the data plane calls when an inference request finished. */
 export interface UsageWriter {
@@ -26,13 +26,13 @@ const MAX_PENDING_BYTES = 8 * 1024 * 1024;
 const MAX_BATCH_BYTES = 1024 * 1024;
 
 /** A writer of records: its own start id and sequence; each record handed to `emit` as one JSON line. */
-export function createUsageWriter(source: string, emit: (line: string) => void, now: () => number = Date.now): UsageWriter {
+export function createUsageWriter(source: string, emit: (line: string) => void, now: () => number = Date.now, price?: RecordPrice): UsageWriter {
   const processStartId = randomUUID();
   let seq = 0;
   return {
     record(sample, requestId, eventId) {
       seq++;
-      const event = usageEvent(sample, { eventId, requestId, seq, processStartId }, source, new Date(now()));
+      const event = usageEvent(sample, { eventId, requestId, seq, processStartId }, source, new Date(now()), price);
       emit(`${JSON.stringify(event)}\n`);
     },
   };
@@ -49,10 +49,11 @@ export function startUsageLedger(
   config: UsageConfig | undefined,
   registry: Registry,
   log: Logger,
+  price?: RecordPrice,
 ): { writer: UsageWriter; close(): Promise<void> } | undefined {
   if (config === undefined) return undefined;
   const ledger = startLedger(config, registry, log);
-  return { writer: createUsageWriter(config.source, ledger.append), close: () => ledger.close() };
+  return { writer: createUsageWriter(config.source, ledger.append, Date.now, price), close: () => ledger.close() };
 }
 
 /** The sink INFERMETER_USAGE_SINK names, delivering from the spool in `config.dir`. */

@@ -34,6 +34,10 @@ interface UsageData {
   readonly cached_prompt_tokens: number | null;
   readonly usage_source: LedgerUsageSource;
   readonly billing_basis: BillingBasis;
+  /** The per-token cost of the request at the prices in use, nano-units floored; null without a per-token price. */
+  readonly cost_nanos: number | null;
+  /** The version of those prices (INFERMETER_PRICES_FILE); null without a prices file. */
+  readonly price_version: string | null;
   readonly ttft_ms: number | null;
   readonly e2e_ms: number | null;
   readonly seq: number;
@@ -89,8 +93,12 @@ export function billingBasis(usage: LedgerUsageSource, completionTokens: number 
 const ms = (seconds: number | undefined): number | null => (seconds === undefined ? null : Math.round(seconds * 1e6) / 1e3);
 const orNull = <T>(v: T | undefined): T | null => (v === undefined ? null : v);
 
-export function usageEvent(s: RequestSample, ids: RecordIds, source: string, at: Date): UsageEvent {
+/** A request's cost at the prices in use (chargeback/), and their version; undefined: no prices. */
+export type RecordPrice = (sample: RequestSample) => { readonly costNanos: bigint | undefined; readonly version: string } | undefined;
+
+export function usageEvent(s: RequestSample, ids: RecordIds, source: string, at: Date, price?: RecordPrice): UsageEvent {
   const usage = ledgerUsageSource(s.usageSource, s.tokenEvents);
+  const priced = price?.(s);
   return {
     specversion: '1.0',
     id: ids.eventId,
@@ -116,6 +124,8 @@ export function usageEvent(s: RequestSample, ids: RecordIds, source: string, at:
       cached_prompt_tokens: orNull(s.cachedPromptTokens),
       usage_source: usage,
       billing_basis: billingBasis(usage, s.completionTokens),
+      cost_nanos: priced?.costNanos === undefined ? null : Number(priced.costNanos),
+      price_version: priced?.version ?? null,
       ttft_ms: ms(s.ttft),
       e2e_ms: ms(s.duration ?? s.e2e),
       seq: ids.seq,

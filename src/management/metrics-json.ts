@@ -4,6 +4,7 @@
 // shape: {"resultType":"vector","result":[{"metric":[{__name__, job, instance}],"value":"..."}]}.
 import { attributeInFlight, inFlightNow, inFlightTotals } from '../metrics/in-flight.ts';
 import type { Metrics } from '../metrics/metrics.ts';
+import { chargebackOf } from '../chargeback/start.ts';
 
 export interface MetricsJsonOptions {
   readonly job: string;
@@ -49,6 +50,13 @@ export function metricsJson(metrics: Metrics, options: MetricsJsonOptions): { re
   if (goodput !== undefined) {
     result.push(entry('goodputRequestsPerSecond', goodput.requestsPerSecond), entry('goodputTokensPerSecond', goodput.tokensPerSecond));
     if (goodput.attainment !== undefined) result.push(entry('goodputAttainment', goodput.attainment));
+  }
+  // Chargeback (INFERMETER_PRICES_FILE): the cost so far in nano-units of the prices' currency, all of it and its idle share.
+  const cost = chargebackOf(metrics)?.costByTenant();
+  if (cost !== undefined) {
+    let total = 0n;
+    for (const nanos of cost.values()) total += nanos;
+    result.push({ ...entry('costNanos', 0), value: total.toString() }, { ...entry('idleCostNanos', 0), value: (cost.get('idle') ?? 0n).toString() });
   }
   return { resultType: 'vector', result };
 }

@@ -44,11 +44,14 @@ export interface MeasurementState {
 
 /** What a dialect hears of each request, besides reading the shared state. */
 export interface SampleObserver {
+  /** A request's labels are known (as sent: model and tenant not yet bounded). */
+  started?(raw: RequestInfo): void;
   firstOutput?(info: RequestInfo, ttftSeconds: number | undefined): void;
   /** The first visible output (not reasoning) of a stream: seconds from arrival, and the reasoning phase before it. */
   firstVisibleOutput?(info: RequestInfo, seconds: number, reasoningPhase: number | undefined): void;
   interToken?(info: RequestInfo, seconds: number, tokens: number): void;
-  finished?(sample: RequestSample): void;
+  /** `raw`: the same request as sent (model and tenant not bounded). */
+  finished?(sample: RequestSample, raw: RequestInfo): void;
 }
 
 export interface Recorder {
@@ -115,6 +118,7 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
       const m = model(info.model);
       m.received++;
       m.waiting++;
+      for (let i = 0; i < observers.length; i++) observers[i]!.started?.(raw);
     },
     interToken(raw, seconds, tokens) {
       const info = infoOf(raw);
@@ -161,7 +165,7 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
         m.generationTokens += sample.completionTokens;
         m.generationWindow.add(now, sample.completionTokens);
       }
-      for (let i = 0; i < observers.length; i++) observers[i]!.finished?.(sample);
+      for (let i = 0; i < observers.length; i++) observers[i]!.finished?.(sample, raw);
     },
   };
 

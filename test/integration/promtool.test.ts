@@ -9,7 +9,7 @@ import { startSimServer } from '../../src/sim/model-server.ts';
 import { startOpenMeter } from '../helpers/openmeter.ts';
 import { scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NODE_CLIENT_LINT } from '../helpers/exposition.ts';
@@ -86,11 +86,18 @@ describe('promtool check metrics', { skip }, () => {
       const usageDir = mkdtempSync(join(tmpdir(), 'infermeter-promtool-usage-'));
       t.after(() => rmSync(usageDir, { recursive: true, force: true }));
       const sink = await startOpenMeter(t);
+      // Prices too: the cost families are linted (docs/chargeback.md).
+      const prices = join(usageDir, 'prices.yaml');
+      writeFileSync(
+        prices,
+        'currency: USD\nversion: v1\nmodels:\n  - match: "*"\n    per_million_tokens: { prompt: 0.2, completion: 0.6 }\n    per_hour: 12.5\n',
+      );
       const env = {
         INFERMETER_DIALECTS: dialects,
         INFERMETER_AOM_SERVICE_ID: 'svc "1"',
         INFERMETER_USAGE_DIR: usageDir,
         INFERMETER_USAGE_SINK: sink.url,
+        INFERMETER_PRICES_FILE: prices,
       };
       const app = await startProxy(t, upstream.url, env, { clock: () => now });
       const bodies = [
@@ -105,6 +112,7 @@ describe('promtool check metrics', { skip }, () => {
       now += 31_000; // one AOM collection period (30 s) ends: its gauges join the exposition
       const text = (await scrape(app)).text;
       if (dialects.includes('aom')) assert.match(text, /infer_service_request_total\{/);
+      assert.match(text, /^infermeter_cost_nanos_total\{model_name="llama",kind="completion"\} \d+$/m);
       if (dialects.includes('vllm')) assert.match(text, /vllm:request_time_per_output_token_seconds_bucket\{/);
       if (dialects.includes('otel'))
         assert.match(text, /gen_ai_server_request_duration_seconds_bucket\{.*gen_ai_request_model="qu\\"ote\\\\back_line"/, 'otel: label values escaped');

@@ -178,12 +178,18 @@ describe('usage ledger', () => {
     );
     const csv = await runUsage(['report', '--dir', dir, '--format', 'csv']);
     assert.equal(csv.code, 0);
-    assert.equal(csv.out.split('\n')[0], 'tenant,model,requests,prompt_tokens,completion_tokens,reasoning_tokens,cached_prompt_tokens');
+    assert.equal(
+      csv.out.split('\n')[0],
+      'tenant,model,requests,prompt_tokens,completion_tokens,reasoning_tokens,cached_prompt_tokens,price_version,cost_nanos',
+    );
     // t1, m1: usage 10+2 (x2), json 10+7 (x2), nousage 0+0 (x2), cancel 3 (x2).
-    assert.equal(csv.out.split('\n')[1], 't1,m1,10,40,24,2,8');
+    assert.equal(csv.out.split('\n')[1], 't1,m1,10,40,24,2,8,,');
     const table = await runUsage(['report', '--dir', dir]);
-    assert.match(table.out.split('\n')[0]!, /^tenant\s+model\s+requests\s+prompt_tokens\s+completion_tokens\s+reasoning_tokens\s+cached_prompt_tokens$/);
-    assert.match(table.out.split('\n')[1]!, /^t1\s+m1\s+10\s+40\s+24\s+2\s+8$/);
+    assert.match(
+      table.out.split('\n')[0]!,
+      /^tenant\s+model\s+requests\s+prompt_tokens\s+completion_tokens\s+reasoning_tokens\s+cached_prompt_tokens\s+price_version\s+cost_nanos$/,
+    );
+    assert.match(table.out.split('\n')[1]!, /^t1\s+m1\s+10\s+40\s+24\s+2\s+8\s+-\s+-$/);
     for (const bad of [['report'], ['report', '--dir', dir, '--format', 'xml'], ['report', '--dir', dir, '--from', 'yesterday'], ['bill']]) {
       const refused = await runUsage(bad);
       assert.equal(refused.code, 2, bad.join(' '));

@@ -76,6 +76,8 @@ describe('usage record', () => {
       cached_prompt_tokens: null,
       usage_source: 'engine',
       billing_basis: 'engine',
+      cost_nanos: null,
+      price_version: null,
       ttft_ms: 20.5,
       e2e_ms: 600,
       seq: 7,

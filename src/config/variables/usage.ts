@@ -21,6 +21,15 @@ export const USAGE_VARIABLES = [
     'de-duplicates on): a URI reference of 1 to 256 printable characters; set it where the host name changes',
     'between restarts of the same instance',
   ),
+  documented(
+    'INFERMETER_PRICES_FILE',
+    'unset (no cost figures)',
+    "the operator's prices, a YAML or JSON file (`currency`, `version`, `models`: a list of `match` globs over",
+    'the model name, each with `per_million_tokens` {`prompt`, `cached_prompt`, `completion`, `reasoning`}',
+    'and/or `per_hour`, the pool serving those models): cost per tenant and model in integer nano-units',
+    '([chargeback](chargeback.md)). Read again on SIGHUP and when the file changes; a bad file stops the',
+    'start naming the key, and on a reload keeps the prices in use, with a warning naming the key',
+  ),
   variable({
     name: 'INFERMETER_USAGE_FSYNC_MS',
     key: 'usageFsyncMs',

@@ -214,6 +214,13 @@
   // Tenant names come from clients: only ever set as text.
   function renderTenants(meta) {
     const rows = meta.tenants || [];
+    $('tenant-table').classList.toggle('no-cost', meta.cost === undefined);
+    $('idle-cost').hidden = meta.cost?.tenants.idle === undefined;
+    if (meta.cost !== undefined) {
+      $('cost-head').textContent = `cost since start (${meta.cost.currency})`;
+      if (meta.cost.tenants.idle !== undefined)
+        $('idle-cost').textContent = `Idle (the pools' unoccupied time, never spread over the tenants): ${meta.cost.tenants.idle} ${meta.cost.currency}`;
+    }
     $('tenants').hidden = rows.length === 0;
     $('tenants-window').textContent = `finished in the last ${meta.quantileWindowSeconds} s`;
     $('tenant-table').tBodies[0].replaceChildren(
@@ -233,6 +240,8 @@
         const g = meta.goodput?.tenants[r.tenant];
         const attained = g ? g.attainment : null;
         cells.push([pct(attained), attained != null && attained < 0.99, 'slo', verdicts(g)]);
+        // Chargeback (INFERMETER_PRICES_FILE): the tenant's cost since the start, an exact decimal.
+        cells.push([meta.cost?.tenants[r.tenant] ?? '–', false, 'cost']);
         for (const [text, bad, cls, title] of cells) {
           const cell = row.insertCell();
           cell.textContent = text;
