@@ -256,7 +256,7 @@ export async function startManagement(
   };
   const management = createManagementApp({
     ready: () => ready,
-    upstreamReachable: upstream?.reachable,
+    upstreamReachable: upstream?.check,
     metrics,
     job: config.jsonJob,
     instance: () => instance,
@@ -369,8 +369,6 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
     const dataUrl = urlOf(dataAddress, config.security.dataTls === undefined ? 'http' : 'https');
     management = await startManagement(config, metrics, dataUrl, undefined, readiness);
     metrics.start();
-    // Ready once the upstream's first probe said whether it can be reached (at most its timeout).
-    await readiness?.start();
     management.setReady(true);
     log.info('infermeter started', startedFields(config, dataUrl, management));
     const m = management;

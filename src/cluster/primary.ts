@@ -157,7 +157,6 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
   await new Promise<void>((resolve) => startWaiters.push({ n: options.workers, resolve }));
   const management = await startManagement(config, metrics, dataUrl, flushAll, readiness);
   metrics.start();
-  await readiness?.start();
   management.setReady(true);
   log.info('infermeter started', { ...startedFields(config, dataUrl, management), workers: options.workers });
 

@@ -12,7 +12,7 @@ import { metricsJson, type MetricsJsonOptions } from './metrics-json.ts';
 export interface ManagementOptions extends MetricsJsonOptions {
   readonly ready: () => boolean;
   /** Whether the upstream can be reached (upstream-readiness.ts); none: /ready does not follow it. */
-  readonly upstreamReachable?: (() => boolean) | undefined;
+  readonly upstreamReachable?: (() => boolean | Promise<boolean>) | undefined;
   readonly metrics: Metrics;
   /** Awaited before the figures are read (with workers: their batched events arrive first). */
   readonly beforeScrape?: (() => Promise<void>) | undefined;
@@ -55,9 +55,9 @@ export function createManagementApp(options: ManagementOptions): Hono {
   const dashboard = options.dashboard;
   if (options.token !== undefined) app.use('*', requireBearer(options.token, dashboard === undefined ? undefined : isDashboardShell));
   app.get('/health', (c) => c.json({ status: 'healthy' }));
-  app.get('/ready', (c) => {
+  app.get('/ready', async (c) => {
     if (!options.ready()) return c.json({ status: 'not ready' }, 503);
-    if (options.upstreamReachable?.() === false) return c.json({ status: 'not ready', reason: 'the model server cannot be reached' }, 503);
+    if ((await options.upstreamReachable?.()) === false) return c.json({ status: 'not ready', reason: 'the model server cannot be reached' }, 503);
     return c.json({ status: 'ready' });
   });
   app.get('/metrics-json', async (c) => {

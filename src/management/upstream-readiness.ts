@@ -3,30 +3,30 @@
 // The rule: the latest news decides. News is a connection to the upstream that worked or failed:
 // the data plane's (a response came; a request failed as upstream_unreachable), the engine
 // scraper's when it reads the upstream's own host and port (a scrape answered; one unreachable),
-// and, when neither said anything for PROBE_INTERVAL_MS, a TCP connect of our own (the light
-// probe: no request, the connection closed at once). So /ready turns 503 at the first failed
-// connection, and at the latest PROBE_INTERVAL_MS + PROBE_TIMEOUT_MS after the upstream stopped
-// when no traffic tells; it turns 200 again at the first connection that works, at the latest
-// PROBE_INTERVAL_MS after the upstream came back (no traffic arrives while not ready).
+// and, when /ready is asked and neither said anything for STALE_MS, a TCP connect of our own made
+// before it answers (the light probe: no request, the connection closed at once). The probe is
+// made only when asked: the engine sees no connection of infermeter's own while nobody polls
+// /ready (a thread-per-connection engine keeps a thread for each), and a replica with traffic
+// needs none. So /ready turns 503 at the first failed connection, and without traffic at the
+// first ask STALE_MS after the last news (answered within PROBE_TIMEOUT_MS); it turns 200 again
+// at the first connection that works.
 import { connect } from 'node:net';
 import type { Config } from '../config/config.ts';
 import type { Logger } from '../log.ts';
 import type { ProxyEvents } from '../metrics/proxy-families.ts';
 
-/** A probe when no news came for this long (ms). */
-const PROBE_INTERVAL_MS = 2000;
+/** News older than this is stale: a /ready asked then probes first (ms). */
+const STALE_MS = 2000;
 /** A probe's connect not done by then is a failure (ms). */
 const PROBE_TIMEOUT_MS = 2000;
 
 export interface UpstreamReadiness {
-  /** False while the latest news of the upstream is a failed connection. */
-  reachable(): boolean;
+  /** Whether the upstream can be reached: the latest news, or a probe's when the news is stale (or there is none yet). */
+  check(): boolean | Promise<boolean>;
   /** News: a connection to the upstream worked (true) or failed (false). */
   heard(reachable: boolean): void;
   /** A finished request (the recorder's observer): its head came from the upstream, a connection that worked. */
   finished(sample: { readonly ttfb: number | undefined }): void;
-  /** Probes now, then whenever the news is stale; resolves when this first probe is done (bounded by its timeout). */
-  start(): Promise<void>;
   close(): void;
 }
 
@@ -34,7 +34,7 @@ interface UpstreamReadinessOptions {
   /** Host and port (the upstream URL's). */
   readonly host: string;
   readonly port: number;
-  readonly intervalMs?: number;
+  readonly staleMs?: number;
   readonly timeoutMs?: number;
   /** Called when reachability changes (the log says so once per change). */
   readonly changed?: (reachable: boolean) => void;
@@ -47,12 +47,13 @@ function upstreamAddress(url: URL): { host: string; port: number } {
 }
 
 function createUpstreamReadiness(options: UpstreamReadinessOptions): UpstreamReadiness {
-  const intervalMs = options.intervalMs ?? PROBE_INTERVAL_MS;
+  const staleMs = options.staleMs ?? STALE_MS;
   const timeoutMs = options.timeoutMs ?? PROBE_TIMEOUT_MS;
   let reachable = true;
-  let lastNews = performance.now();
-  let timer: NodeJS.Timeout | undefined;
-  let probing = false;
+  // No news yet: the first /ready probes.
+  let lastNews = Number.NEGATIVE_INFINITY;
+  // The probe in flight: every /ready asked meanwhile waits for the same one.
+  let probing: Promise<boolean> | undefined;
   let closed = false;
   const heard = (yes: boolean): void => {
     lastNews = performance.now();
@@ -60,42 +61,34 @@ function createUpstreamReadiness(options: UpstreamReadinessOptions): UpstreamRea
     reachable = yes;
     options.changed?.(yes);
   };
-  const probe = (): Promise<void> =>
+  const probe = (): Promise<boolean> =>
     new Promise((resolve) => {
-      probing = true;
       const socket = connect({ host: options.host, port: options.port });
+      let settled = false;
       const done = (yes: boolean): void => {
-        if (!probing) return;
-        probing = false;
+        if (settled) return;
+        settled = true;
         socket.destroy();
+        probing = undefined;
         if (!closed) heard(yes);
-        resolve();
+        resolve(reachable);
       };
       socket.setTimeout(timeoutMs, () => done(false));
       socket.once('connect', () => done(true));
       socket.once('error', () => done(false));
     });
   return {
-    reachable: () => reachable,
+    check() {
+      if (closed || performance.now() - lastNews < staleMs) return reachable;
+      probing ??= probe();
+      return probing;
+    },
     heard,
     finished: (sample) => {
       if (sample.ttfb !== undefined) heard(true);
     },
-    start() {
-      if (timer !== undefined || closed) return Promise.resolve();
-      // A tick of a quarter interval: a probe starts at most that late after the news went stale.
-      timer = setInterval(
-        () => {
-          if (!probing && !closed && performance.now() - lastNews >= intervalMs) void probe();
-        },
-        Math.max(1, Math.floor(intervalMs / 4)),
-      );
-      timer.unref();
-      return probe();
-    },
     close() {
       closed = true;
-      clearInterval(timer);
     },
   };
 }

@@ -154,8 +154,9 @@ export const PROXY_VARIABLES = [
     shown: '`on`',
     meaning: [
       '`on`: `/ready` answers 503 while the model server cannot be reached (a connection refused or not made in',
-      "2 s: the data plane's requests, the engine scraper's reads of the same address, or a TCP connect every",
-      'about 2 s when neither said anything), and 200 again at its first connection that works; `off`: `/ready`',
+      "2 s: the data plane's requests, the engine scraper's reads of the same address, or, when `/ready` is asked",
+      'and neither said anything for 2 s, a TCP connect before it answers), and 200 again at its first connection',
+      'that works; `off`: `/ready`',
       'follows only the start and the drain',
     ],
   }),
