@@ -75,7 +75,7 @@ for (const dialects of [['mindie'], ['mindie', 'aom'], ['mindie', 'aom', 'vllm',
   }
   const n = 1_000_000;
   const t0 = process.hrtime.bigint();
-  for (let i = 0; i < n; i++) metrics.proxy.usageInjected();
+  for (let i = 0; i < n; i++) metrics.proxy.usageInjected('held');
   const inc = Number(process.hrtime.bigint() - t0) / n;
   for (let i = 0; i < 5; i++) await metrics.render();
   const r0 = performance.now();

@@ -202,6 +202,7 @@ export function buildDataPlane(
     log,
     maxInspectBytes: config.maxInspectBytes,
     maxHeldBodyBytes: config.maxHeldBodyBytes,
+    maxHeldBodyBytesPerClient: config.maxHeldBodyBytesPerClient,
     bodyUnheld: events.bodyUnheld,
     maxResponseInspectBytes: config.maxResponseInspectBytes,
     maxEventBytes: config.maxEventBytes,

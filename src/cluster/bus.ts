@@ -12,7 +12,8 @@ import type { MeasurementSink } from '../measure/request-timer.ts';
 import type { InferenceApi, RequestInfo, RequestSample } from '../measure/sample.ts';
 import type { LoopDelayReading } from '../metrics/loop-delay.ts';
 import type { ProcessReading } from '../metrics/process-families.ts';
-import type { HeldBodyBytes, ProxyEvents } from '../metrics/proxy-families.ts';
+import type { HeldBodyBytes, ProxyEvents, RejectReason } from '../metrics/proxy-families.ts';
+import type { InjectedBody } from '../data-plane/usage-injection.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';
 import type { TapProblem } from '../stream-tap/response-tap.ts';
 
@@ -133,10 +134,10 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
       proxyError: proxy('proxyError') as (k: ProxyErrorKind) => void,
       retried: proxy('retried') as (r: ResendReason) => void,
       injectionActive: proxy('injectionActive') as (on: boolean) => void,
-      usageInjected: proxy('usageInjected'),
+      usageInjected: proxy('usageInjected') as (b: InjectedBody) => void,
       usageStripped: proxy('usageStripped'),
       accessLogDropped: proxy('accessLogDropped'),
-      rejected: proxy('rejected'),
+      rejected: proxy('rejected') as (r: RejectReason) => void,
       clientError: proxy('clientError') as (k: ClientErrorKind) => void,
       bodyUnheld: proxy('bodyUnheld') as (u: HeldBodyUse) => void,
       httpRequest: (dialect, route, method, status, seconds) => push([5, dialect, route, method, status, seconds]),

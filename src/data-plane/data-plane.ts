@@ -30,6 +30,7 @@ import { BAD_TARGET_BODY, originForm } from './request-target.ts';
 import { createUpstreamConnections, type UpstreamConnectionPolicy } from './upstream-connections.ts';
 import { createUpstreamRequest } from './upstream-request.ts';
 import type { TenantOf } from '../tenant/tenant-of.ts';
+import type { RejectReason } from '../metrics/proxy-families.ts';
 import type { ClientErrorKind } from './client-connections.ts';
 import { boundBufferPool } from './buffer-pool.ts';
 import type { UsageWriter } from '../ledger/ledger.ts';
@@ -42,6 +43,8 @@ export interface DataPlaneOptions {
   readonly maxInspectBytes: number;
   /** Total bytes of request bodies held at once, over every connection; undefined: no total. */
   readonly maxHeldBodyBytes?: number | undefined;
+  /** Of that total, the most one client address holds; undefined: the total. */
+  readonly maxHeldBodyBytesPerClient?: number | undefined;
   /** Counts bodies not held because that total was reached, by what holding was for. */
   readonly bodyUnheld?: ((use: HeldBodyUse) => void) | undefined;
   readonly maxResponseInspectBytes: number;
@@ -69,8 +72,8 @@ export interface DataPlaneOptions {
   /** Which upstream connection a request goes out on (upstream-connections.ts); default `mirror`. */
   readonly upstreamConnections?: UpstreamConnectionPolicy | undefined;
   readonly limits?: DataPlaneLimits;
-  /** Counts inference requests refused because the concurrency limit's queue was full. */
-  readonly rejected?: () => void;
+  /** Counts inference requests refused with 503, by why. */
+  readonly rejected?: (reason: RejectReason) => void;
   /** A connection dropped before its request could be read (slow client, not HTTP). */
   readonly clientError?: (kind: ClientErrorKind) => void;
   /**
@@ -125,7 +128,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   // from an agent that keeps none.
   const ca = options.upstreamCa === undefined ? {} : { ca: [...tlsRootCertificates, options.upstreamCa.toString('utf8')] };
   const connections = createUpstreamConnections({ policy: options.upstreamConnections ?? 'mirror', https: upstream.protocol === 'https:', tls: ca });
-  const bodyBudget = options.maxHeldBodyBytes === undefined ? undefined : createBodyBudget(options.maxHeldBodyBytes);
+  const bodyBudget = options.maxHeldBodyBytes === undefined ? undefined : createBodyBudget(options.maxHeldBodyBytes, options.maxHeldBodyBytesPerClient);
   const passThrough = createPassThroughRoute({
     upstream,
     connections,

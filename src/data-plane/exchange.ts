@@ -23,9 +23,13 @@ export interface ExchangeOptions {
   readonly violation: (error: LifecycleViolation) => void;
 }
 
-/** A request whose usage was injected: the client's own body, for the one re-send without it. */
+/**
+ * A request whose usage was injected: the client's own body, for the one re-send without it
+ * (undefined for a body that streamed through, which cannot be sent again, and once an answer
+ * that is no refusal began: it is let go then).
+ */
 export interface Injection {
-  readonly original: Buffer;
+  readonly original: Buffer | undefined;
   readonly refused: boolean;
 }
 
@@ -149,9 +153,14 @@ export class Exchange {
     }
   }
 
-  /** The request goes upstream with usage injected into its body. */
-  inject(original: Buffer): void {
+  /** The request goes upstream with usage injected into its body (`original`: the client's, when held). */
+  inject(original: Buffer | undefined): void {
     this.injected = { original, refused: false };
+  }
+
+  /** An answer that is no refusal began: the client's own body is not needed again. */
+  letOriginalGo(): void {
+    if (this.injected?.original !== undefined) this.injected = { original: undefined, refused: this.injected.refused };
   }
 
   /** The upstream refused the injected field: the client's own body is sent again. */

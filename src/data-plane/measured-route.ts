@@ -15,6 +15,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessLog } from '../access-log.ts';
 import type { BodyBudget, BodyHold } from './body-budget.ts';
 import type { Logger } from '../log.ts';
+import type { RejectReason } from '../metrics/proxy-families.ts';
 import { tapRequestBody } from '../stream-tap/request-tap.ts';
 import { isEventStream, type TapOptions } from '../stream-tap/response-tap.ts';
 import { createUsageStrip, type UsageStripOptions } from '../stream-tap/usage-strip.ts';
@@ -46,8 +47,8 @@ export interface MeasuredRouteOptions extends ExchangeOptions, UpstreamAttemptOp
   readonly tap: TapOptions;
   /** Counts failures of the proxy itself to reach or hear the upstream, by kind. */
   readonly proxyError: (kind: ProxyErrorKind) => void;
-  /** Counts inference requests refused because the concurrency limit's queue was full. */
-  readonly rejected?: (() => void) | undefined;
+  /** Counts inference requests refused with 503, by why. */
+  readonly rejected?: ((reason: RejectReason) => void) | undefined;
   readonly accessLog?: AccessLog | undefined;
   /** The usage ledger's writer; undefined: off. */
   readonly usage?: UsageWriter | undefined;
@@ -98,6 +99,8 @@ class InferenceCall {
   private readonly ownId: string | undefined;
   /** The engine's route takes `stream_options` (an OpenAI route): usage may be injected. */
   private readonly streamOptions: boolean;
+  /** Refused with 503 after it began (its body could not be held in time): not measured. */
+  private bodyRefused = false;
 
   constructor(options: MeasuredRouteOptions, strip: UsageStripOptions, req: IncomingMessage, res: ServerResponse, route: InferenceRoute) {
     this.options = options;
@@ -113,7 +116,8 @@ class InferenceCall {
     this.ownId = options.usage === undefined ? undefined : randomUUID();
     if (options.accessLog !== undefined || this.ownId !== undefined) requestId = sane ?? this.ownId ?? randomUUID();
     this.exchange = new Exchange(route.api, requestId, options, options.tenantOf?.(req.headers), requestId ?? sane ?? randomUUID());
-    this.hold = options.bodyBudget?.hold() ?? UNLIMITED;
+    // A client's part of the budget is its address's: the connection's peer.
+    this.hold = options.bodyBudget?.hold(req.socket.remoteAddress) ?? UNLIMITED;
   }
 
   /**
@@ -140,7 +144,7 @@ class InferenceCall {
 
   /** Refused at once: never forwarded, not counted as received (the engine never saw it). */
   private refuse(): void {
-    this.options.rejected?.();
+    this.options.rejected?.('concurrency');
     if (!this.exchange.answered('error')) return;
     writeErrorAnswer(this.res, 'overloaded', undefined, { 'retry-after': '1' });
     this.req.resume();
@@ -161,17 +165,39 @@ class InferenceCall {
       () => attempt.destroy(Object.assign(new Error('the model server was silent too long'), { code: 'ETIMEDOUT' })),
       () => this.overTime(),
     );
-    const encoded = req.headers['content-encoding'] !== undefined && req.headers['content-encoding'].trim().toLowerCase() !== 'identity';
-    if (options.usageInjection !== undefined && this.streamOptions && !encoded) {
-      // identified: the whole body read first, to inject usage into it.
-      holdAndInject(req, exchange, this.hold, options, (body) => attempt.send(body));
+    if (options.usageInjection !== undefined && this.streamOptions) {
+      // identified: the whole body read first, to inject usage into it (or read as it streams through).
+      holdAndInject(
+        req,
+        exchange,
+        this.hold,
+        options,
+        (body) => attempt.send(body),
+        () => this.refuseBody(),
+      );
       return;
     }
-    tapRequestBody(req, options.maxInspectBytes, (result, size) => {
+    tapRequestBody(req, (result, size) => {
       exchange.bytesIn = size;
       exchange.identify(result);
     });
     attempt.send(req);
+  }
+
+  /**
+   * Its body found the budget for held bodies spent before the upstream was known to take the
+   * injected field, and no room came in time: 503 with Retry-After, as for a full queue; not
+   * measured (never sent upstream). The rest of the body is read and dropped.
+   */
+  private refuseBody(): void {
+    const { exchange, res, options } = this;
+    options.rejected?.('held_body_budget');
+    this.bodyRefused = true;
+    this.attempt?.close(false);
+    if (!exchange.answered('error')) return;
+    res.shouldKeepAlive = false;
+    writeErrorAnswer(res, 'overloaded', 'the bodies held by infermeter reached INFERMETER_MAX_HELD_BODY_BYTES', { 'retry-after': '1' });
+    this.req.resume();
   }
 
   /** The upstream attempt failed: no answer came. */
@@ -321,7 +347,7 @@ class InferenceCall {
   /** finished: the client's side closed. */
   private finish(): void {
     const { exchange, res, options } = this;
-    if (this.begun) {
+    if (this.begun && !this.bodyRefused) {
       // A client that left gives its upstream request up.
       this.attempt?.close(!res.writableFinished);
       const sample = exchange.finish(res.writableFinished);
@@ -338,4 +364,4 @@ class InferenceCall {
 
 function ignore(): void {}
 
-const UNLIMITED: BodyHold = { take: () => true, release: ignore };
+const UNLIMITED: BodyHold = { take: () => true, release: ignore, wait: () => ignore, fits: () => true };

@@ -145,7 +145,7 @@ export function createPassThroughRoute(options: PassThroughOptions): PassThrough
         proxy.web(req, res, agent, onError);
         return;
       }
-      const hold = options.bodyBudget?.hold();
+      const hold = options.bodyBudget?.hold(req.socket.remoteAddress);
       if (hold !== undefined) res.once('close', hold.release);
       holdSmallBody(req, options.maxHeldBodyBytes, hold, (body) => {
         if (body === 'over_budget') {

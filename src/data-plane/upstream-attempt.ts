@@ -170,7 +170,10 @@ export class UpstreamAttempt {
     // field was the only difference, so the refusal was real and injection stops.
     if (this.exchange.resendReason === 'refused_injection' && this.trustedRefusal && status < 300) this.options.usageInjection?.refused();
     const injection = this.exchange.injection;
-    if (injection !== undefined && !injection.refused && mayBeRefusal(status)) this.holdRefusal(response, status, injection.original);
+    // A body with the field added was served: the upstream takes it (bodies that stream through may have it too).
+    if (injection !== undefined && !injection.refused && status >= 200 && status < 300) this.options.usageInjection?.accept();
+    // A held body's refusal is read, to send it again without the field; a streamed one cannot be sent again.
+    if (injection?.original !== undefined && !injection.refused && mayBeRefusal(status)) this.holdRefusal(response, status, injection.original);
     else this.answer(response, undefined);
   }
 
@@ -200,7 +203,18 @@ export class UpstreamAttempt {
 
   private answer(response: IncomingMessage, held: HeldBytes | undefined): void {
     this.state = 'answered';
+    this.letBodyGo();
     this.handlers.response(response, held);
+  }
+
+  /**
+   * Nothing will be sent again: the body (and the client's own, kept for a re-send) is let go,
+   * and its bytes given back to the budget for held bodies, long before a long answer ends.
+   */
+  private letBodyGo(): void {
+    this.body = undefined;
+    this.exchange.letOriginalGo();
+    this.hold.release();
   }
 
   private errored(error: Error): void {
@@ -224,6 +238,7 @@ export class UpstreamAttempt {
     this.state = 'failed';
     this.copy?.release();
     this.copy = undefined;
+    this.letBodyGo();
     this.handlers.failed(error);
   }
 

@@ -15,11 +15,15 @@ import { forwardHeaders, headerFilter } from './hop-by-hop.ts';
 import type { UpstreamConnections } from './upstream-connections.ts';
 
 // What the proxy sets itself is dropped from the client's headers: the Host always, the
-// content-length of a held body, the x-request-id when one is given.
+// content-length of a held body (or of a streamed one sent longer than the client's), the
+// x-request-id when one is given.
 const STREAMED = headerFilter(['host']);
 const HELD = headerFilter(['host', 'content-length']);
 const STREAMED_WITH_ID = headerFilter(['host', 'x-request-id']);
 const HELD_WITH_ID = headerFilter(['host', 'content-length', 'x-request-id']);
+
+/** A body streamed upstream with a length of its own (the client's Content-Length and the bytes reserved for usage appended at its end). */
+export type SizedStream = Readable & { readonly contentLength?: number };
 
 export interface UpstreamRequestOptions {
   readonly upstream: URL;
@@ -98,11 +102,14 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
 
   return (req, body, handlers, requestId, fresh = false, keepAlive = true) => {
     const held = Buffer.isBuffer(body);
-    const filter = requestId === undefined ? (held ? HELD : STREAMED) : held ? HELD_WITH_ID : STREAMED_WITH_ID;
+    // A held body's length, or a streamed one's when it differs from the client's (usage appended).
+    const length = held ? body.length : (body as SizedStream).contentLength;
+    const own = length !== undefined;
+    const filter = requestId === undefined ? (own ? HELD : STREAMED) : own ? HELD_WITH_ID : STREAMED_WITH_ID;
     // As the client wrote them (hop-by-hop ones, `trailer` among them, dropped), then ours.
     const headers = forwardHeaders(req.rawHeaders, filter, []);
     headers.push('host', host);
-    if (held) headers.push('content-length', String(body.length));
+    if (own) headers.push('content-length', String(length));
     if (requestId !== undefined) headers.push('x-request-id', requestId);
     const proxyReq = request({
       hostname,

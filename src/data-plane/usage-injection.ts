@@ -7,13 +7,29 @@
 import { utf8FromJsonEncoding } from '../stream-tap/json-encoding.ts';
 import type { ScanResult } from '../stream-tap/request-body-scanner.ts';
 
+/** How a body had usage injected: held whole (the field inserted first), or streamed through (appended at its end). */
+export type InjectedBody = 'held' | 'streamed';
+
 /** The on/off switch of usage injection (the data plane's), as the measured route uses it. */
 export interface UsageInjection {
   /** Whether to inject now: on, and the upstream has not refused stream_options. */
   active(): boolean;
+  /**
+   * Whether the upstream is known to take the field: an injected request was answered 2xx in
+   * this process. Only then is a body that streams through (that could not be sent again
+   * after a refusal) injected.
+   */
+  accepted(): boolean;
+  /** An injected request was answered 2xx. */
+  accept(): void;
+  /**
+   * Calls `listener` once the upstream is known to take the field, or injection went off (at
+   * once if either holds already); returns what cancels it.
+   */
+  whenAccepted(listener: () => void): () => void;
   /** The upstream refused stream_options: stop injecting, say so once. */
   refused(): void;
-  injected(): void;
+  injected(body: InjectedBody): void;
   stripped(bytes: number): void;
 }
 
@@ -51,6 +67,36 @@ export function injectUsage(body: Buffer, scan: ScanResult): Buffer | undefined 
   const at = options.start + 1;
   const empty = Object.keys(parsed).length === 0;
   return Buffer.concat(empty ? [body.subarray(0, at), INNER, body.subarray(at)] : [body.subarray(0, at), INNER, COMMA, body.subarray(at)]);
+}
+
+/** The member a body that streams through gets at its end when it asks for no usage at all. */
+const APPENDED = ',"stream_options":{"include_usage":true}';
+
+/**
+ * What to insert before the closing `}` of a body that streams through (`scan` of the whole
+ * body), best first: the client's own stream_options merged with include_usage, then ours alone
+ * (for when the merged one does not fit); undefined when nothing is to be inserted. The same
+ * rules as injectUsage, but appended: the engines take the last of duplicate keys, so the
+ * appended member wins over a client's `null` or object. A client's object over MAX_OPTIONS
+ * bytes (no text kept) is overridden by ours alone.
+ */
+export function appendedUsage(scan: ScanResult): string[] | undefined {
+  if (!scan.ok || scan.stream !== true) return undefined;
+  const options = scan.streamOptions;
+  if (options === undefined) return [APPENDED];
+  const text = options.text;
+  if (!options.isObject) return text?.trim() === 'null' ? [APPENDED] : undefined;
+  if (text === undefined) return [APPENDED];
+  if (ONLY_INCLUDE_USAGE.test(text)) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null || 'include_usage' in parsed) return undefined;
+  if (Object.keys(parsed).length === 0) return [APPENDED];
+  return [`,"stream_options":{"include_usage":true,${text.slice(1)}`, APPENDED];
 }
 
 // What engines say of a field they do not take: pydantic's extra_forbidden ("Extra inputs are
@@ -118,23 +164,47 @@ function clientText(original: Buffer): string {
  */
 export function createInjectionSwitch(
   enabled: boolean,
-  report: { active(on: boolean): void; injected(): void; stripped(): void },
+  report: { active(on: boolean): void; injected(body: InjectedBody): void; stripped(): void },
   warn: (msg: string) => void,
-): { active(): boolean; refused(): void; injected(): void; stripped(bytes: number): void } {
+): UsageInjection {
   let on = enabled;
+  let accepted = false;
+  const listeners = new Set<() => void>();
+  const settled = (): void => {
+    const waiting = [...listeners];
+    listeners.clear();
+    for (const listener of waiting) listener();
+  };
   report.active(on);
   return {
     active: () => on,
+    accepted: () => on && accepted,
+    accept() {
+      if (accepted || !on) return;
+      accepted = true;
+      settled();
+    },
+    whenAccepted(listener) {
+      if (!on || accepted) {
+        listener();
+        return ignore;
+      }
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     refused() {
       if (!on) return;
       on = false;
+      settled();
       report.active(false);
       warn('the upstream refuses stream_options: usage injection is off from now on; streams without usage report 0 tokens');
     },
-    injected: () => report.injected(),
+    injected: (body) => report.injected(body),
     stripped: () => report.stripped(),
   };
 }
+
+function ignore(): void {}
 
 /**
  * Whether a client takes an uncompressed answer (RFC 9110 12.5.3: unless it says

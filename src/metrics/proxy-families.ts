@@ -5,6 +5,7 @@ import { Counter, Gauge, type Registry } from '@prometheus-io/client';
 import { registerDerived } from './families.ts';
 import type { HeldBodyUse } from '../data-plane/body-budget.ts';
 import type { ClientErrorKind } from '../data-plane/client-connections.ts';
+import type { InjectedBody } from '../data-plane/usage-injection.ts';
 import type { ResendReason } from '../data-plane/lifecycle.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';
@@ -19,11 +20,14 @@ export interface ProxyEvents {
   retried(reason: ResendReason): void;
   /** Usage injection: whether it is on now, requests injected, usage chunks removed. */
   injectionActive(on: boolean): void;
-  usageInjected(): void;
+  usageInjected(body: InjectedBody): void;
   usageStripped(): void;
   accessLogDropped(): void;
-  /** An inference request refused because the concurrency limit's queue was full. */
-  rejected(): void;
+  /**
+   * An inference request refused with 503: the concurrency limit's queue was full, or its body
+   * could not be held before the upstream was known to take the injected field.
+   */
+  rejected(reason: RejectReason): void;
   /** A client connection dropped before a request could be read: too slow, or not HTTP. */
   clientError(kind: ClientErrorKind): void;
   /** A request body not held because INFERMETER_MAX_HELD_BODY_BYTES were held already. */
@@ -42,9 +46,12 @@ export interface ProxyFamilies extends ProxyEvents {
   readonly metricNames: readonly string[];
 }
 
+/** Why an inference request was refused with 503 (infermeter_requests_rejected_total's `reason`). */
+export type RejectReason = 'concurrency' | 'held_body_budget';
+
 // Every known label value starts at 0, so that rate() and alerts see a series before the first
 // fault instead of none.
-const UNINSPECTED: readonly UninspectedReason[] = ['empty', 'invalid_json', 'not_object', 'too_large', 'encoded'];
+const UNINSPECTED: readonly UninspectedReason[] = ['empty', 'invalid_json', 'not_object', 'encoded'];
 const TAP_PROBLEMS: readonly TapProblem[] = [
   'malformed_event',
   'event_too_large',
@@ -58,6 +65,8 @@ const UPSTREAM_ERRORS: readonly ProxyErrorKind[] = ['upstream_unreachable', 'ups
 const CLIENT_ERRORS: readonly ClientErrorKind[] = ['timeout', 'malformed'];
 const RETRIES: readonly ResendReason[] = ['stale_connection', 'refused_injection'];
 const HELD_BODY_USES: readonly HeldBodyUse[] = ['usage_injection', 'retry_copy', 'content_length'];
+const INJECTED_BODIES: readonly InjectedBody[] = ['held', 'streamed'];
+const REJECT_REASONS: readonly RejectReason[] = ['concurrency', 'held_body_budget'];
 
 /** Bytes held in memory now against the process's budgets (with workers, all workers' added up). */
 export interface HeldBodyBytes {
@@ -98,7 +107,8 @@ export function createProxyFamilies(registry: Registry, version: string, held: (
   });
   const injected = new Counter({
     name: 'infermeter_usage_injected_total',
-    help: 'Streaming requests to which stream_options.include_usage was added.',
+    help: 'Streaming requests to which stream_options.include_usage was added, by body: held (held whole, the field inserted first; sent again without it if the upstream refuses it) or streamed (a body not held, streamed through with the field appended at the end of its object, once the upstream is known to take it).',
+    labelNames: ['body'],
     registers: [registry],
   });
   const stripped = new Counter({
@@ -113,7 +123,8 @@ export function createProxyFamilies(registry: Registry, version: string, held: (
   });
   const rejected = new Counter({
     name: 'infermeter_requests_rejected_total',
-    help: 'Inference requests refused with 503 because INFERMETER_MAX_CONCURRENCY requests were in flight and twice as many waiting.',
+    help: "Inference requests refused with 503, by reason: concurrency (INFERMETER_MAX_CONCURRENCY requests in flight and twice as many waiting), held_body_budget (a chat or completions body that found INFERMETER_MAX_HELD_BODY_BYTES, or its client's part of it, spent before the upstream was known to take the injected stream_options, and no room within the wait).",
+    labelNames: ['reason'],
     registers: [registry],
   });
   const clientErrors = new Counter({
@@ -160,16 +171,18 @@ export function createProxyFamilies(registry: Registry, version: string, held: (
   for (const kind of CLIENT_ERRORS) clientErrors.inc({ kind }, 0);
   for (const reason of RETRIES) retries.inc({ reason }, 0);
   for (const use of HELD_BODY_USES) unheld.inc({ use }, 0);
+  for (const body of INJECTED_BODIES) injected.inc({ body }, 0);
+  for (const reason of REJECT_REASONS) rejected.inc({ reason }, 0);
   return {
     uninspected: (reason) => uninspected.inc({ reason }),
     tapProblem: (kind) => tapProblems.inc({ kind }),
     proxyError: (kind) => proxyErrors.inc({ kind }),
     retried: (reason) => retries.inc({ reason }),
     injectionActive: (on) => injectionActive.set(on ? 1 : 0),
-    usageInjected: () => injected.inc(),
+    usageInjected: (body) => injected.inc({ body }),
     usageStripped: () => stripped.inc(),
     accessLogDropped: () => dropped.inc(),
-    rejected: () => rejected.inc(),
+    rejected: (reason) => rejected.inc({ reason }),
     clientError: (kind) => clientErrors.inc({ kind }),
     bodyUnheld: (use) => unheld.inc({ use }),
     workerRestarted(lost) {

@@ -6,7 +6,7 @@
 
 /** The body in UTF-8 when it is UTF-16 or UTF-32 JSON as Python detects it; undefined otherwise (UTF-8, or not decodable). */
 export function utf8FromJsonEncoding(body: Buffer): Buffer | undefined {
-  const encoding = detect(body);
+  const encoding = detectJsonEncoding(body);
   if (encoding === undefined) return undefined;
   try {
     let text: string;
@@ -32,10 +32,10 @@ export function utf8FromJsonEncoding(body: Buffer): Buffer | undefined {
   }
 }
 
-type WideEncoding = 'utf-16le' | 'utf-16be' | 'utf-32le' | 'utf-32be';
+export type WideEncoding = 'utf-16le' | 'utf-16be' | 'utf-32le' | 'utf-32be';
 
-/** Python's json.detect_encoding, for the encodings other than UTF-8. */
-function detect(b: Buffer): WideEncoding | undefined {
+/** Python's json.detect_encoding, for the encodings other than UTF-8 (from a body's first 4 bytes, or all of a shorter one). */
+export function detectJsonEncoding(b: Uint8Array): WideEncoding | undefined {
   if (b.length >= 4 && b[0] === 0 && b[1] === 0 && b[2] === 0xfe && b[3] === 0xff) return 'utf-32be';
   if (b.length >= 4 && b[0] === 0xff && b[1] === 0xfe && b[2] === 0 && b[3] === 0) return 'utf-32le';
   if (b.length >= 2 && b[0] === 0xfe && b[1] === 0xff) return 'utf-16be';

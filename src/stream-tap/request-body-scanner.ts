@@ -16,6 +16,7 @@
 import { ESCAPES, hexValue, isPrimitiveByte, isSpace } from './json-bytes.ts';
 import { laxBool, MAX_STREAM_TEXT } from './lax-bool.ts';
 import { ESCAPED_AT_END, stringEnd } from './json-string-end.ts';
+import { jsonStringText, ValueCapture } from './value-capture.ts';
 
 export type ScanResult =
   | {
@@ -28,13 +29,26 @@ export type ScanResult =
       readonly n: number | undefined;
       /** Byte offset of the top-level object's '{'. */
       readonly objectStart: number;
-      /** Where the top-level `stream_options` value lies (bytes [start, end)), when there is one. */
-      readonly streamOptions: { readonly start: number; readonly end: number; readonly isObject: boolean } | undefined;
+      /**
+       * Where the top-level `stream_options` value lies (bytes [start, end)), when there is one,
+       * and its text when it is at most MAX_OPTIONS bytes (a body streamed through is injected
+       * from it: its bytes are gone by then).
+       */
+      readonly streamOptions: StreamOptions | undefined;
     }
   | { readonly ok: false; readonly reason: 'empty' | 'invalid_json' | 'not_object' };
 
+interface StreamOptions {
+  readonly start: number;
+  readonly end: number;
+  readonly isObject: boolean;
+  readonly text: string | undefined;
+}
+
 export interface BodyScanner {
   feed(chunk: Uint8Array): void;
+  /** The top-level object has closed, with nothing but white space after it so far. */
+  done(): boolean;
   end(): ScanResult;
 }
 
@@ -56,6 +70,7 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const MAX_KEY = 24; // longest key of interest ("max_completion_tokens", 21) plus room; longer keys are skipped
 const MAX_MODEL = 512; // bytes of a model name kept; a longer one is reported as absent
+const MAX_OPTIONS = 1024; // bytes of a stream_options value kept; a longer one has no text
 
 const K_OTHER = 0;
 const K_MODEL = 1;
@@ -87,11 +102,10 @@ export function createBodyScanner(): BodyScanner {
   let bom = 0; // bytes of a leading byte order mark seen
   let streamText = ''; // a `stream` string's raw text, up to MAX_STREAM_TEXT
   let key = K_OTHER;
-  // A model name is decoded from the chunk it lies in; only one cut by a chunk boundary is
-  // copied, part by part, so a request costs no buffer of its own.
-  let modelParts: Buffer[] | undefined;
-  let modelLen = 0;
-  let capturingModel = false;
+  // A model name is decoded from the chunk it lies in (value-capture.ts); so is stream_options.
+  const modelBytes = new ValueCapture(MAX_MODEL);
+  const optionsBytes = new ValueCapture(MAX_OPTIONS);
+  let optionsFrom = 0; // where the stream_options value being captured begins in the current chunk
   let primitive = '';
   let model: string | undefined;
   let stream: boolean | undefined;
@@ -105,7 +119,7 @@ export function createBodyScanner(): BodyScanner {
   let offset = 0; // bytes of earlier chunks
   let objectStart = -1;
   let optionsStart = -1;
-  let streamOptions: { start: number; end: number; isObject: boolean } | undefined;
+  let streamOptions: StreamOptions | undefined;
   let optionsIsObject = false;
 
   function finishKey(): void {
@@ -147,41 +161,15 @@ export function createBodyScanner(): BodyScanner {
     primitive = '';
   }
 
-  function keepModelPart(chunk: Uint8Array, start: number, end: number): void {
-    modelLen += end - start;
-    if (modelLen > MAX_MODEL)
-      modelParts = undefined; // reported as absent at the closing quote
-    else (modelParts ??= []).push(Buffer.from(chunk.subarray(start, end)));
+  function finishModel(chunk: Uint8Array, start: number, end: number): void {
+    const bytes = modelBytes.finish(chunk, start, end);
+    model = bytes === undefined ? undefined : jsonStringText(bytes);
   }
 
-  function finishModel(chunk: Uint8Array, start: number, end: number): void {
-    capturingModel = false;
-    const parts = modelParts;
-    modelParts = undefined;
-    if (modelLen + end - start > MAX_MODEL) {
-      model = undefined;
-      return;
-    }
-    const last = Buffer.from(chunk.buffer, chunk.byteOffset + start, end - start);
-    const bytes = parts === undefined ? last : Buffer.concat([...parts, last]);
-    let plain = true;
-    for (let j = 0; j < bytes.length; j++) {
-      const c = bytes[j]!;
-      if (c === 0x5c || c < 0x20) {
-        plain = false;
-        break;
-      }
-    }
-    if (plain) {
-      model = bytes.toString('utf8'); // no escape to decode, nothing JSON would refuse
-      return;
-    }
-    try {
-      // The raw bytes are a JSON string body; let JSON decode its escapes (or refuse it).
-      model = JSON.parse(`"${bytes.toString('utf8')}"`) as string;
-    } catch {
-      model = undefined;
-    }
+  // The stream_options value ends at `end` of `chunk` (a primitive's at the byte after it).
+  function finishOptions(chunk: Uint8Array, end: number, isObject: boolean): void {
+    const text = optionsBytes.finish(chunk, optionsFrom, end)?.toString('utf8');
+    streamOptions = { start: optionsStart, end: offset + end, isObject, text };
   }
 
   function feed(chunk: Uint8Array): void {
@@ -221,7 +209,7 @@ export function createBodyScanner(): BodyScanner {
               if (--depth === 0) {
                 state = AFTER_VALUE;
                 i++;
-                if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i, isObject: optionsIsObject };
+                if (key === K_STREAM_OPTIONS) finishOptions(chunk, i, optionsIsObject);
                 break;
               }
             }
@@ -235,17 +223,17 @@ export function createBodyScanner(): BodyScanner {
           escaped = q === ESCAPED_AT_END;
           if (q < 0) {
             i = n;
-            if (capturingModel) keepModelPart(chunk, start, n);
+            if (modelBytes.active) modelBytes.add(chunk, start, n);
             if (key === K_STREAM) keepStreamText(chunk, start, n);
             continue;
           }
           i = q;
-          if (capturingModel) finishModel(chunk, start, i);
+          if (modelBytes.active) finishModel(chunk, start, i);
           if (key === K_STREAM) {
             keepStreamText(chunk, start, i);
             stream = laxBool(streamText, true);
           }
-          if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i + 1, isObject: false };
+          if (key === K_STREAM_OPTIONS) finishOptions(chunk, i + 1, false);
           state = AFTER_VALUE;
           i++;
           continue;
@@ -306,11 +294,8 @@ export function createBodyScanner(): BodyScanner {
           if (isSpace(c)) break;
           if (c === QUOTE) {
             state = STRING;
-            if (key === K_MODEL) {
-              capturingModel = true;
-              modelParts = undefined;
-              modelLen = 0;
-            } else if (key === K_STREAM) {
+            if (key === K_MODEL) modelBytes.begin();
+            else if (key === K_STREAM) {
               stream = undefined;
               streamText = '';
             } else if (isIntKey()) setInt(undefined);
@@ -333,7 +318,11 @@ export function createBodyScanner(): BodyScanner {
             int = c - 0x30;
             if (key === K_STREAM_OPTIONS) optionsStart = offset + i;
           } else state = ERROR;
-          if (key === K_STREAM_OPTIONS && c === QUOTE) optionsStart = offset + i;
+          if (key === K_STREAM_OPTIONS) {
+            if (c === QUOTE) optionsStart = offset + i;
+            optionsBytes.begin();
+            optionsFrom = i;
+          }
           break;
         case PRIMITIVE:
           if (isPrimitiveByte(c)) {
@@ -347,7 +336,7 @@ export function createBodyScanner(): BodyScanner {
               } else intOk = false;
             }
           } else {
-            if (key === K_STREAM_OPTIONS) streamOptions = { start: optionsStart, end: offset + i, isObject: false };
+            if (key === K_STREAM_OPTIONS) finishOptions(chunk, i, false);
             finishPrimitive();
             state = AFTER_VALUE;
             continue; // re-read this byte as a separator
@@ -364,6 +353,9 @@ export function createBodyScanner(): BodyScanner {
       }
       i++;
     }
+    // A stream_options value that goes on in the next chunk: what this one held of it.
+    if (optionsBytes.active && state !== ERROR) optionsBytes.add(chunk, optionsFrom, n);
+    optionsFrom = 0;
     offset += n;
   }
 
@@ -382,7 +374,7 @@ export function createBodyScanner(): BodyScanner {
     return { ok: false, reason: notObject ? 'not_object' : 'invalid_json' };
   }
 
-  return { feed, end };
+  return { feed, end, done: () => state === DONE };
 }
 
 /** The scan of a whole body in memory. */

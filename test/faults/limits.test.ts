@@ -154,7 +154,7 @@ describe('limits', () => {
     const answers = await Promise.all([first, ...queued].map(async (r) => (await r).text()));
     assert.deepEqual(answers, ['{"i":0}', '{"i":1}', '{"i":2}']);
     const m = await scrape(app);
-    assert.equal(m.value('infermeter_requests_rejected_total'), 1);
+    assert.equal(m.value('infermeter_requests_rejected_total', { reason: 'concurrency' }), 1);
     assert.equal(m.value('request_received_total', { model_name: 'm' }), 3, 'the refused one never reached the engine');
     assert.equal(m.value('request_success_total', { model_name: 'm' }), 3);
   });

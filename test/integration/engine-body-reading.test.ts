@@ -2,16 +2,26 @@
 // reading bodies with Python's json, as vLLM does (strict mode: unknown fields refused, the
 // refusal echoing the client's input), a body spelt to mean one thing to a raw-byte reader and
 // another to the engine is metered as the engine served it, and the echo attack (a 400 that
-// echoes the client's own "not supported") leaves usage injection on for everyone.
+// echoes the client's own "not supported") leaves usage injection on for everyone. A body the
+// engine reads whatever its Content-Encoding says, or one padded past the hold cap (issue 49,
+// finding 3), is metered with its tokens: read whole, usage asked for at its end.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startUvicornEngine, uvicornSkip, uvicornVersion } from '../helpers/uvicorn-engine.ts';
 
-async function post(base: string, body: string | Buffer): Promise<{ status: number; headers: Headers; text: string }> {
-  const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+async function post(base: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; text: string }> {
+  const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
   return { status: res.status, headers: res.headers, text: await res.text() };
+}
+
+/** One honest stream, so that the upstream is known to take the injected field (bodies that stream through are injected from then on). */
+async function warmUp(app: Awaited<ReturnType<typeof startProxy>>): Promise<void> {
+  const finished = nextFinished(app, 1);
+  assert.equal((await post(app.dataUrl, HONEST)).status, 200);
+  assert.equal((await finished)[0]!.usageSource, 'upstream');
 }
 
 const HONEST = JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] });
@@ -60,6 +70,58 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
       assert.equal(s.usageSource, 'upstream', `${body}: usage asked for and read`);
       assert.doesNotMatch(res.text, /"usage"/, `${body}: no usage chunk the client did not ask for`);
     }
+  });
+
+  it('meters a body the engine reads whatever its Content-Encoding says, with its tokens; a compressed one is refused by the engine, and forwarded as it came', async (t) => {
+    const engine = await startUvicornEngine(t, 'strict');
+    const app = await startProxy(t, engine);
+    for (const coding of ['x', 'gzip', 'br, zstd', ' ']) {
+      const direct = await post(engine, HONEST, { 'content-encoding': coding });
+      assert.equal(direct.status, 200, `${coding}: the engine ignores the header`);
+      const finished = nextFinished(app, 1);
+      const res = await post(app.dataUrl, HONEST, { 'content-encoding': coding });
+      const [s] = (await finished) as [RequestSample];
+      assert.equal(res.status, 200, coding);
+      assert.equal(s.model, 'm', `Content-Encoding: ${JSON.stringify(coding)}: billed as ${s.model}`);
+      assert.equal(s.completionTokens, 7, `${coding}: its tokens`);
+      assert.equal(s.usageSource, 'upstream', `${coding}: usage asked for and read`);
+      assert.doesNotMatch(res.text, /"usage"/, `${coding}: no usage chunk the client did not ask for`);
+    }
+    const compressed = gzipSync(HONEST);
+    const direct = await post(engine, compressed, { 'content-encoding': 'gzip' });
+    const finished = nextFinished(app, 1);
+    const res = await post(app.dataUrl, compressed, { 'content-encoding': 'gzip' });
+    const [s] = (await finished) as [RequestSample];
+    assert.equal(res.status, direct.status, 'really compressed: the engine refuses it, directly as through infermeter');
+    assert.equal(s.model, 'unknown');
+    assert.equal((await scrape(app)).value('infermeter_request_body_uninspected_total', { reason: 'encoded' }), 1);
+  });
+
+  it('meters a body padded past the hold cap with its tokens: read whole, usage asked for at the end of its object (merged with its own stream_options)', async (t) => {
+    const engine = await startUvicornEngine(t, 'strict');
+    const app = await startProxy(t, engine);
+    await warmUp(app);
+    const pad = ' '.repeat(4_200_000);
+    for (const [name, body] of [
+      ['4.2 MB of white space inside the object', `{"model":"expensive-model",${pad}"stream":true,"messages":[{"role":"user","content":"hi"}]}`],
+      ['its own stream_options null', `{"model":"expensive-model","stream_options":null,${pad}"stream":true,"messages":[]}`],
+      ['its own stream_options object', `{"stream_options":{"continuous_usage_stats":false},"model":"expensive-model",${pad}"stream":"yes","messages":[]}`],
+      ['a 5 MB prompt', JSON.stringify({ model: 'expensive-model', stream: true, messages: [{ role: 'user', content: 'x'.repeat(5_000_000) }] })],
+    ] as const) {
+      const direct = await post(engine, body);
+      assert.equal(direct.status, 200, `${name}: the engine serves it`);
+      const finished = nextFinished(app, 1);
+      const res = await post(app.dataUrl, body);
+      const [s] = (await finished) as [RequestSample];
+      assert.equal(res.status, 200, `${name}: ${res.text.slice(0, 300)}`);
+      assert.equal(s.model, 'expensive-model', `${name}: billed as ${s.model}`);
+      assert.equal(s.completionTokens, 7, `${name}: its tokens`);
+      assert.equal(s.usageSource, 'upstream', `${name}: usage asked for and read`);
+      assert.doesNotMatch(res.text, /"usage"/, `${name}: no usage chunk the client did not ask for`);
+    }
+    const m = await scrape(app);
+    assert.equal(m.value('infermeter_usage_injected_total', { body: 'streamed' }), 4);
+    assert.equal(m.sum('infermeter_request_body_uninspected_total'), 0);
   });
 
   it("reads a UTF-16 or UTF-32 body, which Python's json takes, in UTF-8: billed and injected as the engine serves it", async (t) => {

@@ -76,10 +76,10 @@ function scrapeOnFixedTraffic() {
   p.proxyError('upstream_reset');
   p.retried('stale_connection');
   p.injectionActive(true);
-  p.usageInjected();
+  p.usageInjected('held');
   p.usageStripped();
   p.accessLogDropped();
-  p.rejected();
+  p.rejected('concurrency');
   p.clientError('timeout');
   p.bodyUnheld('retry_copy');
   p.workerRestarted(2);

@@ -389,4 +389,31 @@ describe('request body scanner: maxTokens and n', () => {
       assert.deepEqual(limits(text, i), expected, text);
     }
   });
+
+  it("keeps the last stream_options value's text (a body streamed through is injected from it) and says when the object closed, at every split", () => {
+    const body = Buffer.from('{"stream_options":{"a":1},"model":"m", "stream_options" : { "continuous_usage_stats" : true , "s":"}\\"" } ,"stream":true}  ');
+    const last = '{ "continuous_usage_stats" : true , "s":"}\\"" }';
+    for (const [at, result] of scansSplitInTwo(body)) {
+      assert.ok(result.ok, `split at ${at}`);
+      assert.equal(result.streamOptions?.text, last, `split at ${at}`);
+      assert.equal(result.streamOptions?.isObject, true);
+    }
+    for (const [value, isObject] of [
+      ['null', false],
+      ['"x"', false],
+      ['[1,2]', false],
+    ] as const) {
+      const r = scanFull(`{"stream_options":${value},"stream":true}`, 3);
+      assert.deepEqual(r.ok && [r.streamOptions?.text, r.streamOptions?.isObject], [value, isObject], value);
+    }
+    const long = scanFull(`{"stream_options":{"x":"${'y'.repeat(2000)}"},"stream":true}`, 4);
+    assert.ok(long.ok && long.streamOptions?.isObject === true && long.streamOptions.text === undefined, 'past its cap: no text');
+    const scanner = createBodyScanner();
+    scanner.feed(Buffer.from('{"stream":true'));
+    assert.equal(scanner.done(), false);
+    scanner.feed(Buffer.from('} \n'));
+    assert.equal(scanner.done(), true, 'closed, white space after');
+    scanner.feed(Buffer.from('x'));
+    assert.equal(scanner.done(), false, 'not JSON after all');
+  });
 });

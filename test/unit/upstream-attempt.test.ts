@@ -80,12 +80,20 @@ function harness(options: { reused?: boolean[]; injected?: Buffer; req?: Incomin
       sendUpstream,
       maxInspectBytes: options.maxInspectBytes ?? 1024,
       retried: (reason) => retried.push(reason),
-      usageInjection: { active: () => true, refused: () => injectionRefused++, injected() {}, stripped() {} },
+      usageInjection: {
+        active: () => true,
+        accepted: () => false,
+        accept() {},
+        whenAccepted: () => () => undefined,
+        refused: () => injectionRefused++,
+        injected() {},
+        stripped() {},
+      },
     },
     req,
     { shouldKeepAlive: true },
     exchange,
-    { take: () => true, release() {} },
+    { take: () => true, release() {}, wait: () => () => undefined, fits: () => true },
     {
       response: (response, held) =>
         reports.push({ kind: 'response', response, held: held === undefined ? undefined : Buffer.concat(held.chunks).toString(), complete: held?.complete }),

@@ -11,6 +11,8 @@ export const MAX_WORKERS = 256;
 const MiB = 1024 * 1024;
 /** INFERMETER_MAX_HELD_BODY_BYTES by default: this many bodies of the inspection cap held at once. */
 const HELD_BODIES_PER_CAP = 16;
+/** INFERMETER_MAX_HELD_BODY_BYTES_PER_CLIENT by default: this part of the budget. */
+const CLIENT_PARTS = 4;
 
 export const PROXY_VARIABLES = [
   documented(
@@ -79,9 +81,10 @@ export const PROXY_VARIABLES = [
     parse: byteSize(0, 1024 * MiB),
     value: 4 * MiB,
     meaning: [
-      'bytes of an inference request body scanned for `model`, `stream` and the generation parameters',
-      '(`max_tokens`, `n`); a larger body is still forwarded whole and is counted with `model_name="unknown"`;',
-      '{range}',
+      'bytes of a chat or completions body held whole before it is forwarded (to insert `stream_options` and keep',
+      "the client's own body for a re-send), {range}; a larger body streams through, `stream_options` appended",
+      'at its end once the upstream is known to take it. Every inference body is read whole for `model`, `stream`',
+      'and the generation parameters (`max_tokens`, `n`) whatever its size, in constant memory',
     ],
   }),
   variable({
@@ -93,9 +96,23 @@ export const PROXY_VARIABLES = [
     meaning: [
       'total bytes of request bodies held in memory at once per process (a chat or completions body held for',
       "usage injection, a body's copy kept for a re-send, a chunked `DELETE` or `OPTIONS` held to give it a",
-      'length), {range}; past it a body is forwarded as it comes (still read for `model` and `stream`, without',
-      'injection or re-send) or, for that `DELETE`/`OPTIONS`, answered 503 with `Retry-After`, counted in',
+      'length), {range}; a body is held until its answer begins. Past it a chat or completions body streams',
+      'through with `stream_options` appended at its end once the upstream is known to take it (before that',
+      'it waits up to 10 s for room, then 503 with `Retry-After`), any other goes as it comes without its',
+      're-send copy, a chunked `DELETE`/`OPTIONS` gets 503 with `Retry-After`; counted in',
       '`infermeter_request_bodies_unheld_total`',
+    ],
+  }),
+  variable({
+    name: 'INFERMETER_MAX_HELD_BODY_BYTES_PER_CLIENT',
+    key: 'maxHeldBodyBytesPerClient',
+    parse: byteSize(0, 64 * 1024 * MiB),
+    value: (earlier) => Math.floor((earlier.maxHeldBodyBytes as number) / CLIENT_PARTS),
+    shown: 'a quarter of `INFERMETER_MAX_HELD_BODY_BYTES` (16 MiB)',
+    meaning: [
+      "the part of `INFERMETER_MAX_HELD_BODY_BYTES` one client address (the connection's peer address, never a",
+      "header) may hold, {range}, so that one client's stalled bodies cannot take the whole budget; past it its",
+      'bodies are treated as past the budget. Behind a gateway every client has its address: raise it there',
     ],
   }),
   variable({

@@ -1,0 +1,179 @@
+// The budget for held bodies (issue 49, finding 4): each client address holds at most its part,
+// bytes given back wake a body waiting for room, and a body that found no room waits (its
+// client left unread) for room, or for the upstream to be known to take the injected field,
+// or until the wait's end (refused), or until its client leaves, whichever comes first.
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import { PassThrough } from 'node:stream';
+import { describe, it } from 'node:test';
+import { createBodyBudget } from '../../src/data-plane/body-budget.ts';
+import { holdBody, type HeldBody, type Unheld, type UnheldWhy } from '../../src/data-plane/request-body.ts';
+
+describe('the budget for held bodies', () => {
+  it('keeps each client address within its part, and wakes a waiting body when bytes are given back', () => {
+    const budget = createBodyBudget(100, 40);
+    const a1 = budget.hold('a');
+    const a2 = budget.hold('a');
+    assert.equal(a1.take(30), true);
+    assert.equal(a2.take(20), false, "the address's part is 40");
+    assert.equal(a2.take(10), true);
+    const b = budget.hold('b');
+    assert.equal(b.take(40), true, "another address's part is its own");
+    assert.equal(budget.held(), 80);
+    assert.equal(a2.fits(40), true);
+    assert.equal(a2.fits(41), false, 'more than the part could never be held');
+    let woken = 0;
+    const cancel = a2.wait(15, () => woken++);
+    a1.release();
+    assert.equal(woken, 1, 'room came: the wait took its bytes');
+    assert.equal(budget.held(), 40 + 10 + 15);
+    a1.release();
+    assert.equal(woken, 1, 'once');
+    cancel();
+    a2.release();
+    b.release();
+    assert.equal(budget.held(), 0);
+  });
+});
+
+/** A client's request: a stream of its chunks, with what holdBody reads of an IncomingMessage. */
+function request(): IncomingMessage & PassThrough {
+  return Object.assign(new PassThrough(), { headers: {}, complete: false }) as unknown as IncomingMessage & PassThrough;
+}
+
+interface Seen {
+  held?: string;
+  streamed?: boolean;
+  refused?: boolean;
+  asked: UnheldWhy[];
+}
+
+function handlers(seen: Seen, how: () => Unheld): HeldBody {
+  return {
+    held: (body) => (seen.held = body.toString()),
+    unheld: (why) => {
+      seen.asked.push(why);
+      return how();
+    },
+    streamed: () => (seen.streamed = true),
+    scanned: () => undefined,
+    refused: () => (seen.refused = true),
+    read: () => undefined,
+  };
+}
+
+const STREAM: Unheld = { reserve: false, inject: () => false, injected: () => undefined };
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('a body that finds no room', () => {
+  it('waits, unread, and goes on being held when room comes', async () => {
+    const budget = createBodyBudget(100);
+    const other = budget.hold('x');
+    other.take(90);
+    const req = request();
+    const seen: Seen = { asked: [] };
+    holdBody(
+      req,
+      1000,
+      budget.hold('y'),
+      handlers(seen, () => ({ wait: () => () => undefined })),
+      60_000,
+    );
+    req.write('{"model":"m",');
+    req.write('"stream":true}');
+    await tick();
+    assert.deepEqual(seen.asked, ['over_budget']);
+    assert.equal(req.isPaused(), true, 'its client is not read meanwhile');
+    other.release();
+    req.end();
+    await tick();
+    assert.equal(seen.held, '{"model":"m","stream":true}', 'held whole once room came');
+    assert.equal(seen.refused, undefined);
+  });
+
+  it("is asked again once the upstream is known to take the field (and streams), or refused at the wait's end", async () => {
+    for (const settle of [true, false]) {
+      const budget = createBodyBudget(100);
+      budget.hold('x').take(100);
+      const req = request();
+      const seen: Seen = { asked: [] };
+      let settled: (() => void) | undefined;
+      let waited = false;
+      holdBody(
+        req,
+        1000,
+        budget.hold('y'),
+        handlers(seen, () => {
+          if (waited) return STREAM;
+          waited = true;
+          return {
+            wait: (s) => {
+              settled = s;
+              return () => undefined;
+            },
+          };
+        }),
+        settle ? 60_000 : 20,
+      );
+      req.write('{"model":"m","stream":true}');
+      await tick();
+      if (settle) settled!();
+      else await new Promise((r) => setTimeout(r, 50));
+      assert.deepEqual(seen.asked, settle ? ['over_budget', 'over_budget'] : ['over_budget'], `settled ${settle}`);
+      assert.equal(seen.streamed, settle ? true : undefined);
+      assert.equal(seen.refused, settle ? undefined : true);
+    }
+  });
+
+  it('stops waiting when its client leaves', async () => {
+    const budget = createBodyBudget(100);
+    const other = budget.hold('x');
+    other.take(100);
+    const req = request();
+    const seen: Seen = { asked: [] };
+    const mine = budget.hold('y');
+    holdBody(
+      req,
+      1000,
+      mine,
+      handlers(seen, () => ({ wait: () => () => undefined })),
+      30,
+    );
+    req.write('{"model":"m","stream":true}');
+    await tick();
+    req.destroy();
+    await new Promise((r) => setTimeout(r, 60));
+    other.release();
+    assert.equal(budget.held(), 0, 'no wait took room for a client gone');
+    assert.deepEqual([seen.held, seen.streamed, seen.refused], [undefined, undefined, undefined], 'nothing more for a client gone');
+  });
+
+  it('that could never be held does not wait: past the cap or past its part, it streams', async () => {
+    const budget = createBodyBudget(1000, 10);
+    const req = request();
+    const seen: Seen = { asked: [] };
+    holdBody(
+      req,
+      1000,
+      budget.hold('y'),
+      handlers(seen, () => STREAM),
+      60_000,
+    );
+    req.write('{"model":"m","stream":true}');
+    await tick();
+    assert.deepEqual(seen.asked, ['beyond_budget']);
+    assert.equal(seen.streamed, true);
+    const capped = request();
+    const over: Seen = { asked: [] };
+    holdBody(
+      capped,
+      5,
+      createBodyBudget(1000).hold('z'),
+      handlers(over, () => STREAM),
+      60_000,
+    );
+    capped.write('{"model":"m","stream":true}');
+    await tick();
+    assert.deepEqual(over.asked, ['too_large']);
+  });
+});
