@@ -185,7 +185,7 @@ describe('usage injection', () => {
       upstream.requests.map((r) => [r.url, r.body.toString()]),
       native.map((path) => [path, body]),
     );
-    assert.equal((await scrape(app)).value('infermeter_usage_injected_total'), 0);
+    assert.equal((await scrape(app)).sum('infermeter_usage_injected_total'), 0);
     // llama-server's /chat/completions (the OpenAI SDK's base URL without /v1) is OpenAI's route.
     const finished = nextFinished(app, 1);
     await (await fetch(`${app.dataUrl}/chat/completions`, { method: 'POST', body })).arrayBuffer();
