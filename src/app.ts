@@ -4,8 +4,6 @@
 // same pieces are split between a primary (metrics, management) and workers (data plane): see
 // cluster/.
 // Over 300 lines: the one place every part is wired to the others, start and stop in order.
-import type { Server } from 'node:http';
-import { Hono } from 'hono';
 import type { Config } from './config/config.ts';
 import { exposureWarnings } from './config/exposure-warnings.ts';
 import { containerEvidence } from './metrics/container/in-container.ts';
@@ -14,13 +12,10 @@ import { createDataPlane, type DataPlane } from './data-plane/data-plane.ts';
 import type { LifecycleViolation } from './data-plane/lifecycle.ts';
 import { createInjectionSwitch } from './data-plane/usage-injection.ts';
 import type { Logger } from './log.ts';
-import { createManagementApp } from './management/management-app.ts';
 import { sameAddress, upstreamReadiness, withReadinessNews, type UpstreamReadiness } from './management/upstream-readiness.ts';
 import { startedFields } from './started-fields.ts';
-import { loadDashboardAssets } from './management/dashboard-app.ts';
-import { createDashboardFeed } from './management/dashboard-feed.ts';
-import { createMetricsApp, METRICS_MAX_CONNECTIONS } from './management/metrics-app.ts';
-import { closeServer, createAppServer, hostPort, listen, urlOf, type ListenPolicy } from './management/listen.ts';
+import { startManagement, type Management } from './management/start-management.ts';
+import { listen, urlOf, type ListenPolicy } from './management/listen.ts';
 import { monotonicClock, type Clock } from './measure/clock.ts';
 import type { MeasurementSink } from './measure/request-timer.ts';
 import type { ContainerSamplerOptions } from './metrics/container/container-sampler.ts';
@@ -226,87 +221,6 @@ export function buildDataPlane(
   return { dataPlane, accessLog };
 }
 
-export interface Management {
-  readonly managementUrl: string;
-  readonly metricsUrl: string | undefined;
-  setReady(ready: boolean): void;
-  close(): Promise<void>;
-}
-
-/** The management listener (/health, /ready, /metrics-json, /dashboard) and the metrics listener (/metrics). */
-export async function startManagement(
-  config: Config,
-  metrics: Metrics,
-  dataUrl: string,
-  beforeScrape?: () => Promise<void>,
-  upstream?: UpstreamReadiness,
-): Promise<Management> {
-  let ready = false;
-  let instance = `${config.managementHost}:${config.managementPort}`;
-  const { metricsToken: token, managementTls, metricsTls } = config.security;
-  // The live page's snapshots (one a second, off the request path); with workers, they flush first.
-  const feed = createDashboardFeed({ metrics, beforeSnapshot: beforeScrape });
-  const dashboard = { feed, assets: loadDashboardAssets(token !== undefined) };
-  // One listener serves both when the ports are equal (and fixed); port 0 always means a listener of its own.
-  const shared = config.metricsPort === config.managementPort && config.managementPort !== 0;
-  const managementScheme = managementTls === undefined ? 'http' : 'https';
-  let metricsUrl: string | undefined;
-  const where = {
-    metricsHere: shared,
-    index: () => ({ version: VERSION, data: dataUrl, management: `${managementScheme}://${instance}`, metrics: metricsUrl }),
-  };
-  const management = createManagementApp({
-    ready: () => ready,
-    upstreamReachable: upstream?.check,
-    metrics,
-    job: config.jsonJob,
-    instance: () => instance,
-    beforeScrape,
-    token,
-    dashboard,
-    where,
-  });
-  const metricsApp = createMetricsApp(metrics, config.metricsEnabled, beforeScrape, token);
-  const servers: Server[] = [];
-  try {
-    let managementServer: Server;
-    if (shared) {
-      const both = new Hono();
-      both.route('/', management);
-      both.route('/', metricsApp);
-      managementServer = createAppServer(both, managementTls);
-      managementServer.maxConnections = METRICS_MAX_CONNECTIONS;
-    } else {
-      managementServer = createAppServer(management, managementTls);
-    }
-    servers.push(managementServer);
-    const managementAddress = await listen(managementServer, config.managementHost, config.managementPort, managementPolicy(config));
-    feed.start();
-    instance = hostPort(managementAddress);
-    if (shared) {
-      if (config.metricsEnabled) metricsUrl = `${urlOf(managementAddress, managementScheme)}/metrics`;
-    } else if (config.metricsEnabled) {
-      const metricsServer = createAppServer(metricsApp, metricsTls);
-      metricsServer.maxConnections = METRICS_MAX_CONNECTIONS;
-      servers.push(metricsServer);
-      metricsUrl = `${urlOf(await listen(metricsServer, config.managementHost, config.metricsPort, managementPolicy(config)), metricsTls === undefined ? 'http' : 'https')}/metrics`;
-    }
-    return {
-      managementUrl: urlOf(managementAddress, managementScheme),
-      metricsUrl,
-      setReady: (r) => (ready = r),
-      close: async () => {
-        feed.stop();
-        await Promise.all(servers.map(closeServer));
-      },
-    };
-  } catch (error) {
-    feed.stop();
-    await Promise.all(servers.map(closeServer));
-    throw error;
-  }
-}
-
 /**
  * What the configuration says at start without refusing it: certificates outside their
  * validity, an exposure the operator may not mean (exposure-warnings.ts). `container`: the
@@ -320,10 +234,6 @@ export function logStartWarnings(config: Config, log: Logger, container = contai
 /** How the data port's host may be bound (INFERMETER_ALLOW_ALL_ZERO_IP). */
 // A default address (the image's INFERMETER_DEFAULT_HOST) may be every address: see Config.
 export const dataPolicy = (config: Config): ListenPolicy => ({ allowAll: config.security.allowAllZeroIp || config.hostDefaulted, variable: 'INFERMETER_HOST' });
-const managementPolicy = (config: Config): ListenPolicy => ({
-  allowAll: config.security.allowAllZeroIp || config.managementHostDefaulted,
-  variable: 'INFERMETER_MANAGEMENT_HOST',
-});
 
 /**
  * Drains the data plane and logs how it ended. The data plane's drain resolves when its last

@@ -39,7 +39,11 @@ describe('the held-body budget, after requests end', () => {
     });
     const upstream = await listen(t, server);
     t.after(() => server.closeAllConnections());
-    const app = await startProxy(t, upstream.url, { INFERMETER_MAX_HELD_BODY_BYTES: String(BUDGET) });
+    // Every request comes from one address: its part of the budget is the whole of it here.
+    const app = await startProxy(t, upstream.url, {
+      INFERMETER_MAX_HELD_BODY_BYTES: String(BUDGET),
+      INFERMETER_MAX_HELD_BODY_BYTES_PER_CLIENT: String(BUDGET),
+    });
     const port = Number(new URL(app.dataUrl).port);
     const plane = app.dataPlane!;
     const unheld = async () => {

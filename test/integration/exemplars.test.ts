@@ -16,6 +16,7 @@ import { createLogger } from '../../src/log.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
 import { wantsOpenMetrics } from '../../src/metrics/openmetrics.ts';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
+import { PROCESS_FAMILY_LINES } from '../helpers/exposition.ts';
 import { nextFinished, startProxy } from '../helpers/proxy-harness.ts';
 import { prometheusSkip, startPrometheus } from '../helpers/prometheus.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
@@ -161,8 +162,8 @@ describe('exemplars', () => {
       }
       // The loop's delay is the process's own, measured in real time: not the requests'.
       const machine = /^infermeter_event_loop_delay_seconds.*\n/gm;
-      const plain = (await metrics.render()).replace(machine, '');
-      const om = (await metrics.render(true)).replace(machine, '');
+      const plain = (await metrics.render()).replace(machine, '').replace(PROCESS_FAMILY_LINES, '');
+      const om = (await metrics.render(true)).replace(machine, '').replace(PROCESS_FAMILY_LINES, '');
       metrics.close();
       return { plain, om };
     };
