@@ -65,6 +65,11 @@ export class Exchange {
     this.timer.chunkArrived(this.options.arrival?.());
   }
 
+  /** The client's socket refused a write (`true`) or drained (`false`): its back-pressure. */
+  backpressure(on: boolean): void {
+    this.timer.backpressure(on);
+  }
+
   /** It left the concurrency limit's queue and is forwarded now (only with a limit). */
   admitted(): void {
     this.timer.admitted();

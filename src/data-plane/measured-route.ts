@@ -85,6 +85,8 @@ class InferenceCall {
   private readonly lastWrite = (): void => this.exchange.responseFinished();
   /** An upstream chunk arrived: the start of the proxy's own time on it (infermeter_proxy_overhead_seconds). */
   private readonly arrived = (): void => this.exchange.chunkArrived();
+  /** The client's socket refused a write, or drained (infermeter_client_backpressure_seconds). */
+  private readonly backpressure = (on: boolean): void => this.exchange.backpressure(on);
   /** Just before the response's head is written to the client: TTFB. */
   private readonly headSent = (): void => this.exchange.headSent();
   private unwatch: (() => void) | undefined = undefined;
@@ -212,6 +214,7 @@ class InferenceCall {
       firstWrite: this.headSent,
       lastWrite: this.lastWrite,
       arrived: this.arrived,
+      backpressure: this.backpressure,
     });
   }
 
@@ -227,6 +230,7 @@ class InferenceCall {
       firstWrite: this.headSent,
       lastWrite: this.lastWrite,
       arrived: this.arrived,
+      backpressure: this.backpressure,
       filter,
     });
   }
