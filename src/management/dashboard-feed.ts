@@ -76,18 +76,9 @@ type SeriesName = (typeof SERIES)[number];
 interface ModelData {
   readonly model: string;
   /** Lifetime counts at the newest snapshot. */
-  readonly totals: {
-    received: number;
-    success: number;
-    failed: number;
-    cancelled: number;
-    promptTokens: number;
-    generationTokens: number;
-    /** Of the failed, answered 4xx by the model server (the client's mistake). */
-    clientErrors: number;
-    /** Streams that showed a token: TTFT and TPOT are theirs (none: the charts say why they are empty). */
-    streams: number;
-  };
+  // clientErrors: of the failed, answered 4xx (the client's mistake); streams: those that showed
+  // a token, whose TTFT and TPOT the charts plot (none: the charts say why they are empty).
+  readonly totals: Record<'received' | 'success' | 'failed' | 'cancelled' | 'promptTokens' | 'generationTokens' | 'clientErrors' | 'streams', number>;
   /** Whose in-flight counts the newest snapshot shows: the engine's where it reports this model by name, else the proxy's. */
   readonly inFlightSource: 'engine' | 'proxy';
   readonly series: Record<SeriesName, Array<number | null>>;
@@ -156,11 +147,8 @@ interface ModelSeries {
 }
 
 /** Per model, beside the recorder's counts: client errors, and streams that showed a token. */
-interface Extra {
-  clientErrors: number;
-  streams: number;
-}
-const NONE: Extra = { clientErrors: 0, streams: 0 };
+type Extra = [clientErrors: number, streams: number];
+const NONE: Extra = [0, 0];
 
 const counts = (m: ModelState, extra: Extra): number[] => [
   m.received,
@@ -169,8 +157,7 @@ const counts = (m: ModelState, extra: Extra): number[] => [
   m.cancelledBeforeFirstToken + m.cancelledDecoding,
   m.promptTokens,
   m.generationTokens,
-  extra.clientErrors,
-  extra.streams,
+  ...extra,
 ];
 
 /** Six significant digits: plenty for a chart, and short JSON. */
@@ -217,9 +204,9 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
       const clientError = sample.outcome === 'failed' && isClientError(sample.status);
       if (!clientError && sample.ttft === undefined) return;
       let extra = extras.get(sample.model);
-      if (extra === undefined) extras.set(sample.model, (extra = { clientErrors: 0, streams: 0 }));
-      if (clientError) extra.clientErrors++;
-      if (sample.ttft !== undefined) extra.streams++;
+      if (extra === undefined) extras.set(sample.model, (extra = [0, 0]));
+      if (clientError) extra[0]++;
+      if (sample.ttft !== undefined) extra[1]++;
     },
   });
 

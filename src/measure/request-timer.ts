@@ -6,6 +6,7 @@
 // Over 300 lines: one state machine: its transitions and the figures they stamp read best together.
 import type { Clock } from './clock.ts';
 import type { EngineTimings } from './engine-timings.ts';
+import type { StreamHealth } from './stream-health.ts';
 import { cachedPromptTokens, MAX_TOKEN_COUNT, mergeUsage, promptTotal, type Usage, type UsageRejection, usageTooLarge } from './usage.ts';
 import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestParams, RequestSample, UsageSource } from './sample.ts';
 
@@ -54,11 +55,6 @@ export interface RequestTimer {
    */
   chunkArrived(at?: number): void;
   /**
-   * The client's socket refused a write (`true`: the relay waits for its 'drain', the upstream
-   * paused) or took writes again (`false`): the client's back-pressure, never the engine's time.
-   */
-  backpressure(on: boolean): void;
-  /**
    * A token-carrying event arrived; `completionTokens` is the cumulative usage it carries, if
    * any; `reasoning`, its output is reasoning only (no visible output).
    */
@@ -80,8 +76,8 @@ export interface RequestTimer {
    * its last write, so e2e never ends after the last byte left; the first call wins).
    */
   responseFinished(): void;
-  /** The client side is closed: `delivered` when the whole response was sent. */
-  close(delivered: boolean): RequestSample | undefined;
+  /** The client side is closed: `delivered` when the whole response was sent; `health`: its stream health, kept by the exchange. */
+  close(delivered: boolean, health?: StreamHealth): RequestSample | undefined;
 }
 
 /**
@@ -138,14 +134,6 @@ class Timer implements RequestTimer {
   private arrivedAt: number | undefined = undefined;
   private overheadMs = 0;
   private overheadWrites = 0;
-  // Stream health: the last batch's arrival (each batch is written in the turn it arrived), the
-  // longest silence between two, and the client's back-pressure (the time it refused writes);
-  // a silence spent waiting on the client is the client's, not the stream's.
-  private lastBatchAt: number | undefined = undefined;
-  private longestGapMs = 0;
-  private blockedAt: number | undefined = undefined;
-  private blockedMs = 0;
-  private blockedAtLastBatch = 0;
   private closed = false;
 
   constructor(
@@ -223,32 +211,7 @@ class Timer implements RequestTimer {
   }
 
   chunkArrived(at?: number): void {
-    if (this.closed) return;
-    if (!this.streamed) {
-      this.arrivedAt ??= at ?? this.clock();
-      return;
-    }
-    const now = at ?? this.clock();
-    this.arrivedAt ??= now;
-    this.gapTo(now);
-    this.lastBatchAt = now;
-    this.blockedAtLastBatch = this.blockedMs;
-  }
-
-  /** The silence from the last batch to `now`, less the time the client refused writes meanwhile. */
-  private gapTo(now: number): void {
-    if (this.lastBatchAt === undefined) return;
-    const gap = now - this.lastBatchAt - (this.blockedMs - this.blockedAtLastBatch);
-    if (gap > this.longestGapMs) this.longestGapMs = gap;
-  }
-
-  backpressure(on: boolean): void {
-    if (this.closed) return;
-    if (on) this.blockedAt ??= this.clock();
-    else if (this.blockedAt !== undefined) {
-      this.blockedMs += this.clock() - this.blockedAt;
-      this.blockedAt = undefined;
-    }
+    if (!this.closed && this.arrivedAt === undefined) this.arrivedAt = at ?? this.clock();
   }
 
   responseBody(at?: number): number {
@@ -328,7 +291,7 @@ class Timer implements RequestTimer {
     if (!this.closed) this.finishedAt ??= this.clock();
   }
 
-  close(delivered: boolean): RequestSample | undefined {
+  close(delivered: boolean, health?: StreamHealth): RequestSample | undefined {
     if (this.closed) return undefined;
     this.closed = true;
     let info = this.info;
@@ -378,14 +341,7 @@ class Timer implements RequestTimer {
       if (n > 1) tpot = { seconds: (lastTokenAt - firstTokenAt) / 1000 / (n - 1), tokens: n - 1 };
     }
     const end = this.finishedAt ?? this.clock();
-    // A client that left (or was cut) while its socket refused writes: refused until then.
-    if (this.blockedAt !== undefined) {
-      const now = this.clock();
-      this.blockedMs += now - this.blockedAt;
-      this.blockedAt = undefined;
-    }
-    // A stream cut short: the silence before its end counts too (the one a client gave up on).
-    if (streamed && outcome !== 'success') this.gapTo(this.clock());
+    health?.end(this.clock(), streamed && outcome !== 'success'); // a cut stream's silence before its end counts
     const headersAt = this.headSentAt ?? this.headersAt;
     // The request's labels as plain members, not a spread: spreading them first made each later
     // member grow the object's property store (~1.5 KB of garbage a request).
@@ -423,8 +379,8 @@ class Timer implements RequestTimer {
       reasoningTokens,
       usageRejections: rejections,
       timeToFirstOutput: firstVisibleAt === undefined ? undefined : (firstVisibleAt - t0) / 1000,
-      longestGap: streamed && this.lastBatchAt !== undefined ? this.longestGapMs / 1000 : undefined,
-      backpressure: this.blockedMs / 1000,
+      longestGap: streamed ? health?.longestGap : undefined,
+      backpressure: health?.blocked ?? 0,
       proxyOverhead: streamed && this.overheadWrites > 0 ? this.overheadMs / this.overheadWrites / 1000 : undefined,
       reasoningPhase:
         this.openedWithReasoning && firstTokenAt !== undefined && firstVisibleAt !== undefined ? (firstVisibleAt - firstTokenAt) / 1000 : undefined,

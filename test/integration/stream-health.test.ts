@@ -59,7 +59,7 @@ describe('stream health', () => {
 
   it('a client that stops reading for 2 s shows >= 2 s of back-pressure, which neither its TTFT nor its longest gap counts', async (t) => {
     const upstream = await startHeldUpstream(t);
-    const app = await startProxy(t, upstream.url, { INFERMETER_STALL_SECONDS: '1' });
+    const app = await startProxy(t, upstream.url, { INFERMETER_STALL_SECONDS: '2' });
     const finished = nextFinished(app, 1);
     // The proxy's side of the client's response: the test sees when its socket refuses writes.
     const proxied: ServerResponse[] = [];
@@ -101,6 +101,8 @@ describe('stream health', () => {
     assert.equal(m.value('infermeter_client_backpressure_seconds_count', { model_name: 'm' }), 1);
     assert.equal(m.value('infermeter_client_backpressure_seconds_sum', { model_name: 'm' }), s!.backpressure);
     assert.equal(m.value('infermeter_client_backpressure_seconds_bucket', { model_name: 'm', le: '1' }), 0);
+    // A slow reader is no stalled engine: not a stall at 2 s, though it did not read for 2 s.
+    assert.equal(m.value('infermeter_stream_stalls_total', { model_name: 'm' }), 0);
     client.destroy();
   });
 });

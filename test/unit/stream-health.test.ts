@@ -8,6 +8,7 @@ import { createWorkerBus, createWorkerReceiver, type WorkerMessage } from '../..
 import { loadConfig } from '../../src/config/config.ts';
 import { createRequestTimer, type MeasurementSink } from '../../src/measure/request-timer.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
+import { StreamHealth } from '../../src/measure/stream-health.ts';
 import { createMetrics, type MetricsOptions } from '../../src/metrics/metrics.ts';
 import { promptBand } from '../../src/metrics/prompt-band-families.ts';
 import { parseExposition } from '../helpers/exposition.ts';
@@ -36,6 +37,8 @@ function stream(
   tenant?: string,
 ) {
   const timer = createRequestTimer('chat', () => clock.now, sink, tenant, 0);
+  // As the exchange keeps it (data-plane/exchange.ts): batches at their arrival, refusals at the clock.
+  const health = new StreamHealth();
   timer.identify('m', true);
   clock.now = 1;
   timer.responseHeaders(200, true);
@@ -50,15 +53,16 @@ function stream(
     if (e.at === Number.POSITIVE_INFINITY) continue; // still refused at the end
     clock.now = e.at;
     if (e.kind === 'batch') {
+      health.batch(e.at);
       timer.chunkArrived(e.at);
       timer.responseBody(e.at);
       timer.tokenEvent();
-    } else timer.backpressure(e.kind === 'on');
+    } else health.backpressure(e.kind === 'on', clock.now);
   }
   timer.usage({ promptTokens: 10, completionTokens: batches.length });
   clock.now = endAt ?? clock.now;
   if (end === 'success') timer.responseFinished();
-  return timer.close(end === 'success')!;
+  return timer.close(end === 'success', health)!;
 }
 
 describe('stream health', () => {
@@ -85,9 +89,11 @@ describe('stream health', () => {
     const timer = createRequestTimer('chat', () => clock.now, sink, undefined, 0);
     timer.identify('m', false);
     timer.responseHeaders(200, false);
+    const health = new StreamHealth();
+    health.batch(10);
     timer.chunkArrived(10);
     timer.responseBody(10);
-    const json = timer.close(true)!;
+    const json = timer.close(true, health)!;
     assert.equal(json.longestGap, undefined);
     assert.equal(json.backpressure, 0);
   });
