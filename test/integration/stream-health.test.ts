@@ -46,6 +46,7 @@ describe('stream health', () => {
     res2.end(token('b') + END);
     await (await quick).arrayBuffer();
     const [slow, fast] = await finished;
+    t.diagnostic(`longest gap ${slow!.longestGap} s (a 2 s silence), ${fast!.longestGap} s beside it`);
     assert.ok(slow!.longestGap! >= 2, `longest gap ${slow!.longestGap} s >= the 2 s silence`);
     assert.equal(slow!.outcome, 'success');
     const m = await scrape(app);
@@ -91,6 +92,7 @@ describe('stream health', () => {
     client.on('data', (c: Buffer) => (bytes += c.length));
     await once(client, 'end');
     const [s] = await finished;
+    t.diagnostic(`back-pressure ${s!.backpressure} s, TTFT ${s!.ttft} s, longest gap ${s!.longestGap} s, ${bytes} bytes`);
     assert.equal(s!.outcome, 'success');
     assert.ok(bytes > 6000 * piece.length, `the client got it all (${bytes} bytes)`);
     assert.ok(s!.backpressure! >= 2, `back-pressure ${s!.backpressure} s >= the 2 s the client did not read`);
