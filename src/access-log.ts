@@ -33,6 +33,10 @@ export interface AccessRecord {
   readonly bytes_out: number;
   /** A streamed response's time in infermeter (infermeter_proxy_overhead_seconds), in ms. */
   readonly proxy_overhead_ms?: number | undefined;
+  /** A streamed response's longest silence (infermeter_stream_longest_gap_seconds), in ms. */
+  readonly longest_gap_ms?: number | undefined;
+  /** The time the client's socket refused writes (infermeter_client_backpressure_seconds), in ms. */
+  readonly client_backpressure_ms?: number | undefined;
 }
 
 const FLUSH_INTERVAL_MS = 100;

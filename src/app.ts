@@ -129,6 +129,8 @@ export function buildMetrics(
     openConnections: plane.connections,
     heldBodyBytes: plane.heldBodyBytes,
     jsonWindow: config.jsonWindow,
+    stallSeconds: config.stallSeconds,
+    promptBands: config.promptBands,
     maxModels: config.limits.maxModels,
     modelsUrl: new URL(`${upstream.pathname.replace(/\/$/, '')}/v1/models`, upstream.origin),
     ...(config.upstreamMetrics === undefined

@@ -33,5 +33,7 @@ export function accessRecord(req: IncomingMessage, exchange: Exchange, s: Reques
     bytes_in: exchange.bytesIn,
     bytes_out: exchange.bytesOut,
     proxy_overhead_ms: ms(s.proxyOverhead),
+    longest_gap_ms: ms(s.longestGap),
+    client_backpressure_ms: ms(s.backpressure),
   };
 }

@@ -7,6 +7,7 @@
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import type { Clock } from '../measure/clock.ts';
 import { createRequestTimer, type MeasurementSink, type RequestTimer } from '../measure/request-timer.ts';
+import { StreamHealth } from '../measure/stream-health.ts';
 import type { FailureReason, InferenceApi, RequestSample } from '../measure/sample.ts';
 import type { RequestInspection, UninspectedReason } from '../stream-tap/request-tap.ts';
 import { tapResponse, type ResponseTap, type TapOptions } from '../stream-tap/response-tap.ts';
@@ -51,6 +52,8 @@ export class Exchange {
   private response: IncomingMessage | undefined = undefined;
   private readonly options: ExchangeOptions;
   private readonly timer: RequestTimer;
+  /** The longest silence between the batches relayed, and the client's back-pressure. */
+  private readonly health = new StreamHealth();
 
   /** `metricsId`: the request's id in its histograms' exemplars (RequestInfo.requestId). */
   constructor(api: InferenceApi, requestId: string | undefined, options: ExchangeOptions, tenant?: string, metricsId?: string) {
@@ -66,7 +69,15 @@ export class Exchange {
    * handled in one turn of the loop was readable when it began), the start of its time in the proxy.
    */
   chunkArrived(): void {
-    this.timer.chunkArrived(this.options.arrival?.());
+    // The arrival clock reads the clock once per turn: a batch is written in the turn it arrived.
+    const at = this.options.arrival?.() ?? this.options.clock();
+    this.health.batch(at);
+    this.timer.chunkArrived(at);
+  }
+
+  /** The client's socket refused a write (`true`) or drained (`false`): its back-pressure. */
+  backpressure(on: boolean): void {
+    this.health.backpressure(on, this.options.clock());
   }
 
   /** It left the concurrency limit's queue and is forwarded now (only with a limit). */
@@ -202,7 +213,7 @@ export class Exchange {
    */
   finish(delivered: boolean, measured = true): RequestSample | undefined {
     if (!this.move('finished')) return undefined;
-    return measured ? this.timer.close(delivered) : undefined;
+    return measured ? this.timer.close(delivered, this.health) : undefined;
   }
 
   private move(to: Phase): boolean {

@@ -86,6 +86,8 @@ class InferenceCall {
   private readonly lastWrite = (): void => this.exchange.responseFinished();
   /** An upstream chunk arrived: the start of the proxy's own time on it (infermeter_proxy_overhead_seconds). */
   private readonly arrived = (): void => this.exchange.chunkArrived();
+  /** The client's socket refused a write, or drained (infermeter_client_backpressure_seconds). */
+  private readonly backpressure = (on: boolean): void => this.exchange.backpressure(on);
   /** Just before the response's head is written to the client: TTFB. */
   private readonly headSent = (): void => this.exchange.headSent();
   private unwatch: (() => void) | undefined = undefined;
@@ -238,6 +240,7 @@ class InferenceCall {
       firstWrite: this.headSent,
       lastWrite: this.lastWrite,
       arrived: this.arrived,
+      backpressure: this.backpressure,
     });
   }
 
@@ -253,6 +256,7 @@ class InferenceCall {
       firstWrite: this.headSent,
       lastWrite: this.lastWrite,
       arrived: this.arrived,
+      backpressure: this.backpressure,
       filter,
     });
   }

@@ -40,6 +40,8 @@ export interface RelayHooks {
   readonly filter?: BodyFilter | undefined;
   /** Told when a batch's first chunk arrives (the start of the proxy's own time on it). */
   readonly arrived?: () => void;
+  /** Told when the client's socket refuses a write (`true`: the upstream paused) and when it drains (`false`). */
+  readonly backpressure?: (on: boolean) => void;
 }
 
 /**
@@ -136,7 +138,7 @@ function writeBatch(res: ServerResponse, out: Buffer, written: Written, framed: 
 }
 
 export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
-  const { sent, lastWrite, filter, arrived } = hooks;
+  const { sent, lastWrite, filter, arrived, backpressure } = hooks;
   let firstWrite = hooks.firstWrite;
   // The batch's chunks in the first `count` places; the array is kept (not emptied: that would
   // free its store and make a new one for the next read's chunk).
@@ -153,6 +155,7 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   const source = (): { pause(): unknown; resume(): unknown } | null => (direct ? socket : proxyRes);
   const onDrain = (): void => {
     waiting = false;
+    backpressure?.(false);
     source()?.resume();
   };
   /** The batch, joined (a lone chunk as it is); the batch starts over. */
@@ -199,6 +202,7 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
         const full = written.full;
         if (full !== undefined && !waiting) {
           waiting = true;
+          backpressure?.(true);
           source()?.pause();
           full.once('drain', onDrain);
         }

@@ -40,6 +40,7 @@ interface UsageData {
   readonly price_version: string | null;
   readonly ttft_ms: number | null;
   readonly e2e_ms: number | null;
+  readonly client_backpressure_ms: number | null;
   readonly seq: number;
   readonly process_start_id: string;
 }
@@ -128,6 +129,7 @@ export function usageEvent(s: RequestSample, ids: RecordIds, source: string, at:
       price_version: priced?.version ?? null,
       ttft_ms: ms(s.ttft),
       e2e_ms: ms(s.duration ?? s.e2e),
+      client_backpressure_ms: ms(s.backpressure),
       seq: ids.seq,
       process_start_id: ids.processStartId,
     },

@@ -6,7 +6,7 @@
 // O(1) per event). Rates are computed when served, from the counts of two snapshots.
 //
 // Memory is bounded whatever the traffic: a model with activity in the retention holds one ring
-// (16 numbers a snapshot) and two quantile windows (dashboard-window.ts), about 120 KB; a model
+// (18 numbers a snapshot) and two quantile windows (dashboard-window.ts), about 130 KB; a model
 // idle for the whole retention gives them back. Models are the recorder's, so at most
 // INFERMETER_MAX_MODELS plus `unknown` and `other`.
 // Over 300 lines: the snapshot ring, the quantile observer and the served rates share one state.
@@ -17,6 +17,7 @@ import { chargebackOf } from '../chargeback/start.ts';
 import { nanosText } from '../chargeback/decimal.ts';
 import { createDashboardGoodput, type DashboardGoodputData } from './dashboard-goodput.ts';
 import type { Goodput } from '../metrics/goodput-families.ts';
+import { isClientError } from '../metrics/failure-classes.ts';
 import { createQuantileWindow, MAX_RELATIVE_ERROR, type QuantileWindow } from './dashboard-window.ts';
 
 /** What the feed reads of the metrics (a Pick of Metrics). */
@@ -55,9 +56,11 @@ const SERIES = [
   'requests', // received per second
   'finished', // per second: success + failed + cancelled, so each of those is at most this
   'success', // per second
-  'failed',
+  'failed', // the service's failures: every failed request but the client errors
+  'clientErrors', // answered 4xx by the model server (failure-classes.ts): the client's mistake, apart
   'cancelled',
-  'failedShare', // failed / finished over the rate window, 0..1; null when none finished in it
+  'failedShare', // the service's failures / finished over the rate window, 0..1; null when none finished in it
+  'clientErrorShare', // client errors / finished, likewise
   'promptTokens', // per second
   'generationTokens',
   'waiting', // in flight, no output yet
@@ -75,7 +78,9 @@ type SeriesName = (typeof SERIES)[number];
 interface ModelData {
   readonly model: string;
   /** Lifetime counts at the newest snapshot. */
-  readonly totals: { received: number; success: number; failed: number; cancelled: number; promptTokens: number; generationTokens: number };
+  // clientErrors: of the failed, answered 4xx (the client's mistake); streams: those that showed
+  // a token, whose TTFT and TPOT the charts plot (none: the charts say why they are empty).
+  readonly totals: Record<'received' | 'success' | 'failed' | 'cancelled' | 'promptTokens' | 'generationTokens' | 'clientErrors' | 'streams', number>;
   /** Whose in-flight counts the newest snapshot shows: the engine's where it reports this model by name, else the proxy's. */
   readonly inFlightSource: 'engine' | 'proxy';
   readonly series: Record<SeriesName, Array<number | null>>;
@@ -127,8 +132,11 @@ const ENGINE_IN_FLIGHT = 8;
 const KV = 9;
 const TTFT = 10; // p50, p90, p99
 const TPOT = 13;
-const COLUMNS = 16;
-const COUNTERS = 6; // RECEIVED..GENERATION: lifetime counts
+const CLIENT_ERRORS = 16;
+const STREAMS = 17;
+const COLUMNS = 18;
+/** Where each lifetime count of `counts` goes in a row. */
+const COUNT_COLUMNS = [RECEIVED, SUCCESS, FAILED, CANCELLED, PROMPT, GENERATION, CLIENT_ERRORS, STREAMS];
 const QUANTILES = [0.5, 0.9, 0.99];
 const WATCH_MS = 30_000;
 
@@ -142,13 +150,18 @@ interface ModelSeries {
   lastActiveSeq: number;
 }
 
-const counts = (m: ModelState): number[] => [
+/** Per model, beside the recorder's counts: client errors, and streams that showed a token. */
+type Extra = [clientErrors: number, streams: number];
+const NONE: Extra = [0, 0];
+
+const counts = (m: ModelState, extra: Extra): number[] => [
   m.received,
   m.success,
   m.failed,
   m.cancelledBeforeFirstToken + m.cancelledDecoding,
   m.promptTokens,
   m.generationTokens,
+  ...extra,
 ];
 
 /** Six significant digits: plenty for a chart, and short JSON. */
@@ -174,6 +187,8 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
   const series = new Map<string, ModelSeries>();
   /** Each model's counts at the last snapshot that saw it, so that a model becoming active again starts from them. */
   const lastCounts = new Map<string, number[]>();
+  /** Keyed by the recorder's model labels: bounded as they are. */
+  const extras = new Map<string, Extra>();
 
   const seriesOf = (model: string): ModelSeries => {
     let s = series.get(model);
@@ -190,6 +205,12 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
     },
     finished(sample) {
       if (sample.tpot !== undefined) seriesOf(sample.model).tpot.add(state.clock(), sample.tpot.seconds, sample.tpot.tokens);
+      const clientError = sample.outcome === 'failed' && isClientError(sample.status);
+      if (!clientError && sample.ttft === undefined) return;
+      let extra = extras.get(sample.model);
+      if (extra === undefined) extras.set(sample.model, (extra = [0, 0]));
+      if (clientError) extra[0]++;
+      if (sample.ttft !== undefined) extra[1]++;
     },
   });
 
@@ -206,7 +227,7 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
     const engineRunning = engine?.values.get('num_requests_running');
     const kv = engine?.values.get('npu_cache_usage_perc');
     for (const m of state.models.values()) {
-      const now6 = counts(m);
+      const now6 = counts(m, extras.get(m.model) ?? NONE);
       const before = lastCounts.get(m.model);
       lastCounts.set(m.model, now6);
       let s = series.get(m.model);
@@ -223,8 +244,8 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
         // first interval's requests are in the rates.
         if (seq > 1) {
           const prev = ((seq - 1) % size) * COLUMNS;
-          (before ?? [0, 0, 0, 0, 0, 0]).forEach((v, i) => {
-            s!.rows![prev + i] = v;
+          COUNT_COLUMNS.forEach((column, i) => {
+            s!.rows![prev + column] = before?.[i] ?? 0;
           });
           s.firstSeq = seq - 1;
         }
@@ -232,7 +253,7 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
       if (active) s.lastActiveSeq = seq;
       const row = at * COLUMNS;
       const rows = s.rows;
-      for (let i = 0; i < COUNTERS; i++) rows[row + i] = now6[i]!;
+      for (let i = 0; i < COUNT_COLUMNS.length; i++) rows[row + COUNT_COLUMNS[i]!] = now6[i]!;
       const w = engineWaiting?.get(m.model);
       const r = engineRunning?.get(m.model);
       rows[row + WAITING] = w ?? m.waiting;
@@ -279,9 +300,16 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
         const done = (x: number): number => value(x, SUCCESS) + value(x, FAILED) + value(x, CANCELLED);
         const finishedInWindow = done(k) - done(j);
         out.finished.push(j === k || !(seconds > 0) ? null : round(finishedInWindow / seconds));
-        out.failedShare.push(j === k || !(finishedInWindow > 0) ? null : round((value(k, FAILED) - value(j, FAILED)) / finishedInWindow));
+        // The service's failures and the clients' 4xx apart: a client's mistake is no alarm.
+        const clientErrors = value(k, CLIENT_ERRORS) - value(j, CLIENT_ERRORS);
+        const share = (n: number): number | null => (j === k || !(finishedInWindow > 0) ? null : round(n / finishedInWindow));
+        out.failedShare.push(share(value(k, FAILED) - value(j, FAILED) - clientErrors));
+        out.clientErrorShare.push(share(clientErrors));
         out.success.push(rate(SUCCESS));
-        out.failed.push(rate(FAILED));
+        const failed = rate(FAILED);
+        const clientRate = rate(CLIENT_ERRORS);
+        out.failed.push(failed === null || clientRate === null ? null : round(failed - clientRate));
+        out.clientErrors.push(clientRate);
         out.cancelled.push(rate(CANCELLED));
         out.promptTokens.push(rate(PROMPT));
         out.generationTokens.push(rate(GENERATION));
@@ -305,6 +333,8 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
           cancelled: newest(CANCELLED),
           promptTokens: newest(PROMPT),
           generationTokens: newest(GENERATION),
+          clientErrors: newest(CLIENT_ERRORS),
+          streams: newest(STREAMS),
         },
         inFlightSource: seq >= first && value(seq, ENGINE_IN_FLIGHT) === 1 ? 'engine' : 'proxy',
         series: out,

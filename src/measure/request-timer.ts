@@ -6,6 +6,7 @@
 // Over 300 lines: one state machine: its transitions and the figures they stamp read best together.
 import type { Clock } from './clock.ts';
 import type { EngineTimings } from './engine-timings.ts';
+import type { StreamHealth } from './stream-health.ts';
 import { cachedPromptTokens, MAX_TOKEN_COUNT, mergeUsage, promptTotal, type Usage, type UsageRejection, usageTooLarge } from './usage.ts';
 import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestParams, RequestSample, UsageSource } from './sample.ts';
 
@@ -75,8 +76,8 @@ export interface RequestTimer {
    * its last write, so e2e never ends after the last byte left; the first call wins).
    */
   responseFinished(): void;
-  /** The client side is closed: `delivered` when the whole response was sent. */
-  close(delivered: boolean): RequestSample | undefined;
+  /** The client side is closed: `delivered` when the whole response was sent; `health`: its stream health, kept by the exchange. */
+  close(delivered: boolean, health?: StreamHealth): RequestSample | undefined;
 }
 
 /**
@@ -290,7 +291,7 @@ class Timer implements RequestTimer {
     if (!this.closed) this.finishedAt ??= this.clock();
   }
 
-  close(delivered: boolean): RequestSample | undefined {
+  close(delivered: boolean, health?: StreamHealth): RequestSample | undefined {
     if (this.closed) return undefined;
     this.closed = true;
     let info = this.info;
@@ -340,6 +341,7 @@ class Timer implements RequestTimer {
       if (n > 1) tpot = { seconds: (lastTokenAt - firstTokenAt) / 1000 / (n - 1), tokens: n - 1 };
     }
     const end = this.finishedAt ?? this.clock();
+    health?.end(this.clock(), streamed && outcome !== 'success'); // a cut stream's silence before its end counts
     const headersAt = this.headSentAt ?? this.headersAt;
     // The request's labels as plain members, not a spread: spreading them first made each later
     // member grow the object's property store (~1.5 KB of garbage a request).
@@ -377,6 +379,8 @@ class Timer implements RequestTimer {
       reasoningTokens,
       usageRejections: rejections,
       timeToFirstOutput: firstVisibleAt === undefined ? undefined : (firstVisibleAt - t0) / 1000,
+      longestGap: streamed ? health?.longestGap : undefined,
+      backpressure: health?.blocked ?? 0,
       proxyOverhead: streamed && this.overheadWrites > 0 ? this.overheadMs / this.overheadWrites / 1000 : undefined,
       reasoningPhase:
         this.openedWithReasoning && firstTokenAt !== undefined && firstVisibleAt !== undefined ? (firstVisibleAt - firstTokenAt) / 1000 : undefined,

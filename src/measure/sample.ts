@@ -75,6 +75,18 @@ export interface RequestSample extends RequestInfo {
    * data plane to its write to the client, the mean over the response's writes.
    */
   readonly proxyOverhead?: number | undefined;
+  /**
+   * A streamed response's longest silence, in seconds: the longest time between two batches
+   * relayed to the client (each stamped as it arrived, written in that turn), from the first,
+   * less any time the client's socket refused writes meanwhile; for a stream that did not end
+   * cleanly, its silence before the end too. Undefined: not a stream, or nothing relayed.
+   */
+  readonly longestGap?: number | undefined;
+  /**
+   * Seconds the client's socket refused writes (the relay waited for its 'drain', the upstream
+   * paused): the client's own slowness, not the engine's. 0 when never.
+   */
+  readonly backpressure?: number | undefined;
   /** For a stream that opened with reasoning: seconds from its first token to its first visible output. */
   readonly reasoningPhase?: number | undefined;
   /** Seconds from arrival to the last token-carrying event (streams only). */

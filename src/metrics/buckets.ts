@@ -19,6 +19,13 @@ export const OWN_BUCKETS = {
   // The proxy's own time per write (seconds): from 10 µs, where a loopback hop's floor lies, to
   // 100 ms, a loop that was held up.
   infermeter_proxy_overhead_seconds: [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
+  // A stream's longest silence (seconds): from a decode step's pace to the minutes an agent's
+  // client gives up after.
+  infermeter_stream_longest_gap_seconds: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+  // The time a client refused writes (seconds): 0 for most, a slow reader's pauses above.
+  infermeter_client_backpressure_seconds: [0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60],
+  // TTFT by prompt band (INFERMETER_PROMPT_BANDS): few buckets, five bands per model.
+  infermeter_time_to_first_token_by_prompt_band_seconds: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
 } as const satisfies BucketTable;
 
 /** A family's buckets: its override, else its default in `defaults` (the table it is written in). */

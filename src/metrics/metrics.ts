@@ -26,6 +26,8 @@ import { registerAccountingFamilies } from './accounting-families.ts';
 import { createUsageDetailFamilies } from './usage-detail-families.ts';
 import { createFirstOutputFamilies } from './first-output-families.ts';
 import { createOverheadFamily } from './overhead-family.ts';
+import { createStreamHealthFamilies } from './stream-health-families.ts';
+import { createPromptBandFamilies } from './prompt-band-families.ts';
 
 export interface Metrics {
   readonly registry: Registry;
@@ -103,6 +105,10 @@ export interface MetricsOptions extends DialectOptions {
   readonly tenants?: TenantMetering | undefined;
   /** Goodput's SLO classes (closed with the metrics); undefined: no goodput families. */
   readonly slo?: SloPolicy | undefined;
+  /** A stream whose longest silence reached this many seconds stalled (INFERMETER_STALL_SECONDS; default 30). */
+  readonly stallSeconds?: number;
+  /** TTFT per prompt band too (INFERMETER_PROMPT_BANDS). */
+  readonly promptBands?: boolean;
 }
 
 interface TenantMetering {
@@ -199,6 +205,8 @@ export function createMetrics(options: MetricsOptions): Metrics {
   recorder.addObserver(createUsageDetailFamilies(registry, tenantGuard !== undefined));
   recorder.addObserver(createFirstOutputFamilies(registry, options.buckets, tenantGuard !== undefined));
   recorder.addObserver(createOverheadFamily(registry, options.buckets));
+  recorder.addObserver(createStreamHealthFamilies(registry, options.buckets, { stallSeconds: options.stallSeconds ?? 30, tenants: tenantGuard !== undefined }));
+  if (options.promptBands === true) recorder.addObserver(createPromptBandFamilies(registry, options.buckets));
   registerAccountingFamilies(registry, recorder.state, recorder.addObserver, () => guard.distinct);
   const recent = createRecentRequests(options.jsonWindow ?? 1000);
   recorder.addObserver({

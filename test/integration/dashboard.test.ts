@@ -217,8 +217,8 @@ describe('GET /dashboard', () => {
     const totals = Object.fromEntries(data.models.map((m) => [m.model, m.totals]));
     // i % 4 === 3 fails: i = 3, 7, 11, all for the second model.
     assert.deepEqual(totals, {
-      [MODELS[0]!]: { received: 6, success: 6, failed: 0, cancelled: 0, promptTokens: reported[MODELS[0]!], generationTokens: 30 },
-      [MODELS[1]!]: { received: 6, success: 3, failed: 3, cancelled: 0, promptTokens: reported[MODELS[1]!], generationTokens: 15 },
+      [MODELS[0]!]: { received: 6, success: 6, failed: 0, cancelled: 0, promptTokens: reported[MODELS[0]!], generationTokens: 30, clientErrors: 0, streams: 6 },
+      [MODELS[1]!]: { received: 6, success: 3, failed: 3, cancelled: 0, promptTokens: reported[MODELS[1]!], generationTokens: 15, clientErrors: 0, streams: 3 },
     });
     assert.ok(
       data.models.every((m) => m.series.tpotP50.some((v) => v !== null)),
@@ -390,6 +390,63 @@ describe('the dashboard in a browser', { skip: skipBrowser }, () => {
       { timeout: 10_000 },
     );
     assert.equal(await other.locator('#model').inputValue(), 'a-mistyped-model');
+    assert.deepEqual(errors, []);
+  });
+
+  it("shows the clients' 4xx apart from failures and not in red, and says why a chart is empty (issue 52)", async (t) => {
+    const upstream = await startSim(t);
+    const app = await startProxy(t, upstream, { INFERMETER_SLO: 'ttft:4000 tpot:50' });
+    const post = async (model: string, stream: boolean, fail = false): Promise<void> => {
+      await (
+        await fetch(`${app.dataUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(fail ? { 'x-fail': '1' } : {}) },
+          body: JSON.stringify({ model, max_tokens: 4, stream }),
+        })
+      ).arrayBuffer();
+    };
+    // Rates are from the first snapshot on: the traffic comes after it.
+    for (let tries = 0; tries < 100 && (await dashboardData(app.managementUrl)).seq < 1; tries++) await new Promise((resolve) => setTimeout(resolve, 50));
+    const finished = nextFinished(app, 8);
+    // A mistyped model (404s only), a model asked only without streaming, and one with a 500.
+    await Promise.all([post('a-mistyped-model', true), post('a-mistyped-model', false), post(MODELS[0]!, false), post(MODELS[0]!, false)]);
+    await Promise.all([post(MODELS[1]!, true), post(MODELS[1]!, true), post(MODELS[1]!, true), post(MODELS[1]!, true, true)]);
+    await finished;
+    const { page, errors } = await open(t, app);
+    const row = (model: string, field: string) => `#models tr[data-model="${model}"] td[data-field="${field}"]`;
+    await page.waitForFunction((sel) => /%/.test(document.querySelector(sel)?.textContent ?? ''), row('a-mistyped-model', 'clientErrorShare'), {
+      timeout: 10_000,
+    });
+    // The clients' 404s: 100 % 4xx, marked but not red; 0 % failed.
+    assert.equal(await page.locator(row('a-mistyped-model', 'clientErrorShare')).innerText(), '100.0 %');
+    assert.equal(await page.locator(row('a-mistyped-model', 'failedShare')).innerText(), '0.0 %');
+    assert.deepEqual(await page.locator(row('a-mistyped-model', 'clientErrorShare')).evaluate((c) => [...(c as Dom).classList]), ['client']);
+    assert.deepEqual(
+      await page.locator('#models td.bad').evaluateAll((cells) => cells.map((c) => (c as Dom).dataset.field + ' ' + (c as Dom).parentElement.dataset.model)),
+      [`failedShare ${MODELS[1]}`, `attainment ${MODELS[1]}`], // its 500: a failure, which goodput counts too
+    );
+    assert.equal(await page.locator(row(MODELS[1]!, 'failedShare')).innerText(), '25.0 %');
+    // The non-streamed model: its SLO met (TTFT is its whole answer, well within 4 s), and its
+    // TTFT and TPOT charts say why they are empty; the KV chart too (the engine's metrics are not read).
+    assert.equal(await page.locator(row(MODELS[0]!, 'attainment')).innerText(), '100.0 %');
+    await page.selectOption('#model', MODELS[0]!);
+    await page.waitForFunction((model) => [...document.querySelectorAll('.chart')].every((c) => (c as Dom).dataset.model === model), MODELS[0]);
+    const why = await page
+      .locator('.chart')
+      .evaluateAll((els) =>
+        els.map((e) => [(e as Dom).dataset.chart, (e as Dom).querySelector('.why-empty').hidden ? '' : (e as Dom).querySelector('.why-empty').textContent]),
+      );
+    assert.deepEqual(Object.fromEntries(why), {
+      requests: '',
+      ttft: 'no streamed requests: TTFT and TPOT are measured on streamed answers only',
+      tpot: 'no streamed requests: TTFT and TPOT are measured on streamed answers only',
+      tokens: '',
+      inflight: '',
+      kv: "no figure: the engine's metrics are not read (INFERMETER_UPSTREAM_METRICS) or do not report it",
+    });
+    await page.selectOption('#model', MODELS[1]!);
+    await page.waitForFunction(() => document.querySelector('[data-chart="ttft"] .why-empty')?.hidden === true);
+    if (process.env.DASHBOARD_SHOT !== undefined) await page.screenshot({ path: process.env.DASHBOARD_SHOT, fullPage: true });
     assert.deepEqual(errors, []);
   });
 

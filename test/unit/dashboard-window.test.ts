@@ -164,7 +164,7 @@ describe('dashboard snapshot ring', () => {
     d = h.feed.data();
     const m = model(d, 'm');
     assert.deepEqual(d.t, [1_700_000_000, 1_700_000_001]);
-    assert.deepEqual(m.totals, { received: 3, success: 2, failed: 0, cancelled: 0, promptTokens: 20, generationTokens: 8 });
+    assert.deepEqual(m.totals, { received: 3, success: 2, failed: 0, cancelled: 0, promptTokens: 20, generationTokens: 8, clientErrors: 0, streams: 2 });
     assert.equal(m.inFlightSource, 'proxy');
     const p50 = Number((0.25 * MID).toPrecision(6));
     assert.deepEqual(m.series, {
@@ -172,8 +172,10 @@ describe('dashboard snapshot ring', () => {
       finished: [null, 2],
       success: [null, 2],
       failed: [null, 0],
+      clientErrors: [null, 0],
       cancelled: [null, 0],
       failedShare: [null, 0],
+      clientErrorShare: [null, 0],
       promptTokens: [null, 20],
       generationTokens: [null, 8],
       waiting: [null, 1],
@@ -209,6 +211,32 @@ describe('dashboard snapshot ring', () => {
     assert.equal(h.feed.data(3).t.length, 0, 'nothing newer than #3');
     assert.equal(h.feed.data(0).full, false, 'since 0: everything kept, incrementally');
     assert.equal(h.feed.data(99).full, true, 'a seq from another run: everything');
+  });
+
+  it("keeps the clients' 4xx apart from the service's failures (issue 52)", () => {
+    const h = harness({ rateWindowSeconds: 2 });
+    h.feed.snapshot();
+    h.at(200);
+    for (let i = 0; i < 4; i++) h.sink.started(info('m'));
+    const failed = { outcome: 'failed', failure: 'upstream_status', outputSeen: false, e2e: undefined, streamed: false } as const;
+    h.sink.finished(sample('m', { ...failed, status: 404 }));
+    h.sink.finished(sample('m', { ...failed, status: 404 }));
+    h.sink.finished(sample('m', { ...failed, status: 429 })); // the server's refusal (failure-classes.ts), not the client's mistake
+    h.sink.finished(sample('m', { promptTokens: 1, completionTokens: 1 }));
+    h.at(1000);
+    h.feed.snapshot();
+    const m = model(h.feed.data(), 'm');
+    assert.deepEqual(m.totals.failed, 3);
+    assert.deepEqual(m.totals.clientErrors, 2);
+    assert.deepEqual(
+      [m.series.failed, m.series.clientErrors, m.series.failedShare, m.series.clientErrorShare],
+      [
+        [null, 1],
+        [null, 2],
+        [null, 0.25],
+        [null, 0.5],
+      ],
+    );
   });
 
   it('gives rates that cannot disagree (success never above finished) and no failed share where nothing finished', () => {

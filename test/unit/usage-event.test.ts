@@ -25,6 +25,7 @@ const SAMPLE: RequestSample = {
   lastToken: 0.5,
   e2e: 0.6,
   duration: 0.6,
+  backpressure: 0,
   tpot: { seconds: 0.01, tokens: 9 },
   promptTokens: 12,
   completionTokens: 10,
@@ -80,6 +81,7 @@ describe('usage record', () => {
       price_version: null,
       ttft_ms: 20.5,
       e2e_ms: 600,
+      client_backpressure_ms: 0,
       seq: 7,
       process_start_id: 'p1',
     });

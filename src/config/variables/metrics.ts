@@ -2,12 +2,29 @@
 // labels) and the OpenTelemetry export's standard OTEL_* variables. The dialects' and the
 // bucket families' text comes from the dialect table (metrics/dialects/index.ts).
 import { bucketFamiliesHelp, dialectsHelp } from '../../metrics/dialects/index.ts';
-import { integer, text } from '../parse.ts';
+import { integer, onOff, text } from '../parse.ts';
 import { documented, variable } from '../variable-table.ts';
 
 export const METRICS_VARIABLES = [
   documented('INFERMETER_DIALECTS', '`mindie`', dialectsHelp()),
   documented('INFERMETER_BUCKETS_<FAMILY>', "the family's default", bucketFamiliesHelp()),
+  variable({
+    name: 'INFERMETER_STALL_SECONDS',
+    key: 'stallSeconds',
+    parse: integer(1, 3600),
+    value: 30,
+    meaning: 'a stream whose longest silence reached this many seconds counts in `infermeter_stream_stalls_total`, {range}',
+  }),
+  variable({
+    name: 'INFERMETER_PROMPT_BANDS',
+    key: 'promptBands',
+    parse: onOff(),
+    value: false,
+    meaning: [
+      '`on`: TTFT also per prompt size, `infermeter_time_to_first_token_by_prompt_band_seconds{model_name,prompt_band}`',
+      '(five bands per model: `<1k`, `1k-8k`, `8k-32k`, `>32k`, `unknown`)',
+    ],
+  }),
   variable({
     name: 'INFERMETER_AOM_PERIOD_SECONDS',
     group: 'aom',

@@ -14,6 +14,7 @@ function createDashboardCharts(container, fmt) {
         ['finished', 'finished', '#5f6b7a'],
         ['success', 'success', '#3a9a4a'],
         ['failed', 'failed', '#c8372d'],
+        ['clientErrors', '4xx (clients)', '#a0a8b3'],
         ['cancelled', 'cancelled', '#9b59b6'],
       ],
     },
@@ -28,6 +29,7 @@ function createDashboardCharts(container, fmt) {
         ['ttftP90', 'p90'],
         ['ttftP99', 'p99'],
       ].map((s, i) => [...s, QUANTILE_COLORS[i]]),
+      empty: streamsOnly,
     },
     {
       id: 'tpot',
@@ -40,6 +42,7 @@ function createDashboardCharts(container, fmt) {
         ['tpotP90', 'p90'],
         ['tpotP99', 'p99'],
       ].map((s, i) => [...s, QUANTILE_COLORS[i]]),
+      empty: streamsOnly,
     },
     {
       id: 'tokens',
@@ -59,9 +62,22 @@ function createDashboardCharts(container, fmt) {
         ['running', 'running', '#3a9a4a'],
       ],
     },
-    { id: 'kv', title: 'KV-cache usage', unit: '% (engine)', suffix: ' %', scale: 100, series: [['kvCache', 'KV cache', '#9b59b6']] },
+    {
+      id: 'kv',
+      title: 'KV-cache usage',
+      unit: '% (engine)',
+      suffix: ' %',
+      scale: 100,
+      series: [['kvCache', 'KV cache', '#9b59b6']],
+      empty: () => "no figure: the engine's metrics are not read (INFERMETER_UPSTREAM_METRICS) or do not report it",
+    },
   ];
   const charts = [];
+
+  /** Why a TTFT or TPOT chart is empty: they are measured on streams only. */
+  function streamsOnly(entry) {
+    return entry.totals.streams === 0 ? 'no streamed requests: TTFT and TPOT are measured on streamed answers only' : 'no streamed request in the last minute';
+  }
 
   function chartData(def, t, entry) {
     return [
@@ -87,7 +103,11 @@ function createDashboardCharts(container, fmt) {
         title.appendChild(unit);
         const plotBox = document.createElement('div');
         plotBox.className = 'plot';
-        box.append(title, plotBox);
+        // Said over an empty chart, so that no data is never mistaken for a fault.
+        const why = document.createElement('p');
+        why.className = 'why-empty';
+        why.hidden = true;
+        box.append(title, plotBox, why);
         container.appendChild(box);
         const options = {
           width: Math.max(300, plotBox.clientWidth),
@@ -116,7 +136,7 @@ function createDashboardCharts(container, fmt) {
           ],
         };
         const plot = new uPlot(options, chartData(def, t, entry), plotBox);
-        charts.push({ def, plot, box, plotBox });
+        charts.push({ def, plot, box, plotBox, why });
       }
       const resize = new ResizeObserver(() => {
         for (const c of charts) c.plot.setSize({ width: Math.max(300, c.plotBox.clientWidth), height: 190 });
@@ -128,6 +148,9 @@ function createDashboardCharts(container, fmt) {
     // Away from the cursor, the legends show the newest values.
     for (const c of charts) if (!(c.plot.cursor.left >= 0) && t.length > 0) c.plot.setLegend({ idx: t.length - 1 });
     for (const c of charts) {
+      const empty = c.def.empty && entry && c.def.series.every(([name]) => entry.series[name].every((v) => v == null));
+      c.why.hidden = !empty;
+      if (empty) c.why.textContent = c.def.empty(entry);
       c.box.dataset.model = model;
       c.box.dataset.points = String(t.length);
       c.box.dataset.xspan = String(c.plot.scales.x.max - c.plot.scales.x.min); // seconds shown

@@ -15,8 +15,10 @@
     'finished',
     'success',
     'failed',
+    'clientErrors',
     'cancelled',
     'failedShare',
+    'clientErrorShare',
     'promptTokens',
     'generationTokens',
     'waiting',
@@ -34,8 +36,10 @@
     ['finished', (v) => fmt(v, 2)],
     ['success', (v) => fmt(v, 2)],
     ['failed', (v) => fmt(v, 2)],
+    ['clientErrors', (v) => fmt(v, 2)],
     ['cancelled', (v) => fmt(v, 2)],
     ['failedShare', (v) => (v == null ? '–' : `${fmt(v * 100, 1)} %`)],
+    ['clientErrorShare', (v) => (v == null ? '–' : `${fmt(v * 100, 1)} %`)],
     ['ttftP50', ms],
     ['ttftP90', ms],
     ['ttftP99', ms],
@@ -207,7 +211,7 @@
     $('slo').hidden = !on;
     if (on)
       $('slo').textContent =
-        `SLO met: requests good by vLLM's goodput rules, of those that completed or failed, in the last ${meta.quantileWindowSeconds} s. SLOs: ${meta.goodput.slo.join('; ')}`;
+        `SLO met: requests good by vLLM's goodput rules, of those that completed or failed, in the last ${meta.quantileWindowSeconds} s (a non-streamed answer's TTFT is its whole answer, as vLLM's rules have it; the clients' 4xx are not judged). SLOs: ${meta.goodput.slo.join('; ')}`;
   }
 
   // Per-tenant metering's table (INFERMETER_TENANT): over the quantile window, newest answer.
@@ -290,7 +294,9 @@
         const v = field in values ? values[field] : last(s[field]);
         const text = format(v);
         if (cell.textContent !== text) cell.textContent = text;
+        // The service's failures in alarm colours; the clients' own 4xx only marked, never red.
         if (field === 'failedShare') cell.classList.toggle('bad', v != null && v > 0.05);
+        if (field === 'clientErrorShare') cell.classList.toggle('client', v != null && v > 0);
         if (field === 'attainment') {
           cell.classList.toggle('bad', v != null && v < 0.99);
           cell.title = verdicts(g);
