@@ -13,8 +13,7 @@
 import type { EngineView } from '../engine/engine-scraper.ts';
 import type { MeasurementState, ModelState, SampleObserver } from '../metrics/recorder.ts';
 import { createDashboardTenants, type TenantRow } from './dashboard-tenants.ts';
-import { chargebackOf } from '../chargeback/start.ts';
-import { nanosText } from '../chargeback/decimal.ts';
+import { costData, type DashboardCost } from './dashboard-cost.ts';
 import { createDashboardGoodput, type DashboardGoodputData } from './dashboard-goodput.ts';
 import type { Goodput } from '../metrics/goodput-families.ts';
 import { isClientError } from '../metrics/failure-classes.ts';
@@ -104,7 +103,7 @@ export interface DashboardData {
   /** Goodput's attainment per model and per tenant over the quantile window; absent without an SLO. */
   readonly goodput?: DashboardGoodputData;
   /** Chargeback (INFERMETER_PRICES_FILE): each tenant's cost since the start, `idle` included, in the currency (exact decimals); absent without prices. */
-  readonly cost?: { readonly currency: string; readonly tenants: Readonly<Record<string, string>> };
+  readonly cost?: DashboardCost;
 }
 
 export interface DashboardFeed {
@@ -398,13 +397,4 @@ export function createDashboardFeed(options: DashboardFeedOptions): DashboardFee
       clearTimeout(timer);
     },
   };
-}
-
-/** The tenants' cost so far, when prices are configured. */
-function costData(metrics: object): Pick<DashboardData, 'cost'> {
-  const chargeback = chargebackOf(metrics);
-  if (chargeback === undefined) return {};
-  const tenants: Record<string, string> = {};
-  for (const [tenant, nanos] of chargeback.costByTenant()) tenants[tenant] = nanosText(nanos);
-  return { cost: { currency: chargeback.currency(), tenants } };
 }
