@@ -202,6 +202,7 @@ export function buildDataPlane(
     maxHeldBodyBytesPerClient: config.maxHeldBodyBytesPerClient,
     bodyUnheld: events.bodyUnheld,
     maxResponseInspectBytes: config.maxResponseInspectBytes,
+    maxHeldAnswerBytes: config.maxHeldAnswerBytes,
     maxEventBytes: config.maxEventBytes,
     uninspected: events.uninspected,
     tapProblem: events.tapProblem,
@@ -262,7 +263,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   const metrics = buildMetrics(
     config,
     options,
-    { connections: () => dataPlane?.connections() ?? 0, heldBodyBytes: () => dataPlane?.heldBodyBytes() ?? { request: 0 } },
+    { connections: () => dataPlane?.connections() ?? 0, heldBodyBytes: () => dataPlane?.heldBodyBytes() ?? { request: 0, answer: 0 } },
     aliases,
     undefined,
     readiness,

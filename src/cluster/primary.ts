@@ -63,8 +63,12 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
       },
       heldBodyBytes: () => {
         let request = 0;
-        for (const h of held.values()) request += h.request;
-        return { request };
+        let answer = 0;
+        for (const h of held.values()) {
+          request += h.request;
+          answer += h.answer;
+        }
+        return { request, answer };
       },
     },
     aliases,

@@ -48,6 +48,8 @@ export interface DataPlaneOptions {
   /** Counts bodies not held because that total was reached, by what holding was for. */
   readonly bodyUnheld?: ((use: HeldBodyUse) => void) | undefined;
   readonly maxResponseInspectBytes: number;
+  /** Total bytes of answers kept to be read at once, over every connection; undefined: no total. */
+  readonly maxHeldAnswerBytes?: number | undefined;
   readonly maxEventBytes: number;
   /** Counts bodies that gave no labels. */
   readonly uninspected: (reason: UninspectedReason) => void;
@@ -105,8 +107,8 @@ export interface DataPlane {
   upstreamConnections(): number;
   /** Client connections with upstream connections of their own, and pipelined requests waiting for their turn (mirror). */
   mirrored(): { readonly clients: number; readonly waiting: number };
-  /** Bytes held in memory now: request bodies (within INFERMETER_MAX_HELD_BODY_BYTES). */
-  heldBodyBytes(): { request: number };
+  /** Bytes held in memory now: request bodies (within INFERMETER_MAX_HELD_BODY_BYTES), answers kept to be read (INFERMETER_MAX_HELD_ANSWER_BYTES). */
+  heldBodyBytes(): { request: number; answer: number };
   /**
    * Stops accepting; lets requests in flight finish (connections close after their current
    * response) for up to `timeoutMs`, then cuts what is left. Resolves when no connection is
@@ -129,6 +131,8 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const ca = options.upstreamCa === undefined ? {} : { ca: [...tlsRootCertificates, options.upstreamCa.toString('utf8')] };
   const connections = createUpstreamConnections({ policy: options.upstreamConnections ?? 'mirror', https: upstream.protocol === 'https:', tls: ca });
   const bodyBudget = options.maxHeldBodyBytes === undefined ? undefined : createBodyBudget(options.maxHeldBodyBytes, options.maxHeldBodyBytesPerClient);
+  // Answers kept whole to be read (a non-streamed answer's usage, a 4xx read for a refusal).
+  const answerBudget = options.maxHeldAnswerBytes === undefined ? undefined : createBodyBudget(options.maxHeldAnswerBytes);
   const passThrough = createPassThroughRoute({
     upstream,
     connections,
@@ -152,9 +156,12 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     deadlines,
     turn: connections.turn,
     limit: limits.maxConcurrency > 0 ? createConcurrencyLimit(limits.maxConcurrency) : undefined,
+    answerBudget,
+    answerUnheld: () => options.tapProblem('body_unheld'),
     tap: {
       maxEventBytes: options.maxEventBytes,
       maxBodyBytes: options.maxResponseInspectBytes,
+      answerBudget,
       problem(kind: TapProblem, error?: unknown) {
         options.tapProblem(kind);
         if (kind === 'tap_error') log.warnThrottled('tap_error', 'stream tap failed; response forwarded unmeasured', { error: String(error) });
@@ -240,7 +247,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     connections: clients.count,
     upstreamConnections: connections.open,
     mirrored: connections.mirrored,
-    heldBodyBytes: () => ({ request: bodyBudget?.held() ?? 0 }),
+    heldBodyBytes: () => ({ request: bodyBudget?.held() ?? 0, answer: answerBudget?.held() ?? 0 }),
     drain(timeoutMs) {
       draining = true;
       server.close();

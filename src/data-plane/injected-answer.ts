@@ -5,7 +5,10 @@
 // only the engine can have written, so that only the field's own refusal turns it off, never
 // a client's text echoed back) or passed on to the client as it came. Any other answer
 // goes to the client at once (an event stream with the injected usage-only chunk removed).
+// What is held is taken from the process's budget for answers (INFERMETER_MAX_HELD_ANSWER_BYTES):
+// an answer that finds it spent is passed on unread (`unheld`).
 import type { Readable } from 'node:stream';
+import type { AnswerBudget } from '../stream-tap/tap-contract.ts';
 import { rejectsStreamOptions, trustedRefusal } from './usage-injection.ts';
 
 /** Largest error body read for a refusal; a larger one is passed on without being read. */
@@ -35,19 +38,27 @@ export interface HeldAnswer {
  * Holds the body of an injected request's `status` answer and says what it is; `original` is
  * the client's own body (an error naming a field it wrote is about the client's request).
  */
-export function holdAnswer(response: Readable, status: number, original: Buffer, handlers: HeldAnswer): void {
+export function holdAnswer(response: Readable, status: number, original: Buffer, handlers: HeldAnswer, budget?: AnswerBudget, unheld?: () => void): void {
   const chunks: Buffer[] = [];
+  const hold = budget?.hold();
   let size = 0;
   const onData = (chunk: Buffer): void => {
     chunks.push(chunk);
     size += chunk.length;
-    if (size <= MAX_REFUSAL_BYTES) return;
+    const room = hold === undefined || hold.take(chunk.length);
+    if (size <= MAX_REFUSAL_BYTES && room) return;
+    if (!room) unheld?.();
     response.off('data', onData);
     response.off('end', onEnd);
+    response.off('close', onClose);
     response.pause();
+    hold?.release();
     handlers.passOn(chunks, size, false);
   };
+  const onClose = (): void => hold?.release();
   const onEnd = (): void => {
+    response.off('close', onClose);
+    hold?.release();
     const body = Buffer.concat(chunks, size);
     const text = body.toString('utf8');
     if (rejectsStreamOptions(status, text, original)) handlers.refused(trustedRefusal(status, text, original));
@@ -55,4 +66,5 @@ export function holdAnswer(response: Readable, status: number, original: Buffer,
   };
   response.on('data', onData);
   response.on('end', onEnd);
+  response.on('close', onClose);
 }

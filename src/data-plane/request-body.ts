@@ -85,18 +85,25 @@ export function holdBody(req: IncomingMessage, maxBytes: number, hold: BodyHold,
   /** Paused until room for `owed` (the body goes on being held), `settled` (asked again), the wait's end (refused), or the client's leaving. */
   const wait = (until: (settled: () => void) => () => void, owed: number, settled: () => void): void => {
     let waiting = true;
+    let timer: NodeJS.Timeout | undefined;
+    const cancels: Array<() => void> = [];
     const done = (then: () => void): void => {
       if (!waiting) return;
       waiting = false;
       clearTimeout(timer);
-      cancelRoom();
-      cancelSettled();
+      for (const cancel of cancels) cancel();
       req.off('close', onClose);
       then();
     };
-    const cancelRoom = hold.wait(owed, () => done(() => req.resume()));
-    const cancelSettled = until(() => done(settled));
-    const timer = setTimeout(
+    const onClose = (): void => done(stop);
+    // Either may answer at once: then the wait is over before it began.
+    const room = hold.wait(owed, () => done(() => req.resume()));
+    if (!waiting) return;
+    cancels.push(room);
+    const known = until(() => done(settled));
+    if (!waiting) return;
+    cancels.push(known);
+    timer = setTimeout(
       () =>
         done(() => {
           stop();
@@ -104,7 +111,6 @@ export function holdBody(req: IncomingMessage, maxBytes: number, hold: BodyHold,
         }),
       waitMs,
     );
-    const onClose = (): void => done(stop);
     req.on('close', onClose);
   };
   req.on('data', onData);

@@ -26,6 +26,7 @@ import type { ResendReason } from './lifecycle.ts';
 import { copyBody, type BodyCopy } from './request-body.ts';
 import { mayHaveBeenServed, type SendUpstream } from './upstream-request.ts';
 import type { UsageInjection } from './usage-injection.ts';
+import type { AnswerBudget } from '../stream-tap/tap-contract.ts';
 
 /** How a kept-alive connection the upstream closed fails when it is reused. */
 const STALE = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED']);
@@ -63,6 +64,10 @@ export interface UpstreamAttemptOptions {
   /** Counts bodies not held because the budget was spent, by what holding was for. */
   readonly bodyUnheld?: ((use: HeldBodyUse) => void) | undefined;
   readonly usageInjection?: UsageInjection | undefined;
+  /** The budget a held 4xx's bytes are taken from (INFERMETER_MAX_HELD_ANSWER_BYTES); undefined: none. */
+  readonly answerBudget?: AnswerBudget | undefined;
+  /** A held 4xx found that budget spent: passed on unread. */
+  readonly answerUnheld?: (() => void) | undefined;
 }
 
 /** The client's side the attempt reads: whether its connection stays open after this request. */
@@ -186,19 +191,26 @@ export class UpstreamAttempt {
     };
     response.on('error', ignore);
     response.on('close', onClose);
-    holdAnswer(response, status, original, {
-      refused: (trusted) => {
-        response.off('close', onClose);
-        if (this.state !== 'holding') return;
-        this.trustedRefusal = trusted;
-        this.exchange.refuseInjection();
-        this.forward(original, 'refused_injection');
+    holdAnswer(
+      response,
+      status,
+      original,
+      {
+        refused: (trusted) => {
+          response.off('close', onClose);
+          if (this.state !== 'holding') return;
+          this.trustedRefusal = trusted;
+          this.exchange.refuseInjection();
+          this.forward(original, 'refused_injection');
+        },
+        passOn: (chunks, size, complete) => {
+          response.off('close', onClose);
+          if (this.state === 'holding') this.answer(response, { chunks, size, complete });
+        },
       },
-      passOn: (chunks, size, complete) => {
-        response.off('close', onClose);
-        if (this.state === 'holding') this.answer(response, { chunks, size, complete });
-      },
-    });
+      this.options.answerBudget,
+      this.options.answerUnheld,
+    );
   }
 
   private answer(response: IncomingMessage, held: HeldBytes | undefined): void {

@@ -56,6 +56,7 @@ const TAP_PROBLEMS: readonly TapProblem[] = [
   'malformed_event',
   'event_too_large',
   'body_too_large',
+  'body_unheld',
   'malformed_body',
   'compressed_stream',
   'unknown_encoding',
@@ -72,10 +73,12 @@ const REJECT_REASONS: readonly RejectReason[] = ['concurrency', 'held_body_budge
 export interface HeldBodyBytes {
   /** Request bodies (INFERMETER_MAX_HELD_BODY_BYTES). */
   readonly request: number;
+  /** Answers kept to be read (INFERMETER_MAX_HELD_ANSWER_BYTES). */
+  readonly answer: number;
 }
 
 /** `held`: read at every scrape. */
-export function createProxyFamilies(registry: Registry, version: string, held: () => HeldBodyBytes = () => ({ request: 0 })): ProxyFamilies {
+export function createProxyFamilies(registry: Registry, version: string, held: () => HeldBodyBytes = () => ({ request: 0, answer: 0 })): ProxyFamilies {
   const uninspected = new Counter({
     name: 'infermeter_request_body_uninspected_total',
     help: 'Inference request bodies whose model and stream flag could not be read (counted with model_name="unknown"), by reason.',
@@ -141,11 +144,14 @@ export function createProxyFamilies(registry: Registry, version: string, held: (
   });
   registerDerived(registry, {
     name: 'infermeter_held_body_bytes',
-    help: 'Bytes held in memory now (per process, with workers all workers added up), by kind: request (request bodies held for usage injection, a re-send or a length; bounded by INFERMETER_MAX_HELD_BODY_BYTES per process). Back to 0 when no request is in flight.',
+    help: 'Bytes held in memory now (per process, with workers all workers added up), by kind: request (request bodies held for usage injection, a re-send or a length; bounded by INFERMETER_MAX_HELD_BODY_BYTES per process), answer (non-streamed answers kept to read their usage, 4xx answers to injected requests read for a refusal; bounded by INFERMETER_MAX_HELD_ANSWER_BYTES per process). Back to 0 when no request is in flight.',
     type: 'gauge',
     collect: () => {
       const now = held();
-      return [{ value: now.request, labels: { kind: 'request' } }];
+      return [
+        { value: now.request, labels: { kind: 'request' } },
+        { value: now.answer, labels: { kind: 'answer' } },
+      ];
     },
   });
   const restarts = new Counter({

@@ -7,14 +7,22 @@ export type TapProblem =
   | 'malformed_event' // an SSE data payload that is not JSON
   | 'event_too_large' // one event exceeded INFERMETER_MAX_EVENT_BYTES; the rest of the stream is not read
   | 'body_too_large' // a JSON body over INFERMETER_MAX_RESPONSE_INSPECT_BYTES; its usage is not read
+  | 'body_unheld' // an answer not kept: INFERMETER_MAX_HELD_ANSWER_BYTES of answers were held; relayed unchanged, unread
   | 'malformed_body' // a JSON body that does not parse
   | 'compressed_stream' // a content-encoded event stream: forwarded, not measured
   | 'unknown_encoding' // a content-encoding we cannot decode
   | 'tap_error'; // an unexpected exception inside the tap (a bug; logged)
 
+/** The process's budget for answers kept to be read (body-budget.ts's kind, INFERMETER_MAX_HELD_ANSWER_BYTES). */
+export interface AnswerBudget {
+  hold(): { take(bytes: number): boolean; release(): void };
+}
+
 export interface TapOptions {
   readonly maxEventBytes: number;
   readonly maxBodyBytes: number;
+  /** What answers kept whole to be read take their bytes from; undefined: no total. */
+  readonly answerBudget?: AnswerBudget | undefined;
   readonly problem: (kind: TapProblem, error?: unknown) => void;
 }
 

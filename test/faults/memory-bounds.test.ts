@@ -1,5 +1,5 @@
 // Memory has a bound for the whole process, not only per connection: clients that send most of
-// a big body and stall, and scrapers that never read their answer, cannot grow infermeter's
+// a big body and stall, clients that read big answers slowly, and scrapers that never read their answer, cannot grow infermeter's
 // memory past the budgets it states (docs/performance.md#memory-bounds). infermeter runs in a
 // child process with a probe that reports its live memory after a full collection: a bound that
 // does not depend on the machine's speed or on when the collector would have run.
@@ -8,6 +8,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { listen } from '../helpers/listen.ts';
+import { parseExposition } from '../helpers/exposition.ts';
 import { startMemoryChild, until, type Memory } from '../helpers/memory-child.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { METRICS_MAX_CONNECTIONS } from '../../src/management/metrics-app.ts';
@@ -99,6 +100,82 @@ describe('memory bounds', () => {
       'a 503 says when to try again',
     );
     assert.ok(upstream.requests() + refused.length >= 100 - 64 / 3.75, `${upstream.requests()} forwarded, ${refused.length} refused`);
+  });
+
+  it('60 slow readers of 4 MB answers hold at most INFERMETER_MAX_HELD_ANSWER_BYTES of copies (64 MiB by default); every answer relayed unchanged, what is not read counted', async (t) => {
+    const answer = Buffer.from(`{"choices":[{"message":{"content":"${'x'.repeat(4 * MiB - 200)}"}}],"usage":{"prompt_tokens":5,"completion_tokens":7}}`);
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length });
+        res.end(answer);
+      });
+    });
+    const upstreamUrl = (await listen(t, server)).url;
+    const clients: Array<{ socket: Socket; bytes: number; done: Promise<void> }> = [];
+    t.after(() => {
+      for (const c of clients) c.socket.destroy();
+    });
+    const proxy = await startMemoryChild(t, { INFERMETER_UPSTREAM: upstreamUrl, INFERMETER_LOG_LEVEL: 'info' });
+    const { port } = new URL(proxy.dataUrl);
+    // A warm-up answer read whole, so that what is measured is the readers, not code loading.
+    await (await fetch(`${proxy.dataUrl}/v1/chat/completions`, { method: 'POST', body: '{"model":"m"}' })).arrayBuffer();
+    const before = await proxy.memory();
+    const readBefore = proxy.bytesRead();
+    const head = `HTTP/1.1 200 OK`;
+    for (let i = 0; i < 60; i++) {
+      const socket = connect(Number(port), '127.0.0.1');
+      socket.on('error', () => undefined);
+      socket.pause(); // reads nothing until the memory was measured
+      const client = { socket, bytes: 0, done: Promise.resolve() };
+      let text = '';
+      client.done = new Promise<void>((resolve) => {
+        socket.on('data', (c: Buffer) => {
+          client.bytes += c.length;
+          if (text.length < 4096) text += c.toString('latin1');
+          if (client.bytes >= answer.length + 100 && text.startsWith(head)) resolve();
+        });
+        socket.on('close', () => resolve());
+      });
+      socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 13\r\nConnection: close\r\n\r\n{"model":"m"}`,
+      );
+      clients.push(client);
+    }
+    // infermeter has read what it could of the answers (as much as the sockets' buffers took), and no more comes.
+    let last = -1;
+    await until(
+      () => {
+        const read = proxy.bytesRead();
+        const still = read === last;
+        last = read;
+        return still && read - readBefore > 16 * answer.length;
+      },
+      () => `read ${mib(proxy.bytesRead() - readBefore)}`,
+      500,
+    );
+    const after = await proxy.memory();
+    const grown = live(after) - live(before);
+    t.diagnostic(
+      `60 slow readers of ${mib(answer.length)} answers: infermeter read ${mib(proxy.bytesRead() - readBefore)}, live memory grew by ${mib(grown)} (RSS ${mib(before.rss)} -> ${mib(after.rss)})`,
+    );
+    // The budget, and per connection its sockets' and streams' buffers: not a copy of each answer (+235 MiB before).
+    const bound = 64 * MiB + 60 * 256 * 1024;
+    assert.ok(grown <= bound, `live memory grew by ${mib(grown)}, over the bound of ${mib(bound)}`);
+    // Every answer is relayed whole once read; the copies past the budget were not read, and are counted.
+    for (const c of clients) c.socket.resume();
+    await Promise.all(clients.map((c) => c.done));
+    assert.ok(
+      clients.every((c) => c.bytes >= answer.length),
+      `bytes received: ${clients.map((c) => c.bytes).join(', ')}`,
+    );
+    const m = parseExposition(await (await fetch(proxy.metricsUrl)).text());
+    const unheld = m.value('infermeter_stream_tap_problems_total', { kind: 'body_unheld' }) ?? 0;
+    const counted = m.value('generation_tokens_total', { model_name: 'm' }) ?? 0;
+    t.diagnostic(`${unheld} answers not read for their usage, ${counted / 7} read`);
+    assert.ok(unheld >= 60 - 64 / 4, `answers past the budget counted: ${unheld}`);
+    assert.equal(counted / 7, 61 - unheld, 'every other answer read for its usage (and the warm-up)');
+    assert.equal(m.value('infermeter_held_body_bytes', { kind: 'answer' }), 0, 'nothing kept once the answers ended');
   });
 
   // In the suite the caps are 100 models x 10 tenants (1,000 requests, about a tenth of the

@@ -125,6 +125,36 @@ describe('a body that finds no room', () => {
     }
   });
 
+  it('settled at once (the upstream became known meanwhile): asked again at once, nothing left waiting', async () => {
+    const budget = createBodyBudget(100);
+    const other = budget.hold('x');
+    other.take(100);
+    const req = request();
+    const seen: Seen = { asked: [] };
+    let first = true;
+    holdBody(
+      req,
+      1000,
+      budget.hold('y'),
+      handlers(seen, () => {
+        if (!first) return STREAM;
+        first = false;
+        return {
+          wait: (settled) => {
+            settled();
+            return () => undefined;
+          },
+        };
+      }),
+      20,
+    );
+    req.write('{"model":"m","stream":true}');
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual([seen.asked, seen.streamed, seen.refused], [['over_budget', 'over_budget'], true, undefined]);
+    other.release();
+    assert.equal(budget.held(), 0, 'no wait for room left behind');
+  });
+
   it('stops waiting when its client leaves', async () => {
     const budget = createBodyBudget(100);
     const other = budget.hold('x');

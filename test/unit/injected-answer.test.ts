@@ -3,6 +3,7 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
 import { PassThrough } from 'node:stream';
+import { createBodyBudget } from '../../src/data-plane/body-budget.ts';
 import { holdAnswer, mayBeRefusal, MAX_REFUSAL_BYTES } from '../../src/data-plane/injected-answer.ts';
 
 type Held = { refused: true } | { refused: false; body: string; size: number; complete: boolean };
@@ -111,5 +112,31 @@ describe('injected answers', () => {
     const rest: Buffer[] = [];
     for await (const chunk of response) rest.push(chunk as Buffer);
     assert.equal(Buffer.concat(rest).toString(), 'tail');
+  });
+
+  it('takes what it holds from the budget for answers: past it, the answer is passed on unread and counted; the bytes given back', async () => {
+    const budget = createBodyBudget(100);
+    const other = budget.hold();
+    other.take(90);
+    const response = new PassThrough();
+    let unheld = 0;
+    const held = await new Promise<Held>((resolve) => {
+      holdAnswer(
+        response,
+        400,
+        CLIENT_BODY,
+        {
+          refused: () => resolve({ refused: true }),
+          passOn: (chunks, size, complete) => resolve({ refused: false, body: Buffer.concat(chunks).toString(), size, complete }),
+        },
+        budget,
+        () => unheld++,
+      );
+      response.write(VLLM_REFUSAL.slice(0, 5));
+      response.write(VLLM_REFUSAL.slice(5, 20));
+    });
+    assert.deepEqual(held, { refused: false, body: VLLM_REFUSAL.slice(0, 20), size: 20, complete: false }, 'not read: passed on, the rest to follow');
+    assert.equal(unheld, 1);
+    assert.equal(budget.held(), 90, 'its bytes given back');
   });
 });

@@ -123,6 +123,19 @@ export const PROXY_VARIABLES = [
     meaning: ['bytes of a non-streamed inference response kept to read its `usage` (after decompression for gzip,', 'deflate, br, zstd), {range}'],
   }),
   variable({
+    name: 'INFERMETER_MAX_HELD_ANSWER_BYTES',
+    key: 'maxHeldAnswerBytes',
+    parse: byteSize(0, 64 * 1024 * MiB),
+    value: (earlier) => HELD_BODIES_PER_CAP * (earlier.maxResponseInspectBytes as number),
+    shown: '16 × `INFERMETER_MAX_RESPONSE_INSPECT_BYTES` (64 MiB)',
+    meaning: [
+      'total bytes of answers kept in memory at once per process to be read (a non-streamed answer kept whole',
+      'for its `usage`, a 4xx to an injected request read for a refusal), {range}; an answer that finds it spent',
+      'is relayed unchanged and not read (its usage, or the refusal, lost to measurement), counted in',
+      '`infermeter_stream_tap_problems_total{kind="body_unheld"}`',
+    ],
+  }),
+  variable({
     name: 'INFERMETER_MAX_EVENT_BYTES',
     key: 'maxEventBytes',
     parse: byteSize(1024, 256 * MiB),
