@@ -26,7 +26,7 @@ export interface Answer {
   readonly status: number;
   /** The client left on purpose (abortAfter). */
   readonly aborted: boolean;
-  /** A line whose SSE field is `error` came (llama.cpp's in-stream error). */
+  /** A line whose SSE field is `error` (b4747), or a data event with an `error` object (the current master), came: llama.cpp's in-stream error. */
   readonly streamError: boolean;
   /** The response ended cleanly (not cut, not aborted). */
   readonly complete: boolean;
@@ -138,6 +138,8 @@ export function ask(base: string, a: Ask, timeoutMs = 120_000, via: http.Agent =
               } catch {
                 continue;
               }
+              // The current llama-server's in-stream error: a data event with an error object, no [DONE].
+              if (typeof payload.error === 'object' && payload.error !== null) streamError = true;
               if (hasText(payload)) {
                 chunks++;
                 first ??= at;

@@ -6,6 +6,11 @@
 #   PYTHONPATH=/path/to/llama.cpp/gguf-py python3 bench/llamacpp/tiny-gguf.py /tmp/tiny.gguf
 # Vocabulary: byte-level SPM (the 256 byte tokens, so any text tokenizes), plus <s>, </s> and
 # ChatML's <|im_start|> / <|im_end|>; chat template: ChatML. Seeded: the same file every time.
+# What it generates is printable ASCII only: every embedding carries a constant in dimension 0,
+# which the residual stream keeps, and the output rows weigh that dimension up for the printable
+# byte tokens and down for the rest. Uniformly random output (bytes that make no UTF-8, control
+# tokens) makes the current llama-server answer HTTP 500 "Failed to parse input" or an in-stream
+# error, where b4747 passed the bytes on.
 import sys
 
 import types as _types
@@ -56,9 +61,15 @@ def t(name: str, *shape: int) -> None:
     w.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(np.float32))
 
 
-t('token_embd.weight', n_vocab, n_embd)
+embd = (rng.standard_normal((n_vocab, n_embd)) * 0.02).astype(np.float32)
+embd[:, 0] = 4.0
+w.add_tensor('token_embd.weight', embd)
 w.add_tensor('output_norm.weight', np.ones(n_embd, dtype=np.float32))
-t('output.weight', n_vocab, n_embd)
+output = (rng.standard_normal((n_vocab, n_embd)) * 0.02).astype(np.float32)
+printable = [i for i, tok in enumerate(tokens) if tok.startswith(b'<0x') and 0x20 <= int(tok[3:5], 16) <= 0x7E]
+output[:, 0] = -1.0
+output[printable, 0] = 1.0
+w.add_tensor('output.weight', output)
 for i in range(n_layer):
     w.add_tensor(f'blk.{i}.attn_norm.weight', np.ones(n_embd, dtype=np.float32))
     w.add_tensor(f'blk.{i}.ffn_norm.weight', np.ones(n_embd, dtype=np.float32))

@@ -66,7 +66,13 @@ export function createMeasuredRoute(options: MeasuredRouteOptions): MeasuredRout
   // Not expected: a write after end would be a bug, but one that must not take the proxy down.
   const onResponseError = (error: Error): void => options.log.warnThrottled('response_error', 'error on a client response', { error: String(error) });
   // The usage strip's options are the route's: made once, not per request.
-  const strip: UsageStripOptions = { maxEventBytes: options.maxEventBytes, stripped: (bytes) => options.usageInjection?.stripped(bytes) };
+  const strip: UsageStripOptions = {
+    maxEventBytes: options.maxEventBytes,
+    stripped: (bytes, timings) => {
+      options.usageInjection?.stripped(bytes);
+      if (timings) options.usageInjection?.countsStated();
+    },
+  };
   return (req, res, route) => {
     res.on('error', onResponseError);
     new InferenceCall(options, strip, req, res, route).receive();
@@ -355,6 +361,9 @@ class InferenceCall {
       // A client that left gives its upstream request up.
       this.attempt?.close(!res.writableFinished);
       const sample = exchange.finish(res.writableFinished);
+      // A complete stream that stated no counts at all: the engine does not state them unasked.
+      if (sample?.streamed === true && sample.outcome === 'success' && sample.usageSource === 'fallback' && this.streamOptions)
+        options.usageInjection?.countsMissing();
       if (sample !== undefined && options.accessLog !== undefined) options.accessLog.write(accessRecord(this.req, exchange, sample));
       if (sample !== undefined && this.ownId !== undefined) options.usage?.record(sample, exchange.requestId ?? this.ownId, this.ownId);
     } else {

@@ -4,6 +4,12 @@
 // usage-only chunk, which is then removed from what the client receives. An explicit
 // include_usage (true or false), or a stream_options that is not an object, is left alone;
 // `"stream_options":null` (some clients write null for unset fields) counts as absent.
+// An engine that states the counts in a stream without being asked needs none of this: the
+// current llama-server puts its `timings` (prompt_n, cache_n, predicted_n) on a stream's last
+// chunk, and moves them onto the usage-only chunk when usage is asked, so injecting would take
+// them from the client. Seen once (a stripped usage-only chunk that carries `timings`), the
+// switch stops injecting and the counts are read from the timings (request-timer.ts); a complete
+// stream not injected for that which states no counts after all turns injection back on, for good.
 import { utf8FromJsonEncoding } from '../stream-tap/json-encoding.ts';
 import type { ScanResult } from '../stream-tap/request-body-scanner.ts';
 
@@ -12,8 +18,22 @@ export type InjectedBody = 'held' | 'streamed';
 
 /** The on/off switch of usage injection (the data plane's), as the measured route uses it. */
 export interface UsageInjection {
-  /** Whether to inject now: on, and the upstream has not refused stream_options. */
+  /**
+   * Whether to inject now: on, the upstream has not refused stream_options, and it is not known
+   * to state the counts without being asked.
+   */
   active(): boolean;
+  /**
+   * An injected stream's usage-only chunk carried the engine's `timings`: the engine states the
+   * counts on its own (the timings move there only when usage is asked). Injection stops, unless
+   * it came back on already (countsMissing).
+   */
+  countsStated(): void;
+  /**
+   * A complete stream without usage and without timings, on a route that takes stream_options:
+   * where injection stopped for countsStated, it is on again until infermeter restarts.
+   */
+  countsMissing(): void;
   /**
    * Whether the upstream is known to take the field: an injected request was answered 2xx in
    * this process. Only then is a body that streams through (that could not be sent again
@@ -169,6 +189,10 @@ export function createInjectionSwitch(
 ): UsageInjection {
   let on = enabled;
   let accepted = false;
+  // The engine states the counts without being asked (countsStated); `restored`: it turned out
+  // not to, once, and is never believed again (no flapping that loses a count at each turn).
+  let stated = false;
+  let restored = false;
   const listeners = new Set<() => void>();
   const settled = (): void => {
     const waiting = [...listeners];
@@ -177,15 +201,28 @@ export function createInjectionSwitch(
   };
   report.active(on);
   return {
-    active: () => on,
-    accepted: () => on && accepted,
+    active: () => on && !stated,
+    countsStated() {
+      if (!on || stated || restored) return;
+      stated = true;
+      settled(); // a body waiting to learn whether the field is taken streams through uninjected now
+      report.active(false);
+    },
+    countsMissing() {
+      if (!on || !stated) return;
+      stated = false;
+      restored = true;
+      report.active(true);
+      warn('a stream stated no token counts without usage: usage injection is on again until infermeter restarts');
+    },
+    accepted: () => on && !stated && accepted,
     accept() {
       if (accepted || !on) return;
       accepted = true;
       settled();
     },
     whenAccepted(listener) {
-      if (!on || accepted) {
+      if (!on || stated || accepted) {
         listener();
         return ignore;
       }
@@ -196,7 +233,7 @@ export function createInjectionSwitch(
       if (!on) return;
       on = false;
       settled();
-      report.active(false);
+      if (!stated) report.active(false);
       warn('the upstream refuses stream_options: usage injection is off from now on; streams without usage report 0 tokens');
     },
     injected: (body) => report.injected(body),

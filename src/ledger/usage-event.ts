@@ -75,6 +75,7 @@ export interface RecordIds {
 export function ledgerUsageSource(source: UsageSource | string, tokenEvents: number): LedgerUsageSource {
   switch (source) {
     case 'upstream':
+    case 'timings': // the engine's own figures, stated in its timings
       return 'engine';
     case 'fallback':
     case 'events':

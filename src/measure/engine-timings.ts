@@ -2,7 +2,11 @@
 // `timings` object, on the last chunk of a stream and in a non-streamed answer. Its clock starts
 // when a slot begins the prompt (`prompt_ms` runs to the first token sampled) and `predicted_ms`
 // runs from that first token to the last: the split a proxy can only estimate from the outside.
-// Cached prompt tokens are not in `prompt_n` (usage's prompt_tokens counts them).
+// Cached prompt tokens are not in `prompt_n` but in `cache_n` (usage's prompt_tokens is their
+// sum in llama.cpp's server: n_prompt_tokens = n_prompt_tokens_cache + n_prompt_tokens_processed).
+// A stream without usage takes its token counts from here (request-timer.ts): the current
+// llama-server moves `timings` to the usage-only chunk when usage is asked, and states them on
+// its last chunk when not, so infermeter need not ask (usage-injection.ts).
 
 export interface EngineTimings {
   /** `prompt_n`: prompt tokens the engine evaluated for this request (cached ones excluded). */
@@ -13,6 +17,8 @@ export interface EngineTimings {
   readonly predictedTokens: number;
   /** `predicted_ms`: milliseconds from the first generated token to the last. */
   readonly predictedMs: number;
+  /** `cache_n`: prompt tokens served from the slot's cache (not in promptTokens); undefined where not stated (older servers). */
+  readonly cachedTokens?: number | undefined;
 }
 
 /** Reads a `timings` object; undefined unless all four figures are finite non-negative numbers. */
@@ -24,7 +30,10 @@ export function readEngineTimings(value: unknown): EngineTimings | undefined {
   const predictedTokens = figure(t.predicted_n);
   const predictedMs = figure(t.predicted_ms);
   if (promptTokens === undefined || promptMs === undefined || predictedTokens === undefined || predictedMs === undefined) return undefined;
-  return { promptTokens, promptMs, predictedTokens, predictedMs };
+  const cachedTokens = figure(t.cache_n);
+  return cachedTokens === undefined
+    ? { promptTokens, promptMs, predictedTokens, predictedMs }
+    : { promptTokens, promptMs, predictedTokens, predictedMs, cachedTokens };
 }
 
 function figure(value: unknown): number | undefined {

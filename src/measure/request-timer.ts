@@ -306,13 +306,17 @@ class Timer implements RequestTimer {
     let promptTokens: number | undefined;
     let completionTokens: number | undefined;
     let usageSource: UsageSource = 'none';
-    if (lastUsage !== undefined) {
-      promptTokens = promptTotal(lastUsage);
-      completionTokens = lastUsage.completionTokens;
+    // Without usage, the engine's own timings state the counts (the current llama-server's
+    // stream when usage was not asked): the engine's figures, under the same trust rules.
+    const timed = lastUsage === undefined && !this.usageRefused ? this.timingsUsage() : undefined;
+    const stated = lastUsage ?? timed;
+    if (stated !== undefined) {
+      promptTokens = promptTotal(stated);
+      completionTokens = stated.completionTokens;
       // A stream that did not end cleanly may have delivered more than its last report counted:
       // the Messages API reports output_tokens at message_start, then only at the end.
       if (streamed && outcome !== 'success' && tokenEvents > (completionTokens ?? 0)) completionTokens = tokenEvents;
-      usageSource = 'upstream';
+      usageSource = timed === undefined ? 'upstream' : 'timings';
     } else if (streamed && outcome === 'success') {
       // The spec's fallback for a stream without usage: tokens are reported as 0.
       promptTokens = 0;
@@ -325,19 +329,19 @@ class Timer implements RequestTimer {
     }
     // Parts no larger than their wholes: reasoning within the completion, cached within the prompt.
     let rejections: UsageRejection[] | undefined = this.usageRefused ? ['too_large'] : undefined;
-    let reasoningTokens = lastUsage?.reasoningTokens;
+    let reasoningTokens = stated?.reasoningTokens;
     if (reasoningTokens !== undefined && completionTokens !== undefined && reasoningTokens > completionTokens) {
       reasoningTokens = completionTokens;
       (rejections ??= []).push('reasoning_over_completion');
     }
-    let cachedTokens = lastUsage === undefined ? undefined : cachedPromptTokens(lastUsage);
+    let cachedTokens = stated === undefined ? undefined : cachedPromptTokens(stated);
     if (cachedTokens !== undefined && promptTokens !== undefined && cachedTokens > promptTokens) {
       cachedTokens = promptTokens;
       (rejections ??= []).push('cached_over_prompt');
     }
     let tpot: RequestSample['tpot'];
     if (streamed && firstTokenAt !== undefined && tokenEvents > 1) {
-      const n = (usageSource === 'upstream' ? completionTokens : undefined) ?? tokenEvents;
+      const n = (usageSource === 'upstream' || usageSource === 'timings' ? completionTokens : undefined) ?? tokenEvents;
       if (n > 1) tpot = { seconds: (lastTokenAt - firstTokenAt) / 1000 / (n - 1), tokens: n - 1 };
     }
     const end = this.finishedAt ?? this.clock();
@@ -387,5 +391,24 @@ class Timer implements RequestTimer {
     };
     this.sink.finished(sample);
     return sample;
+  }
+
+  /**
+   * The counts the engine's timings state, as a usage report: prompt = prompt_n + cache_n (as
+   * llama-server's usage.prompt_tokens), completion = predicted_n. Undefined unless they are
+   * whole numbers; one above MAX_TOKEN_COUNT is refused as a usage report's would be.
+   */
+  private timingsUsage(): Usage | undefined {
+    const t = this.timings;
+    if (t === undefined) return undefined;
+    const cached = t.cachedTokens;
+    if (!Number.isInteger(t.promptTokens) || !Number.isInteger(t.predictedTokens) || (cached !== undefined && !Number.isInteger(cached))) return undefined;
+    const u: Usage =
+      cached === undefined
+        ? { promptTokens: t.promptTokens, completionTokens: t.predictedTokens }
+        : { promptTokens: t.promptTokens + cached, completionTokens: t.predictedTokens, cachedTokens: cached };
+    if (!usageTooLarge(u)) return u;
+    this.usageRefused = true;
+    return undefined;
   }
 }

@@ -19,10 +19,12 @@ export type FailureReason =
   | 'worker_exit'; // the worker process serving it died (INFERMETER_WORKERS > 1)
 
 /**
- * Where the token counts came from: the upstream's usage; the spec's zero fallback (a complete
- * stream without usage); the token events seen (a stream cut short without usage); none.
+ * Where the token counts came from: the upstream's usage; the engine's timings (llama.cpp's
+ * `prompt_n` + `cache_n` and `predicted_n`, on a stream without usage); the spec's zero fallback
+ * (a complete stream without usage); the token events seen (a stream cut short without usage);
+ * none.
  */
-export type UsageSource = 'upstream' | 'fallback' | 'events' | 'none';
+export type UsageSource = 'upstream' | 'timings' | 'fallback' | 'events' | 'none';
 
 /** Where a cancelled request was when the client left. */
 export type CancelPhase = 'before_first_token' | 'decoding';

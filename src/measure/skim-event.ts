@@ -48,6 +48,7 @@ const PROMPT_N = k('prompt_n');
 const PROMPT_MS = k('prompt_ms');
 const PREDICTED_N = k('predicted_n');
 const PREDICTED_MS = k('predicted_ms');
+const CACHE_N = k('cache_n');
 /** A JSON number, as JSON.parse reads it. */
 const JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 /** As readFinishReason (openai-events.ts) cuts it. */
@@ -95,6 +96,7 @@ function walk(b: Uint8Array, start: number, end: number): boolean | undefined {
   w.promptMs = -1;
   w.predictedN = -1;
   w.predictedMs = -1;
+  w.cacheN = -1;
   let i = w.space(start);
   if (b[i] !== LBRACE) return undefined;
   i = w.space(i + 1);
@@ -179,6 +181,7 @@ class Walker {
   promptMs = -1;
   predictedN = -1;
   predictedMs = -1;
+  cacheN = -1;
 
   /** What the walk read, as classifyEvent would report it: a boolean when only the token. */
   facts(token: boolean): boolean | EventFacts {
@@ -210,7 +213,19 @@ class Walker {
       ? { token, usage, error: false, done: false, malformed: false, finishReason, reasoning: true }
       : { token, usage, error: false, done: false, malformed: false, finishReason };
     if (timed)
-      facts = { ...facts, timings: { promptTokens: this.promptN, promptMs: this.promptMs, predictedTokens: this.predictedN, predictedMs: this.predictedMs } };
+      facts = {
+        ...facts,
+        timings:
+          this.cacheN === -1
+            ? { promptTokens: this.promptN, promptMs: this.promptMs, predictedTokens: this.predictedN, predictedMs: this.predictedMs }
+            : {
+                promptTokens: this.promptN,
+                promptMs: this.promptMs,
+                predictedTokens: this.predictedN,
+                predictedMs: this.predictedMs,
+                cachedTokens: this.cacheN,
+              },
+      };
     return this.modelStart !== -1 && this.modelEnd > this.modelStart ? { ...facts, model: b.toString('utf8', this.modelStart, this.modelEnd) } : facts;
   }
 
@@ -308,7 +323,7 @@ class Walker {
   }
 
   /**
-   * The timings object at i (llama.cpp: once a stream, on its last chunk): its four figures read
+   * The timings object at i (llama.cpp: once a stream, on its last chunk): its figures (and cache_n) read
    * as JSON.parse reads them (they have fractions); a negative one defers, as readEngineTimings
    * would not take it. Returns the index past the object.
    */
@@ -333,7 +348,9 @@ class Walker {
               ? 3
               : this.keyIs(ks, ke, PREDICTED_MS)
                 ? 4
-                : 0;
+                : this.keyIs(ks, ke, CACHE_N)
+                  ? 5
+                  : 0;
         if (which !== 0) {
           const text = b.toString('latin1', i, e);
           if (c === 0x2d || !JSON_NUMBER.test(text)) return DEFER;
@@ -342,9 +359,16 @@ class Walker {
           if (which === 1) this.promptN = value;
           else if (which === 2) this.promptMs = value;
           else if (which === 3) this.predictedN = value;
-          else this.predictedMs = value;
+          else if (which === 4) this.predictedMs = value;
+          else this.cacheN = value;
         }
-      } else if (this.keyIs(ks, ke, PROMPT_N) || this.keyIs(ks, ke, PROMPT_MS) || this.keyIs(ks, ke, PREDICTED_N) || this.keyIs(ks, ke, PREDICTED_MS)) {
+      } else if (
+        this.keyIs(ks, ke, PROMPT_N) ||
+        this.keyIs(ks, ke, PROMPT_MS) ||
+        this.keyIs(ks, ke, PREDICTED_N) ||
+        this.keyIs(ks, ke, PREDICTED_MS) ||
+        this.keyIs(ks, ke, CACHE_N)
+      ) {
         return DEFER; // not a number where one belongs: the full classifier decides
       }
       i = this.after(e, RBRACE);

@@ -33,7 +33,7 @@ export interface SloFigures {
 
 /** Completion tokens of a request: the upstream's usage when it told one, else one per token event. */
 function completionTokensOf(sample: RequestSample): number {
-  const usage = sample.usageSource === 'upstream' || sample.usageSource === 'events' ? sample.completionTokens : undefined;
+  const usage = sample.usageSource === 'upstream' || sample.usageSource === 'timings' || sample.usageSource === 'events' ? sample.completionTokens : undefined;
   return usage !== undefined && usage > 0 ? usage : sample.tokenEvents;
 }
 

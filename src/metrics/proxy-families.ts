@@ -105,7 +105,7 @@ export function createProxyFamilies(registry: Registry, version: string, held: (
   });
   const injectionActive = new Gauge({
     name: 'infermeter_usage_injection_active',
-    help: '1 while stream_options.include_usage is added to streaming requests that lack it; 0 when off or refused by the upstream.',
+    help: "1 while stream_options.include_usage is added to streaming requests that lack it; 0 when off, refused by the upstream, or not needed: the engine states a stream's counts without being asked (llama.cpp's timings).",
     registers: [registry],
   });
   const injected = new Counter({

@@ -36,8 +36,11 @@ const RELEASE_HELD_MAX = 4 * 1024;
 
 export interface UsageStripOptions {
   readonly maxEventBytes: number;
-  /** Called with each removed event's byte length. */
-  readonly stripped: (bytes: number) => void;
+  /**
+   * Called with each removed event's byte length, and whether it carried a `timings` object
+   * (the current llama-server moves its timings there when usage is asked).
+   */
+  readonly stripped: (bytes: number, timings: boolean) => void;
 }
 
 /** What the relay runs the bytes of one upstream read through before writing them. */
@@ -61,24 +64,35 @@ const SOME_CHOICE = 2;
  * before its end came, and decide the same as when it came whole.
  */
 export function isUsageOnlyEvent(event: Buffer, start = 0, end = event.length): boolean {
-  return choicesIn(event, start, end, event.indexOf(LBRACKET, start)) === EMPTY_CHOICES && isUsageOnlyJson(event, start, end);
+  return usageOnlyKind(event, start, end) !== NOT_USAGE_ONLY;
 }
 
-/** The event's lines as JSON: a `choices` that is empty and a `usage` object, nothing but `data:` lines and comments. */
-function isUsageOnlyJson(event: Buffer, start: number, end: number): boolean {
+/** Not a usage-only chunk; one; one that carries a `timings` object too. */
+const NOT_USAGE_ONLY = 0;
+const USAGE_ONLY = 1;
+const USAGE_ONLY_TIMED = 2;
+
+/** What isUsageOnlyEvent decides, and whether the chunk carries the engine's timings. */
+function usageOnlyKind(event: Buffer, start: number, end: number): number {
+  return choicesIn(event, start, end, event.indexOf(LBRACKET, start)) === EMPTY_CHOICES ? usageOnlyJson(event, start, end) : NOT_USAGE_ONLY;
+}
+
+/** The event's lines as JSON: a `choices` that is empty and a `usage` object, nothing but `data:` lines and comments; with `timings` or not. */
+function usageOnlyJson(event: Buffer, start: number, end: number): number {
   const usage = event.indexOf(USAGE, start);
-  if (usage === -1 || usage >= end) return false;
+  if (usage === -1 || usage >= end) return NOT_USAGE_ONLY;
   const data: string[] = [];
   for (const line of event.toString('utf8', start, end).split(/\r\n|\r|\n/)) {
     if (line.startsWith('data:')) data.push(line.slice(line.charCodeAt(5) === 0x20 ? 6 : 5));
-    else if (line !== '' && !line.startsWith(':')) return false; // event:, id: ... keep such events
+    else if (line !== '' && !line.startsWith(':')) return NOT_USAGE_ONLY; // event:, id: ... keep such events
   }
-  if (data.length === 0) return false;
+  if (data.length === 0) return NOT_USAGE_ONLY;
   try {
-    const p = JSON.parse(data.join('\n')) as { choices?: unknown; usage?: unknown };
-    return Array.isArray(p.choices) && p.choices.length === 0 && typeof p.usage === 'object' && p.usage !== null;
+    const p = JSON.parse(data.join('\n')) as { choices?: unknown; usage?: unknown; timings?: unknown };
+    if (!Array.isArray(p.choices) || p.choices.length !== 0 || typeof p.usage !== 'object' || p.usage === null) return NOT_USAGE_ONLY;
+    return typeof p.timings === 'object' && p.timings !== null ? USAGE_ONLY_TIMED : USAGE_ONLY;
   } catch {
-    return false;
+    return NOT_USAGE_ONLY;
   }
 }
 
@@ -177,14 +191,16 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
 
   const sink: EventSink = {
     event(b, start, end, _firstEnd, _lines, next) {
-      const usage = emptyChoices(b, start, end) && isUsageOnlyEvent(b, start, end);
+      const kind = emptyChoices(b, start, end) ? usageOnlyKind(b, start, end) : NOT_USAGE_ONLY;
+      const usage = kind !== NOT_USAGE_ONLY;
+      const timed = kind === USAGE_ONLY_TIMED;
       if (b !== chunk) {
         // An event begun in earlier reads, joined alone (at 0, whatever its start after a
         // byte-order mark): its held bytes were not passed yet; it ends in this read at `to`.
         const to = next - carried;
         strippedAtCR = usage && to === chunk.length && chunk[to - 1] === CR;
         if (usage) {
-          options.stripped(next - start);
+          options.stripped(next - start, timed);
           if (start > 0) out.push(b.subarray(0, start)); // a byte-order mark before it stays
           run = to;
         } else out.push(b.subarray(0, carried)); // then this read's part, with the run
@@ -192,7 +208,7 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
       }
       strippedAtCR = usage && next === chunk.length && chunk[next - 1] === CR;
       if (!usage) return;
-      options.stripped(next - start);
+      options.stripped(next - start, timed);
       if (start > run) out.push(chunk.subarray(run, start));
       run = next;
     },
@@ -224,7 +240,7 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
       if (strippedAtCR) {
         strippedAtCR = false;
         if (read[0] === LF) {
-          options.stripped(1);
+          options.stripped(1, false);
           run = 1;
         }
       }

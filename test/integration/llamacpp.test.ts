@@ -37,6 +37,9 @@ describe('a real llama.cpp llama-server behind infermeter', { skip }, () => {
       INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '3600',
       INFERMETER_DIALECTS: 'mindie,vllm',
     });
+    // The first stream through shows infermeter whether the engine states its counts unasked: the
+    // current llama-server's timings move onto the usage-only chunk infermeter asks for then.
+    await ask(app.dataUrl, { ...base, requestId: 'first' });
     const kinds: Array<Omit<Ask, 'requestId'>> = [
       base,
       { ...base, includeUsage: true },
@@ -54,9 +57,13 @@ describe('a real llama.cpp llama-server behind infermeter', { skip }, () => {
       assert.equal(proxied.status, 200, context);
       assert.ok(proxied.complete, context);
       assert.equal(sample!.outcome, 'success', context);
-      assert.equal(sample!.completionTokens, proxied.completionTokens, context);
-      assert.equal(sample!.promptTokens, proxied.promptTokens, context);
-      assert.equal(proxied.timings?.predictedTokens, proxied.completionTokens, context);
+      // The engine's counts: its usage, or (the current llama-server, usage not asked) its timings.
+      const t = proxied.timings;
+      const completion = proxied.completionTokens ?? t?.predictedTokens;
+      const prompt = proxied.promptTokens ?? (t === undefined ? undefined : t.promptTokens + (t.cachedTokens ?? 0));
+      assert.equal(sample!.completionTokens, completion, context);
+      assert.equal(sample!.promptTokens, prompt, context);
+      assert.equal(proxied.timings?.predictedTokens, completion, context);
       assert.deepEqual(sample!.engineTimings, proxied.timings, context);
       if (kind.stream) {
         // The client's TTFT and TPOT and infermeter's are one measurement seen from two sides of
@@ -65,10 +72,36 @@ describe('a real llama.cpp llama-server behind infermeter', { skip }, () => {
         assert.ok(sample!.ttft! * 1000 <= proxied.ttftMs!, context);
       }
     }
-    // The vLLM prefill histogram holds llama.cpp's own prompt_ms for these requests.
+    // The vLLM prefill histogram holds llama.cpp's own prompt_ms for these requests and the first.
     const x = await scrape(app);
-    assert.equal(x.value('infermeter_engine_timings_total', { model_name: 'gpt-4o-mini' }), kinds.length);
-    assert.equal(x.value('vllm:request_prefill_time_seconds_count', { model_name: 'gpt-4o-mini', engine: '0' }), kinds.length);
+    assert.equal(x.value('infermeter_engine_timings_total', { model_name: 'gpt-4o-mini' }), kinds.length + 1);
+    assert.equal(x.value('vllm:request_prefill_time_seconds_count', { model_name: 'gpt-4o-mini', engine: '0' }), kinds.length + 1);
+  });
+
+  it('gives a streamed chat without include_usage the bytes it gets directly, and meters the engine token counts', async (t) => {
+    app = await startProxy(t, server.url, { INFERMETER_UPSTREAM_METRICS: 'off' });
+    // Greedy, and no prompt cache: the same request, the same tokens and counts, on any slot.
+    const body = (n: number) =>
+      JSON.stringify({
+        model: 'gpt-4o-mini',
+        stream: true,
+        max_tokens: 12,
+        temperature: 0,
+        cache_prompt: false,
+        messages: [{ role: 'user', content: `The same question, asked twice (${n}).` }],
+      });
+    // The first stream through shows infermeter whether the engine states its counts unasked
+    // (the current llama-server: its timings move to the usage-only chunk it asks for).
+    await rawStream(app.dataUrl, body(0));
+    for (const n of [1, 2]) {
+      const direct = await rawStream(server.url, body(n));
+      const finished = nextFinished(app, 1);
+      const proxied = await rawStream(app.dataUrl, body(n));
+      const [sample] = await finished;
+      assert.equal(normalised(proxied), normalised(direct), `through infermeter as directly:\n${proxied}\n---\n${direct}`);
+      assert.equal(sample!.outcome, 'success', proxied);
+      assert.deepEqual([sample!.promptTokens, sample!.completionTokens], engineCounts(proxied), proxied);
+    }
   });
 
   it("counts llama.cpp's in-stream error after a 200 as a failure", async (t) => {
@@ -115,3 +148,34 @@ describe('a real llama.cpp llama-server behind infermeter', { skip }, () => {
     assert.equal(x.sum('vllm:num_requests_running'), 1, context);
   });
 });
+
+/** A streamed chat's whole body, as the client reads it. */
+async function rawStream(base: string, body: string): Promise<string> {
+  const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  const text = await res.text();
+  assert.equal(res.status, 200, text);
+  return text;
+}
+
+/** What differs run to run: the id, the time, and the timings' milliseconds and rates. */
+function normalised(sse: string): string {
+  return sse
+    .replace(/"id":"chatcmpl-[^"]*"/g, '"id":"ID"')
+    .replace(/"created":\d+/g, '"created":0')
+    .replace(/"(prompt|predicted)_(ms|per_token_ms|per_second)":[-+0-9.eE]+/g, '"$1_$2":0');
+}
+
+/** The counts the engine states in a stream: its usage, else its timings (prompt_n + cache_n, predicted_n). */
+function engineCounts(sse: string): [number | undefined, number | undefined] {
+  let counts: [number | undefined, number | undefined] = [undefined, undefined];
+  for (const line of sse.split('\n')) {
+    if (!line.startsWith('data: {')) continue;
+    const p = JSON.parse(line.slice(6)) as {
+      usage?: { prompt_tokens: number; completion_tokens: number };
+      timings?: { prompt_n: number; cache_n?: number; predicted_n: number };
+    };
+    if (p.usage !== undefined) return [p.usage.prompt_tokens, p.usage.completion_tokens];
+    if (p.timings !== undefined) counts = [p.timings.prompt_n + (p.timings.cache_n ?? 0), p.timings.predicted_n];
+  }
+  return counts;
+}

@@ -145,6 +145,37 @@ describe('request timer', () => {
     assert.deepEqual([h.sample.promptTokens, h.sample.completionTokens, h.sample.usageSource], [0, 0, 'fallback']);
   });
 
+  it("takes a stream's counts from the engine's timings when it has no usage, under the same bound", () => {
+    const timings = { promptTokens: 9, promptMs: 12.5, predictedTokens: 3, predictedMs: 30 };
+    const run = (t: typeof timings & { cachedTokens?: number }, usage?: Usage) => {
+      const h = harness();
+      h.timer.identify('m', true);
+      h.timer.responseHeaders(200, true);
+      for (const ms of [100, 110, 130]) {
+        h.at(ms);
+        h.timer.tokenEvent();
+      }
+      if (usage !== undefined) h.timer.usage(usage);
+      h.timer.engineTimings(t);
+      h.timer.responseFinished();
+      h.timer.close(true);
+      return h.sample;
+    };
+    // llama-server's usage.prompt_tokens is prompt_n + cache_n.
+    const s = run({ ...timings, cachedTokens: 4 });
+    assert.deepEqual([s.promptTokens, s.completionTokens, s.cachedPromptTokens, s.usageSource], [13, 3, 4, 'timings']);
+    assert.deepEqual(s.tpot, { seconds: 0.015, tokens: 2 });
+    assert.deepEqual([run(timings).promptTokens, run(timings).cachedPromptTokens], [9, undefined], 'no cache_n (older servers): prompt_n');
+    // Usage, where there is some, wins.
+    assert.deepEqual(
+      [run(timings, { promptTokens: 20, completionTokens: 3 }).promptTokens, run(timings, { promptTokens: 20, completionTokens: 3 }).usageSource],
+      [20, 'upstream'],
+    );
+    const huge = run({ ...timings, predictedTokens: MAX_TOKEN_COUNT + 1 });
+    assert.deepEqual([huge.usageSource, huge.completionTokens, huge.usageRejections], ['fallback', 0, ['too_large']]);
+    assert.equal(run({ ...timings, promptTokens: 2.5 }).usageSource, 'fallback', 'not whole numbers: no counts');
+  });
+
   it('keeps the last usage report: reports are cumulative, never summed', () => {
     const h = harness();
     h.timer.identify('m', true);

@@ -83,6 +83,8 @@ function harness(options: { reused?: boolean[]; injected?: Buffer; req?: Incomin
       usageInjection: {
         active: () => true,
         accepted: () => false,
+        countsStated() {},
+        countsMissing() {},
         accept() {},
         whenAccepted: () => () => undefined,
         refused: () => injectionRefused++,

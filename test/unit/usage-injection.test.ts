@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { injectUsage, rejectsStreamOptions, trustedRefusal } from '../../src/data-plane/usage-injection.ts';
+import { createInjectionSwitch, injectUsage, rejectsStreamOptions, trustedRefusal } from '../../src/data-plane/usage-injection.ts';
 import { seededRandom } from '../helpers/random.ts';
 import { createBodyScanner } from '../../src/stream-tap/request-body-scanner.ts';
 
@@ -68,6 +68,31 @@ describe('usage injection', () => {
     }
     assert.equal(inject('{ \n}'), undefined, 'not streaming');
     assert.equal(inject('{"stream":true }'), '{"stream_options":{"include_usage":true},"stream":true }');
+  });
+
+  it('stops injecting while the engine states the counts unasked, and comes back on for good when it does not', () => {
+    const active: boolean[] = [];
+    const warnings: string[] = [];
+    const sw = createInjectionSwitch(true, { active: (on) => active.push(on), injected() {}, stripped() {} }, (w) => warnings.push(w));
+    sw.accept();
+    let waited = 0;
+    sw.countsMissing(); // nothing learned: nothing to undo
+    assert.deepEqual([sw.active(), sw.accepted()], [true, true]);
+    sw.countsStated();
+    assert.deepEqual([sw.active(), sw.accepted()], [false, false]);
+    sw.whenAccepted(() => waited++);
+    assert.equal(waited, 1, 'a body that would wait for the field to be known goes on at once');
+    sw.countsMissing();
+    assert.deepEqual([sw.active(), sw.accepted()], [true, true]);
+    sw.countsStated(); // not believed twice
+    assert.equal(sw.active(), true);
+    assert.deepEqual(active, [true, false, true]);
+    assert.equal(warnings.length, 1);
+    // Off by configuration or by a refusal: the sign changes nothing.
+    const off = createInjectionSwitch(false, { active() {}, injected() {}, stripped() {} }, () => undefined);
+    off.countsStated();
+    off.countsMissing();
+    assert.equal(off.active(), false);
   });
 
   it('recognises a refusal of the field', () => {

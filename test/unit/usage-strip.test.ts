@@ -100,6 +100,23 @@ describe('usage strip', () => {
     }
   });
 
+  it("says whether a removed usage-only chunk carried the engine's timings", () => {
+    const seen: Array<[number, boolean]> = [];
+    const strip = createUsageStrip({ maxEventBytes: 1 << 16, stripped: (bytes, timings) => seen.push([bytes, timings]) });
+    const plain = 'data: {"choices":[],"usage":{"prompt_tokens":1}}\n\n';
+    const timed = 'data: {"choices":[],"usage":{"prompt_tokens":1},"timings":{"prompt_n":1,"predicted_n":2}}\n\n';
+    // A token whose text says "timings" is no sign; nor is a string value.
+    const token = 'data: {"choices":[{"delta":{"content":"\\"timings\\":{}"}}]}\n\n';
+    const named = 'data: {"choices":[],"model":"\\"timings\\":{","usage":{"prompt_tokens":1}}\n\n';
+    const out = strip.pass(Buffer.from(token + plain + timed + named));
+    assert.equal(out!.toString(), token);
+    assert.deepEqual(seen, [
+      [plain.length, false],
+      [timed.length, true],
+      [named.length, false],
+    ]);
+  });
+
   it('keeps a byte-order mark before a usage-only first event', () => {
     const { out } = strip([Buffer.from('\uFEFFdata: {"choices":[],"usage":{"prompt_tokens":1}}\n\ndata: [DONE]\n\n')]);
     assert.equal(out.toString(), '\uFEFFdata: [DONE]\n\n');

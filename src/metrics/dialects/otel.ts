@@ -154,7 +154,7 @@ export function otelMeasurements(
     const error = errorType(sample);
     emit('duration', duration, error === undefined ? base : { ...base, 'error.type': error });
   }
-  if (sample.usageSource === 'upstream' || sample.usageSource === 'events') {
+  if (sample.usageSource === 'upstream' || sample.usageSource === 'timings' || sample.usageSource === 'events') {
     if (sample.promptTokens !== undefined) emit('tokens', sample.promptTokens, { ...base, 'gen_ai.token.type': 'input' });
     if (sample.completionTokens !== undefined) emit('tokens', sample.completionTokens, { ...base, 'gen_ai.token.type': 'output' });
   }
