@@ -7,6 +7,7 @@
 // A stream without usage takes its token counts from here (request-timer.ts): the current
 // llama-server moves `timings` to the usage-only chunk when usage is asked, and states them on
 // its last chunk when not, so infermeter need not ask (usage-injection.ts).
+import type { Usage } from './usage.ts';
 
 export interface EngineTimings {
   /** `prompt_n`: prompt tokens the engine evaluated for this request (cached ones excluded). */
@@ -38,4 +39,16 @@ export function readEngineTimings(value: unknown): EngineTimings | undefined {
 
 function figure(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+}
+
+/**
+ * The counts the timings state, as a usage report: prompt = prompt_n + cache_n (as
+ * llama-server's usage.prompt_tokens), completion = predicted_n; undefined unless whole numbers.
+ */
+export function usageOfTimings(t: EngineTimings): Usage | undefined {
+  const cached = t.cachedTokens;
+  if (!Number.isInteger(t.promptTokens) || !Number.isInteger(t.predictedTokens) || (cached !== undefined && !Number.isInteger(cached))) return undefined;
+  return cached === undefined
+    ? { promptTokens: t.promptTokens, completionTokens: t.predictedTokens }
+    : { promptTokens: t.promptTokens + cached, completionTokens: t.predictedTokens, cachedTokens: cached };
 }

@@ -5,9 +5,9 @@
 // request started, that output began, and that it finished, each exactly once.
 // Over 300 lines: one state machine: its transitions and the figures they stamp read best together.
 import type { Clock } from './clock.ts';
-import type { EngineTimings } from './engine-timings.ts';
+import { usageOfTimings, type EngineTimings } from './engine-timings.ts';
 import type { StreamHealth } from './stream-health.ts';
-import { cachedPromptTokens, MAX_TOKEN_COUNT, mergeUsage, promptTotal, type Usage, type UsageRejection, usageTooLarge } from './usage.ts';
+import { clampParts, MAX_TOKEN_COUNT, mergeUsage, promptTotal, type Usage, usageTooLarge } from './usage.ts';
 import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestParams, RequestSample, UsageSource } from './sample.ts';
 
 export interface MeasurementSink {
@@ -327,18 +327,7 @@ class Timer implements RequestTimer {
       completionTokens = tokenEvents;
       usageSource = 'events';
     }
-    // Parts no larger than their wholes: reasoning within the completion, cached within the prompt.
-    let rejections: UsageRejection[] | undefined = this.usageRefused ? ['too_large'] : undefined;
-    let reasoningTokens = stated?.reasoningTokens;
-    if (reasoningTokens !== undefined && completionTokens !== undefined && reasoningTokens > completionTokens) {
-      reasoningTokens = completionTokens;
-      (rejections ??= []).push('reasoning_over_completion');
-    }
-    let cachedTokens = stated === undefined ? undefined : cachedPromptTokens(stated);
-    if (cachedTokens !== undefined && promptTokens !== undefined && cachedTokens > promptTokens) {
-      cachedTokens = promptTokens;
-      (rejections ??= []).push('cached_over_prompt');
-    }
+    const { reasoningTokens, cachedTokens, rejections } = clampParts(stated, promptTokens, completionTokens, this.usageRefused);
     let tpot: RequestSample['tpot'];
     if (streamed && firstTokenAt !== undefined && tokenEvents > 1) {
       const n = (usageSource === 'upstream' || usageSource === 'timings' ? completionTokens : undefined) ?? tokenEvents;
@@ -399,15 +388,8 @@ class Timer implements RequestTimer {
    * whole numbers; one above MAX_TOKEN_COUNT is refused as a usage report's would be.
    */
   private timingsUsage(): Usage | undefined {
-    const t = this.timings;
-    if (t === undefined) return undefined;
-    const cached = t.cachedTokens;
-    if (!Number.isInteger(t.promptTokens) || !Number.isInteger(t.predictedTokens) || (cached !== undefined && !Number.isInteger(cached))) return undefined;
-    const u: Usage =
-      cached === undefined
-        ? { promptTokens: t.promptTokens, completionTokens: t.predictedTokens }
-        : { promptTokens: t.promptTokens + cached, completionTokens: t.predictedTokens, cachedTokens: cached };
-    if (!usageTooLarge(u)) return u;
+    const u = this.timings === undefined ? undefined : usageOfTimings(this.timings);
+    if (u === undefined || !usageTooLarge(u)) return u;
     this.usageRefused = true;
     return undefined;
   }

@@ -112,10 +112,34 @@ export function promptTotal(u: Usage): number | undefined {
  * The prompt tokens a prompt cache served, when the usage says: OpenAI's cached_tokens (part of
  * the prompt), else Anthropic's cache_read_input_tokens (added to it by promptTotal).
  */
-export function cachedPromptTokens(u: Usage): number | undefined {
+function cachedPromptTokens(u: Usage): number | undefined {
   return u.cachedTokens ?? u.cacheReadTokens;
 }
 
 function count(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+}
+
+/**
+ * Parts no larger than their wholes: reasoning within the completion, cached within the prompt,
+ * each cut counted as a rejection (beside `too_large` when the request's usage was refused).
+ */
+export function clampParts(
+  stated: Usage | undefined,
+  promptTokens: number | undefined,
+  completionTokens: number | undefined,
+  refused: boolean,
+): { reasoningTokens: number | undefined; cachedTokens: number | undefined; rejections: UsageRejection[] | undefined } {
+  let rejections: UsageRejection[] | undefined = refused ? ['too_large'] : undefined;
+  let reasoningTokens = stated?.reasoningTokens;
+  if (reasoningTokens !== undefined && completionTokens !== undefined && reasoningTokens > completionTokens) {
+    reasoningTokens = completionTokens;
+    (rejections ??= []).push('reasoning_over_completion');
+  }
+  let cachedTokens = stated === undefined ? undefined : cachedPromptTokens(stated);
+  if (cachedTokens !== undefined && promptTokens !== undefined && cachedTokens > promptTokens) {
+    cachedTokens = promptTokens;
+    (rejections ??= []).push('cached_over_prompt');
+  }
+  return { reasoningTokens, cachedTokens, rejections };
 }
