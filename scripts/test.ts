@@ -30,6 +30,8 @@ const suite = {
   args: [
     '--test',
     `--test-concurrency=${CONCURRENCY}`,
+    // A test that hangs fails after 5 minutes, naming itself, instead of holding CI to its limit.
+    '--test-timeout=300000',
     '--test-reporter=spec',
     '--test-reporter-destination=stdout',
     '--test-reporter=./scripts/slowest-files-reporter.ts',

@@ -23,10 +23,20 @@ async function rawUpstream(t: { after(fn: () => unknown): void }, pieces: readon
   const server = net.createServer((socket) => {
     connections++;
     socket.on('error', () => undefined);
-    socket.on('data', async () => {
-      for (const piece of pieces) {
-        socket.write(piece);
-        await new Promise((resolve) => setTimeout(resolve, 2));
+    // Each request head (GETs: no body) answered in turn, however the reads cut them: on a busy
+    // machine two requests can come in one read.
+    let received = '';
+    let answering = Promise.resolve();
+    socket.on('data', (data: Buffer) => {
+      received += data.toString('latin1');
+      for (let end = received.indexOf('\r\n\r\n'); end !== -1; end = received.indexOf('\r\n\r\n')) {
+        received = received.slice(end + 4);
+        answering = answering.then(async () => {
+          for (const piece of pieces) {
+            socket.write(piece);
+            await new Promise((resolve) => setTimeout(resolve, 2));
+          }
+        });
       }
     });
   });
