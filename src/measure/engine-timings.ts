@@ -8,8 +8,6 @@
 // llama-server moves `timings` to the usage-only chunk when usage is asked, and states them on
 // its last chunk when not, so infermeter need not ask (usage-injection.ts).
 
-import type { Usage } from './usage.ts';
-
 export interface EngineTimings {
   /** `prompt_n`: prompt tokens the engine evaluated for this request (cached ones excluded). */
   readonly promptTokens: number;
@@ -36,19 +34,6 @@ export function readEngineTimings(value: unknown): EngineTimings | undefined {
   return cachedTokens === undefined
     ? { promptTokens, promptMs, predictedTokens, predictedMs }
     : { promptTokens, promptMs, predictedTokens, predictedMs, cachedTokens };
-}
-
-/**
- * The counts timings state, as a usage report: prompt = prompt_n + cache_n (as llama-server's
- * usage.prompt_tokens), cached = cache_n, completion = predicted_n. Undefined unless they are
- * whole numbers.
- */
-export function countsOf(t: EngineTimings): Usage | undefined {
-  const cached = t.cachedTokens;
-  if (!Number.isInteger(t.promptTokens) || !Number.isInteger(t.predictedTokens) || (cached !== undefined && !Number.isInteger(cached))) return undefined;
-  return cached === undefined
-    ? { promptTokens: t.promptTokens, completionTokens: t.predictedTokens }
-    : { promptTokens: t.promptTokens + cached, completionTokens: t.predictedTokens, cachedTokens: cached };
 }
 
 function figure(value: unknown): number | undefined {

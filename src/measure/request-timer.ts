@@ -5,7 +5,7 @@
 // request started, that output began, and that it finished, each exactly once.
 // Over 300 lines: one state machine: its transitions and the figures they stamp read best together.
 import type { Clock } from './clock.ts';
-import { countsOf, type EngineTimings } from './engine-timings.ts';
+import type { EngineTimings } from './engine-timings.ts';
 import { cachedPromptTokens, MAX_TOKEN_COUNT, mergeUsage, promptTotal, type Usage, type UsageRejection, usageTooLarge } from './usage.ts';
 import type { CancelPhase, FailureReason, InferenceApi, Outcome, RequestInfo, RequestParams, RequestSample, UsageSource } from './sample.ts';
 
@@ -389,10 +389,21 @@ class Timer implements RequestTimer {
     return sample;
   }
 
-  /** The counts the engine's timings state (engine-timings.ts); one above MAX_TOKEN_COUNT refuses them as a usage report's would be. */
+  /**
+   * The counts the engine's timings state, as a usage report: prompt = prompt_n + cache_n (as
+   * llama-server's usage.prompt_tokens), completion = predicted_n. Undefined unless they are
+   * whole numbers; one above MAX_TOKEN_COUNT is refused as a usage report's would be.
+   */
   private timingsUsage(): Usage | undefined {
-    const u = this.timings === undefined ? undefined : countsOf(this.timings);
-    if (u === undefined || !usageTooLarge(u)) return u;
+    const t = this.timings;
+    if (t === undefined) return undefined;
+    const cached = t.cachedTokens;
+    if (!Number.isInteger(t.promptTokens) || !Number.isInteger(t.predictedTokens) || (cached !== undefined && !Number.isInteger(cached))) return undefined;
+    const u: Usage =
+      cached === undefined
+        ? { promptTokens: t.promptTokens, completionTokens: t.predictedTokens }
+        : { promptTokens: t.promptTokens + cached, completionTokens: t.predictedTokens, cachedTokens: cached };
+    if (!usageTooLarge(u)) return u;
     this.usageRefused = true;
     return undefined;
   }
