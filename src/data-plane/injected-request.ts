@@ -61,7 +61,9 @@ export function holdAndInject(
       exchange.identify(withCoding(scan, coded));
       const injectable = !wide || recoded !== undefined;
       const injected =
-        injectable && injection?.active() === true && takesIdentity(req.headers['accept-encoding']) ? injectUsage(recoded ?? body, scan) : undefined;
+        injectable && injection?.active() === true && takesIdentity(req.headers['accept-encoding'])
+          ? injectUsage(recoded ?? body, scan, injection.continuous === true)
+          : undefined;
       if (injected === undefined) {
         send(body);
         return;
@@ -89,6 +91,7 @@ function unheld(req: IncomingMessage, exchange: Exchange, injection: UsageInject
   if (inject) askIdentity(req.rawHeaders);
   return {
     reserve: inject && req.headers['content-length'] !== undefined,
+    continuous: injection?.continuous === true,
     // At the body's end: still on, and no answer begun (an answer before the body's end would not be stripped).
     inject: () => inject && injection.active() && exchange.upstreamResponse === undefined,
     injected: () => {

@@ -68,6 +68,7 @@ export function createMeasuredRoute(options: MeasuredRouteOptions): MeasuredRout
   // The usage strip's options are the route's: made once, not per request.
   const strip: UsageStripOptions = {
     maxEventBytes: options.maxEventBytes,
+    members: options.usageInjection?.continuous === true,
     stripped: (bytes, timings) => {
       options.usageInjection?.stripped(bytes);
       if (timings) options.usageInjection?.countsStated();

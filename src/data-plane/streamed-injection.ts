@@ -27,6 +27,8 @@ export interface StreamedBodyOptions {
   injected(): void;
   /** The upstream is told `reserved()` bytes more than the client's Content-Length. */
   readonly reserve: boolean;
+  /** Usage asked for on every chunk too (INFERMETER_CONTINUOUS_USAGE). */
+  readonly continuous?: boolean;
 }
 
 export interface StreamedBody {
@@ -73,7 +75,7 @@ export function createStreamedBody(options: StreamedBodyOptions): StreamedBody {
   };
 
   const insertion = (scan: ScanResult): Buffer | undefined => {
-    for (const text of appendedUsage(scan) ?? []) {
+    for (const text of appendedUsage(scan, options.continuous === true) ?? []) {
       const bytes = encode(text, encoding!);
       if (!options.reserve || bytes.length <= reserve()) return bytes;
     }
