@@ -73,7 +73,7 @@ describe('continuous usage (INFERMETER_CONTINUOUS_USAGE)', () => {
   it('gives a client that asked for no usage the bytes it gets directly, and the simulator gives usage on every chunk when asked', async (t) => {
     const sim = await startSimServer({ ttftMs: 0, interTokenMs: 0 });
     t.after(() => sim.close());
-    const app = await startProxy(t, sim.url, { INFERMETER_CONTINUOUS_USAGE: 'on' });
+    const app = await startProxy(t, sim.url, { INFERMETER_CONTINUOUS_USAGE: 'on', INFERMETER_MAX_INSPECT_BYTES: '65536' });
     for (const api of ['chat', 'completions'] as const) {
       const path = api === 'chat' ? '/v1/chat/completions' : '/v1/completions';
       const request =
@@ -96,9 +96,19 @@ describe('continuous usage (INFERMETER_CONTINUOUS_USAGE)', () => {
       assert.equal(normalised(through), normalised(direct), `${api}: the same bytes as directly`);
       assert.deepEqual([sample!.usageSource, sample!.completionTokens], ['upstream', 7], api);
     }
+    // A body past INFERMETER_MAX_INSPECT_BYTES streams through, the field appended at its end (the
+    // upstream is known to take it by now): the same bytes again.
+    const large = { model: MODEL, stream: true, messages: [{ role: 'user', content: 'x'.repeat(100_000) }], max_tokens: 5 };
+    const direct = await post(`${sim.url}/v1/chat/completions`, large);
+    const finished = nextFinished(app, 1);
+    const through = await post(`${app.dataUrl}/v1/chat/completions`, large);
+    const [sample] = await finished;
+    assert.equal(normalised(through), normalised(direct), 'a streamed body: the same bytes as directly');
+    assert.deepEqual([sample!.usageSource, sample!.completionTokens], ['upstream', 5]);
     const m = await scrape(app);
     assert.equal(m.value('infermeter_usage_injected_total', { body: 'held' }), 2);
-    assert.equal(m.value('infermeter_usage_chunks_stripped_total'), 2, 'the usage-only chunks');
+    assert.equal(m.value('infermeter_usage_injected_total', { body: 'streamed' }), 1);
+    assert.equal(m.value('infermeter_usage_chunks_stripped_total'), 3, 'the usage-only chunks');
   });
 
   it('records a stream cancelled after N tokens with its exact prompt tokens and N completion tokens, basis engine, and prices them', async (t) => {
