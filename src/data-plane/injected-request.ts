@@ -12,7 +12,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import { utf8FromJsonEncoding } from '../stream-tap/json-encoding.ts';
-import { scanWhole } from '../stream-tap/request-body-scanner.ts';
+import { scanWhole, type ScanResult } from '../stream-tap/request-body-scanner.ts';
 import { namesCoding, withCoding } from '../stream-tap/request-tap.ts';
 import type { BodyHold, HeldBodyUse } from './body-budget.ts';
 import type { Exchange } from './exchange.ts';
@@ -72,6 +72,7 @@ export function holdAndInject(
       askIdentity(req.rawHeaders);
       injection?.injected('held');
       exchange.inject(body);
+      exchange.continuousAsked = namesContinuous(scan);
       send(injected);
     },
   });
@@ -94,9 +95,10 @@ function unheld(req: IncomingMessage, exchange: Exchange, injection: UsageInject
     continuous: injection?.continuous === true,
     // At the body's end: still on, and no answer begun (an answer before the body's end would not be stripped).
     inject: () => inject && injection.active() && exchange.upstreamResponse === undefined,
-    injected: () => {
+    injected: (scan) => {
       injection?.injected('streamed');
       exchange.inject(undefined);
+      exchange.continuousAsked = namesContinuous(scan);
     },
   };
 }
@@ -106,4 +108,9 @@ function sized(req: IncomingMessage, stream: Readable, body: StreamedBody): Size
   const length = req.headers['content-length'];
   if (length === undefined) return stream;
   return Object.assign(stream, { contentLength: Number(length) + body.reserved() });
+}
+
+/** Whether the client's own stream_options (its text, as far as kept) names continuous_usage_stats. */
+function namesContinuous(scan: ScanResult): boolean {
+  return scan.ok && scan.streamOptions?.text?.includes('continuous_usage_stats') === true;
 }

@@ -111,6 +111,23 @@ describe('continuous usage (INFERMETER_CONTINUOUS_USAGE)', () => {
     assert.equal(m.value('infermeter_usage_chunks_stripped_total'), 3, 'the usage-only chunks');
   });
 
+  it("removes the usage members a client's own continuous_usage_stats brings once include_usage is injected, the option off", async (t) => {
+    const sim = await startSimServer({ ttftMs: 0, interTokenMs: 0 });
+    t.after(() => sim.close());
+    const app = await startProxy(t, sim.url, { INFERMETER_MAX_INSPECT_BYTES: '65536' });
+    // vLLM takes continuous_usage_stats only with include_usage: directly, this client gets no usage.
+    for (const content of ['hi', 'x'.repeat(100_000)]) {
+      const request = { model: MODEL, stream: true, messages: [{ role: 'user', content }], max_tokens: 4, stream_options: { continuous_usage_stats: true } };
+      const direct = await post(`${sim.url}/v1/chat/completions`, request);
+      assert.ok(!direct.toString().includes('usage'));
+      const through = await post(`${app.dataUrl}/v1/chat/completions`, request);
+      assert.equal(normalised(through), normalised(direct), `a body of ${content.length} characters`);
+    }
+    const m = await scrape(app);
+    assert.equal(m.value('infermeter_usage_injected_total', { body: 'held' }), 1);
+    assert.equal(m.value('infermeter_usage_injected_total', { body: 'streamed' }), 1);
+  });
+
   it('records a stream cancelled after N tokens with its exact prompt tokens and N completion tokens, basis engine, and prices them', async (t) => {
     const sim = await startSimServer({ ttftMs: 0, interTokenMs: 0 });
     t.after(() => sim.close());
