@@ -28,6 +28,8 @@ export interface AccessRecord {
   readonly prompt_tokens: number | undefined;
   readonly completion_tokens: number | undefined;
   readonly usage_source: string;
+  /** The usage record's `billing_basis` (ledger/usage-event.ts): `engine`, `delivered` or `none`. */
+  readonly billing_basis: string;
   readonly usage_injected: boolean;
   readonly bytes_in: number;
   readonly bytes_out: number;

@@ -191,6 +191,7 @@ export function buildDataPlane(
     config.injectUsage,
     { active: events.injectionActive, injected: events.usageInjected, stripped: events.usageStripped },
     (msg) => log.warn(msg),
+    config.continuousUsage,
   );
   const dataPlane = createDataPlane({
     upstream: requireUpstream(config),

@@ -2,6 +2,7 @@
 // header or a prompt.
 import type { IncomingMessage } from 'node:http';
 import { ms, type AccessRecord } from '../access-log.ts';
+import { billingBasis, ledgerUsageSource } from '../ledger/usage-event.ts';
 import type { RequestSample } from '../measure/sample.ts';
 import type { Exchange } from './exchange.ts';
 import { pathOf } from './request-path.ts';
@@ -29,6 +30,7 @@ export function accessRecord(req: IncomingMessage, exchange: Exchange, s: Reques
     prompt_tokens: counted ? undefined : s.promptTokens,
     completion_tokens: counted ? s.tokenEvents : s.completionTokens,
     usage_source: counted ? 'events' : s.usageSource,
+    billing_basis: billingBasis(ledgerUsageSource(s.usageSource, s.tokenEvents), s.completionTokens),
     usage_injected: injection !== undefined && !injection.refused,
     bytes_in: exchange.bytesIn,
     bytes_out: exchange.bytesOut,

@@ -165,6 +165,13 @@ export class Exchange {
   }
 
   /** The request goes upstream with usage injected into its body (`original`: the client's, when held). */
+  /**
+   * The client's own stream_options names continuous_usage_stats: with the include_usage
+   * injected, the engine puts usage on every chunk, which the client would not get directly
+   * (vLLM takes it only with include_usage): each chunk's usage member is removed too.
+   */
+  continuousAsked = false;
+
   inject(original: Buffer | undefined): void {
     this.injected = { original, refused: false };
   }

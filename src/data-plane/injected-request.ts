@@ -12,7 +12,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import { utf8FromJsonEncoding } from '../stream-tap/json-encoding.ts';
-import { scanWhole } from '../stream-tap/request-body-scanner.ts';
+import { scanWhole, type ScanResult } from '../stream-tap/request-body-scanner.ts';
 import { namesCoding, withCoding } from '../stream-tap/request-tap.ts';
 import type { BodyHold, HeldBodyUse } from './body-budget.ts';
 import type { Exchange } from './exchange.ts';
@@ -61,7 +61,9 @@ export function holdAndInject(
       exchange.identify(withCoding(scan, coded));
       const injectable = !wide || recoded !== undefined;
       const injected =
-        injectable && injection?.active() === true && takesIdentity(req.headers['accept-encoding']) ? injectUsage(recoded ?? body, scan) : undefined;
+        injectable && injection?.active() === true && takesIdentity(req.headers['accept-encoding'])
+          ? injectUsage(recoded ?? body, scan, injection.continuous === true)
+          : undefined;
       if (injected === undefined) {
         send(body);
         return;
@@ -70,6 +72,7 @@ export function holdAndInject(
       askIdentity(req.rawHeaders);
       injection?.injected('held');
       exchange.inject(body);
+      exchange.continuousAsked = namesContinuous(scan);
       send(injected);
     },
   });
@@ -89,11 +92,13 @@ function unheld(req: IncomingMessage, exchange: Exchange, injection: UsageInject
   if (inject) askIdentity(req.rawHeaders);
   return {
     reserve: inject && req.headers['content-length'] !== undefined,
+    continuous: injection?.continuous === true,
     // At the body's end: still on, and no answer begun (an answer before the body's end would not be stripped).
     inject: () => inject && injection.active() && exchange.upstreamResponse === undefined,
-    injected: () => {
+    injected: (scan) => {
       injection?.injected('streamed');
       exchange.inject(undefined);
+      exchange.continuousAsked = namesContinuous(scan);
     },
   };
 }
@@ -103,4 +108,9 @@ function sized(req: IncomingMessage, stream: Readable, body: StreamedBody): Size
   const length = req.headers['content-length'];
   if (length === undefined) return stream;
   return Object.assign(stream, { contentLength: Number(length) + body.reserved() });
+}
+
+/** Whether the client's own stream_options (its text, as far as kept) names continuous_usage_stats. */
+function namesContinuous(scan: ScanResult): boolean {
+  return scan.ok && scan.streamOptions?.text?.includes('continuous_usage_stats') === true;
 }

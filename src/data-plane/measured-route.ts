@@ -68,6 +68,7 @@ export function createMeasuredRoute(options: MeasuredRouteOptions): MeasuredRout
   // The usage strip's options are the route's: made once, not per request.
   const strip: UsageStripOptions = {
     maxEventBytes: options.maxEventBytes,
+    members: options.usageInjection?.continuous === true,
     stripped: (bytes, timings) => {
       options.usageInjection?.stripped(bytes);
       if (timings) options.usageInjection?.countsStated();
@@ -256,7 +257,8 @@ class InferenceCall {
     // Its length changes: no content-length.
     if (!this.answerWithHead(response, 'stripped', true)) return;
     setImmediate(flushIdleHeaders, this.res, response, this.headSent);
-    const filter = createUsageStrip(this.strip);
+    // A client's own continuous_usage_stats, taking effect with the injected include_usage: its members go too.
+    const filter = createUsageStrip(this.exchange.continuousAsked && this.strip.members !== true ? { ...this.strip, members: true } : this.strip);
     relay(response, this.res, this.exchange.tap(response, options.tap), {
       sent: this.bytesSent(),
       firstWrite: this.headSent,

@@ -23,10 +23,12 @@ const RESERVE = 256;
 export interface StreamedBodyOptions {
   /** At the object's end: whether to ask for usage now (the upstream takes the field; no answer began). */
   inject(): boolean;
-  /** Usage was asked for. */
-  injected(): void;
+  /** Usage was asked for (`scan`: the client's body read whole). */
+  injected(scan: ScanResult): void;
   /** The upstream is told `reserved()` bytes more than the client's Content-Length. */
   readonly reserve: boolean;
+  /** Usage asked for on every chunk too (INFERMETER_CONTINUOUS_USAGE). */
+  readonly continuous?: boolean;
 }
 
 export interface StreamedBody {
@@ -63,9 +65,10 @@ export function createStreamedBody(options: StreamedBodyOptions): StreamedBody {
     if (decided || wasDone || !reader.done()) return [piece];
     decided = true;
     if (!options.inject()) return [piece];
-    const inserted = insertion(reader.current());
+    const scan = reader.current();
+    const inserted = insertion(scan);
     if (inserted === undefined) return [piece];
-    options.injected();
+    options.injected(scan);
     added = inserted.length;
     // After the closing brace only white space can follow in this piece: the last other character is it.
     const at = lastNonSpace(piece, encoding!, unit);
@@ -73,7 +76,7 @@ export function createStreamedBody(options: StreamedBodyOptions): StreamedBody {
   };
 
   const insertion = (scan: ScanResult): Buffer | undefined => {
-    for (const text of appendedUsage(scan) ?? []) {
+    for (const text of appendedUsage(scan, options.continuous === true) ?? []) {
       const bytes = encode(text, encoding!);
       if (!options.reserve || bytes.length <= reserve()) return bytes;
     }

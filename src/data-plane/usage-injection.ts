@@ -47,15 +47,20 @@ export interface UsageInjection {
    * once if either holds already); returns what cancels it.
    */
   whenAccepted(listener: () => void): () => void;
+  /** Whether injection asks for usage on every chunk too (INFERMETER_CONTINUOUS_USAGE). */
+  readonly continuous?: boolean;
   /** The upstream refused stream_options: stop injecting, say so once. */
   refused(): void;
   injected(body: InjectedBody): void;
   stripped(bytes: number): void;
 }
 
-const FIELD = Buffer.from('"stream_options":{"include_usage":true}');
-const INNER = Buffer.from('"include_usage":true');
-const OPTIONS = Buffer.from('{"include_usage":true}');
+// With continuous usage (INFERMETER_CONTINUOUS_USAGE) vLLM is also asked for usage on every chunk:
+// the members it adds are removed on the way back (usage-strip.ts), as is the usage-only chunk.
+const INNER_TEXT = ['"include_usage":true', '"include_usage":true,"continuous_usage_stats":true'];
+const FIELD = INNER_TEXT.map((inner) => Buffer.from(`"stream_options":{${inner}}`));
+const INNER = INNER_TEXT.map((inner) => Buffer.from(inner));
+const OPTIONS = INNER_TEXT.map((inner) => Buffer.from(`{${inner}}`));
 const COMMA = Buffer.from(',');
 const ONLY_INCLUDE_USAGE = /^\{\s*"include_usage"\s*:\s*(?:true|false)\s*\}$/;
 
@@ -63,17 +68,18 @@ const ONLY_INCLUDE_USAGE = /^\{\s*"include_usage"\s*:\s*(?:true|false)\s*\}$/;
  * The body to send instead, or undefined when nothing is to be injected. `body` is the whole
  * request body the scan was made of.
  */
-export function injectUsage(body: Buffer, scan: ScanResult): Buffer | undefined {
+export function injectUsage(body: Buffer, scan: ScanResult, continuous = false): Buffer | undefined {
   if (!scan.ok || scan.stream !== true) return undefined;
+  const c = continuous ? 1 : 0;
   const options = scan.streamOptions;
   if (options === undefined) {
     const at = scan.objectStart + 1;
     // The object has its "stream" member at least: the one inserted first takes a comma.
-    return Buffer.concat([body.subarray(0, at), FIELD, COMMA, body.subarray(at)]);
+    return Buffer.concat([body.subarray(0, at), FIELD[c]!, COMMA, body.subarray(at)]);
   }
   if (!options.isObject) {
     if (body.toString('latin1', options.start, options.end).trim() !== 'null') return undefined;
-    return Buffer.concat([body.subarray(0, options.start), OPTIONS, body.subarray(options.end)]);
+    return Buffer.concat([body.subarray(0, options.start), OPTIONS[c]!, body.subarray(options.end)]);
   }
   // The form clients send: include_usage alone, with no escape. Anything else is parsed.
   if (ONLY_INCLUDE_USAGE.test(body.toString('latin1', options.start, options.end))) return undefined;
@@ -86,11 +92,11 @@ export function injectUsage(body: Buffer, scan: ScanResult): Buffer | undefined 
   if (typeof parsed !== 'object' || parsed === null || 'include_usage' in parsed) return undefined;
   const at = options.start + 1;
   const empty = Object.keys(parsed).length === 0;
-  return Buffer.concat(empty ? [body.subarray(0, at), INNER, body.subarray(at)] : [body.subarray(0, at), INNER, COMMA, body.subarray(at)]);
+  return Buffer.concat(empty ? [body.subarray(0, at), INNER[c]!, body.subarray(at)] : [body.subarray(0, at), INNER[c]!, COMMA, body.subarray(at)]);
 }
 
 /** The member a body that streams through gets at its end when it asks for no usage at all. */
-const APPENDED = ',"stream_options":{"include_usage":true}';
+const APPENDED = INNER_TEXT.map((inner) => `,"stream_options":{${inner}}`);
 
 /**
  * What to insert before the closing `}` of a body that streams through (`scan` of the whole
@@ -100,13 +106,15 @@ const APPENDED = ',"stream_options":{"include_usage":true}';
  * appended member wins over a client's `null` or object. A client's object over MAX_OPTIONS
  * bytes (no text kept) is overridden by ours alone.
  */
-export function appendedUsage(scan: ScanResult): string[] | undefined {
+export function appendedUsage(scan: ScanResult, continuous = false): string[] | undefined {
   if (!scan.ok || scan.stream !== true) return undefined;
+  const c = continuous ? 1 : 0;
+  const appended = APPENDED[c]!;
   const options = scan.streamOptions;
-  if (options === undefined) return [APPENDED];
+  if (options === undefined) return [appended];
   const text = options.text;
-  if (!options.isObject) return text?.trim() === 'null' ? [APPENDED] : undefined;
-  if (text === undefined) return [APPENDED];
+  if (!options.isObject) return text?.trim() === 'null' ? [appended] : undefined;
+  if (text === undefined) return [appended];
   if (ONLY_INCLUDE_USAGE.test(text)) return undefined;
   let parsed: unknown;
   try {
@@ -115,8 +123,8 @@ export function appendedUsage(scan: ScanResult): string[] | undefined {
     return undefined;
   }
   if (typeof parsed !== 'object' || parsed === null || 'include_usage' in parsed) return undefined;
-  if (Object.keys(parsed).length === 0) return [APPENDED];
-  return [`,"stream_options":{"include_usage":true,${text.slice(1)}`, APPENDED];
+  if (Object.keys(parsed).length === 0) return [appended];
+  return [`,"stream_options":{${INNER_TEXT[c]},${text.slice(1)}`, appended];
 }
 
 // What engines say of a field they do not take: pydantic's extra_forbidden ("Extra inputs are
@@ -126,7 +134,7 @@ export function appendedUsage(scan: ScanResult): string[] | undefined {
 const REFUSAL =
   /extra[ _](?:inputs?|fields?)|extra_forbidden|not permitted|not allowed|unknown (?:field|parameter|argument|key|property)|unrecognized|unexpected (?:field|keyword|argument|parameter|property)|not supported|unsupported|additional ?properties|invalid (?:field|parameter|argument)/i;
 /** The fields injection adds; an error naming one the client did not write is about ours. */
-const INJECTED = ['stream_options', 'include_usage'];
+const INJECTED = ['stream_options', 'include_usage', 'continuous_usage_stats'];
 /** How near (characters) a refusal's words and the field it names must be to be one statement. */
 const NEAR = 160;
 
@@ -186,6 +194,7 @@ export function createInjectionSwitch(
   enabled: boolean,
   report: { active(on: boolean): void; injected(body: InjectedBody): void; stripped(): void },
   warn: (msg: string) => void,
+  continuous = false,
 ): UsageInjection {
   let on = enabled;
   let accepted = false;
@@ -201,6 +210,7 @@ export function createInjectionSwitch(
   };
   report.active(on);
   return {
+    continuous,
     active: () => on && !stated,
     countsStated() {
       if (!on || stated || restored) return;

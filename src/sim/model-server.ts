@@ -1,13 +1,15 @@
 // A simulated OpenAI-compatible model server for the demo, the benchmark and tests: chat
 // completions, completions, the Responses API and embeddings, streamed or not, with a time to
 // first token, gaps between tokens and usage as a vLLM-like server produces them (usage in a
-// final chunk only when the request asks for it with stream_options.include_usage), a
+// final chunk only when the request asks for it with stream_options.include_usage, and as the
+// last member of every chunk too with continuous_usage_stats besides, as vLLM writes it), a
 // vLLM-style /metrics reporting its own queues, a KV-cache usage that follows the load and the
 // engine-only families of vLLM's newer dashboards (waiting by reason, tokens per engine step,
 // prompt tokens by source), and a scripted failure: a request with `x-sim-status: 500` (any 4xx
 // or 5xx) is answered that status with vLLM's error body. A request may script its own timing
 // (`x-sim-ttft-ms`, `x-sim-gap-ms`: milliseconds) and a stream cut after some tokens
-// (`x-sim-cut-after: 2`: the connection is destroyed after the second token), so that a test
+// (`x-sim-cut-after: 2`: the connection is destroyed after the second token) or held open
+// (`x-sim-hold-after: 2`: nothing after the second token until the client leaves), so that a test
 // knows each request's figures by construction.
 // Each API answers in OpenAI's shapes (responses-api.ts, embeddings.ts), so that the official
 // SDKs and the Vercel AI SDK accept what it sends.
@@ -112,6 +114,7 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
         const scriptedTtft = scripted(req.headers['x-sim-ttft-ms']);
         const scriptedGap = scripted(req.headers['x-sim-gap-ms']);
         const cutAfter = scripted(req.headers['x-sim-cut-after']);
+        const holdAfter = scripted(req.headers['x-sim-hold-after']);
         const plan: Plan = {
           id,
           model,
@@ -122,6 +125,7 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
           tokensPerEvent,
           body,
           ...(cutAfter === undefined ? {} : { cutAfter }),
+          ...(holdAfter === undefined ? {} : { holdAfter }),
         };
         if (path.endsWith('/v1/embeddings')) {
           json(res, 200, embeddingsResponse(body, model, promptTokens));
@@ -142,7 +146,10 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
           json(res, 404, { error: { message: `no route POST ${path}`, type: 'not_found', param: null, code: 404 } });
           return;
         }
-        const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
+        const streamOptions = body.stream_options as { include_usage?: unknown; continuous_usage_stats?: unknown } | undefined;
+        const includeUsage = streamOptions?.include_usage === true;
+        // As vLLM: usage on every chunk only with include_usage too.
+        const continuous = includeUsage && streamOptions?.continuous_usage_stats === true;
         const s = stats.get(model)!;
         s.prefixQueries += promptTokens;
         s.prefixHits += Math.floor(promptTokens / 2);
@@ -157,7 +164,7 @@ export function createSimHandler(options: SimOptions = {}): (req: IncomingMessag
           }
           return;
         }
-        if (body.stream === true) void stream(res, api, plan, includeUsage, engine);
+        if (body.stream === true) void stream(res, api, plan, includeUsage, engine, continuous);
         else {
           setTimeout(engine.firstToken, plan.ttftMs).unref();
           setTimeout(() => answer(res, api, plan), plan.ttftMs + plan.gapMs() * (plan.tokens - 1)).unref();
@@ -191,7 +198,7 @@ const responseRequest = (plan: Plan): ResponseRequest => ({ id: plan.id, model: 
 
 type Api = 'chat' | 'completions' | 'responses';
 
-async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: boolean, engine: { firstToken: () => void }): Promise<void> {
+async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: boolean, engine: { firstToken: () => void }, continuous = false): Promise<void> {
   const created = Math.floor(Date.now() / 1000);
   let closed = false;
   res.on('close', () => (closed = true));
@@ -199,7 +206,13 @@ async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: b
   const send = (data: unknown, event?: string): void => {
     if (!closed) res.write(`${event === undefined ? '' : `event: ${event}\n`}data: ${JSON.stringify(data)}\n\n`);
   };
+  let sent = 0;
+  // vLLM's continuous usage stats: the counts so far as each chunk's last member.
   const chunk = (delta: Record<string, unknown>, finish: string | null = null): Record<string, unknown> =>
+    continuous && events === undefined
+      ? { ...plainChunk(delta, finish), usage: { prompt_tokens: plan.promptTokens, total_tokens: plan.promptTokens + sent, completion_tokens: sent } }
+      : plainChunk(delta, finish);
+  const plainChunk = (delta: Record<string, unknown>, finish: string | null): Record<string, unknown> =>
     api === 'chat'
       ? { id: plan.id, object: 'chat.completion.chunk', created, model: plan.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }
       : {
@@ -215,7 +228,6 @@ async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: b
   for (const e of events?.start() ?? []) send(e, e.type);
   await sleep(plan.ttftMs);
   engine.firstToken();
-  let sent = 0;
   let text = '';
   while (sent < plan.tokens && !closed) {
     if (sent > 0) await sleep(plan.gapMs() * plan.tokensPerEvent);
@@ -231,6 +243,8 @@ async function stream(res: ServerResponse, api: Api, plan: Plan, includeUsage: b
       res.socket?.destroy();
       return;
     }
+    // A scripted hold: nothing more, the stream open, until the client leaves (a cancel after exactly these tokens).
+    if (plan.holdAfter !== undefined && sent >= plan.holdAfter) return;
   }
   if (closed) return;
   const usage = { prompt_tokens: plan.promptTokens, completion_tokens: sent, total_tokens: plan.promptTokens + sent };

@@ -10,6 +10,8 @@ export interface Plan {
   readonly tokensPerEvent: number;
   /** Tokens after which a stream's connection is destroyed (x-sim-cut-after); undefined: none. */
   readonly cutAfter?: number;
+  /** Tokens after which a stream sends nothing more until the client leaves (x-sim-hold-after); undefined: none. */
+  readonly holdAfter?: number;
   /** The request body, for the fields an answer echoes. */
   readonly body: Readonly<Record<string, unknown>>;
 }

@@ -37,6 +37,11 @@ const RELEASE_HELD_MAX = 4 * 1024;
 export interface UsageStripOptions {
   readonly maxEventBytes: number;
   /**
+   * Remove the `"usage"` member of every other event too (continuous usage, asked for by
+   * infermeter): each event is then held to its end, where vLLM writes that member.
+   */
+  readonly members?: boolean;
+  /**
    * Called with each removed event's byte length, and whether it carried a `timings` object
    * (the current llama-server moves its timings there when usage is asked).
    */
@@ -65,6 +70,47 @@ const SOME_CHOICE = 2;
  */
 export function isUsageOnlyEvent(event: Buffer, start = 0, end = event.length): boolean {
   return usageOnlyKind(event, start, end) !== NOT_USAGE_ONLY;
+}
+
+const LBRACE = 0x7b;
+const RBRACE = 0x7d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+
+/**
+ * Where the `,"usage":{...}` member of an event's JSON object is, when it is the object's last
+ * member (as vLLM writes continuous usage stats, whitespace JSON allows aside): [its comma, the
+ * byte after its object's `}`); undefined when the event has none there. Bytes [start, end) are
+ * the event's lines. A `"usage"` that is not a member of the top-level object (one nested deeper
+ * ends before the byte its object's `}` must be) is left where it is.
+ */
+export function usageMember(b: Buffer, start: number, end: number): readonly [number, number] | undefined {
+  const close = skipSpaceBack(b, end - 1, start);
+  if (close <= start || b[close] !== RBRACE) return undefined;
+  const inner = skipSpaceBack(b, close - 1, start);
+  if (inner <= start || b[inner] !== RBRACE) return undefined;
+  const key = b.lastIndexOf(USAGE, inner);
+  if (key <= start) return undefined;
+  const colon = skipSpace(b, key + USAGE.length, inner);
+  if (b[colon] !== COLON) return undefined;
+  const open = skipSpace(b, colon + 1, inner);
+  if (b[open] !== LBRACE || objectEnd(b, open, inner + 1) !== inner) return undefined;
+  const comma = skipSpaceBack(b, key - 1, start);
+  return comma >= start && b[comma] === COMMA ? [comma, inner + 1] : undefined;
+}
+
+/** The index of the `}` that closes the object opened at `open`, strings skipped; -1 if not before `end`. */
+function objectEnd(b: Buffer, open: number, end: number): number {
+  let depth = 0;
+  for (let i = open; i < end; i++) {
+    const c = b[i];
+    if (c === QUOTE) {
+      for (i++; i < end && b[i] !== QUOTE; i++) if (b[i] === BACKSLASH) i++;
+    } else if (c === LBRACE) depth++;
+    else if (c === RBRACE && --depth === 0) return i;
+  }
+  return -1;
 }
 
 /** Not a usage-only chunk; one; one that carries a `timings` object too. */
@@ -159,6 +205,7 @@ function joined(parts: Buffer[]): Buffer | undefined {
 
 export function createUsageStrip(options: UsageStripOptions): BodyFilter {
   const splitter = new EventSplitter(options.maxEventBytes);
+  const members = options.members === true;
   // The read being passed: what leaves for it is `out`, then the run of its bytes from `run` on
   // that passes unchanged. A removed event ends the run before it and starts the next after it.
   let chunk: Buffer = EMPTY;
@@ -203,11 +250,28 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
           options.stripped(next - start, timed);
           if (start > 0) out.push(b.subarray(0, start)); // a byte-order mark before it stays
           run = to;
-        } else out.push(b.subarray(0, carried)); // then this read's part, with the run
+          return;
+        }
+        const member = members ? usageMember(b, start, end) : undefined;
+        if (member === undefined) {
+          out.push(b.subarray(0, carried)); // then this read's part, with the run
+          return;
+        }
+        // Around the member: what came before it, and after it up to the end of the held bytes
+        // (the run goes on in this read from the member's end or from 0).
+        out.push(b.subarray(0, member[0]));
+        if (member[1] < carried) out.push(b.subarray(member[1], carried));
+        run = member[1] < carried ? 0 : member[1] - carried;
         return;
       }
       strippedAtCR = usage && next === chunk.length && chunk[next - 1] === CR;
-      if (!usage) return;
+      if (!usage) {
+        const member = members ? usageMember(b, start, end) : undefined;
+        if (member === undefined) return;
+        if (member[0] > run) out.push(chunk.subarray(run, member[0]));
+        run = member[1];
+        return;
+      }
       options.stripped(next - start, timed);
       if (start > run) out.push(chunk.subarray(run, start));
       run = next;
@@ -221,7 +285,7 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
       // comes, as any read's bytes do, not held back until its end. One begun in earlier reads is
       // looked at joined with this read's part, and only while it is small: joined at every read,
       // a large event would be copied over and over (it is held, as any event, up to the cap).
-      if (held.length > 0 && splitter.heldLength > RELEASE_HELD_MAX) return false;
+      if (members || (held.length > 0 && splitter.heldLength > RELEASE_HELD_MAX)) return false;
       const bytes = held.length === 0 ? b : Buffer.concat([...held, b.subarray(from)]);
       const at = held.length === 0 ? from : 0;
       const shown = choicesIn(bytes, at, bytes.length, bytes.indexOf(LBRACKET, at));

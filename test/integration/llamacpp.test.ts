@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
 import { ask, type Ask } from '../../bench/llamacpp/client.ts';
 import { llamaFromEnv, startLlamaServer, type LlamaServer } from '../../bench/llamacpp/llama-server.ts';
+import { billingBasis, ledgerUsageSource } from '../../src/ledger/usage-event.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 
 const found = llamaFromEnv();
@@ -121,6 +122,29 @@ describe('a real llama.cpp llama-server behind infermeter', { skip }, () => {
     assert.equal(answer.status, 200, answer.body);
     assert.ok(answer.streamError, `an error: line came: ${answer.body}`);
     assert.equal(sample!.failure, 'stream_error');
+  });
+
+  it('bills a stream cancelled there on the basis delivered, continuous usage on: llama.cpp states usage only at the end', async (t) => {
+    app = await startProxy(t, server.url, { INFERMETER_CONTINUOUS_USAGE: 'on' });
+    const finished = nextFinished(app, 1);
+    const controller = new AbortController();
+    const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, max_tokens: 900, messages: [{ role: 'user', content: 'go on and on' }] }),
+      signal: controller.signal,
+    });
+    const reader = res.body!.getReader();
+    let text = '';
+    while ((text.match(/"content":"[^"]/g) ?? []).length < 3) text += new TextDecoder().decode((await reader.read()).value);
+    controller.abort();
+    await reader.cancel().catch(() => undefined);
+    const [sample] = await finished;
+    const context = JSON.stringify(sample);
+    assert.equal(sample!.outcome, 'cancelled', context);
+    assert.equal(sample!.usageSource, 'events', context);
+    assert.equal(billingBasis(ledgerUsageSource(sample!.usageSource, sample!.tokenEvents), sample!.completionTokens), 'delivered', context);
+    assert.ok(!text.includes('"usage"'), text);
   });
 
   it("files the engine's running request under its model once, whatever name the client asked for", async (t) => {

@@ -239,6 +239,19 @@ export const PROXY_VARIABLES = [
       'leaves every body untouched. Stops by itself if the upstream refuses the field',
     ],
   }),
+  variable({
+    name: 'INFERMETER_CONTINUOUS_USAGE',
+    key: 'continuousUsage',
+    parse: onOff(),
+    value: false,
+    shown: '`off`',
+    meaning: [
+      '`on` (with `INFERMETER_INJECT_USAGE`): the injected `stream_options` also asks for',
+      '`continuous_usage_stats` (vLLM: usage on every chunk), and the `"usage"` member is removed from each',
+      "chunk the client receives, so a cancelled stream's prompt and delivered tokens are the engine's own",
+      '(billing basis `engine`, [chargeback](chargeback.md)); an upstream that refuses the field turns injection off',
+    ],
+  }),
   documented(
     'INFERMETER_ACCESS_LOG',
     '`off`',
