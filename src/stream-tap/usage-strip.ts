@@ -11,6 +11,8 @@
 // as they came, nothing of them a read late; the usage-only chunk infermeter asked for (small,
 // and last) is still removed from such a stream. The events of a read before its first `usage`
 // are not read one by one: none of them can be that chunk.
+// Over 300 lines: one filter over one read, whose two removals (the usage-only chunk, and with
+// INFERMETER_CONTINUOUS_USAGE each chunk's trailing usage member) share its held event and its writes.
 import { afterBlankLine, EventSplitter, type EventSink } from './event-splitter.ts';
 import { sameBytes } from '../measure/skim-event.ts';
 
