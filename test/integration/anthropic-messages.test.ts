@@ -289,7 +289,16 @@ describe('Anthropic Messages API through infermeter', () => {
 
     feed.snapshot();
     const dashboard = feed.data().models.find((d) => d.model === MODEL);
-    assert.deepEqual(dashboard?.totals, { received: 4, success: 4, failed: 0, cancelled: 0, promptTokens: prompt, generationTokens: 27, clientErrors: 0, streams: 2 });
+    assert.deepEqual(dashboard?.totals, {
+      received: 4,
+      success: 4,
+      failed: 0,
+      cancelled: 0,
+      promptTokens: prompt,
+      generationTokens: 27,
+      clientErrors: 0,
+      streams: 2,
+    });
 
     await app.close(); // flushes the access log
     const lines = readFileSync(logFile, 'utf8')
