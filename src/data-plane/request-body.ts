@@ -47,6 +47,7 @@ export interface HeldBody {
 export function holdBody(req: IncomingMessage, maxBytes: number, hold: BodyHold, handlers: HeldBody, waitMs = HELD_BODY_WAIT_MS): void {
   const chunks: Buffer[] = [];
   let size = 0;
+  let deadline: number | undefined;
   const reader = createBodyReader();
   const stop = (): void => {
     req.off('data', onData);
@@ -84,6 +85,9 @@ export function holdBody(req: IncomingMessage, maxBytes: number, hold: BodyHold,
   };
   /** Paused until room for `owed` (the body goes on being held), `settled` (asked again), the wait's end (refused), or the client's leaving. */
   const wait = (until: (settled: () => void) => () => void, owed: number, settled: () => void): void => {
+    // One bound for all of a body's waits: room that frees a little at a time (other bodies
+    // refused) must not renew it, wait after wait.
+    deadline ??= Date.now() + waitMs;
     let waiting = true;
     let timer: NodeJS.Timeout | undefined;
     const cancels: Array<() => void> = [];
@@ -109,7 +113,7 @@ export function holdBody(req: IncomingMessage, maxBytes: number, hold: BodyHold,
           stop();
           handlers.refused();
         }),
-      waitMs,
+      Math.max(0, deadline - Date.now()),
     );
     req.on('close', onClose);
   };

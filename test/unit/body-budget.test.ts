@@ -155,6 +155,36 @@ describe('a body that finds no room', () => {
     assert.equal(budget.held(), 0, 'no wait for room left behind');
   });
 
+  it('waits at most its bound in all: room that frees a little at a time does not renew it', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
+    const budget = createBodyBudget(100);
+    // Others hold all of it, 10 bytes each: given back one at a time, each lets the body read
+    // one more chunk and find no room again.
+    const others = Array.from({ length: 10 }, (_, i) => budget.hold(`x${i}`));
+    for (const o of others) o.take(10);
+    const req = request();
+    const seen: Seen = { asked: [] };
+    holdBody(
+      req,
+      1000,
+      budget.hold('y'),
+      handlers(seen, () => ({ wait: () => () => undefined })),
+      1000,
+    );
+    for (let i = 0; i < 8; i++) req.write('{"model":"m"'.padEnd(10, ' '));
+    await tick();
+    // A 10-byte room every 400 ms: without one bound, each wait would start its 1000 ms anew.
+    let given = 0;
+    while (seen.refused === undefined && given < others.length) {
+      t.mock.timers.tick(400);
+      others[given++]!.release();
+      await tick();
+    }
+    assert.equal(seen.refused, true, 'refused within its bound');
+    assert.ok(given <= 3, `refused after ${given} rooms of 400 ms, not renewed by each`);
+    for (const o of others) o.release();
+  });
+
   it('stops waiting when its client leaves', async () => {
     const budget = createBodyBudget(100);
     const other = budget.hold('x');
