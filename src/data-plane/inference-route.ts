@@ -94,17 +94,7 @@ export function routedPath(target: string, decode: (path: string) => string = pe
 }
 
 function percentDecode(path: string): string {
-  let out = '';
-  let from = 0;
-  for (let i = path.indexOf('%'); i !== -1 && i + 2 < path.length; i = path.indexOf('%', i + 1)) {
-    const hi = hex(path.charCodeAt(i + 1));
-    const lo = hex(path.charCodeAt(i + 2));
-    if (hi < 0 || lo < 0) continue;
-    out += path.slice(from, i) + String.fromCharCode(hi * 16 + lo);
-    from = i + 3;
-    i += 2;
-  }
-  return from === 0 ? path : out + path.slice(from);
+  return decodeEscapes(path, false);
 }
 
 /**
@@ -113,10 +103,15 @@ function percentDecode(path: string): string {
  * A code point past ASCII stays one non-ASCII character: it never makes a route's.
  */
 export function httplibDecode(path: string): string {
+  return decodeEscapes(path, true);
+}
+
+/** `%XX` decoded once (a malformed escape stays as written), and `%uXXXX` too when `unicode`. */
+function decodeEscapes(path: string, unicode: boolean): string {
   let out = '';
   let from = 0;
   for (let i = path.indexOf('%'); i !== -1 && i + 2 < path.length; i = path.indexOf('%', i + 1)) {
-    if (path.charCodeAt(i + 1) === 0x75) {
+    if (unicode && path.charCodeAt(i + 1) === 0x75) {
       const code = i + 5 < path.length ? hex4(path, i + 2) : -1;
       if (code < 0) continue;
       out += path.slice(from, i) + (code >= 0xd800 && code < 0xe000 ? '' : String.fromCharCode(code));
