@@ -5,7 +5,8 @@
 // directly and once through infermeter, and both answers must be the same.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { InferenceApi, RequestSample } from '../../src/measure/sample.ts';
+import type { InferenceApi } from '../../src/measure/sample.ts';
+import { samplesByModel } from '../helpers/samples-by-model.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 import { seededRandom } from '../helpers/random.ts';
 import { rawExchange } from '../helpers/raw-peers.ts';
@@ -120,15 +121,7 @@ describe(`inference routes as uvicorn routes them (${uvicornVersion ?? 'uvicorn 
     const engine = await startUvicornEngine(t);
     // One model name per spelling, each its own label.
     const app = await startProxy(t, engine, { INFERMETER_MAX_MODELS: '10000' });
-    const samples = new Map<string, RequestSample>();
-    const waiting = new Map<string, () => void>();
-    app.metrics.addObserver({
-      finished(s) {
-        samples.set(s.model, s);
-        waiting.get(s.model)?.();
-      },
-    });
-    const arrived = (model: string) => (samples.has(model) ? Promise.resolve() : new Promise<void>((resolve) => waiting.set(model, resolve)));
+    const { samples, arrived, allArrived } = samplesByModel(app);
 
     const served: Array<{ target: string; model: string; api: InferenceApi }> = [];
     const notServed: Array<{ target: string; model: string; status: number }> = [];
@@ -145,25 +138,7 @@ describe(`inference routes as uvicorn routes them (${uvicornVersion ?? 'uvicorn 
     }
     // Every spelling the engine served: one finished sample each (waited for, event by event;
     // bounded, so that one never metered fails with its name instead of hanging).
-    let bound: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(served.map(({ model }) => arrived(model))),
-      new Promise((_, reject) => {
-        bound = setTimeout(
-          () =>
-            reject(
-              new Error(
-                `served as inference, never metered: ${served
-                  .filter((s) => !samples.has(s.model))
-                  .map((s) => s.target)
-                  .join(' ')}`,
-              ),
-            ),
-          20_000,
-        );
-      }),
-    ]);
-    clearTimeout(bound);
+    await allArrived(served);
     // Then a last request: what finished before it has been recorded.
     await post(app.dataUrl, '/v1/chat/completions', bodyFor('/v1/chat/completions', 'sentinel'));
     await arrived('sentinel');

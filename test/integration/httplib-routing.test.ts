@@ -9,8 +9,9 @@
 // it against llama.cpp's vendored one.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { InferenceApi, RequestSample } from '../../src/measure/sample.ts';
+import type { InferenceApi } from '../../src/measure/sample.ts';
 import { httplibSkip, httplibVersion, startHttplibEngine } from '../helpers/httplib-engine.ts';
+import { samplesByModel } from '../helpers/samples-by-model.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 import { seededRandom } from '../helpers/random.ts';
 import { rawExchange } from '../helpers/raw-peers.ts';
@@ -111,15 +112,7 @@ describe(`inference routes as cpp-httplib routes them, llama-server's table (${h
   it('meters every spelling llama-server serves as inference, as that inference, with its tokens', async (t) => {
     const engine = await startHttplibEngine(t);
     const app = await startProxy(t, engine, { INFERMETER_MAX_MODELS: '10000' });
-    const samples = new Map<string, RequestSample>();
-    const waiting = new Map<string, () => void>();
-    app.metrics.addObserver({
-      finished(s) {
-        samples.set(s.model, s);
-        waiting.get(s.model)?.();
-      },
-    });
-    const arrived = (model: string) => (samples.has(model) ? Promise.resolve() : new Promise<void>((resolve) => waiting.set(model, resolve)));
+    const { samples, arrived, allArrived } = samplesByModel(app);
 
     const served: Array<{ target: string; model: string; api: InferenceApi }> = [];
     const notServed: Array<{ target: string; model: string; status: number }> = [];
@@ -143,25 +136,7 @@ describe(`inference routes as cpp-httplib routes them, llama-server's table (${h
     }
     // Every spelling served: one finished sample each (bounded, so that one never metered fails
     // with its name instead of hanging).
-    let bound: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(served.map(({ model }) => arrived(model))),
-      new Promise((_, reject) => {
-        bound = setTimeout(
-          () =>
-            reject(
-              new Error(
-                `served as inference, never metered: ${served
-                  .filter((s) => !samples.has(s.model))
-                  .map((s) => s.target)
-                  .join(' ')}`,
-              ),
-            ),
-          20_000,
-        );
-      }),
-    ]);
-    clearTimeout(bound);
+    await allArrived(served);
     // Then a last request: what finished before it has been recorded.
     await post(app.dataUrl, '/v1/chat/completions', bodyFor('sentinel'));
     await arrived('sentinel');
