@@ -38,7 +38,21 @@ function createProcessMetrics(): ProcessMetrics {
     const { name, help, type } = m as unknown as { name: string; help: string; type: string };
     return { name, help, type };
   });
-  return { read: () => own.getMetricsAsJSON(), families };
+  return { read: async () => withoutEmptyLagStatistics(await own.getMetricsAsJSON()), families };
+}
+
+const LAG_STATISTICS = ['min', 'max', 'mean', 'stddev', 'p50', 'p90', 'p99'].map((s) => `nodejs_eventloop_lag_${s}_seconds`);
+
+/**
+ * With no event-loop sample since the last collection the client reports the empty histogram's
+ * fields as they are: min 2^63 ns (9.2e9 s, read as a 292-year stall by an alert on max or min),
+ * max 0, percentiles of nothing. Every statistic of no samples is NaN instead, as the mean is.
+ */
+function withoutEmptyLagStatistics(reading: ProcessReading): ProcessReading {
+  const mean = reading.find((m) => m.name === 'nodejs_eventloop_lag_mean_seconds')?.values[0]?.value;
+  if (mean === undefined || !Number.isNaN(mean)) return reading;
+  // New objects: the reading's values are the client's own, not copies.
+  return reading.map((m) => (LAG_STATISTICS.includes(m.name) ? { ...m, values: m.values.map((v) => ({ ...v, value: Number.NaN })) } : m));
 }
 
 /**
