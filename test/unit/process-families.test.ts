@@ -12,7 +12,7 @@ function lag(reading: Awaited<ReturnType<ReturnType<typeof processMetrics>['read
 }
 
 describe('process families', () => {
-  it('give NaN for every lag statistic of no samples, not the empty histogram\'s 2^63 ns minimum', async () => {
+  it("give NaN for every lag statistic of no samples, not the empty histogram's 2^63 ns minimum", async () => {
     const pm = processMetrics();
     // A few turns of the loop, so that the first reading has samples.
     for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 15));
