@@ -21,7 +21,9 @@ export default async function* slowestFiles(source: AsyncIterable<Event>): Async
   const times = new Map(summed);
   for (const [file, ms] of whole) times.set(file, ms);
   if (times.size === 0) return;
-  const slowest = [...times].sort((a, b) => b[1] - a[1]).slice(0, 10);
+  // TEST_SLOWEST_FILES=N shows N files instead of ten (to see where a suite's time goes).
+  const shown = Number(process.env.TEST_SLOWEST_FILES ?? 10) || 10;
+  const slowest = [...times].sort((a, b) => b[1] - a[1]).slice(0, shown);
   const total = [...times.values()].reduce((a, b) => a + b, 0);
   let out = `\nThe slowest ${slowest.length} of ${times.size} test files (${(total / 1000).toFixed(1)} s of file time in all):\n`;
   for (const [file, ms] of slowest) out += `${(ms / 1000).toFixed(1).padStart(8)} s  ${relative(process.cwd(), file)}\n`;
