@@ -245,9 +245,9 @@ describe('a reload of the SLO file', () => {
     const listener = (now: Stats): void => heard(now.ino);
     watchFile(file, { interval: 20, persistent: false }, listener);
     t.after(() => unwatchFile(file, listener));
-    const polled = async (make: () => number): Promise<boolean> => {
+    const polled = async (make: () => number, looks = 200): Promise<boolean> => {
       const ino = make();
-      for (let i = 0; i < 200; i++) {
+      for (let i = 0; i < looks; i++) {
         const seen = await new Promise<number | undefined>((resolve) => {
           heard = resolve;
           setTimeout(() => resolve(undefined), 50);
@@ -257,9 +257,10 @@ describe('a reload of the SLO file', () => {
       return false;
     };
     const reloaded = () => lines.filter((l) => l.includes('INFERMETER_SLO_FILE reloaded')).length;
-    // The poll's first look is asynchronous: edits until one is heard (bounded).
+    // The poll's first look is asynchronous: an edit before it is never heard. Edits until one
+    // is heard, each given a short while (200 looks each, 10 s, made every first edit cost 10 s).
     let first = false;
-    for (let i = 0; i < 20 && !first; i++) first = await polled(edit);
+    for (let i = 0; i < 200 && !first; i++) first = await polled(edit, 4);
     assert.ok(first, 'the poll heard an edit');
     assert.equal(reloaded(), 1, 'the poll reloaded it');
     assert.equal(policy.reload(), true, 'SIGHUP after the poll: the classes in use are the file');
