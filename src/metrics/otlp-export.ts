@@ -72,6 +72,9 @@ export async function startOtlpExport(options: OtlpExportOptions): Promise<OtlpE
   let inFlight = false;
   // Whether the export in flight has been answered (its result counted and handed on).
   let answered = true;
+  // Closing: the last export, which waits for the one in flight (`afterInFlight`) if any.
+  let final = false;
+  let afterInFlight: (() => void) | undefined;
   // The request in flight ends with its connection: the export's callback follows, and frees the place.
   const cut = (): void => {
     for (const sockets of Object.values(agent.sockets)) for (const socket of sockets ?? []) socket.destroy();
@@ -89,6 +92,13 @@ export async function startOtlpExport(options: OtlpExportOptions): Promise<OtlpE
   };
   const exporter: PushMetricExporter = {
     export(metrics: ResourceMetrics, done: (result: ExportResult) => void) {
+      if (inFlight && final) {
+        // The last export, on close, comes while one is in flight: it follows that one (within
+        // close's bound) rather than being skipped, so that what was measured since is sent.
+        log.info('OTLP export: the last export waits for the one in flight', { url: where });
+        afterInFlight = () => exporter.export(metrics, done);
+        return;
+      }
       if (inFlight) {
         skipped++;
         // Past its deadline, an export's retry (the SDK's, within its timeout) may have opened
@@ -114,6 +124,9 @@ export async function startOtlpExport(options: OtlpExportOptions): Promise<OtlpE
       inner.export(metrics, (result) => {
         inFlight = false;
         answer(result);
+        const next = afterInFlight;
+        afterInFlight = undefined;
+        next?.();
       });
     },
     forceFlush: () => inner.forceFlush(),
@@ -175,6 +188,7 @@ export async function startOtlpExport(options: OtlpExportOptions): Promise<OtlpE
     flush: () => provider.forceFlush(),
     close() {
       closing ??= (async () => {
+        final = true;
         const bound = Math.min(config.timeoutMs, FINAL_EXPORT_MAX_MS);
         let timer: NodeJS.Timeout | undefined;
         const timedOut = new Promise<'timeout'>((resolve) => {

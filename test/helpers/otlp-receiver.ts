@@ -46,12 +46,16 @@ export interface OtlpReceiver {
   readonly exports: readonly ReceivedExport[];
   /** Resolves with the first export (received so far or later) for which `predicate` holds; rejects after `timeoutMs`. */
   waitFor(predicate: (e: ReceivedExport) => boolean, timeoutMs?: number): Promise<ReceivedExport>;
+  /** Answers the first export, held since it was received (holdFirst). */
+  release(): void;
   close(): Promise<void>;
 }
 
 export interface OtlpReceiverOptions {
   /** Answers the first `refuse` exports 400 (not retryable), unread; default 0. */
   readonly refuse?: number;
+  /** Receives the first export but answers it only once `release` (of the receiver) is called. */
+  readonly holdFirst?: boolean;
   /** Answers every export 200 with a body that never ends, one byte every `trickleMs` ms. */
   readonly trickleMs?: number;
 }
@@ -59,6 +63,9 @@ export interface OtlpReceiverOptions {
 export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Promise<OtlpReceiver> {
   let refusals = options.refuse ?? 0;
   const exports: ReceivedExport[] = [];
+  // The first export's answer, while it is held (holdFirst); `holding` until it is received.
+  let holding = options.holdFirst === true;
+  let heldAnswer: (() => void) | undefined;
   const waiters: Array<{ predicate: (e: ReceivedExport) => boolean; resolve: (e: ReceivedExport) => void }> = [];
   let begun = 0;
   let open = 0;
@@ -99,8 +106,14 @@ export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Prom
         else waiters.push(w);
       }
       // An empty ExportMetricsServiceResponse, in the request's encoding.
-      if (contentType.includes('json')) res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-      else res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+      const answer = (): void => {
+        if (contentType.includes('json')) res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        else res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+      };
+      if (holding) {
+        holding = false;
+        heldAnswer = answer;
+      } else answer();
     });
   });
   const { url, close } = await listen(undefined, server);
@@ -110,6 +123,10 @@ export async function startOtlpReceiver(options: OtlpReceiverOptions = {}): Prom
     begun: () => begun,
     mostOpen: () => mostOpen,
     exports,
+    release() {
+      heldAnswer?.();
+      heldAnswer = undefined;
+    },
     waitFor(predicate, timeoutMs = 15_000) {
       const hit = exports.find(predicate);
       if (hit !== undefined) return Promise.resolve(hit);

@@ -234,6 +234,47 @@ describe('OTLP export', () => {
     assert.equal(total(e, 'gen_ai.server.time_to_first_token'), 1);
   });
 
+  it('on close while an export is in flight, sends the last export after it: nothing measured since is lost', async (t) => {
+    const receiver = await startOtlpReceiver({ holdFirst: true });
+    const sim = await startSimServer({ ttftMs: 5, interTokenMs: 1, models: [MODEL] });
+    let waiting: () => void = () => undefined;
+    const waits = new Promise<void>((resolve) => {
+      waiting = resolve;
+    });
+    const log = createLogger('info', (line) => {
+      if (line.includes('the last export waits for the one in flight')) waiting();
+    });
+    const app = await startInfermeter(
+      loadConfig({ ...BASE_ENV, INFERMETER_UPSTREAM: sim.url, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_METRIC_EXPORT_INTERVAL: '100' }),
+      { log },
+    );
+    let closed = false;
+    t.after(async () => {
+      receiver.release();
+      if (!closed) await app.close();
+      await sim.close();
+      await receiver.close();
+    });
+    assert.equal(await post(app.dataUrl, '/v1/chat/completions', { model: MODEL, stream: true, max_tokens: 2, messages: [] }), 200);
+    // The first export with that request is received and held unanswered: in flight.
+    await receiver.waitFor((e) => total(e, 'gen_ai.server.request.duration') === 1);
+    const finished = nextFinished(app, 1);
+    assert.equal(await post(app.dataUrl, '/v1/chat/completions', { model: MODEL, stream: true, max_tokens: 2, messages: [] }), 200);
+    await finished;
+    const closing = app.close().then(() => {
+      closed = true;
+    });
+    // Close's last export came while the first is in flight; once it says it waits, the first is answered.
+    await Promise.race([waits, closing]);
+    assert.equal(closed, false, 'close did not end before its last export was sent');
+    receiver.release();
+    await closing;
+    assert.ok(
+      receiver.exports.some((e) => total(e, 'gen_ai.server.request.duration') === 2),
+      'the last export, with the request measured while the first was in flight, reached the receiver',
+    );
+  });
+
   it('keeps serving while the receiver refuses, counts each failed export, logs once, and loses nothing it measured', async (t) => {
     const receiver = await startOtlpReceiver({ refuse: 2 });
     const sim = await startSimServer({ ttftMs: 5, interTokenMs: 1, models: [MODEL] });
