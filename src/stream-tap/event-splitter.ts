@@ -174,7 +174,7 @@ export class EventSplitter {
       // Each search again only once passed: linear in the read, however many lines it holds.
       if (lf < at) lf = orNone(chunk.indexOf(LF, at));
       if (cr < at) cr = orNone(chunk.indexOf(CR, at));
-      const eol = lf < cr ? lf : cr;
+      const eol = Math.min(lf, cr);
       if (eol === NONE) {
         this.#atLineStart = false;
         return -1;
@@ -197,7 +197,7 @@ export class EventSplitter {
     let cr = firstCR;
     let lf = orNone(b.indexOf(LF, p));
     while (p < length) {
-      let eol = lf < cr ? lf : cr;
+      let eol = Math.min(lf, cr);
       if (eol === NONE) return p;
       let start = p;
       let next = eol + 1;
@@ -221,7 +221,7 @@ export class EventSplitter {
         for (;;) {
           if (lf < at) lf = orNone(b.indexOf(LF, at));
           if (cr < at) cr = orNone(b.indexOf(CR, at));
-          eol = lf < cr ? lf : cr;
+          eol = Math.min(lf, cr);
           if (eol === NONE) return start; // incomplete
           const after = eol + (b[eol] === CR && b[eol + 1] === LF ? 2 : 1);
           if (eol === at) {

@@ -4,7 +4,6 @@
 // next request; a stream with an event over INFERMETER_MAX_EVENT_BYTES still loses the usage chunk
 // infermeter asked for, and only that.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import http from 'node:http';
 import { describe, it, type TestContext } from 'node:test';
 import zlib from 'node:zlib';

@@ -2,7 +2,6 @@
 // byte for byte, keeps serving, returns its in-flight gauges to zero and counts what happened.
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import type { Infermeter } from '../../src/app.ts';

@@ -3,7 +3,6 @@
 // that connection fails before any response byte. Such a request is sent again, once, on a new
 // connection, and counted; one whose response began is never sent again.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import net, { type Socket } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
