@@ -10,13 +10,17 @@
 // a UTF-8 byte order mark is skipped (Python's json.loads skips it), NaN and Infinity are values
 // (Python takes them), and `stream` is read as pydantic's lax bool reads it (`1`, `"true"`,
 // `"yes"`, `"on"` ... stream), so that no spelling streams for the engine and not for infermeter.
+// JSON's bytes, strings, nested values, counts and pydantic's bool are read by the one JSON byte
+// module (src/json-bytes/), as the response skimmer reads them; this file is the walk of the
+// top-level object, its state kept across chunks.
 // Over 300 lines: one state machine whose states share a few integers of state in one closure,
-// the request's hot loop; pydantic's bool, JSON's byte classes and a string's end are modules of their own.
+// the request's hot loop.
 
-import { ESCAPES, hexValue, isPrimitiveByte, isSpace } from './json-bytes.ts';
-import { laxBool, MAX_STREAM_TEXT } from './lax-bool.ts';
-import { ESCAPED_AT_END, stringEnd } from './json-string-end.ts';
-import { jsonStringText, ValueCapture } from './value-capture.ts';
+import { BACKSLASH, ESCAPES, hexValue, isPrimitiveByte, isSpace, keyIs, QUOTE } from '../json-bytes/bytes.ts';
+import { addDigit, laxBool, MAX_STREAM_TEXT, NO_DIGIT } from '../json-bytes/scalars.ts';
+import { ESCAPED_AT_END, jsonStringText, stringEnd } from '../json-bytes/strings.ts';
+import { NestedValue } from '../json-bytes/values.ts';
+import { ValueCapture } from './value-capture.ts';
 
 export type ScanResult =
   | {
@@ -66,8 +70,6 @@ const NEXT_KEY = 9; // after ',': a key
 const DONE = 10; // after the closing '}'
 const ERROR = 11;
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
 const MAX_KEY = 24; // longest key of interest ("max_completion_tokens", 21) plus room; longer keys are skipped
 const MAX_MODEL = 512; // bytes of a model name kept; a longer one is reported as absent
 const MAX_OPTIONS = 1024; // bytes of a stream_options value kept; a longer one has no text
@@ -90,9 +92,8 @@ const BOM = [0xef, 0xbb, 0xbf];
 
 export function createBodyScanner(): BodyScanner {
   let state = START;
-  let escaped = false;
-  let nestedDepth = 0;
-  let nestedInString = false;
+  let escaped = false; // in a string or key, the last byte was a backslash that escapes the next
+  const nested = new NestedValue();
   let notObject = false;
   const keyBuf = new Uint8Array(MAX_KEY);
   let keyLen = 0;
@@ -110,8 +111,7 @@ export function createBodyScanner(): BodyScanner {
   let model: string | undefined;
   let stream: boolean | undefined;
   // Integers are accumulated as digits arrive, so no text is kept for them.
-  let int = 0;
-  let intOk = false;
+  let int = NO_DIGIT;
   let maxCompletionTokens: number | undefined;
   let maxTokens: number | undefined;
   let maxOutputTokens: number | undefined;
@@ -124,12 +124,9 @@ export function createBodyScanner(): BodyScanner {
 
   function finishKey(): void {
     key = K_OTHER;
+    // keyIs compares lengths first: a key longer than keyBuf is none of these.
     for (let k = 1; k < KEY_BYTES.length; k++) {
-      const name = KEY_BYTES[k]!;
-      if (name.length !== keyLen) continue; // also rules out keys longer than keyBuf
-      let j = 0;
-      while (j < keyLen && keyBuf[j] === name[j]) j++;
-      if (j === keyLen) {
+      if (keyIs(keyBuf, 0, keyLen, KEY_BYTES[k]!)) {
         key = k;
         return;
       }
@@ -157,7 +154,7 @@ export function createBodyScanner(): BodyScanner {
   function finishPrimitive(): void {
     if (key === K_STREAM) stream = laxBool(primitive, false);
     else if (key === K_MODEL) model = undefined;
-    else if (isIntKey()) setInt(intOk ? int : undefined);
+    else if (isIntKey()) setInt(int >= 0 ? int : undefined);
     primitive = '';
   }
 
@@ -179,47 +176,21 @@ export function createBodyScanner(): BodyScanner {
       const c = chunk[i]!;
       switch (state) {
         case NESTED: {
-          // Hot loop for the bulk of a body (messages, tools): brackets byte by byte, each
-          // string crossed by a search for its end (first, one begun in an earlier chunk).
-          let depth = nestedDepth;
-          if (nestedInString) {
-            const q = stringEnd(chunk, i, escaped);
-            escaped = q === ESCAPED_AT_END;
-            if (q < 0) {
-              i = n;
-              continue;
-            }
-            i = q + 1;
-            nestedInString = false;
+          // The bulk of a body (messages, tools): crossed by its brackets, each string by a
+          // search for its end (values.ts).
+          const past = nested.cross(chunk, i, n);
+          if (past < 0) {
+            i = n;
+            continue;
           }
-          for (; i < n; i++) {
-            const b = chunk[i]!;
-            if (b === QUOTE) {
-              // No closure variable written per string: it costs this loop a third of its speed.
-              const q = stringEnd(chunk, i + 1, false);
-              if (q < 0) {
-                escaped = q === ESCAPED_AT_END;
-                nestedInString = true;
-                i = n;
-                break;
-              }
-              i = q;
-            } else if (b === 0x7b || b === 0x5b) depth++;
-            else if (b === 0x7d || b === 0x5d) {
-              if (--depth === 0) {
-                state = AFTER_VALUE;
-                i++;
-                if (key === K_STREAM_OPTIONS) finishOptions(chunk, i, optionsIsObject);
-                break;
-              }
-            }
-          }
-          nestedDepth = depth;
+          i = past;
+          state = AFTER_VALUE;
+          if (key === K_STREAM_OPTIONS) finishOptions(chunk, i, optionsIsObject);
           continue;
         }
         case STRING: {
           const start = i;
-          const q = stringEnd(chunk, i, escaped);
+          const q = stringEnd(chunk, i, n, escaped);
           escaped = q === ESCAPED_AT_END;
           if (q < 0) {
             i = n;
@@ -301,8 +272,7 @@ export function createBodyScanner(): BodyScanner {
             } else if (isIntKey()) setInt(undefined);
           } else if (c === 0x7b || c === 0x5b) {
             state = NESTED;
-            nestedDepth = 1;
-            nestedInString = false;
+            nested.open();
             if (key === K_MODEL) model = undefined;
             else if (key === K_STREAM) stream = undefined;
             else if (isIntKey()) setInt(undefined);
@@ -314,8 +284,7 @@ export function createBodyScanner(): BodyScanner {
             state = PRIMITIVE;
             // Only `stream` needs the literal's text; other primitives cost no string building.
             primitive = key === K_STREAM ? String.fromCharCode(c) : '';
-            intOk = isIntKey() && c >= 0x30 && c <= 0x39; // a sign, point or letter first is never a count
-            int = c - 0x30;
+            int = addDigit(NO_DIGIT, c, MAX_INT); // a sign, point or letter first is never a count
             if (key === K_STREAM_OPTIONS) optionsStart = offset + i;
           } else state = ERROR;
           if (key === K_STREAM_OPTIONS) {
@@ -328,13 +297,7 @@ export function createBodyScanner(): BodyScanner {
           if (isPrimitiveByte(c)) {
             if (key === K_STREAM) {
               if (primitive.length <= MAX_STREAM_TEXT) primitive += String.fromCharCode(c);
-            } else if (intOk) {
-              // Digits only, no leading zero (not JSON), and small enough to stay exact.
-              if (c >= 0x30 && c <= 0x39 && int !== 0) {
-                int = int * 10 + (c - 0x30);
-                if (int > MAX_INT) intOk = false;
-              } else intOk = false;
-            }
+            } else if (int >= 0) int = addDigit(int, c, MAX_INT);
           } else {
             if (key === K_STREAM_OPTIONS) finishOptions(chunk, i, false);
             finishPrimitive();

@@ -2,7 +2,6 @@
 // `model` string, the `stream_options` value), up to a few hundred bytes: a value within one
 // chunk is viewed there, not copied; only one cut by a chunk boundary is copied, part by part.
 // Past its cap a value is dropped (reported as undefined), so a body costs no buffer of its own.
-// And a captured string's text, its escapes decoded as JSON decodes them.
 
 export class ValueCapture {
   private parts: Buffer[] | undefined = undefined;
@@ -36,23 +35,5 @@ export class ValueCapture {
     if (this.length + end - start > this.max) return undefined;
     const last = Buffer.from(chunk.buffer, chunk.byteOffset + start, end - start);
     return parts === undefined ? last : Buffer.concat([...parts, last]);
-  }
-}
-
-/** A JSON string's raw body (between its quotes) as its text: escapes decoded; undefined when JSON refuses it. */
-export function jsonStringText(bytes: Buffer): string | undefined {
-  let plain = true;
-  for (let j = 0; j < bytes.length; j++) {
-    const c = bytes[j]!;
-    if (c === 0x5c || c < 0x20) {
-      plain = false;
-      break;
-    }
-  }
-  if (plain) return bytes.toString('utf8'); // no escape to decode, nothing JSON would refuse
-  try {
-    return JSON.parse(`"${bytes.toString('utf8')}"`) as string;
-  } catch {
-    return undefined;
   }
 }
