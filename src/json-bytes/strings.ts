@@ -10,7 +10,7 @@ import { BACKSLASH, QUOTE } from './bytes.ts';
  */
 const SEARCH_REACH = 64;
 /** No closing quote before the end, which is inside the string. */
-export const NO_QUOTE = -1;
+const NO_QUOTE = -1;
 /** No closing quote, and the bytes end on a backslash that escapes the next piece's first byte. */
 export const ESCAPED_AT_END = -2;
 

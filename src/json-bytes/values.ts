@@ -5,7 +5,7 @@ import { isPrimitiveByte, LBRACE, LBRACKET, QUOTE, RBRACE, RBRACKET } from './by
 import { ESCAPED_AT_END, stringEnd } from './strings.ts';
 
 /** The value does not end before the end of the bytes. */
-export const NOT_CLOSED = -1;
+const NOT_CLOSED = -1;
 
 /**
  * An object or array crossed by its brackets, in one piece or many: its depth and whether a

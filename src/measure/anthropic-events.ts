@@ -8,7 +8,8 @@
 // nor are starts, stops and pings. Usage is merged field by field by the timer (mergeUsage), as
 // the Anthropic SDK merges message_start's and message_delta's.
 import { REASONING, readFinishReason, type EventFacts } from './event-facts.ts';
-import { isString } from './skim-event.ts';
+import { QUOTE } from '../json-bytes/bytes.ts';
+import { isString, stringEnd } from '../json-bytes/strings.ts';
 import { readUsage } from './usage.ts';
 
 const NOTHING: EventFacts = { token: false, usage: undefined, error: false, done: false, malformed: false, finishReason: undefined };
@@ -57,8 +58,6 @@ function nonEmpty(value: unknown): boolean {
   return typeof value === 'string' && value.length > 0;
 }
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
 // Where a delta's output string may sit: `"text":"`, `"thinking":"`, `"partial_json":"`.
 const VALUE_KEYS = ['text', 'thinking', 'partial_json'].map((key) => Buffer.from(`"${key}":"`, 'latin1'));
 
@@ -111,15 +110,9 @@ class BlockTemplate implements DeltaSkimmer {
       const at = b.indexOf(key, start);
       if (at === -1 || at >= end) continue;
       const open = at + key.length - 1;
-      let close = -1;
-      for (let j = open + 1; j < end; j++) {
-        if (b[j] === BACKSLASH) j++;
-        else if (b[j] === QUOTE) {
-          close = j + 1;
-          break;
-        }
-      }
-      if (close === -1) return;
+      const quote = stringEnd(b, open + 1, end, false);
+      if (quote < 0) return;
+      const close = quote + 1;
       const head = b.toString('utf8', start, open);
       const tail = b.toString('utf8', close, end);
       const one = probe(`${head}"x"${tail}`);

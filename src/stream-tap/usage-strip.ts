@@ -11,16 +11,14 @@
 // as they came, nothing of them a read late; the usage-only chunk infermeter asked for (small,
 // and last) is still removed from such a stream. The events of a read before its first `usage`
 // are not read one by one: none of them can be that chunk.
-// Over 300 lines: one filter over one read, whose two removals (the usage-only chunk, and with
+// One filter over one read: its two removals (the usage-only chunk, and with
 // INFERMETER_CONTINUOUS_USAGE each chunk's trailing usage member) share its held event and its writes.
 import { afterBlankLine, EventSplitter, type EventSink } from './event-splitter.ts';
-import { sameBytes } from '../measure/skim-event.ts';
+import { COLON, COMMA, LBRACE, LBRACKET, RBRACE, RBRACKET, sameBytes, skipSpace, skipSpaceBack } from '../json-bytes/bytes.ts';
+import { skipValue } from '../json-bytes/values.ts';
 
 const LF = 0x0a;
 const CR = 0x0d;
-const LBRACKET = 0x5b;
-const RBRACKET = 0x5d;
-const COLON = 0x3a;
 // Only an event with an empty "choices" and a "usage" key is parsed; every other event is passed
 // without JSON.parse. Whitespace JSON allows is allowed (Python's json.dumps writes `": "`).
 const CHOICES = Buffer.from('"choices"');
@@ -74,12 +72,6 @@ export function isUsageOnlyEvent(event: Buffer, start = 0, end = event.length): 
   return usageOnlyKind(event, start, end) !== NOT_USAGE_ONLY;
 }
 
-const LBRACE = 0x7b;
-const RBRACE = 0x7d;
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-
 /**
  * Where the `,"usage":{...}` member of an event's JSON object is, when it is the object's last
  * member (as vLLM writes continuous usage stats, whitespace JSON allows aside): [its comma, the
@@ -97,22 +89,9 @@ export function usageMember(b: Buffer, start: number, end: number): readonly [nu
   const colon = skipSpace(b, key + USAGE.length, inner);
   if (b[colon] !== COLON) return undefined;
   const open = skipSpace(b, colon + 1, inner);
-  if (b[open] !== LBRACE || objectEnd(b, open, inner + 1) !== inner) return undefined;
+  if (b[open] !== LBRACE || skipValue(b, open, inner + 1) !== inner + 1) return undefined;
   const comma = skipSpaceBack(b, key - 1, start);
   return comma >= start && b[comma] === COMMA ? [comma, inner + 1] : undefined;
-}
-
-/** The index of the `}` that closes the object opened at `open`, strings skipped; -1 if not before `end`. */
-function objectEnd(b: Buffer, open: number, end: number): number {
-  let depth = 0;
-  for (let i = open; i < end; i++) {
-    const c = b[i];
-    if (c === QUOTE) {
-      for (i++; i < end && b[i] !== QUOTE; i++) if (b[i] === BACKSLASH) i++;
-    } else if (c === LBRACE) depth++;
-    else if (c === RBRACE && --depth === 0) return i;
-  }
-  return -1;
 }
 
 /** Not a usage-only chunk; one; one that carries a `timings` object too. */
@@ -165,19 +144,6 @@ function choiceAt(event: Buffer, start: number, end: number, at: number): number
   const next = skipSpace(event, at + 1, end);
   if (next >= end) return 0;
   return event[next] === RBRACKET ? EMPTY_CHOICES : SOME_CHOICE;
-}
-
-/** The last index at or before `from` (and at or after `start`) that is not whitespace; start - 1 if none. */
-function skipSpaceBack(bytes: Buffer, from: number, start: number): number {
-  let i = from;
-  while (i >= start && (bytes[i] === 0x20 || bytes[i] === 0x09 || bytes[i] === LF || bytes[i] === CR)) i--;
-  return i;
-}
-
-function skipSpace(bytes: Buffer, from: number, end: number): number {
-  let i = from;
-  while (i < end && (bytes[i] === 0x20 || bytes[i] === 0x09 || bytes[i] === LF || bytes[i] === CR)) i++;
-  return i;
 }
 
 /** An index found, or NONE for indexOf's -1. */
