@@ -1,9 +1,8 @@
 // The response skimmer's cursor (skim-event.ts): one walker, reused for every event, whose steps
-// share the event's bytes, the index of its end and what was read so far. Objects and arrays are
-// walked by one loop each, what a member or element means left to a reader function of the
-// skimmer's (module-level functions, so no closure is made per event); the bytes themselves are
-// read by the JSON byte module (src/json-bytes/), as the request body scanner reads them.
-import { COLON, COMMA, keyIn, keyIs, QUOTE, RBRACE, RBRACKET, skipSpace } from '../json-bytes/bytes.ts';
+// (skim-readers.ts) share the event's bytes, the index of its end and what was read so far, and
+// the facts it read, as classifyEvent would report them. Its steps read the bytes through the
+// JSON byte module (src/json-bytes/), as the request body scanner does.
+import { COLON, COMMA, keyIn, keyIs, QUOTE, skipSpace } from '../json-bytes/bytes.ts';
 import { stringEnd } from '../json-bytes/strings.ts';
 import { skipValue } from '../json-bytes/values.ts';
 import { REASONING, type EventFacts } from './event-facts.ts';
@@ -12,9 +11,6 @@ import { REASONING, type EventFacts } from './event-facts.ts';
 export const DEFER = -1;
 /** As readFinishReason (openai-events.ts) cuts it. */
 const MAX_FINISH_REASON = 64;
-
-/** Reads the value at i of the member (or element) being walked; the index past it, or DEFER. */
-export type Reader = (w: SkimWalker, i: number) => number;
 
 export class SkimWalker {
   b: Uint8Array = new Uint8Array(0);
@@ -67,35 +63,6 @@ export class SkimWalker {
     this.promptTokens = this.inputTokens = this.completionTokens = this.outputTokens = -1;
     this.cachedTokens = this.cacheHitTokens = this.reasoningTokens = -1;
     this.promptN = this.promptMs = this.predictedN = this.predictedMs = this.cacheN = -1;
-  }
-
-  /**
-   * The members of the object that opens at i, each value read by `read` (the member's key in
-   * keyStart, keyEnd): the index past the object, or DEFER.
-   */
-  object(i: number, read: Reader): number {
-    i = this.space(i + 1);
-    if (this.b[i] === RBRACE) return i + 1;
-    for (;;) {
-      i = this.key(i);
-      if (i === DEFER) return DEFER;
-      i = read(this, i);
-      if (i === DEFER) return DEFER;
-      i = this.after(i, RBRACE);
-      if (i === DEFER || !this.more) return i;
-    }
-  }
-
-  /** The elements of the array that opens at i, each read by `read`: the index past the array, or DEFER. */
-  array(i: number, read: Reader): number {
-    i = this.space(i + 1);
-    if (this.b[i] === RBRACKET) return i + 1;
-    for (;;) {
-      i = read(this, i);
-      if (i === DEFER) return DEFER;
-      i = this.after(i, RBRACKET);
-      if (i === DEFER || !this.more) return i;
-    }
   }
 
   /** After a value at i: past a comma (more), or past `close` (no more); DEFER on anything else. */
