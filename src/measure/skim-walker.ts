@@ -45,7 +45,7 @@ export class SkimWalker {
   predictedN = -1;
   predictedMs = -1;
   cacheN = -1;
-  /** The last count read (skim-usage.ts). */
+  /** The last count read (skim-readers.ts). */
   count = 0;
   /** Whether after() passed a comma (another member follows) or the container's end. */
   more = false;
