@@ -2,7 +2,7 @@
 // (skim-readers.ts) share the event's bytes, the index of its end and what was read so far, and
 // the facts it read, as classifyEvent would report them. Its steps read the bytes through the
 // JSON byte module (src/json-bytes/), as the request body scanner does.
-import { COLON, COMMA, keyIn, keyIs, QUOTE, skipSpace } from '../json-bytes/bytes.ts';
+import { COLON, COMMA, keyIn, QUOTE, sameBytes, skipSpace } from '../json-bytes/bytes.ts';
 import { stringEnd } from '../json-bytes/strings.ts';
 import { skipValue } from '../json-bytes/values.ts';
 import { REASONING, type EventFacts } from './event-facts.ts';
@@ -89,7 +89,9 @@ export class SkimWalker {
 
   /** The key read last is `key`, or one of `keys`. */
   keyIs(key: Uint8Array): boolean {
-    return keyIs(this.b, this.keyStart, this.keyEnd, key);
+    // The length first, here: most keys differ in it, and the walk compares each key with up
+    // to eight names, so a call per name would cost more than the compare.
+    return this.keyEnd - this.keyStart === key.length && sameBytes(this.b, this.keyStart, key);
   }
   keyIn(keys: readonly Uint8Array[]): boolean {
     return keyIn(this.b, this.keyStart, this.keyEnd, keys);
