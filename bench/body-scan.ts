@@ -3,8 +3,9 @@
 // is sent upstream), in µs per body, for four shapes of body of 10 to 40 KB: a prompt of prose
 // with quotes and newlines, retrieved passages (long text, few escapes), code (quotes escaped
 // every few bytes), and a tools array with many short strings. BENCH_COMPARE=<another checkout>
-// (several, comma-separated) runs that checkout's scanner beside this one's, in the same process:
-// the figures are the best of 7 rounds of 1,000 scans, so a busy machine's noise is mostly left out.
+// (several, comma-separated) runs that checkout's scanner beside this one's, in the same process,
+// interleaved round by round: the figures are CPU time, the median of 15 rounds of 200 scans, and
+// each build's ratio to this one's, so a busy machine's noise is mostly left out.
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -43,17 +44,16 @@ const BODIES: ReadonlyArray<readonly [string, Buffer]> = [
   ['tools and short turns', { model: 'm', stream: true, tools, messages: turns }],
 ].map(([name, doc]) => [name as string, Buffer.from(JSON.stringify(doc))] as const);
 
-/** Best of 7 rounds of 1,000 scans, in µs per body. */
+/** One round of 200 scans, in µs of CPU per body: CPU, not wall time, which on a shared machine counts other processes' turns. */
 function microsPerBody(scan: Scan, body: Buffer): number {
-  let best = Number.POSITIVE_INFINITY;
-  for (let round = 0; round < 7; round++) {
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < 1000; i++) if (!scan(body).ok) throw new Error('the scanner refused a valid body');
-    best = Math.min(best, Number(process.hrtime.bigint() - t0) / 1000);
-  }
-  return best / 1000;
+  const t0 = process.cpuUsage();
+  for (let i = 0; i < 200; i++) if (!scan(body).ok) throw new Error('the scanner refused a valid body');
+  const t = process.cpuUsage(t0);
+  return (t.user + t.system) / 200;
 }
 
+const ROUNDS = 15;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const here = fileURLToPath(new URL('..', import.meta.url));
 const roots = [here, ...(process.env.BENCH_COMPARE?.split(',') ?? [])];
 const scanners: Array<[string, Scan]> = [];
@@ -63,9 +63,19 @@ for (const root of roots) {
 }
 
 process.stdout.write(
-  `µs per body (best of 7 rounds of 1,000 scans)\n\n| body | bytes | ${scanners.map(([name]) => name).join(' | ')} |\n|---|---|${'---|'.repeat(scanners.length)}\n`,
+  `µs of CPU per body (median of ${ROUNDS} rounds of 200 scans, the builds interleaved; ratio: each round's to this build's, median)\n\n` +
+    `| body | bytes | ${scanners.map(([name]) => name).join(' | ')} |${' ratio |'.repeat(scanners.length - 1)}\n|---|---|${'---|'.repeat(scanners.length * 2 - 1)}\n`,
 );
 for (const [name, body] of BODIES) {
-  const cells = scanners.map(([, scan]) => microsPerBody(scan, body).toFixed(1));
-  process.stdout.write(`| ${name} | ${body.length.toLocaleString('en-US')} | ${cells.join(' | ')} |\n`);
+  for (const [, scan] of scanners) microsPerBody(scan, body); // warm-up
+  const times = scanners.map(() => [] as number[]);
+  for (let r = 0; r < ROUNDS; r++) {
+    // The order alternates every round, so that no build always runs first.
+    const order = r % 2 === 0 ? scanners.map((_, i) => i) : scanners.map((_, i) => scanners.length - 1 - i);
+    for (const i of order) times[i]!.push(microsPerBody(scanners[i]![1], body));
+  }
+  const ratios = times.slice(1).map((t) => median(t.map((x, r) => x / times[0]![r]!)).toFixed(2));
+  process.stdout.write(
+    `| ${name} | ${body.length.toLocaleString('en-US')} | ${times.map((t) => median(t).toFixed(1)).join(' | ')} |${ratios.map((x) => ` ${x} |`).join('')}\n`,
+  );
 }

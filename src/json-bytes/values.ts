@@ -1,8 +1,15 @@
 // Crossing a JSON value on bytes without reading it: a nested object or array by its brackets,
 // a piece at a time (a request body's values are cut by its chunks), each string in it by a
 // search for its end (strings.ts), and a whole value in one buffer, whatever its kind.
-import { isPrimitiveByte, LBRACE, LBRACKET, QUOTE, RBRACE, RBRACKET } from './bytes.ts';
+import { isPrimitiveByte } from './bytes.ts';
 import { ESCAPED_AT_END, stringEnd } from './strings.ts';
+
+// JSON's bytes as local constants: an imported binding is loaded from its module at each use (bytes.ts).
+const LBRACE = 0x7b;
+const LBRACKET = 0x5b;
+const QUOTE = 0x22;
+const RBRACE = 0x7d;
+const RBRACKET = 0x5d;
 
 /** The value does not end before the end of the bytes. */
 const NOT_CLOSED = -1;

@@ -6,11 +6,19 @@
 // call of a function passed in, one of six, cost the full walk of a token chunk 1.27 times the
 // old walk's CPU, the switch 1.15 (npm run bench:skim). Anything it does not read (an error, the
 // Responses API's `type`, an escape, a count in another form, Anthropic's cache counts) defers.
-import { asciiBytes as k, BACKSLASH, LBRACE, LBRACKET, QUOTE, RBRACE, RBRACKET } from '../json-bytes/bytes.ts';
+import { asciiBytes as k } from '../json-bytes/bytes.ts';
 import { jsonNumber, NOT_PLAIN, plainInteger } from '../json-bytes/scalars.ts';
 import { hasBackslash } from '../json-bytes/strings.ts';
 import { primitiveEnd } from '../json-bytes/values.ts';
 import { DEFER, type SkimWalker } from './skim-walker.ts';
+
+// JSON's bytes as local constants: an imported binding is loaded from its module at each use (bytes.ts).
+const BACKSLASH = 0x5c;
+const LBRACE = 0x7b;
+const LBRACKET = 0x5b;
+const QUOTE = 0x22;
+const RBRACE = 0x7d;
+const RBRACKET = 0x5d;
 
 const CHOICES = k('choices');
 const DELTA = k('delta');

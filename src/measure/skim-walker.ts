@@ -2,10 +2,15 @@
 // (skim-readers.ts) share the event's bytes, the index of its end and what was read so far, and
 // the facts it read, as classifyEvent would report them. Its steps read the bytes through the
 // JSON byte module (src/json-bytes/), as the request body scanner does.
-import { COLON, COMMA, keyIn, QUOTE, sameBytes, skipSpace } from '../json-bytes/bytes.ts';
+import { keyIn, sameBytes, skipSpace } from '../json-bytes/bytes.ts';
 import { stringEnd } from '../json-bytes/strings.ts';
 import { skipValue } from '../json-bytes/values.ts';
 import { REASONING, type EventFacts } from './event-facts.ts';
+
+// JSON's bytes as local constants: an imported binding is loaded from its module at each use (bytes.ts).
+const COLON = 0x3a;
+const COMMA = 0x2c;
+const QUOTE = 0x22;
 
 /** Returned by the walk's steps in place of an index: defer to the full classifier (never escapes skimTokenEvent). */
 export const DEFER = -1;
