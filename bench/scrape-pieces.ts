@@ -16,6 +16,15 @@ const MODELS = Number(modelsArg);
 const TENANTS = Number(tenantsArg);
 const RENDERS = Number(rendersArg);
 const name = (kind: string, i: number) => `${kind}-${i}-`.padEnd(128, 'x');
+/**
+ * The process's CPU time (ms), its GC threads' included: the main thread's alone is counted in
+ * scheduler ticks (4 ms here: /proc's schedstat and RUSAGE_THREAD read a running thread's count
+ * as of its last tick), too coarse for a piece.
+ */
+const cpuMs = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+};
 const load = (path: string) => import(pathToFileURL(join(root, path)).href);
 
 const { startInfermeter } = await load('src/app.ts');
@@ -65,7 +74,7 @@ try {
   );
   agent.destroy();
   const times: number[] = [];
-  // Each piece's CPU time (ms), the process's (its GC threads' too: the main thread's alone is counted in 4 ms ticks here): the loop's own hold, apart from the scheduler's.
+  // Each piece's CPU time (ms): apart from the scheduler's waits, which the wall time includes.
   const cpus: number[] = [];
   const trace: Array<[number, number, number, string]> = [];
   // The family the piece continues (the last one a piece before it began).
@@ -79,24 +88,19 @@ try {
     lastFamily = '';
     for (;;) {
       const t0 = performance.now();
-      const c0 = process.cpuUsage();
+      const c0 = cpuMs();
       const step = await pieces.next();
       if (step.done === true) break;
       const encoded = Buffer.from(step.value);
       const ms = performance.now() - t0;
-      const cpu = process.cpuUsage(c0);
+      const cpu = cpuMs() - c0;
       bytes += encoded.length;
       if (r === 0) continue;
       times.push(ms);
-      cpus.push((cpu.user + cpu.system) / 1000);
+      cpus.push(cpu);
       if (ms > largest.ms) largest = { ms, chars: step.value.length, family: lastFamily };
       if (process.env.BENCH_PIECES_TRACE !== undefined)
-        trace.push([
-          ms,
-          (cpu.user + cpu.system) / 1000,
-          step.value.length,
-          `${lastFamily} -> ${[...step.value.matchAll(/^# TYPE (\S+)/gm)].map((m) => m[1]).join(' ')}`,
-        ]);
+        trace.push([ms, cpu, step.value.length, `${lastFamily} -> ${[...step.value.matchAll(/^# TYPE (\S+)/gm)].map((m) => m[1]).join(' ')}`]);
       lastFamily = [...step.value.matchAll(/^# TYPE (\S+)/gm)].at(-1)?.[1] ?? lastFamily;
     }
   }

@@ -168,7 +168,7 @@ try {
   const builds: Array<[string, string]> = [['infermeter', fileURLToPath(new URL('..', import.meta.url))]];
   if (compare !== undefined && compare !== '') builds.push([`infermeter @ ${compare}`, compare]);
   console.log(
-    `The render at these caps in a process of its own, read piece by piece as a scrape round reads it (bench/scrape-pieces.ts; ${quick ? 2 : 5} renders after an unmeasured one): a piece's time is from asking for it to holding it as bytes; CPU is the process's (its GC threads included).\n`,
+    `The render at these caps in a process of its own, read piece by piece as a scrape round reads it (bench/scrape-pieces.ts; ${quick ? 2 : 5} renders after an unmeasured one): a piece's time is from asking for it to holding it as bytes; CPU is the process's (its GC threads' included: the main thread's alone is counted in 4 ms ticks), apart from the scheduler's waits.\n`,
   );
   console.log(
     '| target | pieces per render | render, ms (wall / CPU) | largest piece, ms (wall / CPU) | piece p99, ms (wall / CPU) | largest piece, Ki chars |',
