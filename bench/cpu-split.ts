@@ -9,7 +9,7 @@
 // `--scenario=latency|throughput|round trip` (default latency), `--reps=N` (default 6, each
 // target once a repetition, the order rotated), `--warm=N` (default 1: unmeasured runs of the
 // scenario per target first; V8 optimizes a request's own code only after thousands of
-// requests, "A request's cost once V8 has compiled it" in docs/performance.md), `--path=P`
+// requests, "Where the CPU goes" in docs/performance.md), `--path=P`
 // (the same requests on another path: on one infermeter does not measure, such as
 // `/v1/unmeasured`, its proxying alone, against the measured route). Bounded: a fixed number of requests per
 // repetition, a fixed number of repetitions.
