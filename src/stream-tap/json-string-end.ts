@@ -7,7 +7,7 @@ const BACKSLASH = 0x5c;
 /**
  * Bytes of a string's text a loop searches before a byte search takes over. A byte search is a
  * native call, about 230 instructions, the loop about 15 a byte; of 16, 32 and 64, none was the
- * best for every kind of body (performance.md, issue-34 section).
+ * best for every kind of body (docs/performance.md, "Other benchmarks": bench:body-scan).
  */
 const SEARCH_REACH = 64;
 /** No closing quote in the chunk (closingQuote), which ends inside the string. */
