@@ -45,8 +45,8 @@ function lineMatching(stream: NodeJS.ReadableStream, pattern: RegExp): Promise<s
 }
 
 // Each test's processes are its own, on ports the OS picks: the tests of a describe run side by
-// side (most of their time is processes loading).
-describe('infermeter CLI', { concurrency: true }, () => {
+// side, three at a time (most of their time is processes loading, which a busy machine stretches).
+describe('infermeter CLI', { concurrency: 3 }, () => {
   it('refuses a bad configuration with one message naming every bad variable', async (t) => {
     const child = run(t, CLI, { INFERMETER_PORT: 'eighty', INFERMETER_THROUGHPUT_WINDOW_SECONDS: '0' });
     const [stderr, [code]] = await Promise.all([collect(child.stderr), once(child, 'exit')]);
@@ -238,7 +238,7 @@ describe('infermeter CLI with per-tenant metering', () => {
   });
 });
 
-describe('infermeter CLI and SIGHUP with nothing to reload', { concurrency: true }, () => {
+describe('infermeter CLI and SIGHUP with nothing to reload', { concurrency: 3 }, () => {
   for (const workers of ['1', '2']) {
     it(`ignores SIGHUP (no alias file; INFERMETER_WORKERS=${workers}): a stream in flight finishes, the process stays`, async (t) => {
       const sim = await startSimServer({ ttftMs: 1, interTokenMs: 20, defaultTokens: 20 });
@@ -278,7 +278,7 @@ describe('infermeter CLI and SIGHUP with nothing to reload', { concurrency: true
   }
 });
 
-describe('npm run demo', { concurrency: true }, () => {
+describe('npm run demo', { concurrency: 3 }, () => {
   it('runs the simulated server, the proxy and traffic, prints URLs that answer, and shows metrics filling', async (t) => {
     const child = run(t, DEMO, { INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' });
     let stdout = '';
@@ -354,7 +354,7 @@ async function exitOf(child: ChildProcessWithoutNullStreams): Promise<{ code: nu
   return { code: code as number | null, stdout, stderr };
 }
 
-describe('infermeter on the command line, as a newcomer meets it', { concurrency: true }, () => {
+describe('infermeter on the command line, as a newcomer meets it', { concurrency: 3 }, () => {
   it('--help and -h list the commands and every variable of the configuration table with its default', async (t) => {
     const flags = ['--help', '-h'];
     const exits = await Promise.all(flags.map((flag) => exitOf(run(t, LAUNCHER, {}, [flag]))));
