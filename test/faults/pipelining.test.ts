@@ -125,7 +125,8 @@ async function until(done: () => boolean, what: () => string): Promise<void> {
   assert.ok(done(), what());
 }
 
-describe('pipelined requests through the connection mirror (INFERMETER_UPSTREAM_CONNECTIONS=mirror)', () => {
+// Each test its own engine and infermeter, and two of them wait out a 1 s timeout: side by side.
+describe('pipelined requests through the connection mirror (INFERMETER_UPSTREAM_CONNECTIONS=mirror)', { concurrency: true }, () => {
   it('one client connection, 8 pipelined requests (streamed chat and GET /v1/models, both routes): one upstream connection, the answers in order, as directly', async (t) => {
     // Threads enough for a connection per request: the count is the point, not a stall.
     const options = { threads: 16, workMs: 5, closeAfterStream: false };
