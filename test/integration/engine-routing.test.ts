@@ -126,23 +126,16 @@ describe(`inference routes as uvicorn routes them (${uvicornVersion ?? 'uvicorn 
     const served: Array<{ target: string; model: string; api: InferenceApi }> = [];
     const notServed: Array<{ target: string; model: string; status: number }> = [];
     const all = spellings();
-    // Eight spellings at a time: each has its own model name, so their samples cannot mix.
-    let next = 0;
-    const worker = async (): Promise<void> => {
-      while (next < all.length) {
-        const i = next++;
-        const target = all[i]!;
-        const model = `probe-${i}`;
-        const direct = await post(engine, target, bodyFor(target, model));
-        const proxied = await post(app.dataUrl, target, bodyFor(target, model));
-        assert.equal(proxied.status, direct.status, `${target}: status through infermeter ${proxied.status}, directly ${direct.status}`);
-        assert.equal(proxied.served, direct.served, `${target}: served by ${proxied.served} through infermeter, ${direct.served} directly`);
-        const api = direct.served === undefined ? undefined : SERVED[direct.served];
-        if (direct.status === 200 && api !== undefined) served.push({ target, model, api });
-        else notServed.push({ target, model, status: direct.status });
-      }
-    };
-    await Promise.all(Array.from({ length: 8 }, worker));
+    for (const [i, target] of all.entries()) {
+      const model = `probe-${i}`;
+      const direct = await post(engine, target, bodyFor(target, model));
+      const proxied = await post(app.dataUrl, target, bodyFor(target, model));
+      assert.equal(proxied.status, direct.status, `${target}: status through infermeter ${proxied.status}, directly ${direct.status}`);
+      assert.equal(proxied.served, direct.served, `${target}: served by ${proxied.served} through infermeter, ${direct.served} directly`);
+      const api = direct.served === undefined ? undefined : SERVED[direct.served];
+      if (direct.status === 200 && api !== undefined) served.push({ target, model, api });
+      else notServed.push({ target, model, status: direct.status });
+    }
     // Every spelling the engine served: one finished sample each (waited for, event by event;
     // bounded, so that one never metered fails with its name instead of hanging).
     await allArrived(served);
