@@ -25,6 +25,8 @@ export interface EngineScraperOptions {
   readonly log: Logger;
   /** Milliseconds; monotonic for intervals. */
   readonly now: () => number;
+  /** The proxy's in-flight requests per model now (waiting + running): read before and after each scrape. */
+  readonly proxyInFlight?: (() => ReadonlyMap<string, number>) | undefined;
   /** Told whether each scrape reached the engine (answered: true; unreachable: false); /ready's news. */
   readonly reached?: ((yes: boolean) => void) | undefined;
 }
@@ -109,6 +111,13 @@ export async function fetchText(url: URL, timeoutMs: number, maxBytes: number): 
     throw new ScrapeError(timedOut ? 'timeout' : 'unreachable', String(error));
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+function higherOf(a: ReadonlyMap<string, number> | undefined, b: ReadonlyMap<string, number> | undefined): ReadonlyMap<string, number> | undefined {
+  if (a === undefined || b === undefined) return a ?? b;
+  const out = new Map(a);
+  for (const [model, n] of b) out.set(model, Math.max(n, out.get(model) ?? 0));
+  return out;
 }
 
 export function createEngineScraper(options: EngineScraperOptions, registry: Registry): EngineScraper {
@@ -232,7 +241,11 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
   async function round(): Promise<void> {
     rounds++;
     try {
+      // The engine's figures are of some moment during the read: the higher count of before and
+      // after stands for the proxy's then (the engine's others are never overestimated).
+      const before = options.proxyInFlight?.();
       const text = await fetchText(options.metricsUrl, options.timeoutMs, MAX_SCRAPE_BYTES);
+      const after = options.proxyInFlight?.();
       let families: Family[];
       try {
         const read = dropDuplicateSeries(parseExposition(text));
@@ -254,7 +267,7 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
       }
       if (state === undefined) throw new ScrapeError('unknown_engine', 'no metric of a known engine');
       const mindieJson = options.jsonUrl === undefined ? undefined : await readJson(options.jsonUrl);
-      view = { ...state, mindieJson };
+      view = { ...state, mindieJson, proxyAtRead: higherOf(before, after) };
       viewAt = options.now();
       up.set(1);
       stale.set(0);

@@ -10,7 +10,7 @@ import type { Infermeter } from '../../src/app.ts';
 import { staleBoundMs } from '../../src/engine/engine-scraper.ts';
 import { createLogger } from '../../src/log.ts';
 import { NODE_CLIENT_LINT } from '../helpers/exposition.ts';
-import { scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream, type ReplayUpstream } from '../helpers/replay-upstream.ts';
 import { listen } from '../helpers/listen.ts';
 
@@ -203,8 +203,15 @@ describe('engine metrics', () => {
     engine.set(2, 1);
     ({ sums } = await look());
     assert.deepEqual(sums, { running: 2, waiting: 2, vllmRunning: 2, vllmWaiting: 2, jsonRunning: 2, jsonWaiting: 2 });
+
+    // 4. All four end before the engine is read again: its last figures (2 + 1, read while the
+    // proxy had 4 in flight) count none of them any more.
+    const ended = nextFinished(app, 4);
     engine.release();
     for (const c of clients) await (await c).text();
+    await ended;
+    x = await scrape(app);
+    assert.deepEqual([x.sum('num_requests_running'), x.sum('num_requests_waiting'), x.sum('vllm:num_requests_running')], [0, 0, 0]);
   });
 
   it('fill the MindIE families from a live engine, follow its changes and drop what vanished', async (t) => {
