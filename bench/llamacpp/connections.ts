@@ -49,7 +49,7 @@ export interface WayResult {
 }
 
 /** Rounds per cell (LLAMA_BENCH_ROUNDS, default 2), each of half a cell's `requests`: more rounds for a p90 or a max within noise. */
-export interface Resend {
+interface Resend {
   readonly id: string;
   /** ms from the first send to its failure, and that connection. */
   readonly failedAfterMs: number;
@@ -60,7 +60,7 @@ export interface Resend {
 }
 
 /** TcpExt ListenOverflows of /proc/net/netstat (SYNs a full listen queue dropped), or undefined off Linux. */
-export function listenOverflows(): number | undefined {
+function listenOverflows(): number | undefined {
   try {
     const lines = readFileSync('/proc/net/netstat', 'utf8')
       .split('\n')
