@@ -95,7 +95,9 @@ export async function runCell(
       try {
         const into = out.get(base.name)!;
         const overflowsBefore = listenOverflows();
-        const answers = await sendMany(base.url, cell, perRound, model, `${key}-${base.name}-${round}`, agent, (r) => {
+        // The request id without spaces: infermeter logs a client's id only when it is printable
+        // ASCII without them (else its own), and its access log names the requests it re-sent.
+        const answers = await sendMany(base.url, cell, perRound, model, `${key}-${base.name.replace(/[^\x21-\x7e]/g, '_')}-${round}`, agent, (r) => {
           into.resent++;
           into.resends.push(r);
         });
