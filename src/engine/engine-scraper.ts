@@ -2,6 +2,8 @@
 // and a size cap: the engine state for the MindIE families and /metrics-json, and (optionally)
 // the whole exposition to relay below infermeter's own. Its health is visible as metrics; the
 // log says once when the engine's metrics cannot be read, and once when they can again.
+// Over 300 lines: one round's state (the view and its age, the relay, the failing flag) is shared by
+// the round, the stale keep and the health families; split, each part would reach into the others.
 import { Counter, Gauge, type Registry } from '@prometheus-io/client';
 import type { Logger } from '../log.ts';
 import { dropDuplicateSeries, formatExposition, parseExposition, seriesNames, type Family } from './exposition-parser.ts';
