@@ -21,7 +21,8 @@ async function atLeast(ms: number): Promise<void> {
   for (let i = 0; i < 1000 && performance.now() - start < ms; i++) await new Promise((r) => setTimeout(r, Math.max(1, ms - (performance.now() - start))));
 }
 
-describe('stream health', () => {
+// Each test has its own infermeter and upstream, and holds a silence of 2 s: side by side.
+describe('stream health', { concurrency: true }, () => {
   it('a silence of 2 s in the middle of a stream is its longest gap and a stall (INFERMETER_STALL_SECONDS=1)', async (t) => {
     const upstream = await startHeldUpstream(t);
     const app = await startProxy(t, upstream.url, { INFERMETER_STALL_SECONDS: '1' });
