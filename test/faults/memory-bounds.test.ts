@@ -32,199 +32,74 @@ async function readingUpstream(t: import('node:test').TestContext): Promise<{ ur
 }
 
 describe('memory bounds', () => {
-  // Stalled clients spend most of their time waiting on infermeter's own clocks (a body past the
-  // budget waits 10 s for room before it is refused; a scraper is dropped after 5 s without
-  // reading), each with its own child: side by side. The slow readers' case alone, as it waits
-  // for the child's reads to stop.
-  describe('stalled peers, side by side', { concurrency: true }, () => {
-    it('100 clients stalling after 3.75 MiB of a chat body or a chunked DELETE hold at most INFERMETER_MAX_HELD_BODY_BYTES (64 MiB by default)', async (t) => {
-      const upstream = await readingUpstream(t);
-      const proxy = await startMemoryChild(t, { INFERMETER_UPSTREAM: upstream.url, INFERMETER_LOG_LEVEL: 'info' });
-      const { port } = new URL(proxy.dataUrl);
-      // A warm-up of both routes, so that what is measured is the attack, not code loading.
-      for (const method of ['POST', 'DELETE']) {
-        const path = method === 'POST' ? '/v1/chat/completions' : '/v1/files/x';
-        await new Promise<void>((resolve) => {
-          const req = http.request(`${proxy.dataUrl}${path}`, { method, headers: { 'content-type': 'application/json' }, timeout: 200 }, (res) => res.resume());
-          req.on('timeout', () => {
-            req.destroy();
-            resolve();
-          });
-          req.on('error', () => resolve());
-          req.on('close', () => resolve());
-          req.end('{"model":"warm","stream":true,"messages":[]}');
+  it('100 clients stalling after 3.75 MiB of a chat body or a chunked DELETE hold at most INFERMETER_MAX_HELD_BODY_BYTES (64 MiB by default)', async (t) => {
+    const upstream = await readingUpstream(t);
+    const proxy = await startMemoryChild(t, { INFERMETER_UPSTREAM: upstream.url, INFERMETER_LOG_LEVEL: 'info' });
+    const { port } = new URL(proxy.dataUrl);
+    // A warm-up of both routes, so that what is measured is the attack, not code loading.
+    for (const method of ['POST', 'DELETE']) {
+      const path = method === 'POST' ? '/v1/chat/completions' : '/v1/files/x';
+      await new Promise<void>((resolve) => {
+        const req = http.request(`${proxy.dataUrl}${path}`, { method, headers: { 'content-type': 'application/json' }, timeout: 200 }, (res) => res.resume());
+        req.on('timeout', () => {
+          req.destroy();
+          resolve();
         });
-      }
-      const before = await proxy.memory();
-      const readBefore = proxy.bytesRead();
-      const sent = 3.75 * MiB;
-      const payload = Buffer.alloc(sent, 'a'); // one buffer, written to every socket (not 100 copies here)
-      const clients: Array<{ socket: Socket; answered: boolean; answer: string }> = [];
-      for (let i = 0; i < 100; i++) {
-        const socket = connect(Number(port), '127.0.0.1');
-        const client = { socket, answered: false, answer: '' };
-        socket.on('data', (c: Buffer) => {
-          client.answered = true;
-          client.answer += c.toString('latin1');
-        });
-        socket.on('error', () => (client.answered = true));
-        socket.on('close', () => (client.answered = true));
-        if (i % 2 === 0) {
-          // A chat body under the inspection cap (held whole for usage injection), never finished.
-          socket.write(
-            `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${4 * MiB - 1024}\r\n\r\n{"model":"m","stream":true,"messages":[{"role":"user","content":"`,
-          );
-          socket.write(payload);
-        } else {
-          // A chunked DELETE (held to be sent with a length), its last chunk never sent.
-          socket.write(`DELETE /v1/files/${i} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${sent.toString(16)}\r\n`);
-          socket.write(payload);
-        }
-        clients.push(client);
-      }
-      t.after(() => {
-        for (const c of clients) c.socket.destroy();
+        req.on('error', () => resolve());
+        req.on('close', () => resolve());
+        req.end('{"model":"warm","stream":true,"messages":[]}');
       });
-      // Every client's bytes were read by infermeter, or it was answered already.
-      await until(
-        () => proxy.bytesRead() - readBefore >= clients.filter((c) => !c.answered).length * sent,
-        () => `read ${mib(proxy.bytesRead() - readBefore)}, ${clients.filter((c) => !c.answered).length} clients unanswered`,
-      );
-      const after = await proxy.memory();
-      const grown = live(after) - live(before);
-      t.diagnostic(
-        `live memory grew by ${mib(grown)} (RSS ${mib(before.rss)} -> ${mib(after.rss)}, peak ${mib(after.peakRss)}); ${clients.filter((c) => c.answered).length} clients answered, ${upstream.requests()} requests upstream`,
-      );
-      // The budget, and per connection a socket's read and the stream buffers of a body in flight.
-      const bound = 64 * MiB + 100 * 256 * 1024;
-      assert.ok(grown <= bound, `live memory grew by ${mib(grown)}, over the bound of ${mib(bound)}`);
-      // Past the budget nothing is lost: a chat body goes upstream as it comes, a DELETE is told to retry.
-      const refused = clients.filter((c) => c.answer.startsWith('HTTP/1.1 503'));
-      assert.ok(
-        refused.every((c) => /\r\nretry-after: 1\r\n/i.test(c.answer)),
-        'a 503 says when to try again',
-      );
-      assert.ok(upstream.requests() + refused.length >= 100 - 64 / 3.75, `${upstream.requests()} forwarded, ${refused.length} refused`);
+    }
+    const before = await proxy.memory();
+    const readBefore = proxy.bytesRead();
+    const sent = 3.75 * MiB;
+    const payload = Buffer.alloc(sent, 'a'); // one buffer, written to every socket (not 100 copies here)
+    const clients: Array<{ socket: Socket; answered: boolean; answer: string }> = [];
+    for (let i = 0; i < 100; i++) {
+      const socket = connect(Number(port), '127.0.0.1');
+      const client = { socket, answered: false, answer: '' };
+      socket.on('data', (c: Buffer) => {
+        client.answered = true;
+        client.answer += c.toString('latin1');
+      });
+      socket.on('error', () => (client.answered = true));
+      socket.on('close', () => (client.answered = true));
+      if (i % 2 === 0) {
+        // A chat body under the inspection cap (held whole for usage injection), never finished.
+        socket.write(
+          `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${4 * MiB - 1024}\r\n\r\n{"model":"m","stream":true,"messages":[{"role":"user","content":"`,
+        );
+        socket.write(payload);
+      } else {
+        // A chunked DELETE (held to be sent with a length), its last chunk never sent.
+        socket.write(`DELETE /v1/files/${i} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${sent.toString(16)}\r\n`);
+        socket.write(payload);
+      }
+      clients.push(client);
+    }
+    t.after(() => {
+      for (const c of clients) c.socket.destroy();
     });
-
-    // In the suite the caps are 100 models x 10 tenants (1,000 requests, about a tenth of the
-    // exposition); `npm run bench:scrape-memory` runs the same case at the default caps, 100 x 100
-    // (10,000 requests, 513 MiB, minutes). The bounds are in proportion to the exposition's size.
-    const tenants = Number(process.env.SCRAPE_MEMORY_TENANTS ?? 10);
-    it(`10 scrapers that never read, at full label caps (100 models x ${tenants} tenants, 128-character names, mindie,vllm,otel), hold a piece or two of the exposition, and are dropped`, async (t) => {
-      // An upstream that streams two tokens and its usage at once.
-      const server = http.createServer((req, res) => {
-        req.resume();
-        req.on('end', () => {
-          res.writeHead(200, { 'content-type': 'text/event-stream' });
-          res.end(
-            'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\n' +
-              'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n',
-          );
-        });
-      });
-      const upstreamUrl = (await listen(t, server)).url;
-      const proxy = await startMemoryChild(t, {
-        INFERMETER_UPSTREAM: upstreamUrl,
-        INFERMETER_LOG_LEVEL: 'info',
-        INFERMETER_DIALECTS: 'mindie,vllm,otel',
-        INFERMETER_TENANT: 'header:x-tenant',
-        INFERMETER_MAX_MODELS: '100',
-        INFERMETER_MAX_TENANTS: String(tenants),
-      });
-      const name = (kind: string, i: number) => `${kind}-${i}-`.padEnd(128, 'x');
-      const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
-      t.after(() => agent.destroy());
-      const chat = (model: string, tenant: string) =>
-        new Promise<void>((resolve, reject) => {
-          const req = http.request(
-            `${proxy.dataUrl}/v1/chat/completions`,
-            { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-tenant': tenant } },
-            (res) => {
-              res.resume();
-              res.on('end', resolve);
-            },
-          );
-          req.on('error', reject);
-          req.end(JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] }));
-        });
-      const started = performance.now();
-      // Every tenant with every model: the caps full.
-      const pairs = Array.from({ length: 100 * tenants }, (_, i) => [name('model', i % 100), name('tenant', Math.floor(i / 100))] as const);
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: 16 }, async () => {
-          while (next < pairs.length) {
-            const [model, tenant] = pairs[next++]!;
-            await chat(model, tenant);
-          }
-        }),
-      );
-      const read = async () => {
-        const res = await fetch(proxy.metricsUrl);
-        let bytes = 0;
-        for await (const chunk of res.body!) bytes += (chunk as Uint8Array).length;
-        return bytes;
-      };
-      const filled = performance.now();
-      const size = await read(); // the first render, whatever it keeps between renders made
-      t.diagnostic(`filled in ${(filled - started).toFixed(0)} ms, one scrape of ${mib(size)} read in ${(performance.now() - filled).toFixed(0)} ms`);
-      // 5.13 MiB a tenant: 513 MiB at 100 x 100.
-      assert.ok(size > tenants * MiB, `the exposition at full caps is ${mib(size)}`);
-      const before = await proxy.memory();
-      const { port } = new URL(proxy.metricsUrl);
-      const scrapers: Socket[] = [];
-      for (let i = 0; i < 10; i++) {
-        const socket = connect(Number(port), '127.0.0.1');
-        socket.pause(); // never reads
-        socket.on('error', () => undefined);
-        socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
-        scrapers.push(socket);
-      }
-      t.after(() => {
-        for (const s of scrapers) s.destroy();
-      });
-      // Scrapers that read, one after the other: the second comes after the stalled ones' round
-      // began, so it is served once that round ended, which is once they were dropped.
-      let peak = 0;
-      for (let i = 0; i < 2; i++) {
-        let reading = true;
-        const honest = read().finally(() => (reading = false));
-        // Sampled every 100 ms (each sample is a full collection in the child, which pauses it).
-        while (reading) {
-          peak = Math.max(peak, live(await proxy.memory()) - live(before));
-          await new Promise((r) => setTimeout(r, 100));
-        }
-        assert.ok((await honest) > tenants * MiB, 'a scraper that reads gets the whole exposition');
-      }
-      // The ones that never read were cut: read now, each ends before the exposition did.
-      const received = await Promise.all(
-        scrapers.map(
-          (socket) =>
-            new Promise<number>((resolve) => {
-              let bytes = 0;
-              socket.on('data', (c: Buffer) => (bytes += c.length));
-              socket.once('close', () => resolve(bytes));
-              socket.resume();
-            }),
-        ),
-      );
-      assert.ok(
-        received.every((bytes) => bytes < size),
-        `the stalled scrapers got ${received.map(mib).join(', ')}`,
-      );
-      const after = await proxy.memory();
-      const left = live(after) - live(before);
-      t.diagnostic(
-        `exposition ${mib(size)}; live memory at most +${mib(peak)} during the scrapes, +${mib(left)} after (RSS ${mib(before.rss)} -> ${mib(after.rss)}, peak ${mib(after.peakRss)} since the start)`,
-      );
-      // A piece or two of 256 KiB characters per round, the families' per-render lists of series,
-      // and each connection's buffers: not the exposition, and not once per scraper. A sixteenth of
-      // the exposition while they stall, a sixty-fourth after (32 and 8 MiB of the 513 at 100 x 100).
-      const bound = size / 16;
-      assert.ok(peak <= bound, `live memory grew by ${mib(peak)} while the scrapers stalled, over ${mib(bound)} (a 16th of ${mib(size)})`);
-      assert.ok(left <= size / 64, `${mib(left)} more live memory after the scrapers left, over ${mib(size / 64)} (a 64th of ${mib(size)})`);
-    });
+    // Every client's bytes were read by infermeter, or it was answered already.
+    await until(
+      () => proxy.bytesRead() - readBefore >= clients.filter((c) => !c.answered).length * sent,
+      () => `read ${mib(proxy.bytesRead() - readBefore)}, ${clients.filter((c) => !c.answered).length} clients unanswered`,
+    );
+    const after = await proxy.memory();
+    const grown = live(after) - live(before);
+    t.diagnostic(
+      `live memory grew by ${mib(grown)} (RSS ${mib(before.rss)} -> ${mib(after.rss)}, peak ${mib(after.peakRss)}); ${clients.filter((c) => c.answered).length} clients answered, ${upstream.requests()} requests upstream`,
+    );
+    // The budget, and per connection a socket's read and the stream buffers of a body in flight.
+    const bound = 64 * MiB + 100 * 256 * 1024;
+    assert.ok(grown <= bound, `live memory grew by ${mib(grown)}, over the bound of ${mib(bound)}`);
+    // Past the budget nothing is lost: a chat body goes upstream as it comes, a DELETE is told to retry.
+    const refused = clients.filter((c) => c.answer.startsWith('HTTP/1.1 503'));
+    assert.ok(
+      refused.every((c) => /\r\nretry-after: 1\r\n/i.test(c.answer)),
+      'a 503 says when to try again',
+    );
+    assert.ok(upstream.requests() + refused.length >= 100 - 64 / 3.75, `${upstream.requests()} forwarded, ${refused.length} refused`);
   });
 
   it('60 slow readers of 4 MB answers hold at most INFERMETER_MAX_HELD_ANSWER_BYTES of copies (64 MiB by default); every answer relayed unchanged, what is not read counted', async (t) => {
@@ -301,6 +176,125 @@ describe('memory bounds', () => {
     assert.ok(unheld >= 60 - 64 / 4, `answers past the budget counted: ${unheld}`);
     assert.equal(counted / 7, 61 - unheld, 'every other answer read for its usage (and the warm-up)');
     assert.equal(m.value('infermeter_held_body_bytes', { kind: 'answer' }), 0, 'nothing kept once the answers ended');
+  });
+
+  // In the suite the caps are 100 models x 10 tenants (1,000 requests, about a tenth of the
+  // exposition); `npm run bench:scrape-memory` runs the same case at the default caps, 100 x 100
+  // (10,000 requests, 513 MiB, minutes). The bounds are in proportion to the exposition's size.
+  const tenants = Number(process.env.SCRAPE_MEMORY_TENANTS ?? 10);
+  it(`10 scrapers that never read, at full label caps (100 models x ${tenants} tenants, 128-character names, mindie,vllm,otel), hold a piece or two of the exposition, and are dropped`, async (t) => {
+    // An upstream that streams two tokens and its usage at once.
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(
+          'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\n' +
+            'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n',
+        );
+      });
+    });
+    const upstreamUrl = (await listen(t, server)).url;
+    const proxy = await startMemoryChild(t, {
+      INFERMETER_UPSTREAM: upstreamUrl,
+      INFERMETER_LOG_LEVEL: 'info',
+      INFERMETER_DIALECTS: 'mindie,vllm,otel',
+      INFERMETER_TENANT: 'header:x-tenant',
+      INFERMETER_MAX_MODELS: '100',
+      INFERMETER_MAX_TENANTS: String(tenants),
+    });
+    const name = (kind: string, i: number) => `${kind}-${i}-`.padEnd(128, 'x');
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
+    t.after(() => agent.destroy());
+    const chat = (model: string, tenant: string) =>
+      new Promise<void>((resolve, reject) => {
+        const req = http.request(
+          `${proxy.dataUrl}/v1/chat/completions`,
+          { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-tenant': tenant } },
+          (res) => {
+            res.resume();
+            res.on('end', resolve);
+          },
+        );
+        req.on('error', reject);
+        req.end(JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] }));
+      });
+    const started = performance.now();
+    // Every tenant with every model: the caps full.
+    const pairs = Array.from({ length: 100 * tenants }, (_, i) => [name('model', i % 100), name('tenant', Math.floor(i / 100))] as const);
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < pairs.length) {
+          const [model, tenant] = pairs[next++]!;
+          await chat(model, tenant);
+        }
+      }),
+    );
+    const read = async () => {
+      const res = await fetch(proxy.metricsUrl);
+      let bytes = 0;
+      for await (const chunk of res.body!) bytes += (chunk as Uint8Array).length;
+      return bytes;
+    };
+    const filled = performance.now();
+    const size = await read(); // the first render, whatever it keeps between renders made
+    t.diagnostic(`filled in ${(filled - started).toFixed(0)} ms, one scrape of ${mib(size)} read in ${(performance.now() - filled).toFixed(0)} ms`);
+    // 5.13 MiB a tenant: 513 MiB at 100 x 100.
+    assert.ok(size > tenants * MiB, `the exposition at full caps is ${mib(size)}`);
+    const before = await proxy.memory();
+    const { port } = new URL(proxy.metricsUrl);
+    const scrapers: Socket[] = [];
+    for (let i = 0; i < 10; i++) {
+      const socket = connect(Number(port), '127.0.0.1');
+      socket.pause(); // never reads
+      socket.on('error', () => undefined);
+      socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+      scrapers.push(socket);
+    }
+    t.after(() => {
+      for (const s of scrapers) s.destroy();
+    });
+    // Scrapers that read, one after the other: the second comes after the stalled ones' round
+    // began, so it is served once that round ended, which is once they were dropped.
+    let peak = 0;
+    for (let i = 0; i < 2; i++) {
+      let reading = true;
+      const honest = read().finally(() => (reading = false));
+      // Sampled every 100 ms (each sample is a full collection in the child, which pauses it).
+      while (reading) {
+        peak = Math.max(peak, live(await proxy.memory()) - live(before));
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.ok((await honest) > tenants * MiB, 'a scraper that reads gets the whole exposition');
+    }
+    // The ones that never read were cut: read now, each ends before the exposition did.
+    const received = await Promise.all(
+      scrapers.map(
+        (socket) =>
+          new Promise<number>((resolve) => {
+            let bytes = 0;
+            socket.on('data', (c: Buffer) => (bytes += c.length));
+            socket.once('close', () => resolve(bytes));
+            socket.resume();
+          }),
+      ),
+    );
+    assert.ok(
+      received.every((bytes) => bytes < size),
+      `the stalled scrapers got ${received.map(mib).join(', ')}`,
+    );
+    const after = await proxy.memory();
+    const left = live(after) - live(before);
+    t.diagnostic(
+      `exposition ${mib(size)}; live memory at most +${mib(peak)} during the scrapes, +${mib(left)} after (RSS ${mib(before.rss)} -> ${mib(after.rss)}, peak ${mib(after.peakRss)} since the start)`,
+    );
+    // A piece or two of 256 KiB characters per round, the families' per-render lists of series,
+    // and each connection's buffers: not the exposition, and not once per scraper. A sixteenth of
+    // the exposition while they stall, a sixty-fourth after (32 and 8 MiB of the 513 at 100 x 100).
+    const bound = size / 16;
+    assert.ok(peak <= bound, `live memory grew by ${mib(peak)} while the scrapers stalled, over ${mib(bound)} (a 16th of ${mib(size)})`);
+    assert.ok(left <= size / 64, `${mib(left)} more live memory after the scrapers left, over ${mib(size / 64)} (a 64th of ${mib(size)})`);
   });
 
   it(`the metrics listener holds at most ${METRICS_MAX_CONNECTIONS} connections; past it a new one is closed, and a place freed is taken again`, async (t) => {
