@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { childEnv } from '../helpers/child-process.ts';
 import { readToEnd, startHeldUpstream, type HeldUpstream } from '../helpers/held-upstream.ts';
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
@@ -37,8 +38,7 @@ async function startCli(
     // detached: a process group of its own, to signal it whole as systemd or Ctrl-C do.
     detached,
     cwd: how.cwd,
-    env: {
-      PATH: process.env.PATH ?? '',
+    env: childEnv({
       HOME: process.env.HOME ?? '',
       npm_config_update_notifier: 'false',
       INFERMETER_UPSTREAM: upstream,
@@ -47,7 +47,7 @@ async function startCli(
       INFERMETER_METRICS_PORT: '0',
       INFERMETER_UPSTREAM_METRICS: 'off',
       ...env,
-    },
+    }),
   });
   t.after(() => {
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -124,7 +124,8 @@ async function portsFree(app: Running): Promise<void> {
   }
 }
 
-describe('graceful drain', () => {
+// Each test has its own process (or npm and its node) and upstream, and waits on them: side by side.
+describe('graceful drain', { concurrency: true }, () => {
   it('SIGTERM: not ready at once, no new connections, the stream in flight finishes whole, exit 0', async (t) => {
     const upstream = await startHeldUpstream(t);
     const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '30000' });
