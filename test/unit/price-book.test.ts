@@ -33,12 +33,25 @@ describe('the price book', () => {
     assert.equal(llama.pool, 1, 'the per_hour entry after the per-token one');
     assert.deepEqual(book.pricesOf('qwen'), { perMillion: undefined, pool: 1 });
     book.close();
+    // A later entry with both kinds gives the pool only: the tokens keep the first entry's price.
+    const both = createPriceBook({
+      file: undefined,
+      initial: table(PRICES.replace('per_hour: 10', 'per_million_tokens: { prompt: 5, completion: 5 }\n    per_hour: 10')),
+      log: silentLogger,
+    });
+    assert.deepEqual([both.pricesOf('llama-3').perMillion?.prompt, both.pricesOf('llama-3').pool], [1_000_000_000n, 1]);
+    assert.equal(both.pricesOf('qwen').perMillion?.prompt, 5_000_000_000n);
+    both.close();
   });
 
   it('caches at most 10 000 model names, and answers the same past them', () => {
     const book = createPriceBook({ file: undefined, initial: table(PRICES), log: silentLogger });
-    for (let i = 0; i < 25_000; i++) assert.equal(book.pricesOf(`llama-${i}`).pool, 1);
-    assert.ok(book.cached() <= 10_000, `${book.cached()} names cached`);
+    let most = 0;
+    for (let i = 0; i < 25_000; i++) {
+      assert.equal(book.pricesOf(`llama-${i}`).pool, 1);
+      most = Math.max(most, book.cached());
+    }
+    assert.equal(most, 10_000, 'names cached at most');
     assert.equal(book.pricesOf('llama-0').perMillion?.completion, 2_000_000_000n);
     book.close();
   });
