@@ -1,6 +1,7 @@
 // npm run bench:cpu-split: where a proxy's CPU per event goes, by thread and by user/kernel
 // time, side by side in one run: infermeter (its defaults, clients without include_usage),
-// the bench's bare Node pass-through (node:http, bench/passthrough.ts) and a raw TCP relay
+// the bench's Node floor (node:http, bench/passthrough.ts, the head written at once), the same
+// pass-through on undici (bench/undici-passthrough.ts) and a raw TCP relay
 // (bench/tcp-relay.ts: the same sockets and the same bytes, no HTTP). The relay against the
 // pass-through is what Node's HTTP machinery costs per event (the client's parser, the
 // response's stream, the chunked write); infermeter against the pass-through, what measuring
@@ -8,7 +9,7 @@
 // `--scenario=latency|throughput|round trip` (default latency), `--reps=N` (default 6, each
 // target once a repetition, the order rotated), `--warm=N` (default 1: unmeasured runs of the
 // scenario per target first; V8 optimizes a request's own code only after thousands of
-// requests, "A request's cost once V8 has compiled it" in docs/performance.md), `--path=P`
+// requests, "Where the CPU goes" in docs/performance.md), `--path=P`
 // (the same requests on another path: on one infermeter does not measure, such as
 // `/v1/unmeasured`, its proxying alone, against the measured route). Bounded: a fixed number of requests per
 // repetition, a fixed number of repetitions.
@@ -70,14 +71,15 @@ const infermeter = async (name: string, cli: string) => {
   const { child, line } = await startNode(cli, [], infermeterEnv(up.url), /"infermeter started"/, 'stderr', INFERMETER_FLAGS.split(' '));
   started.push({ name, url: (JSON.parse(line) as { data: string }).data, child });
 };
-const plain = async (name: string, script: string) => {
-  const { child, line } = await startNode(here(script), [up.url], {}, /"port"/, 'stdout');
+const plain = async (name: string, script: string, args: string[] = []) => {
+  const { child, line } = await startNode(here(script), [up.url, ...args], {}, /"port"/, 'stdout');
   started.push({ name, url: `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}`, child });
 };
 try {
   await infermeter('infermeter', here('../src/cli.ts'));
   if (process.env.BENCH_COMPARE) await infermeter(`infermeter @ ${process.env.BENCH_COMPARE}`, join(process.env.BENCH_COMPARE, 'src/cli.ts'));
-  await plain('node pass-through', 'passthrough.ts');
+  await plain('node pass-through, head at once', 'passthrough.ts', ['--head-at-once']);
+  await plain('undici pass-through, head at once', 'undici-passthrough.ts');
   await plain('raw TCP relay', 'tcp-relay.ts');
   const agents = new Map(started.map((p) => [p.name, new http.Agent({ keepAlive: true, maxSockets: 64 })]));
   for (let w = 0; w < warm; w++) for (const p of started) await runLoad(p.url, scenario, agents.get(p.name)!);

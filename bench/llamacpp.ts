@@ -7,7 +7,7 @@
 // archive prints no commit). Loopback only; every scenario is a fixed number of requests, each
 // with a timeout.
 import { spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +18,7 @@ import {
   cellsOfHabits,
   connectionsTable,
   marginLines,
+  resendLines,
   ROUNDS,
   runCell,
   spreadLines,
@@ -99,7 +100,13 @@ try {
   const retriesBefore = await Promise.all(
     policies.map(async (p) => seriesSums(await (await fetch(new URL('/metrics', p.metrics))).text()).get('infermeter_upstream_retries_total') ?? 0),
   );
-  const bases = [{ name: 'direct', url: server.url }, ...policies.map((p) => ({ name: p.name, url: p.url }))];
+  // The control: a bare TCP relay (bench/tcp-relay.ts: a connection upstream per client
+  // connection, bytes copied, nothing parsed). A margin it misses too is the extra hop and
+  // process on this machine's cores, not infermeter's own doing.
+  const relay = await startNode(fileURLToPath(new URL('./tcp-relay.ts', import.meta.url)), [server.url], {}, /"port"/, 'stdout');
+  others.push(relay.child);
+  const relayUrl = `http://127.0.0.1:${(JSON.parse(relay.line) as { port: number }).port}`;
+  const bases = [{ name: 'direct', url: server.url }, ...policies.map((p) => ({ name: p.name, url: p.url })), { name: 'relay', url: relayUrl }];
   const cells: Array<{ cell: ConnectionCell; ways: Map<string, WayResult> }> = [];
   // The machine's load around the table: margins of 5 to 100 ms mean little on a busy one.
   const loadBefore = loadavg()[0]!;
@@ -141,8 +148,25 @@ try {
   console.log(
     `Re-sent on a fresh upstream connection during the connections table (stale race): ${policies.map((p, i) => `${p.name} ${retries[i]}`).join(', ')}\n`,
   );
-  console.log("Issue 29's margins, infermeter's default (mirror) against direct:");
-  console.log(marginLines(cells, 'direct', 'infermeter (mirror)').join('\n'));
+  // The requests infermeter (mirror, the instance with the access log) sent again upstream.
+  await new Promise((resolve) => setTimeout(resolve, 200)); // the log's 100 ms batch
+  const resentByMirror = new Set<string>();
+  for (const line of readFileSync(accessLog, 'utf8').split('\n')) {
+    if (line === '') continue;
+    const record = JSON.parse(line) as { request_id?: string; resent?: string };
+    if (record.resent !== undefined && record.request_id !== undefined) resentByMirror.add(record.request_id.replace(/-again$/, ''));
+  }
+  console.log("Re-sent requests, per cell and way (the client's own re-sends, and the ones infermeter re-sent), and slow connects:");
+  console.log(
+    resendLines(
+      cells,
+      bases.map((b) => b.name),
+      new Map([['infermeter (mirror)', resentByMirror]]),
+    ).join('\n'),
+  );
+  console.log('');
+  console.log("Issue 29's margins, infermeter's default (mirror) against direct, the bare TCP relay the control:");
+  console.log(marginLines(cells, 'direct', 'infermeter (mirror)', 'relay').join('\n'));
   console.log('');
 
   const rows: Row[] = [];

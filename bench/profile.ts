@@ -4,7 +4,8 @@
 // bench:fidelity's wave pattern, `--scenario=roundtrip` one-token requests one at a time; `--top=N`
 // rows; `--self`: each function's own time per event instead (every function, Node's natives too;
 // `--by-module`: that time summed by module, infermeter's by folder of src/);
-// `--target=passthrough`: the bench's bare Node pass-through instead, to compare. Without
+// `--target=passthrough`: the bench's Node floor instead (the pass-through writing the head at once),
+// `--target=undici`: the same on undici, to compare. Without
 // include_usage, as most clients send: infermeter's default path (`--include-usage`: clients
 // that ask for it, the relayed path).
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -47,12 +48,14 @@ export async function profileThroughput(
   if (scenario === undefined) throw new Error(`--scenario=${shape}: expected one of ${Object.keys(SHAPES).join(', ')}`);
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-profile-'));
   const up = await startUpstream();
-  // `--target=passthrough`: the bench's bare Node pass-through under the same load, for comparison.
-  const passthrough = target === 'passthrough';
-  if (!passthrough && target !== 'infermeter') throw new Error(`--target=${target}: expected infermeter or passthrough`);
+  // `--target=passthrough` (or undici): the bench's Node floor under the same load, for comparison.
+  const passthrough = target === 'passthrough' || target === 'undici';
+  if (!passthrough && target !== 'infermeter') throw new Error(`--target=${target}: expected infermeter, passthrough or undici`);
   const profFlags = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
   const { child: inf, line } = passthrough
-    ? await startNode(here('passthrough.ts'), [up.url], {}, /"port"/, 'stdout', profFlags)
+    ? target === 'undici'
+      ? await startNode(here('undici-passthrough.ts'), [up.url], {}, /"port"/, 'stdout', profFlags)
+      : await startNode(here('passthrough.ts'), [up.url, '--head-at-once'], {}, /"port"/, 'stdout', profFlags)
     : await startNode(here('../src/cli.ts'), [], infermeterEnv(up.url), /"infermeter started"/, 'stderr', [...INFERMETER_FLAGS.split(' '), ...profFlags]);
   const url = passthrough ? `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}` : (JSON.parse(line) as { data: string }).data;
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });

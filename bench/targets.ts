@@ -1,5 +1,6 @@
 // The processes a benchmark run measures side by side: the upstream, infermeter (all
-// measurement on), infermeter with its access log, the bare Node pass-through and nginx.
+// measurement on), infermeter with its access log, the Node floor (the pass-through that writes
+// the head at once, in two processes), the same pass-through on undici, the holding pipe, and nginx.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -30,8 +31,17 @@ export interface Fleet {
 
 const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
 
-/** The pass-through that writes the response head when it arrives (passthrough.ts `--head-at-once`). */
-export const HEAD_AT_ONCE = 'node pass-through, head at once';
+/**
+ * The Node floor every goal is read against: the pass-through that writes the response head when
+ * the upstream's arrives, as infermeter must (passthrough.ts `--head-at-once`); and a second
+ * process of it, the run's control (how far apart the two are is what the run can resolve).
+ */
+export const FLOOR = 'node pass-through, head at once';
+export const CONTROL = 'node pass-through, head at once (control)';
+/** The same pass-through with undici's Pool as its upstream client (undici-passthrough.ts). */
+export const UNDICI = 'undici pass-through, head at once';
+/** The bare pipe that holds the head until the first body bytes: information, the wave only. */
+export const HOLDING = 'node pass-through, head held';
 
 /**
  * The flags infermeter runs with (npm start, the bin's shebang, the image; test/run-flags.test.ts
@@ -139,26 +149,17 @@ export async function startFleet(options: { nginx: boolean }): Promise<Fleet> {
     };
   };
 
-  const pass = await startNode(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
-  children.push(pass.child);
-  // The same pass-through in a second process: the run's control (bench/run.ts).
-  const control = await startNode(here('passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
-  children.push(control.child);
-  // The pass-through with the head written at once, as infermeter writes it: the wave's reference.
-  const headAtOnce = await startNode(here('passthrough.ts'), [upstreamUrl, '--head-at-once'], {}, /"port"/, 'stdout');
-  children.push(headAtOnce.child);
-  const hp3 = await startNode(here('hp3-passthrough.ts'), [upstreamUrl], {}, /"port"/, 'stdout');
-  children.push(hp3.child);
+  const node = async (script: string, args: string[] = []) => {
+    const { child, line } = await startNode(here(script), [upstreamUrl, ...args], {}, /"port"/, 'stdout');
+    children.push(child);
+    return { url: `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}`, pids: () => [child.pid!] };
+  };
   const targets: Target[] = [
-    { name: 'node pass-through', url: `http://127.0.0.1:${(JSON.parse(pass.line) as { port: number }).port}`, pids: () => [pass.child.pid!] },
-    { name: 'node pass-through (control)', url: `http://127.0.0.1:${(JSON.parse(control.line) as { port: number }).port}`, pids: () => [control.child.pid!] },
-    {
-      name: HEAD_AT_ONCE,
-      url: `http://127.0.0.1:${(JSON.parse(headAtOnce.line) as { port: number }).port}`,
-      pids: () => [headAtOnce.child.pid!],
-      waveOnly: true,
-    },
-    { name: 'http-proxy-3 alone', url: `http://127.0.0.1:${(JSON.parse(hp3.line) as { port: number }).port}`, pids: () => [hp3.child.pid!] },
+    { name: FLOOR, ...(await node('passthrough.ts', ['--head-at-once'])) },
+    { name: CONTROL, ...(await node('passthrough.ts', ['--head-at-once'])) },
+    { name: UNDICI, ...(await node('undici-passthrough.ts')) },
+    { name: HOLDING, ...(await node('passthrough.ts')), waveOnly: true },
+    { name: 'http-proxy-3 alone', ...(await node('hp3-passthrough.ts')) },
     await infermeter('infermeter', {}),
     await infermeter('infermeter + access log', { INFERMETER_ACCESS_LOG: join(tmp, 'access.log') }),
   ];

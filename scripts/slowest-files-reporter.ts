@@ -7,7 +7,7 @@ import { relative } from 'node:path';
 
 type Event = { type: string; data: { name?: string; file?: string; nesting?: number; details?: { duration_ms?: number } } };
 
-const LINGER_MS = 2000;
+const LINGER_MS = 5000;
 
 export default async function* slowestFiles(source: AsyncIterable<Event>): AsyncGenerator<string> {
   const whole = new Map<string, number>();
@@ -29,11 +29,12 @@ export default async function* slowestFiles(source: AsyncIterable<Event>): Async
   const total = [...times.values()].reduce((a, b) => a + b, 0);
   let out = `\nThe slowest ${slowest.length} of ${times.size} test files (${(total / 1000).toFixed(1)} s of file time in all):\n`;
   for (const [file, ms] of slowest) out += `${(ms / 1000).toFixed(1).padStart(8)} s  ${relative(process.cwd(), file)}\n`;
-  // A file's process that outlives its tests by seconds holds a handle its tests left open (a
-  // timer, a socket, a child): its time is then mostly waiting for that handle's end.
+  // A file's process that outlives its tests by seconds (its start-up aside: about a second,
+  // more on a busy machine) holds a handle its tests left open (a timer, a socket, a child):
+  // its time is then mostly waiting for that handle's end.
   const lingered = [...whole].map(([file, ms]) => [file, ms - (summed.get(file) ?? ms)] as const).filter(([, extra]) => extra > LINGER_MS);
   if (lingered.length > 0) {
-    out += `Files whose process outlived their tests by over ${LINGER_MS / 1000} s (a handle left open?):\n`;
+    out += `Files whose process outlived their tests by over ${LINGER_MS / 1000} s (start-up included; a handle left open?):\n`;
     for (const [file, extra] of lingered) out += `${(extra / 1000).toFixed(1).padStart(8)} s  ${relative(process.cwd(), file)}\n`;
   }
   yield out;

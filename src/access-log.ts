@@ -39,6 +39,8 @@ export interface AccessRecord {
   readonly longest_gap_ms?: number | undefined;
   /** The time the client's socket refused writes (infermeter_client_backpressure_seconds), in ms. */
   readonly client_backpressure_ms?: number | undefined;
+  /** Why the request was sent upstream once more (`stale_connection`, `injection_refused`); absent when sent once. */
+  readonly resent?: string | undefined;
 }
 
 const FLUSH_INTERVAL_MS = 100;

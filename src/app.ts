@@ -260,7 +260,7 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   const clock = options.clock ?? monotonicClock;
   let dataPlane: DataPlane | undefined;
   const aliases = tenantAliases(config, log);
-  const readiness = upstreamReadiness(config, log);
+  const readiness = upstreamReadiness(config, log, clock);
   const metrics = buildMetrics(
     config,
     options,

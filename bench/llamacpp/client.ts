@@ -39,6 +39,8 @@ export interface Answer {
   readonly completionTokens: number | undefined;
   readonly timings: EngineTimings | undefined;
   readonly body: string;
+  /** The client's connection: its local port, whether it was reused, and for a new one the ms its connect took. */
+  readonly connection: { port: number | undefined; reused: boolean; connectMs: number | undefined };
 }
 
 const agent = new http.Agent({ keepAlive: false });
@@ -80,6 +82,8 @@ export function ask(base: string, a: Ask, timeoutMs = 120_000, via: http.Agent =
     let text = '';
     let pending = '';
     let settled = false;
+    let connectMs: number | undefined;
+    let port: number | undefined;
     const finish = (complete: boolean): void => {
       if (settled) return;
       settled = true;
@@ -109,6 +113,7 @@ export function ask(base: string, a: Ask, timeoutMs = 120_000, via: http.Agent =
         completionTokens: usage?.completion_tokens,
         timings,
         body: text.length > 4096 ? text.slice(0, 4096) : text,
+        connection: { port, reused: req.reusedSocket, connectMs },
       });
     };
     const req = http.request(
@@ -160,6 +165,14 @@ export function ask(base: string, a: Ask, timeoutMs = 120_000, via: http.Agent =
         res.on('close', () => finish(res.complete));
       },
     );
+    req.once('socket', (socket) => {
+      port = socket.localPort;
+      if (!req.reusedSocket)
+        socket.once('connect', () => {
+          connectMs = performance.now() - t0;
+          port = socket.localPort;
+        });
+    });
     const timer = setTimeout(() => req.destroy(new Error('timeout')), timeoutMs);
     req.on('error', () => finish(false));
     req.end(body);

@@ -25,6 +25,8 @@ export interface PriceBook {
   onChange(listener: (table: PriceTable) => void): void;
   reload(): boolean;
   close(): void;
+  /** How many model names' answers are cached now (at most MAX_CACHED). */
+  cached(): number;
 }
 
 const MAX_CACHED = 10_000;
@@ -66,6 +68,7 @@ export function createPriceBook(options: {
     onChange: (l) => void listeners.push(l),
     reload: reloader.reload,
     close: reloader.close,
+    cached: () => cache.size,
   };
 }
 

@@ -51,7 +51,7 @@ export async function startClusterPrimary(config: Config, env: Env, options: Sta
   const processReadings = new Map<number, ProcessReading>();
   // The primary answers /ready: it follows the upstream from the workers' news (over the bus),
   // the engine scraper's and its own probe.
-  const readiness = upstreamReadiness(config, log);
+  const readiness = upstreamReadiness(config, log, options.clock ?? monotonicClock);
   const metrics = buildMetrics(
     config,
     options,

@@ -37,5 +37,6 @@ export function accessRecord(req: IncomingMessage, exchange: Exchange, s: Reques
     proxy_overhead_ms: ms(s.proxyOverhead),
     longest_gap_ms: ms(s.longestGap),
     client_backpressure_ms: ms(s.backpressure),
+    resent: exchange.resendReason,
   };
 }

@@ -2,6 +2,8 @@
 // and a size cap: the engine state for the MindIE families and /metrics-json, and (optionally)
 // the whole exposition to relay below infermeter's own. Its health is visible as metrics; the
 // log says once when the engine's metrics cannot be read, and once when they can again.
+// Over 300 lines: one round's state (the view and its age, the relay, the failing flag) is shared by
+// the round, the stale keep and the health families; split, each part would reach into the others.
 import { Counter, Gauge, type Registry } from '@prometheus-io/client';
 import type { Logger } from '../log.ts';
 import { dropDuplicateSeries, formatExposition, parseExposition, seriesNames, type Family } from './exposition-parser.ts';
@@ -25,12 +27,17 @@ export interface EngineScraperOptions {
   readonly log: Logger;
   /** Milliseconds; monotonic for intervals. */
   readonly now: () => number;
+  /** The proxy's in-flight requests per model now (waiting + running): read before and after each scrape. */
+  readonly proxyInFlight?: (() => ReadonlyMap<string, number>) | undefined;
   /** Told whether each scrape reached the engine (answered: true; unreachable: false); /ready's news. */
   readonly reached?: ((yes: boolean) => void) | undefined;
 }
 
 export interface EngineScraper {
-  /** The engine state of the last good scrape; undefined when the last scrape failed. */
+  /**
+   * The engine state of the last good scrape; undefined when the last scrape failed, except
+   * after timeouts alone within the stale bound (`staleBoundMs`): then the last good one, stale.
+   */
   view(): EngineView | undefined;
   /** What to append to /metrics: the relayed exposition of the last good relay round, or ''. */
   relayText(): string;
@@ -47,6 +54,16 @@ type ScrapeFailure = 'unreachable' | 'timeout' | 'status' | 'too_large' | 'unpar
 const SCRAPE_FAILURES: readonly ScrapeFailure[] = ['unreachable', 'timeout', 'status', 'too_large', 'unparseable', 'unknown_engine'];
 
 const MAX_SCRAPE_BYTES = 8 * 1024 * 1024;
+/** Rounds that may time out in a row while the last good figures are kept, stale. */
+const STALE_ROUNDS = 3;
+
+/**
+ * How long after its last good scrape an engine whose scrapes time out keeps its figures: three
+ * rounds that time out (each its timeout, then the interval). A timeout is a busy engine, not a
+ * gone one: a thread-per-connection engine (llama.cpp) leaves the scrape in its listen queue
+ * while every HTTP thread serves a client, for seconds at a time. Any other failure drops them.
+ */
+export const staleBoundMs = (intervalMs: number, timeoutMs: number): number => STALE_ROUNDS * (intervalMs + timeoutMs);
 const MODELS_REFRESH_ROUNDS = 12;
 
 class ScrapeError extends Error {
@@ -98,6 +115,13 @@ export async function fetchText(url: URL, timeoutMs: number, maxBytes: number): 
   return Buffer.concat(chunks).toString('utf8');
 }
 
+function higherOf(a: ReadonlyMap<string, number> | undefined, b: ReadonlyMap<string, number> | undefined): ReadonlyMap<string, number> | undefined {
+  if (a === undefined || b === undefined) return a ?? b;
+  const out = new Map(a);
+  for (const [model, n] of b) out.set(model, Math.max(n, out.get(model) ?? 0));
+  return out;
+}
+
 export function createEngineScraper(options: EngineScraperOptions, registry: Registry): EngineScraper {
   const { log } = options;
   const up = new Gauge({
@@ -144,9 +168,18 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
         registers: [registry],
       })
     : undefined;
+  const stale = new Gauge({
+    name: 'infermeter_upstream_metrics_stale',
+    help: "1 while the engine figures served are an earlier scrape's, kept because the scrapes since timed out (a busy engine), at most 3 rounds; else 0.",
+    registers: [registry],
+  });
   up.set(0);
+  stale.set(0);
 
   let view: EngineView | undefined;
+  /** When the view was read (options.now()). */
+  let viewAt = 0;
+  const bound = staleBoundMs(options.intervalMs, options.timeoutMs);
   let relay = '';
   let relayed: ReadonlySet<string> = new Set();
   const clearRelay = (): void => {
@@ -210,7 +243,11 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
   async function round(): Promise<void> {
     rounds++;
     try {
+      // The engine's figures are of some moment during the read: the higher count of before and
+      // after stands for the proxy's then (the engine's others are never overestimated).
+      const before = options.proxyInFlight?.();
       const text = await fetchText(options.metricsUrl, options.timeoutMs, MAX_SCRAPE_BYTES);
+      const after = options.proxyInFlight?.();
       let families: Family[];
       try {
         const read = dropDuplicateSeries(parseExposition(text));
@@ -232,8 +269,10 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
       }
       if (state === undefined) throw new ScrapeError('unknown_engine', 'no metric of a known engine');
       const mindieJson = options.jsonUrl === undefined ? undefined : await readJson(options.jsonUrl);
-      view = { ...state, mindieJson };
+      view = { ...state, mindieJson, proxyAtRead: higherOf(before, after) };
+      viewAt = options.now();
       up.set(1);
+      stale.set(0);
       options.reached?.(true);
       lastSuccess.set(Date.now() / 1000);
       engineInfo.reset();
@@ -246,11 +285,16 @@ export function createEngineScraper(options: EngineScraperOptions, registry: Reg
       // Any answer is a connection that worked, no connection says the engine is down; a slow
       // answer says neither (a busy engine).
       if (reason !== 'timeout') options.reached?.(reason !== 'unreachable');
-      // A source that vanished is dropped, never frozen at its last value.
-      view = undefined;
+      // A source that vanished is dropped, never frozen at its last value; a busy one's last
+      // figures are kept, marked stale, for a bounded time.
+      const keep = reason === 'timeout' && view !== undefined && options.now() - viewAt <= bound;
+      if (!keep) {
+        view = undefined;
+        engineInfo.reset();
+      }
+      stale.set(keep ? 1 : 0);
       if (reason !== 'unparseable' && options.relay.enabled) clearRelay();
       up.set(0);
-      engineInfo.reset();
       failures.inc({ reason });
       if (!failing)
         log.warn('cannot read the upstream engine metrics; engine families left out until they can be read', {

@@ -16,6 +16,8 @@ export interface EngineSnapshot {
   readonly counters: ReadonlyMap<string, number>;
   /** vLLM: its engine-only families (vllm-families.ts), relabelled, by family name. */
   readonly engineOnly?: ReadonlyMap<string, readonly Sample[]> | undefined;
+  /** The proxy's in-flight requests per model when these figures were read (the in-flight rule's cap). */
+  readonly proxyAtRead?: ReadonlyMap<string, number> | undefined;
 }
 
 export function readEngineState(

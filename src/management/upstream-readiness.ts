@@ -13,6 +13,7 @@
 import { connect } from 'node:net';
 import type { Config } from '../config/config.ts';
 import type { Logger } from '../log.ts';
+import type { Clock } from '../measure/clock.ts';
 import type { ProxyEvents } from '../metrics/proxy-families.ts';
 
 /** News older than this is stale: a /ready asked then probes first (ms). */
@@ -36,6 +37,8 @@ interface UpstreamReadinessOptions {
   readonly port: number;
   readonly staleMs?: number;
   readonly timeoutMs?: number;
+  /** What dates the news (the app's clock: a test moves it past STALE_MS instead of waiting). */
+  readonly clock: Clock;
   /** Called when reachability changes (the log says so once per change). */
   readonly changed?: (reachable: boolean) => void;
 }
@@ -55,8 +58,9 @@ function createUpstreamReadiness(options: UpstreamReadinessOptions): UpstreamRea
   // The probe in flight: every /ready asked meanwhile waits for the same one.
   let probing: Promise<boolean> | undefined;
   let closed = false;
+  const { clock } = options;
   const heard = (yes: boolean): void => {
-    lastNews = performance.now();
+    lastNews = clock();
     if (yes === reachable) return;
     reachable = yes;
     options.changed?.(yes);
@@ -79,7 +83,7 @@ function createUpstreamReadiness(options: UpstreamReadinessOptions): UpstreamRea
     });
   return {
     check() {
-      if (closed || performance.now() - lastNews < staleMs) return reachable;
+      if (closed || clock() - lastNews < staleMs) return reachable;
       probing ??= probe();
       return probing;
     },
@@ -105,12 +109,13 @@ export const sameAddress = (a: URL, b: URL): boolean => {
  * connections (`withReadinessNews`, and the finished requests), the engine scraper and its own
  * probe. One per process that answers /ready (the primary's, with workers).
  */
-export function upstreamReadiness(config: Config, log: Logger): UpstreamReadiness | undefined {
+export function upstreamReadiness(config: Config, log: Logger, clock: Clock): UpstreamReadiness | undefined {
   const upstream = config.upstream;
   if (!config.readyFollowsUpstream || upstream === undefined) return undefined;
   const at = upstream.origin + upstream.pathname.replace(/\/$/, '');
   return createUpstreamReadiness({
     ...upstreamAddress(upstream),
+    clock,
     changed: (yes) =>
       yes
         ? log.info('the model server can be reached again: /ready answers 200', { upstream: at })

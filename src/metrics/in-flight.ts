@@ -15,6 +15,12 @@
 //   running (they are in prefill: running for the engine, no token yet for the proxy). An
 //   engine's queue may miss requests still held in its HTTP layer (llama.cpp's deferred count
 //   does), and its figure is up to a scrape interval old.
+// - together never above what can be in flight now: the proxy's own in-flight requests plus the
+//   engine's others (its figures beyond the proxy's in-flight count when they were read:
+//   clients that reach it directly). An engine figure is up to a scrape interval old (more
+//   when kept stale): without this cap, requests that ended at the proxy since stayed in it
+//   (in front of llama.cpp master at concurrency 8, 4 to 5 above the client's own count as a
+//   burst ended).
 // The proxy names attributed to an engine model of another name show 0: that model's series
 // counts their requests.
 import type { EngineSnapshot } from '../engine/engine-state.ts';
@@ -28,6 +34,8 @@ export interface ProxyInFlight {
 export interface EngineInFlight {
   readonly running?: ReadonlyMap<string, number> | undefined;
   readonly waiting?: ReadonlyMap<string, number> | undefined;
+  /** The proxy's in-flight requests per model (waiting + running) when these figures were read; absent: no cap. */
+  readonly proxyAtRead?: ReadonlyMap<string, number> | undefined;
 }
 
 export interface InFlight {
@@ -41,10 +49,17 @@ export function attributeInFlight(proxy: Iterable<ProxyInFlight>, engine: Engine
   const engineModels = new Set<string>([...(engine?.running?.keys() ?? []), ...(engine?.waiting?.keys() ?? [])]);
   const only = engineModels.size === 1 ? engineModels.values().next().value : undefined;
   // What the proxy sees, per engine model: the sums over the names attributed to it.
-  const seen = new Map<string, { waiting: number; running: number }>();
-  for (const model of engineModels) seen.set(model, { waiting: 0, running: 0 });
+  const seen = new Map<string, { waiting: number; running: number; atRead: number }>();
+  for (const model of engineModels) seen.set(model, { waiting: 0, running: 0, atRead: 0 });
+  const attributed = (model: string): string | undefined => only ?? (engineModels.has(model) ? model : undefined);
+  const atRead = engine?.proxyAtRead;
+  if (atRead !== undefined)
+    for (const [model, n] of atRead) {
+      const to = attributed(model);
+      if (to !== undefined) seen.get(to)!.atRead += n;
+    }
   for (const p of proxy) {
-    const to = only ?? (engineModels.has(p.model) ? p.model : undefined);
+    const to = attributed(p.model);
     if (to === undefined) {
       running.set(p.model, p.running);
       waiting.set(p.model, p.waiting);
@@ -59,11 +74,14 @@ export function attributeInFlight(proxy: Iterable<ProxyInFlight>, engine: Engine
   for (const [model, s] of seen) {
     const engineRunning = engine?.running?.get(model);
     const engineWaiting = engine?.waiting?.get(model);
-    const r = engineRunning ?? s.running;
+    // The engine's others (beyond the proxy's requests when it was read), and the proxy's own now.
+    const cap = atRead === undefined ? Number.POSITIVE_INFINITY : s.running + s.waiting + Math.max(0, (engineRunning ?? 0) + (engineWaiting ?? 0) - s.atRead);
+    const r = Math.min(engineRunning ?? s.running, cap);
     // Running in the engine but without a token at the proxy: in prefill, so not waiting.
     const prefilling = Math.max(0, r - s.running);
     running.set(model, r);
-    waiting.set(model, Math.max(engineWaiting ?? 0, s.waiting - prefilling));
+    // Never below the proxy's own floor: the cap leaves room for it (cap - r >= s.waiting - prefilling).
+    waiting.set(model, Math.min(Math.max(engineWaiting ?? 0, s.waiting - prefilling), cap - r));
   }
   return { running, waiting };
 }
@@ -73,7 +91,9 @@ export function inFlightNow(models: Iterable<ProxyInFlight>, engine: EngineSnaps
   const values = engine?.values;
   return attributeInFlight(
     models,
-    values === undefined ? undefined : { running: values.get('num_requests_running'), waiting: values.get('num_requests_waiting') },
+    values === undefined
+      ? undefined
+      : { running: values.get('num_requests_running'), waiting: values.get('num_requests_waiting'), proxyAtRead: engine?.proxyAtRead },
   );
 }
 

@@ -218,6 +218,11 @@ export function createMetrics(options: MetricsOptions): Metrics {
     scraper = createEngineScraper(
       {
         ...options.upstreamMetrics,
+        proxyInFlight: () => {
+          const out = new Map<string, number>();
+          for (const m of recorder.state.models.values()) out.set(m.model, m.waiting + m.running);
+          return out;
+        },
         // Every series name infermeter itself may emit: a relayed family must not reuse one.
         ownNames: () => {
           ownNames ??= new Set(

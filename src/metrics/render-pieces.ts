@@ -11,9 +11,9 @@ import { OPENMETRICS_EOF, openMetricsParts, toOpenMetrics } from './openmetrics.
  * How long one piece of a /metrics render may hold the event loop (ms): the series (or the few
  * kilobytes of a derived family) started within it is finished, then the loop is given back.
  */
-const RENDER_SLICE_MS = 4;
+const RENDER_SLICE_MS = 2;
 /** And how large a piece may grow (its encoding, by the caller, is work of the same slice). */
-const RENDER_PIECE_CHARS = 64 * 1024;
+const RENDER_PIECE_CHARS = 32 * 1024;
 
 /** Resolves in the check phase of this turn of the event loop, after its I/O. */
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));

@@ -119,7 +119,8 @@ async function scrape(child: MemoryChild) {
   return parseExposition(await (await fetch(child.metricsUrl)).text());
 }
 
-describe('a client that leaves mid-body', () => {
+// Each case has its own child and upstream, and waits on sockets more than it computes: side by side.
+describe('a client that leaves mid-body', { concurrency: true }, () => {
   for (const workers of [1, 2]) {
     for (const budget of ['default', 'spent'] as const) {
       const over = budget === 'default' ? 'over the inspection cap' : 'over a spent budget for held bodies';

@@ -56,7 +56,8 @@ async function setUp(t: TestContext, env: Record<string, string> = {}, threads =
   return { engine, app, agent };
 }
 
-describe('connections released once their requests end', () => {
+// Each test has its own infermeter and engine, and most wait for a keep-alive timeout: side by side.
+describe('connections released once their requests end', { concurrency: true }, () => {
   for (const kind of ['non-streamed', 'streamed'] as const) {
     it(`${kind}: a kept-alive client connection that infermeter's keep-alive timeout closes releases its upstream connection`, async (t) => {
       const { engine, app, agent } = await setUp(t, { INFERMETER_KEEP_ALIVE_TIMEOUT_MS: '1000' });

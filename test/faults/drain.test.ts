@@ -4,11 +4,12 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
-import type { ServerResponse } from 'node:http';
+import http, { type ServerResponse } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { childEnv } from '../helpers/child-process.ts';
 import { readToEnd, startHeldUpstream, type HeldUpstream } from '../helpers/held-upstream.ts';
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
@@ -37,8 +38,7 @@ async function startCli(
     // detached: a process group of its own, to signal it whole as systemd or Ctrl-C do.
     detached,
     cwd: how.cwd,
-    env: {
-      PATH: process.env.PATH ?? '',
+    env: childEnv({
       HOME: process.env.HOME ?? '',
       npm_config_update_notifier: 'false',
       INFERMETER_UPSTREAM: upstream,
@@ -47,7 +47,7 @@ async function startCli(
       INFERMETER_METRICS_PORT: '0',
       INFERMETER_UPSTREAM_METRICS: 'off',
       ...env,
-    },
+    }),
   });
   t.after(() => {
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -124,7 +124,8 @@ async function portsFree(app: Running): Promise<void> {
   }
 }
 
-describe('graceful drain', () => {
+// Each test has its own process (or npm and its node) and upstream, and waits on them: side by side.
+describe('graceful drain', { concurrency: true }, () => {
   it('SIGTERM: not ready at once, no new connections, the stream in flight finishes whole, exit 0', async (t) => {
     const upstream = await startHeldUpstream(t);
     const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '30000' });
@@ -155,6 +156,35 @@ describe('graceful drain', () => {
     assert.equal(rest, event('b') + 'data: [DONE]\n\n', 'the stream finished whole');
     const drained = await app.logged(/^drained/);
     assert.deepEqual([drained.level, drained.msg, drained.timeout_ms], ['info', 'drained: every request in flight finished', 30000]);
+    assert.deepEqual(await app.exited, [0, null]);
+  });
+
+  it("a kept-alive client's connection is closed by infermeter once its response ends: the drain does not wait for the client", async (t) => {
+    const upstream = await startHeldUpstream(t);
+    const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '60000' });
+    // node:http's agent keeps an idle connection open as long as the server does (fetch's client
+    // closes its own after 4 s, which would end the drain whatever infermeter did).
+    const agent = new http.Agent({ keepAlive: true });
+    t.after(() => agent.destroy());
+    const answered = new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = http.request(`${app.urls.data}/v1/chat/completions`, { method: 'POST', agent }, resolve);
+      req.on('error', reject);
+      req.end('{"model":"m","stream":true}');
+    });
+    const upstreamRes = await upstream.next();
+    upstreamRes.writeHead(200, SSE);
+    upstreamRes.write(event('a'));
+    const res = await answered;
+    const socket = res.socket;
+    const socketClosed = once(socket, 'close');
+    app.child.kill('SIGTERM');
+    await app.logged(/^draining/);
+    upstreamRes.end('data: [DONE]\n\n');
+    res.resume();
+    await once(res, 'end');
+    await socketClosed;
+    const ended = await app.logged(/^(drained|drain timed out)/);
+    assert.equal(ended.msg, 'drained: every request in flight finished', 'infermeter closed the connection, not its drain timeout');
     assert.deepEqual(await app.exited, [0, null]);
   });
 

@@ -3,8 +3,11 @@
 // that connection fails before any response byte. Such a request is sent again, once, on a new
 // connection, and counted; one whose response began is never sent again.
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import net, { type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { listen } from '../helpers/listen.ts';
@@ -110,7 +113,9 @@ describe('retry on a stale upstream connection', () => {
 
   it('sends a request whose reused connection fails before any response byte again, once, on a new connection, and counts it', async (t) => {
     const upstream = await startUpstream(t, 'reused');
-    const app = await startProxy(t, upstream.url);
+    const log = join(mkdtempSync(join(tmpdir(), 'infermeter-retry-')), 'access.log');
+    t.after(() => rmSync(dirname(log), { recursive: true, force: true }));
+    const app = await startProxy(t, upstream.url, { INFERMETER_ACCESS_LOG: log });
     for (let i = 0; i < 9; i++) assert.equal(await send(app.dataUrl, i), 200, `request ${i}`);
     // Requests alternate: one on a new pooled connection, the next meets it reused and reset,
     // and is served on a connection of its own (not pooled), so the one after opens a new one.
@@ -120,6 +125,17 @@ describe('retry on a stale upstream connection', () => {
     assert.equal(m.value('infermeter_upstream_retries_total', { reason: 'stale_connection' }), 4);
     assert.equal(m.value('infermeter_upstream_errors_total', { kind: 'upstream_unreachable' }), 0);
     assert.equal(m.sum('request_success_total'), 9);
+    // The access log names the re-sent ones (the bench reads them to time them).
+    await app.close();
+    const resent = readFileSync(log, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { resent?: string }).resent);
+    assert.deepEqual(
+      resent.filter((r) => r !== undefined),
+      ['stale_connection', 'stale_connection', 'stale_connection', 'stale_connection'],
+    );
+    assert.equal(resent.length, 9);
   });
 
   it('never sends a request again once a byte of its response came', async (t) => {

@@ -7,8 +7,8 @@ export interface SamplesByModel {
   readonly samples: ReadonlyMap<string, RequestSample>;
   /** Resolves once a sample of `model` finished. */
   arrived(model: string): Promise<void>;
-  /** Waits for one sample per entry; past `boundMs`, rejects naming the targets never metered. */
-  allArrived(served: ReadonlyArray<{ readonly target: string; readonly model: string }>, boundMs?: number): Promise<void>;
+  /** Waits for one sample per entry; past `boundMs`, rejects naming the targets never metered (as `what`). */
+  allArrived(served: ReadonlyArray<{ readonly target: string; readonly model: string }>, boundMs?: number, what?: string): Promise<void>;
 }
 
 export function samplesByModel(app: Pick<Infermeter, 'metrics'>): SamplesByModel {
@@ -24,7 +24,7 @@ export function samplesByModel(app: Pick<Infermeter, 'metrics'>): SamplesByModel
   return {
     samples,
     arrived,
-    async allArrived(served, boundMs = 20_000) {
+    async allArrived(served, boundMs = 20_000, what = 'served as inference') {
       let bound: NodeJS.Timeout | undefined;
       try {
         await Promise.race([
@@ -32,7 +32,7 @@ export function samplesByModel(app: Pick<Infermeter, 'metrics'>): SamplesByModel
           new Promise((_, reject) => {
             bound = setTimeout(() => {
               const missing = served.filter((s) => !samples.has(s.model)).map((s) => s.target);
-              reject(new Error(`served as inference, never metered: ${missing.join(' ')}`));
+              reject(new Error(`${what}, never metered: ${missing.join(' ')}`));
             }, boundMs);
           }),
         ]);

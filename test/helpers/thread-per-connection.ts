@@ -8,7 +8,8 @@
 // (llama.cpp says `Keep-Alive: timeout=5, max=100` and closes anyway; `closeAfterStream: false`
 // keeps it, as an engine that keeps its word). A request's `max_tokens` is the number of token
 // events its streamed answer has (llama.cpp's n_predict; finish_reason `length`). GET /metrics
-// answers a small exposition, after `metricsDelayMs`.
+// answers a small exposition, after `metricsDelayMs` (the first `slowScrapes` of them; the rest
+// at once).
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import net, { type Socket } from 'node:net';
 import type { TestContext } from 'node:test';
@@ -25,6 +26,8 @@ export interface ThreadServerOptions {
   /** Requests a connection serves; the last one's answer says `Connection: close` (default 100). */
   readonly maxRequests?: number;
   readonly metricsDelayMs?: number;
+  /** How many scrapes (the first ones) wait `metricsDelayMs`; default all. */
+  readonly slowScrapes?: number;
   /** Whether a streamed answer's connection is closed a millisecond after its end (default true, as llama.cpp). */
   readonly closeAfterStream?: boolean;
 }
@@ -62,6 +65,7 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
   const scrapeConnections = new Set<Socket>();
   const waiting: Array<{ socket: Socket; at: number }> = [];
   let free = options.threads;
+  let scrapesAsked = 0;
 
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const chunks: Buffer[] = [];
@@ -74,7 +78,8 @@ export async function startThreadServer(t: TestContext, options: ThreadServerOpt
       if (req.url === '/metrics' && before > 0) stats.scrapesOnKeptConnection++;
       if (req.url === '/metrics') scrapeConnections.add(req.socket);
       else scrapeConnections.delete(req.socket);
-      const work = req.url === '/metrics' ? (options.metricsDelayMs ?? 0) : options.workMs;
+      const slow = req.url === '/metrics' && scrapesAsked++ < (options.slowScrapes ?? Number.POSITIVE_INFINITY);
+      const work = req.url === '/metrics' ? (slow ? (options.metricsDelayMs ?? 0) : 0) : options.workMs;
       setTimeout(() => answer(req, res, Buffer.concat(chunks).toString()), work);
     });
   };

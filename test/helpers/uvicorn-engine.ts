@@ -1,4 +1,4 @@
-// A real uvicorn + FastAPI engine (test/peers/uvicorn_engine.py) for one test: the server vLLM
+// A real uvicorn + FastAPI engine (test/peers/uvicorn_engine.py) for one test or one file: the server vLLM
 // and SGLang run, routing and reading bodies as they do. Debian's python3-uvicorn,
 // python3-fastapi and python3-httptools (.ci/run installs them), run by /usr/bin/python3 (or
 // UVICORN_PYTHON): a pyenv `python3` first on the PATH usually lacks them.
@@ -23,18 +23,38 @@ export const uvicornSkip: string | false =
 
 /** Starts the engine (`routes` or `strict`: see the script); its base URL. Stopped by PID in t.after. */
 export async function startUvicornEngine(t: TestContext, mode: 'routes' | 'strict' = 'routes'): Promise<string> {
+  const engine = launch(mode);
+  t.after(engine.stop);
+  return engine.url;
+}
+
+/**
+ * The engine for every test of a file (`before`), when they share nothing but its routing and
+ * body reading: its base URL, and `stop` for the file's `after`.
+ */
+export async function startSharedUvicornEngine(mode: 'routes' | 'strict' = 'routes'): Promise<{ url: string; stop: () => Promise<void> }> {
+  const engine = launch(mode);
+  try {
+    return { url: await engine.url, stop: engine.stop };
+  } catch (error) {
+    await engine.stop();
+    throw error;
+  }
+}
+
+function launch(mode: 'routes' | 'strict'): { url: Promise<string>; stop: () => Promise<void> } {
   const child = spawn(PYTHON, [SCRIPT, mode], { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.after(async () => {
+  const stop = async (): Promise<void> => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
     await exited;
     clearTimeout(timer);
-  });
+  };
   let err = '';
   child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-  return new Promise((resolve, reject) => {
+  const url = new Promise<string>((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`uvicorn did not start in 30 s: ${err}`)), 30_000);
     child.stdout.on('data', (c: Buffer) => {
@@ -50,4 +70,5 @@ export async function startUvicornEngine(t: TestContext, mode: 'routes' | 'stric
       reject(new Error(`uvicorn exited (${code}) before it listened: ${err}`));
     });
   });
+  return { url, stop };
 }

@@ -44,7 +44,9 @@ function lineMatching(stream: NodeJS.ReadableStream, pattern: RegExp): Promise<s
   });
 }
 
-describe('infermeter CLI', () => {
+// Each test's processes are its own, on ports the OS picks: the tests of a describe run side by
+// side, three at a time (most of their time is processes loading, which a busy machine stretches).
+describe('infermeter CLI', { concurrency: 3 }, () => {
   it('refuses a bad configuration with one message naming every bad variable', async (t) => {
     const child = run(t, CLI, { INFERMETER_PORT: 'eighty', INFERMETER_THROUGHPUT_WINDOW_SECONDS: '0' });
     const [stderr, [code]] = await Promise.all([collect(child.stderr), once(child, 'exit')]);
@@ -236,7 +238,7 @@ describe('infermeter CLI with per-tenant metering', () => {
   });
 });
 
-describe('infermeter CLI and SIGHUP with nothing to reload', () => {
+describe('infermeter CLI and SIGHUP with nothing to reload', { concurrency: 3 }, () => {
   for (const workers of ['1', '2']) {
     it(`ignores SIGHUP (no alias file; INFERMETER_WORKERS=${workers}): a stream in flight finishes, the process stays`, async (t) => {
       const sim = await startSimServer({ ttftMs: 1, interTokenMs: 20, defaultTokens: 20 });
@@ -276,7 +278,7 @@ describe('infermeter CLI and SIGHUP with nothing to reload', () => {
   }
 });
 
-describe('npm run demo', () => {
+describe('npm run demo', { concurrency: 3 }, () => {
   it('runs the simulated server, the proxy and traffic, prints URLs that answer, and shows metrics filling', async (t) => {
     const child = run(t, DEMO, { INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' });
     let stdout = '';
@@ -322,15 +324,19 @@ describe('npm run demo', () => {
   });
 
   it('checks its flags as sim does: a typo or a bad duration stops it at once, saying so', async (t) => {
-    for (const [args, message] of [
+    const cases = [
       [['--durration', '3'], /unknown argument "--durration": infermeter demo takes --duration S \(seconds\) only; did you mean --duration\?/],
       [['--duration', 'x'], /--duration expects seconds, more than 0 and at most 86400, got "x"/],
       [['--duration=0'], /--duration expects seconds, more than 0/],
       [['--duration'], /--duration needs a value/],
-    ] as const) {
-      const { code, stdout, stderr } = await exitOf(
-        run(t, LAUNCHER, { INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' }, ['demo', ...args]),
-      );
+    ] as const;
+    const exits = await Promise.all(
+      cases.map(([args]) =>
+        exitOf(run(t, LAUNCHER, { INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' }, ['demo', ...args])),
+      ),
+    );
+    for (const [i, [args, message]] of cases.entries()) {
+      const { code, stdout, stderr } = exits[i]!;
       assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);
       assert.match(stderr, new RegExp(`^infermeter demo: ${message.source}`), args.join(' '));
       assert.equal(stdout, '', 'nothing started');
@@ -348,10 +354,11 @@ async function exitOf(child: ChildProcessWithoutNullStreams): Promise<{ code: nu
   return { code: code as number | null, stdout, stderr };
 }
 
-describe('infermeter on the command line, as a newcomer meets it', () => {
+describe('infermeter on the command line, as a newcomer meets it', { concurrency: 3 }, () => {
   it('--help and -h list the commands and every variable of the configuration table with its default', async (t) => {
-    for (const flag of ['--help', '-h']) {
-      const { code, stdout, stderr } = await exitOf(run(t, LAUNCHER, {}, [flag]));
+    const flags = ['--help', '-h'];
+    const exits = await Promise.all(flags.map((flag) => exitOf(run(t, LAUNCHER, {}, [flag]))));
+    for (const { code, stdout, stderr } of exits) {
       assert.equal(code, 0, stderr);
       for (const command of ['infermeter sim [--port N] [--host H]', 'infermeter demo', 'infermeter --version'])
         assert.ok(stdout.includes(command), `${command} in:\n${stdout}`);
@@ -433,26 +440,29 @@ describe('infermeter on the command line, as a newcomer meets it', () => {
   });
 
   it('sim --help answers its help; sim refuses a bad --port and names --port when the port is taken', async (t) => {
-    const help = await exitOf(run(t, LAUNCHER, {}, ['sim', '--help']));
+    const port = await busyPort(t);
+    const [help, bad, busy] = await Promise.all([
+      exitOf(run(t, LAUNCHER, {}, ['sim', '--help'])),
+      exitOf(run(t, LAUNCHER, {}, ['sim', '--port', 'eighty'])),
+      exitOf(run(t, LAUNCHER, {}, ['sim', `--port=${port}`])),
+    ]);
     assert.equal(help.code, 0, help.stderr);
     assert.match(help.stdout, /^infermeter sim \[--port N\] \[--host H\]/);
     assert.match(help.stdout, /--port N +the port to listen on/);
-    const bad = await exitOf(run(t, LAUNCHER, {}, ['sim', '--port', 'eighty']));
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /--port expects an integer port from 0 to 65535/);
-    const port = await busyPort(t);
-    const busy = await exitOf(run(t, LAUNCHER, {}, ['sim', `--port=${port}`]));
     assert.equal(busy.code, 1);
     assert.match(busy.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: port ${port} is in use; choose another with --port N`));
   });
 
   it('sim refuses to listen on every address unless asked, and refuses a max_tokens beyond its bound', async (t) => {
-    for (const host of ['0.0.0.0', '::', '0']) {
-      const refused = await exitOf(run(t, LAUNCHER, {}, ['sim', '--port', '0', '--host', host]));
-      assert.equal(refused.code, 1, host);
-      assert.match(refused.stderr, /listens on every address .*INFERMETER_ALLOW_ALL_ZERO_IP=1/, host);
-    }
+    const hosts = ['0.0.0.0', '::', '0'];
+    const refusals = Promise.all(hosts.map((host) => exitOf(run(t, LAUNCHER, {}, ['sim', '--port', '0', '--host', host]))));
     const child = run(t, LAUNCHER, { INFERMETER_ALLOW_ALL_ZERO_IP: '1' }, ['sim', '--port', '0', '--host', '0.0.0.0']);
+    for (const [i, refused] of (await refusals).entries()) {
+      assert.equal(refused.code, 1, hosts[i]);
+      assert.match(refused.stderr, /listens on every address .*INFERMETER_ALLOW_ALL_ZERO_IP=1/, hosts[i]);
+    }
     const line = await lineMatching(child.stdout, /^ {2}url /);
     const port = /:(\d+)/.exec(line)?.[1];
     const post = (maxTokens: number) =>
@@ -532,8 +542,10 @@ describe('the Node version check', () => {
     skip: old === undefined ? 'no Node older than 22.18 on this machine' : false,
   }, async (t) => {
     const version = spawnSync(old!, ['-p', 'process.versions.node'], { encoding: 'utf8' }).stdout.trim();
-    for (const args of [['--version'], [], ['sim'], ['demo']]) {
-      const { code, stdout, stderr } = await exitOf(run(t, LAUNCHER, { INFERMETER_UPSTREAM: 'http://127.0.0.1:8000' }, args, old!));
+    const exits = await Promise.all(
+      [['--version'], [], ['sim'], ['demo']].map((args) => exitOf(run(t, LAUNCHER, { INFERMETER_UPSTREAM: 'http://127.0.0.1:8000' }, args, old!))),
+    );
+    for (const { code, stdout, stderr } of exits) {
       assert.equal(code, 1, stderr);
       assert.equal(stdout, '');
       assert.equal(stderr.trimEnd().split('\n').length, 1, stderr);

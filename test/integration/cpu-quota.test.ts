@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it, type TestContext } from 'node:test';
 import { readCpuQuota } from '../../src/metrics/container/cgroup.ts';
+import { childEnv } from '../helpers/child-process.ts';
 
 const CLI = fileURLToPath(new URL('../../bin/infermeter.js', import.meta.url));
 const ROOT = '/sys/fs/cgroup';
@@ -67,15 +68,14 @@ function makeCgroup(cleanups: Array<() => void | Promise<void>>, name: string): 
 /** infermeter started inside the cgroup (the shell moves itself in, then execs node); its start line and its stop. */
 async function startInside(t: TestContext, cgroup: TestCgroup): Promise<Record<string, unknown>> {
   const child = spawn('/bin/sh', ['-c', 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"', 'sh', cgroup.dir, process.execPath, CLI], {
-    env: {
-      PATH: process.env.PATH ?? '',
+    env: childEnv({
       INFERMETER_WORKERS: 'auto',
       INFERMETER_UPSTREAM: 'http://127.0.0.1:9',
       INFERMETER_PORT: '0',
       INFERMETER_MANAGEMENT_PORT: '0',
       INFERMETER_METRICS_PORT: '0',
       INFERMETER_UPSTREAM_METRICS: 'off',
-    },
+    }),
   });
   const exited = once(child, 'exit');
   t.after(async () => {
@@ -100,7 +100,8 @@ async function startInside(t: TestContext, cgroup: TestCgroup): Promise<Record<s
   });
 }
 
-describe('INFERMETER_WORKERS=auto in a cgroup with a CPU quota', () => {
+// Each test starts infermeter in a cgroup of its own and waits for its start line: side by side.
+describe('INFERMETER_WORKERS=auto in a cgroup with a CPU quota', { concurrency: true }, () => {
   it(`no quota: one worker per core of the host (${availableParallelism()} here)`, async (t) => {
     const cleanups: Array<() => void | Promise<void>> = [];
     const cgroup = makeCgroup(cleanups, 'infermeter-test-noquota');
@@ -131,7 +132,7 @@ describe('INFERMETER_WORKERS=auto in a cgroup with a CPU quota', () => {
   ]) {
     it(`${quota / period} CPU: ${workers} worker${workers === 1 ? '' : 's'}, and the start line says the quota was read`, async (t) => {
       const cleanups: Array<() => void | Promise<void>> = [];
-      const cgroup = makeCgroup(cleanups, 'infermeter-test');
+      const cgroup = makeCgroup(cleanups, `infermeter-test-${quota}`);
       if (typeof cgroup === 'string') {
         assert.ok(process.env.CI === undefined, `under CI the cgroup test must run: ${cgroup}`);
         t.skip(`skipped: ${cgroup}`);

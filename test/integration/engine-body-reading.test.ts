@@ -6,11 +6,11 @@
 // engine reads whatever its Content-Encoding says, or one padded past the hold cap (issue 49,
 // finding 3), is metered with its tokens: read whole, usage asked for at its end.
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
-import { startUvicornEngine, uvicornSkip, uvicornVersion } from '../helpers/uvicorn-engine.ts';
+import { startSharedUvicornEngine, uvicornSkip, uvicornVersion } from '../helpers/uvicorn-engine.ts';
 
 async function post(base: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; text: string }> {
   const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
@@ -27,8 +27,17 @@ async function warmUp(app: Awaited<ReturnType<typeof startProxy>>): Promise<void
 const HONEST = JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] });
 
 describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion ?? 'uvicorn missing'})`, { skip: uvicornSkip }, () => {
+  // One engine for the file: it keeps nothing from one request to the next; each test has its own infermeter.
+  let engine = '';
+  let stopEngine = async (): Promise<void> => {};
+  before(async () => {
+    const started = await startSharedUvicornEngine('strict');
+    engine = started.url;
+    stopEngine = started.stop;
+  });
+  after(() => stopEngine());
+
   it('the echo attack: an escaped duplicate "stream" and a 400 echoing "not supported" leave injection on', async (t) => {
-    const engine = await startUvicornEngine(t, 'strict');
     const app = await startProxy(t, engine);
     const attack = '{"model":"m","stream":true,"str\\u0065am":false,"messages":[{"role":"user","content":"not supported"}]}';
     const direct = await post(engine, attack);
@@ -52,7 +61,6 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
   });
 
   it('bills the model the engine served, whichever duplicate or escape names it', async (t) => {
-    const engine = await startUvicornEngine(t, 'strict');
     const app = await startProxy(t, engine);
     for (const body of [
       '{"model":"cheap-model","mod\\u0065l":"expensive-model","stream":true,"messages":[]}',
@@ -73,7 +81,6 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
   });
 
   it('meters a body the engine reads whatever its Content-Encoding says, with its tokens; a compressed one is refused by the engine, and forwarded as it came', async (t) => {
-    const engine = await startUvicornEngine(t, 'strict');
     const app = await startProxy(t, engine);
     for (const coding of ['x', 'gzip', 'br, zstd', ' ']) {
       const direct = await post(engine, HONEST, { 'content-encoding': coding });
@@ -98,7 +105,6 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
   });
 
   it('meters a body padded past the hold cap with its tokens: read whole, usage asked for at the end of its object (merged with its own stream_options)', async (t) => {
-    const engine = await startUvicornEngine(t, 'strict');
     const app = await startProxy(t, engine);
     await warmUp(app);
     const pad = ' '.repeat(4_200_000);
@@ -125,7 +131,6 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
   });
 
   it("reads a UTF-16 or UTF-32 body, which Python's json takes, in UTF-8: billed and injected as the engine serves it", async (t) => {
-    const engine = await startUvicornEngine(t, 'strict');
     const app = await startProxy(t, engine);
     const json = '{"model":"expensive-model","stream":true,"messages":[{"role":"user","content":"caf\u00e9 \ud83d\ude80"}]}';
     const utf16be = (s: string) => Buffer.from(s, 'utf16le').swap16();

@@ -7,9 +7,10 @@ import { readFileSync } from 'node:fs';
 import http, { type ServerResponse } from 'node:http';
 import { describe, it, type TestContext } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
+import { staleBoundMs } from '../../src/engine/engine-scraper.ts';
 import { createLogger } from '../../src/log.ts';
 import { NODE_CLIENT_LINT } from '../helpers/exposition.ts';
-import { scrape, startProxy } from '../helpers/proxy-harness.ts';
+import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream, type ReplayUpstream } from '../helpers/replay-upstream.ts';
 import { listen } from '../helpers/listen.ts';
 
@@ -21,8 +22,8 @@ const m = { model_name: MODEL };
 interface Engine {
   upstream: ReplayUpstream;
   app: Infermeter;
-  /** What the engine's /metrics answers next. */
-  serve(status: number, body: string): void;
+  /** What the engine's /metrics answers next; `hang`: no answer (all its HTTP threads taken). */
+  serve(status: number, body: string, end?: 'hang'): void;
   scrapeOnce(): Promise<void>;
   logs: Array<Record<string, unknown>>;
   clock: { now: number };
@@ -31,8 +32,9 @@ interface Engine {
 async function engine(t: TestContext, env: Record<string, string> = {}): Promise<Engine> {
   const upstream = await startReplayUpstream();
   t.after(() => upstream.close());
-  let metrics = { status: 200, body: VLLM };
+  let metrics: { status: number; body: string; end?: 'hang' | undefined } = { status: 200, body: VLLM };
   upstream.respond((req) => {
+    if (req.url === '/metrics' && metrics.end === 'hang') return { status: 200, body: [], end: 'hang' };
     if (req.url === '/metrics') return { status: metrics.status, headers: { 'content-type': 'text/plain; version=0.0.4' }, body: [{ data: metrics.body }] };
     if (req.url === '/v1/models')
       return { status: 200, headers: { 'content-type': 'application/json' }, body: [{ data: JSON.stringify({ data: [{ id: MODEL }] }) }] };
@@ -51,7 +53,7 @@ async function engine(t: TestContext, env: Record<string, string> = {}): Promise
     app,
     logs,
     clock,
-    serve: (status, body) => (metrics = { status, body }),
+    serve: (status, body, end) => (metrics = { status, body, end }),
     scrapeOnce: () => app.metrics.engineScraper!.scrapeOnce(),
   };
 }
@@ -201,8 +203,15 @@ describe('engine metrics', () => {
     engine.set(2, 1);
     ({ sums } = await look());
     assert.deepEqual(sums, { running: 2, waiting: 2, vllmRunning: 2, vllmWaiting: 2, jsonRunning: 2, jsonWaiting: 2 });
+
+    // 4. All four end before the engine is read again: its last figures (2 + 1, read while the
+    // proxy had 4 in flight) count none of them any more.
+    const ended = nextFinished(app, 4);
     engine.release();
     for (const c of clients) await (await c).text();
+    await ended;
+    x = await scrape(app);
+    assert.deepEqual([x.sum('num_requests_running'), x.sum('num_requests_waiting'), x.sum('vllm:num_requests_running')], [0, 0, 0]);
   });
 
   it('fill the MindIE families from a live engine, follow its changes and drop what vanished', async (t) => {
@@ -246,6 +255,7 @@ describe('engine metrics', () => {
     assert.equal(x.value('num_requests_running', m), 0, "the proxy's own in-flight count");
     assert.deepEqual(x.series('num_preemptions_total'), []);
     assert.equal(x.value('infermeter_upstream_metrics_up'), 0);
+    assert.equal(x.value('infermeter_upstream_metrics_stale'), 0, 'an engine that answers an error is not kept, stale or not');
     assert.equal(x.value('infermeter_upstream_metrics_scrape_failures_total', { reason: 'status' }), 2);
     assert.deepEqual(x.series('infermeter_upstream_engine_info'), []);
     const warnings = e.logs.filter((l) => l.level === 'warn');
@@ -260,6 +270,35 @@ describe('engine metrics', () => {
     const last = (await scrape(e.app)).value('infermeter_upstream_metrics_last_success_timestamp_seconds')!;
     const after = Date.now() / 1000;
     assert.ok(last >= before && last <= after, `last success at ${last}, between ${before} and ${after}`);
+  });
+
+  it("keep an engine's last figures, marked stale, while its scrapes time out (every HTTP thread taken), and drop them after three rounds", async (t) => {
+    const e = await engine(t, { INFERMETER_UPSTREAM_METRICS_TIMEOUT_MS: '200' });
+    await e.scrapeOnce();
+    let x = await scrape(e.app);
+    assert.equal(x.value('num_requests_running', m), 5);
+    assert.equal(x.value('infermeter_upstream_metrics_stale'), 0);
+    e.serve(200, VLLM, 'hang');
+    await e.scrapeOnce();
+    e.clock.now += staleBoundMs(3_600_000, 200); // the bound's edge: still kept
+    await e.scrapeOnce();
+    x = await scrape(e.app);
+    assert.equal(x.value('infermeter_upstream_metrics_scrape_failures_total', { reason: 'timeout' }), 2);
+    assert.equal(x.value('infermeter_upstream_metrics_up'), 0, 'the last scrape failed, and says so');
+    assert.equal(x.value('infermeter_upstream_metrics_stale'), 1);
+    assert.equal(x.value('num_requests_running', m), 5, "the last good scrape's figure, not the proxy's 0");
+    assert.equal(x.value('infermeter_upstream_engine_info', { engine: 'vllm' }), 1);
+    e.clock.now += 1; // past it
+    await e.scrapeOnce();
+    x = await scrape(e.app);
+    assert.equal(x.value('infermeter_upstream_metrics_stale'), 0);
+    assert.deepEqual(x.series('num_requests_running'), [], 'dropped (and the proxy saw no request)');
+    assert.deepEqual(x.series('infermeter_upstream_engine_info'), []);
+    e.serve(200, VLLM);
+    await e.scrapeOnce();
+    x = await scrape(e.app);
+    assert.equal(x.value('num_requests_running', m), 5);
+    assert.equal(x.value('infermeter_upstream_metrics_up'), 1);
   });
 
   it('time out on an engine that does not answer', async (t) => {

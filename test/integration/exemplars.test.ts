@@ -62,7 +62,8 @@ function exemplarIds(text: string, family: string): string[] {
   return ids;
 }
 
-describe('exemplars', () => {
+// Each test has its own infermeter and upstream (one cluster, one Prometheus): side by side.
+describe('exemplars', { concurrency: true }, () => {
   it('asks for OpenMetrics only when the scraper prefers it', () => {
     assert.equal(wantsOpenMetrics(OM_ACCEPT), true);
     assert.equal(wantsOpenMetrics('application/openmetrics-text'), true);

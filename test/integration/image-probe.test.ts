@@ -79,7 +79,9 @@ function configFile(t: TestContext, serverConfig: Record<string, unknown>): stri
 const portOf = (url: string | undefined) => new URL(url!).port;
 const hostOf = (url: string | undefined) => new URL(url!).hostname;
 
-describe('the image health probe', () => {
+// Each case's processes and ports are its own: the cases run three at a time (most of their time is
+// processes loading, one after another within a case).
+describe('the image health probe', { concurrency: 3 }, () => {
   it('is a node command of a module that exists, run with the image entry point node', () => {
     assert.equal(probeNode, 'node');
     assert.equal(entryNode, 'node');

@@ -3,18 +3,21 @@
 // code, the README, docs and LICENSE, and no source maps (they would point at sources it does
 // not ship), no screenshot, no tests; under an older Node the launcher says what to do.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { before, describe, it } from 'node:test';
 import { VERSION } from '../../src/version.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const execFileAsync = promisify(execFile);
 
-describe('the npm package', () => {
+// The tests share the packed package and nothing else: run side by side.
+describe('the npm package', { concurrency: true }, () => {
   let files: string[];
   let installed: string;
   before(() => {
@@ -51,8 +54,9 @@ describe('the npm package', () => {
 
   it('runs as installed: --version, --help, and the demo (compiled imports resolve)', async (t) => {
     const bin = join(installed, 'bin/infermeter.js');
-    assert.equal(execFileSync(process.execPath, [bin, '--version'], { encoding: 'utf8' }), `${VERSION}\n`);
-    assert.match(execFileSync(process.execPath, [bin, '--help'], { encoding: 'utf8' }), /INFERMETER_UPSTREAM\n/);
+    // The three at once: the demo runs its second while the others load.
+    const version = execFileAsync(process.execPath, [bin, '--version'], { encoding: 'utf8' });
+    const help = execFileAsync(process.execPath, [bin, '--help'], { encoding: 'utf8' });
     const demo = spawn(process.execPath, [bin, 'demo', '--duration', '1'], {
       env: { PATH: process.env.PATH ?? '', INFERMETER_PORT: '0', INFERMETER_MANAGEMENT_PORT: '0', INFERMETER_METRICS_PORT: '0' },
     });
@@ -65,6 +69,8 @@ describe('the npm package', () => {
     const [code] = await once(demo, 'exit');
     assert.equal(code, 0, out);
     assert.match(out, /proxy, for clients {6}http:\/\/127\.0\.0\.1:\d+\/v1/);
+    assert.equal((await version).stdout, `${VERSION}\n`);
+    assert.match((await help).stdout, /INFERMETER_UPSTREAM\n/);
   });
 
   it('under an older Node, the installed command says which Node it needs instead of a SyntaxError', (t) => {

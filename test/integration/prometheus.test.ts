@@ -372,17 +372,21 @@ describe('Prometheus scraping two infermeter replicas', { skip: prometheusSkip }
     // What the replicas measured, whatever Prometheus makes of it: the quantiles and means read
     // through PromQL are bounded by these, never by how fast this machine is.
     const measured = replicas.map(recordMeasured);
-    const prom: Prometheus = await startPrometheus(t, { targets: replicas.map((r) => r.metricsUrl!) });
-    phase('prometheus ready');
+    // Round 1 makes every series exist in Prometheus before round 2: rate() sees no increase in a
+    // series' first sample, so round 2's traffic is what the rates measure. It goes out while
+    // Prometheus starts (its first scrape comes 5-6 s in), and is seen scraped before round 2.
+    const [prom] = await Promise.all([
+      startPrometheus(t, { targets: replicas.map((r) => r.metricsUrl!) }).then((p: Prometheus) => {
+        phase('prometheus ready');
+        return p;
+      }),
+      Promise.all(replicas.map(round)).then(() => phase('round 1 sent')),
+    ]);
     await prom.waitForTargetsUp(15_000);
     phase('targets up');
 
     const finished = 'sum(request_success_total) + sum(request_failed_total) + sum(request_cancelled_total)';
     const equals = (n: number) => (data: QueryData) => single(data) === n;
-    // Round 1 makes every series exist in Prometheus before round 2: rate() sees no increase in a
-    // series' first sample, so round 2's traffic is what the rates measure.
-    await Promise.all(replicas.map(round));
-    phase('round 1 sent');
     await prom.waitFor(finished, equals(ROUND.received * REPLICAS), 15_000);
     phase('round 1 scraped');
     await Promise.all(replicas.map(round));

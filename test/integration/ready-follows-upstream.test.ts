@@ -1,6 +1,7 @@
 // /ready follows the model server (INFERMETER_READY_FOLLOWS_UPSTREAM, on by default): 503 while
 // it cannot be reached, 200 again once it can; /health stays liveness. In one process and with
-// workers (the primary answers /ready), and the old behaviour with the variable off.
+// workers (the primary answers /ready), and the old behaviour with the variable off. News goes
+// stale after 2 s (STALE_MS): infermeter's clock is moved past it rather than waited for.
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import type { Infermeter } from '../../src/app.ts';
@@ -28,6 +29,15 @@ async function upstreamAt(t: TestContext): Promise<{ url: string; stop(): Promis
   };
 }
 
+/** News older than this is stale, and a /ready asked then probes first (upstream-readiness.ts's STALE_MS, documented in deploy.md). */
+const STALE_MS = 2000;
+
+/** infermeter's clock: the real one, moved forward by `pass` where a test would otherwise wait for the news to go stale. */
+function movableClock(): { now: () => number; pass: (ms: number) => void } {
+  let ahead = 0;
+  return { now: () => performance.now() + ahead, pass: (ms) => (ahead += ms) };
+}
+
 const status = async (url: string): Promise<number> => {
   const res = await fetch(url);
   await res.arrayBuffer();
@@ -35,8 +45,8 @@ const status = async (url: string): Promise<number> => {
 };
 
 /**
- * Polls /ready until it answers `want`, a bounded number of times (100 ms apart: 60 s in all,
- * far above the documented bound of 4.5 s, so that a slow machine does not fail it).
+ * Polls /ready until it answers `want`, a bounded number of times (100 ms apart: 60 s in all, so
+ * that a slow machine does not fail it; with the news made stale first, the first ask probes).
  */
 async function readyBecomes(app: Pick<Infermeter, 'managementUrl'>, want: number): Promise<void> {
   let last = 0;
@@ -61,17 +71,20 @@ const chat = (app: Infermeter): Promise<number> =>
 describe('/ready follows the model server', () => {
   it('turns 503 when the upstream stops (at once after a request that could not connect; by the probe without traffic) and 200 when it returns', async (t) => {
     const upstream = await upstreamAt(t);
-    const app = await startProxy(t, upstream.url);
+    const clock = movableClock();
+    const app = await startProxy(t, upstream.url, {}, { clock: clock.now });
     assert.equal(await status(`${app.managementUrl}/ready`), 200);
     assert.equal(await chat(app), 200);
 
-    // Without traffic: the probe finds it gone.
+    // Without traffic: the probe finds it gone, once the last news is stale.
     await upstream.stop();
+    clock.pass(STALE_MS);
     await readyBecomes(app, 503);
     const body = (await (await fetch(`${app.managementUrl}/ready`)).json()) as { reason?: string };
     assert.equal(body.reason, 'the model server cannot be reached');
     assert.equal(await status(`${app.managementUrl}/health`), 200, '/health stays liveness');
     await upstream.start();
+    clock.pass(STALE_MS);
     await readyBecomes(app, 200);
 
     // With traffic: the request that could not connect says so before its 502 is answered.
@@ -79,6 +92,7 @@ describe('/ready follows the model server', () => {
     assert.equal(await chat(app), 502);
     assert.equal(await status(`${app.managementUrl}/ready`), 503);
     await upstream.start();
+    clock.pass(STALE_MS);
     await readyBecomes(app, 200);
     assert.equal(await chat(app), 200);
   });
@@ -86,9 +100,11 @@ describe('/ready follows the model server', () => {
   it('is not ready from the start when the upstream is down at start', async (t) => {
     const upstream = await upstreamAt(t);
     await upstream.stop();
-    const app = await startProxy(t, upstream.url);
+    const clock = movableClock();
+    const app = await startProxy(t, upstream.url, {}, { clock: clock.now });
     assert.equal(await status(`${app.managementUrl}/ready`), 503, 'the first probe is done before /ready answers 200');
     await upstream.start();
+    clock.pass(STALE_MS);
     await readyBecomes(app, 200);
   });
 
@@ -103,7 +119,8 @@ describe('/ready follows the model server', () => {
   it('with workers, the primary follows it too', { timeout: 120_000 }, async (t) => {
     const upstream = await upstreamAt(t);
     const env = clusterEnv(upstream.url, { INFERMETER_LOG_LEVEL: 'warn' });
-    const app = await startClusterPrimary(loadConfig(env), env, { log: silentLogger, workers: 2 });
+    const clock = movableClock();
+    const app = await startClusterPrimary(loadConfig(env), env, { log: silentLogger, workers: 2, clock: clock.now });
     t.after(() => app.close());
     assert.equal(await status(`${app.managementUrl}/ready`), 200);
     await upstream.stop();
@@ -112,6 +129,7 @@ describe('/ready follows the model server', () => {
     assert.equal(await chat(app), 502);
     await readyBecomes(app, 503);
     await upstream.start();
+    clock.pass(STALE_MS);
     await readyBecomes(app, 200);
     assert.equal(await chat(app), 200);
   });

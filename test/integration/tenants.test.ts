@@ -110,7 +110,8 @@ function tempDir(t: TestContext): string {
   return dir;
 }
 
-describe('per-tenant metering', () => {
+// Each test has its own infermeter and upstream (one cluster in the file): side by side.
+describe('per-tenant metering', { concurrency: true }, () => {
   it('header mode attributes requests, outcomes and tokens exactly, forwarding the header unchanged', async (t) => {
     const upstream = await upstreamFor(t);
     const dir = tempDir(t);

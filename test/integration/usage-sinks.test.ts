@@ -118,7 +118,8 @@ function exactlyOnce(events: readonly UsageEvent[], n: number): void {
   for (let i = 0; i < n; i++) assert.ok(requests.includes(`r-${i}`), `r-${i} delivered`);
 }
 
-describe('usage sinks', () => {
+// Each test has its own infermeter, engine, folder and sink: side by side.
+describe('usage sinks', { concurrency: true }, () => {
   it("HTTP (OpenMeter's ingest API), no faults: the delivered records' token sums per tenant and model equal the token counters", async (t) => {
     const om = await startOpenMeter(t);
     const { load, until, records, value } = await start(t, om.url);

@@ -94,14 +94,14 @@ describe('a vLLM Grafana dashboard in front of a non-vLLM server', { skip: prome
       INFERMETER_UPSTREAM_METRICS: `${sim.url}/metrics`,
       INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '1',
     });
-    const prom = await startPrometheus(t, { targets: [app.metricsUrl!] });
+    // Round 1 makes every series exist before round 2, so that rate() over both sees an increase.
+    // It goes out while Prometheus starts (its first scrape comes 5-6 s in).
+    const [prom] = await Promise.all([startPrometheus(t, { targets: [app.metricsUrl!] }), round(app)]);
     await prom.waitForTargetsUp(15_000);
 
     // The dashboard's model variable: label_values(model_name).
     const finished = `sum(vllm:request_success_total{model_name="${LLAMA}"}) + sum(vllm:request_success_total{model_name="${QWEN}"})`;
     const equals = (n: number) => (data: QueryData) => single(data) === n;
-    // Round 1 makes every series exist before round 2, so that rate() over both sees an increase.
-    await round(app);
     await prom.waitFor(finished, equals(2 * PER_MODEL_ROUND), 15_000);
     await round(app);
     await prom.waitFor(finished, equals(2 * 2 * PER_MODEL_ROUND), 15_000);

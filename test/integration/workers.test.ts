@@ -80,6 +80,12 @@ describe('several workers', () => {
     assert.equal(m.value('inter_token_latency_seconds_count', { model_name: 'm' }), 12 * 2);
     assert.equal(m.value('e2e_request_latency_seconds_count', { model_name: 'm' }), 18);
     assert.equal(m.value('num_requests_running', { model_name: 'm' }), 0);
+    // Every byte held for a body or an answer given back, summed over the workers.
+    assert.deepEqual(
+      [m.value('infermeter_held_body_bytes', { kind: 'request' }), m.value('infermeter_held_body_bytes', { kind: 'answer' })],
+      [0, 0],
+      'infermeter_held_body_bytes once every request ended',
+    );
     const json = (await (await fetch(`${app.managementUrl}/metrics-json`)).json()) as { result: Array<{ metric: Array<{ __name__: string }>; value: string }> };
     assert.ok(Number(json.result.find((r) => r.metric[0]!.__name__ === 'TTFT')!.value) > 0, "the JSON window sees the workers' requests");
 

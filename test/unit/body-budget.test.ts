@@ -29,6 +29,13 @@ describe('the budget for held bodies', () => {
     assert.equal(budget.held(), 40 + 10 + 15);
     a1.release();
     assert.equal(woken, 1, 'once');
+    // Bytes another request gives back later: the wait already served takes nothing more (each
+    // wake-up would take its bytes again, never to be given back).
+    const c = budget.hold('c');
+    assert.equal(c.take(5), true);
+    c.release();
+    assert.equal(woken, 1, 'a served wait is woken no more');
+    assert.equal(budget.held(), 40 + 10 + 15);
     cancel();
     a2.release();
     b.release();

@@ -136,6 +136,28 @@ describe('pool split', () => {
     assert.equal(pool.total(), 208_333_333n);
   });
 
+  it("starts each interval's busy time from nothing: a request's first minute is not charged again in the next", () => {
+    const settled: Settled = new Map();
+    // 1 nano-unit per microsecond; one request from 0 to 90 s, settled at 60 s and at 120 s.
+    const pool = createPoolSplit(3_600_000_000n, 0, '*', settled, labels);
+    pool.change(0, pair('a', 'acme', 'm'), 1);
+    pool.change(90_000_000, pair('a', 'acme', 'm'), -1);
+    pool.advance(120_000_000);
+    const got = Object.fromEntries([...settled.values()].map((s) => [`${s.tenant}/${s.model}`, s.nanos]));
+    assert.deepEqual(got, { 'acme/m': 90_000_000n, 'idle/*': 30_000_000n });
+  });
+
+  it('gives a remainder between equal fractions to the first in label order, whatever order they came in', () => {
+    const settled: Settled = new Map();
+    // 3 nano-units a minute, two tenants in flight all of it: 1 each, and the one left over to `a`.
+    const pool = createPoolSplit(180n, 0, '*', settled, labels);
+    pool.change(0, pair('kb', 'b', 'm'), 1);
+    pool.change(0, pair('ka', 'a', 'm'), 1);
+    pool.advance(60_000_000);
+    const got = Object.fromEntries([...settled.values()].map((s) => [`${s.tenant}/${s.model}`, s.nanos]));
+    assert.deepEqual(got, { 'a/m': 2n, 'b/m': 1n });
+  });
+
   it('idle + shares == the pool cost to the nano-unit, over random occupancy across many intervals', () => {
     const random = seededRandom(51);
     for (let run = 0; run < 50; run++) {
@@ -154,6 +176,7 @@ describe('pool split', () => {
       pool.finish(t + 1);
       const sum = [...settled.values()].reduce((s, v) => s + v.nanos, 0n);
       assert.equal(sum, pool.total());
+      for (const v of settled.values()) assert.ok(v.nanos >= 0n, `${v.tenant}: ${v.nanos} nano-units`);
       assert.equal(pool.total(), (perHour * BigInt(t + 1)) / 3_600_000_000n, 'the intervals add up to the pool cost over the whole run');
     }
   });

@@ -104,4 +104,52 @@ describe('requests in flight per model_name', () => {
       }
     }
   });
+  it("never count requests the proxy has seen end since the engine's figures were read (a figure a scrape old)", () => {
+    // Concurrency 8 against 4 slots, read when the proxy had the 8 in flight; a burst ends.
+    const read = { running: new Map([['tiny.gguf', 4]]), waiting: new Map([['tiny.gguf', 4]]), proxyAtRead: new Map([['gpt-4o-mini', 8]]) };
+    const now = (waiting: number, running: number) => inFlightTotals(attributeInFlight([{ model: 'gpt-4o-mini', waiting, running }], read));
+    assert.deepEqual(now(4, 4), { running: 4, waiting: 4 }, 'nothing ended: the figures');
+    assert.deepEqual(now(0, 4), { running: 4, waiting: 0 }, 'four ended: four left, not the eight of the figure');
+    assert.deepEqual(now(0, 1), { running: 1, waiting: 0 });
+    assert.deepEqual(now(0, 0), { running: 0, waiting: 0 });
+    // Without the proxy's count at the read (an engine snapshot of before), the figures stand.
+    assert.deepEqual(inFlightTotals(attributeInFlight([{ model: 'gpt-4o-mini', waiting: 0, running: 0 }], engine({ 'tiny.gguf': 4 }, { 'tiny.gguf': 4 }))), {
+      running: 4,
+      waiting: 4,
+    });
+  });
+
+  it("keep the engine's other clients' requests when the proxy's end", () => {
+    // Read: 6 running + 5 queued at the engine, 8 of them the proxy's: 3 others.
+    const read = { running: new Map([['m', 6]]), waiting: new Map([['m', 5]]), proxyAtRead: new Map([['m', 8]]) };
+    assert.deepEqual(inFlightTotals(attributeInFlight([{ model: 'm', waiting: 0, running: 2 }], read)), { running: 5, waiting: 0 });
+  });
+
+  it('never add up to more than the requests there are when some ended since the read, for any state', () => {
+    const random = seededRandom(56);
+    const int = (n: number) => Math.floor(random() * n);
+    for (let round = 0; round < 1000; round++) {
+      // At the read: the proxy's requests held (not yet at the engine), queued, prefilling, decoding; others'.
+      const held = int(5);
+      const queued = int(5);
+      const prefilling = int(3);
+      const decoding = int(5);
+      const otherRunning = int(3);
+      const otherQueued = int(3);
+      const read = {
+        running: new Map([['tiny.gguf', decoding + prefilling + otherRunning]]),
+        waiting: new Map([['tiny.gguf', queued + otherQueued]]),
+        proxyAtRead: new Map([['gpt-4o-mini', held + queued + prefilling + decoding]]),
+      };
+      // Since: some of the proxy's decoding ones ended, some new ones came (waiting at the proxy).
+      const ended = int(decoding + 1);
+      const came = int(4);
+      const waitingNow = held + queued + prefilling + came;
+      const runningNow = decoding - ended;
+      const totals = inFlightTotals(attributeInFlight([{ model: 'gpt-4o-mini', waiting: waitingNow, running: runningNow }], read));
+      const context = `round ${round}: held ${held} queued ${queued} prefilling ${prefilling} decoding ${decoding} others ${otherRunning}+${otherQueued}, ended ${ended}, came ${came}: ${JSON.stringify(totals)}`;
+      assert.ok(totals.running + totals.waiting <= waitingNow + runningNow + otherRunning + otherQueued, context);
+      assert.ok(totals.waiting >= waitingNow - Math.max(0, totals.running - runningNow), `the proxy's own floor: ${context}`);
+    }
+  });
 });

@@ -62,6 +62,18 @@ describe('/metrics render in pieces', () => {
     assert.ok(whole.includes('model_name="model-99"'), 'every model rendered');
   });
 
+  // A piece's size bounds the loop's hold by it (its render and its encoding): 32 KiB characters,
+  // crossed by at most the series that crosses it (bench:scrape prints its time, issue 54).
+  it('ends a piece after 32 KiB characters and the series that crosses them', async (t) => {
+    const metrics = fullCardinality(100);
+    t.after(() => metrics.close());
+    const sizes: number[] = [];
+    for await (const piece of metrics.renderPieces()) sizes.push(piece.length);
+    const largest = Math.max(...sizes);
+    assert.ok(sizes.length > 10, `${sizes.length} pieces`);
+    assert.ok(largest <= 40 * 1024, `the largest piece: ${largest} characters`);
+  });
+
   // A family rendered in parts is turned into OpenMetrics part by part (openMetricsParts): the
   // same text as the whole family's conversion, whatever the parts.
   it('renders OpenMetrics in parts as the whole text converted at once', async (t) => {

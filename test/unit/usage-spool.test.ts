@@ -137,6 +137,91 @@ describe('usage spool', () => {
     assert.equal(c.lost, 8);
     await settled(10);
     assert.equal(c.spooled, 2);
+    // A batch written gives its bytes back: the bound is on what waits, not on all ever appended.
+    spool.append(`${'x'.repeat(59)}\n`);
+    spool.append(`${'x'.repeat(39)}\n`); // 100 bytes: the whole bound, all of it free again
+    await settled(12);
+    assert.deepEqual([c.spooled, c.lost], [4, 8], 'room again once the batch was written');
+    await spool.close();
+  });
+
+  it('reports its backlog: what waits in memory, and for how long the oldest of it has', async () => {
+    const t0 = Date.UTC(2026, 11, 6);
+    let t = t0;
+    const mem = memFs(() => t);
+    const { hooks, settled } = counters();
+    const spool = createSpool({ ...BASE, fsyncMs: 60_000, fs: mem.fs, counters: hooks, now: () => t });
+    assert.deepEqual([spool.backlog().pendingRecords, spool.backlog().oldestPendingSeconds], [0, 0]);
+    spool.append('{"a":1}\n');
+    t += 250;
+    assert.deepEqual([spool.backlog().pendingRecords, spool.backlog().oldestPendingSeconds], [1, 0.25]);
+    t += 1250;
+    spool.append('{"b":1}\n');
+    t += 500;
+    assert.deepEqual([spool.backlog().pendingRecords, spool.backlog().oldestPendingSeconds], [2, 2], 'the oldest waited 2 s');
+    await spool.close();
+    await settled(2);
+    t += 10_000;
+    assert.deepEqual([spool.backlog().pendingRecords, spool.backlog().oldestPendingSeconds], [0, 0], 'nothing waits: no age');
+  });
+
+  it('counts the whole lines a failed write got out spooled only once they are synced', async () => {
+    for (const syncs of [true, false]) {
+      const t = Date.UTC(2026, 11, 6);
+      const mem = memFs(() => t);
+      const { c, hooks, settled } = counters();
+      const fs: SpoolFs = {
+        ...mem.fs,
+        async open(path) {
+          const file = await mem.fs.open(path);
+          return {
+            ...file,
+            // Two of three lines out, then the disk is full.
+            write: async (text) => {
+              throw Object.assign(new Error('ENOSPC'), { code: 'ENOSPC', bytesWritten: text.indexOf('\n', text.indexOf('\n') + 1) + 1 });
+            },
+            datasync: async () => {
+              if (!syncs) throw Object.assign(new Error('EIO'), { code: 'EIO' });
+            },
+          };
+        },
+      };
+      const spool = createSpool({ ...BASE, fs, counters: hooks, now: () => t });
+      for (const l of ['{"a":1}\n', '{"b":1}\n', '{"c":1}\n']) spool.append(l);
+      await settled(3);
+      assert.deepEqual([c.spooled, c.lost], syncs ? [2, 1] : [0, 3], syncs ? 'synced: the two whole lines are spooled' : 'the sync failed: none is');
+      await spool.close();
+    }
+  });
+
+  it('writes nothing before its directory was made', async () => {
+    const t = Date.UTC(2026, 11, 6);
+    const mem = memFs(() => t);
+    const { c, hooks, settled } = counters();
+    let made: () => void = () => undefined;
+    let dirMade = false;
+    const gate = new Promise<void>((resolve) => {
+      made = resolve;
+    });
+    const fs: SpoolFs = {
+      ...mem.fs,
+      mkdir: async () => {
+        await gate;
+        dirMade = true;
+      },
+      open: async (path) => {
+        if (!dirMade) throw Object.assign(new Error('ENOENT'), { code: 'ENOENT' });
+        return mem.fs.open(path);
+      },
+    };
+    const spool = createSpool({ ...BASE, fsyncMs: 0, fs, counters: hooks, now: () => t });
+    spool.append('{"a":1}\n');
+    // Its interval passes (a macrotask) with the directory still being made.
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    made();
+    await settled(1);
+    assert.deepEqual([c.spooled, c.lost], [1, 0]);
     await spool.close();
   });
 
