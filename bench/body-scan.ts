@@ -8,6 +8,7 @@
 // each build's ratio to this one's, so a busy machine's noise is mostly left out.
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { cpuMicros, interleaved } from './interleaved.ts';
 
 type Scan = (body: Uint8Array) => { ok: boolean };
 
@@ -44,16 +45,16 @@ const BODIES: ReadonlyArray<readonly [string, Buffer]> = [
   ['tools and short turns', { model: 'm', stream: true, tools, messages: turns }],
 ].map(([name, doc]) => [name as string, Buffer.from(JSON.stringify(doc))] as const);
 
-/** One round of 200 scans, in µs of CPU per body: CPU, not wall time, which on a shared machine counts other processes' turns. */
+/** One round of 200 scans, in µs of CPU per body. */
 function microsPerBody(scan: Scan, body: Buffer): number {
-  const t0 = process.cpuUsage();
-  for (let i = 0; i < 200; i++) if (!scan(body).ok) throw new Error('the scanner refused a valid body');
-  const t = process.cpuUsage(t0);
-  return (t.user + t.system) / 200;
+  return (
+    cpuMicros(() => {
+      for (let i = 0; i < 200; i++) if (!scan(body).ok) throw new Error('the scanner refused a valid body');
+    }) / 200
+  );
 }
 
 const ROUNDS = 15;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const here = fileURLToPath(new URL('..', import.meta.url));
 const roots = [here, ...(process.env.BENCH_COMPARE?.split(',') ?? [])];
 const scanners: Array<[string, Scan]> = [];
@@ -67,15 +68,15 @@ process.stdout.write(
     `| body | bytes | ${scanners.map(([name]) => name).join(' | ')} |${' ratio |'.repeat(scanners.length - 1)}\n|---|---|${'---|'.repeat(scanners.length * 2 - 1)}\n`,
 );
 for (const [name, body] of BODIES) {
-  for (const [, scan] of scanners) microsPerBody(scan, body); // warm-up
-  const times = scanners.map(() => [] as number[]);
-  for (let r = 0; r < ROUNDS; r++) {
-    // The order alternates every round, so that no build always runs first.
-    const order = r % 2 === 0 ? scanners.map((_, i) => i) : scanners.map((_, i) => scanners.length - 1 - i);
-    for (const i of order) times[i]!.push(microsPerBody(scanners[i]![1], body));
-  }
-  const ratios = times.slice(1).map((t) => median(t.map((x, r) => x / times[0]![r]!)).toFixed(2));
+  const { medians, ratios } = interleaved(
+    scanners.map(
+      ([, scan]) =>
+        () =>
+          microsPerBody(scan, body),
+    ),
+    ROUNDS,
+  );
   process.stdout.write(
-    `| ${name} | ${body.length.toLocaleString('en-US')} | ${times.map((t) => median(t).toFixed(1)).join(' | ')} |${ratios.map((x) => ` ${x} |`).join('')}\n`,
+    `| ${name} | ${body.length.toLocaleString('en-US')} | ${medians.map((t) => t.toFixed(1)).join(' | ')} |${ratios.map((x) => ` ${x.toFixed(2)} |`).join('')}\n`,
   );
 }

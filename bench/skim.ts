@@ -6,6 +6,7 @@
 // figures are the median of 15 rounds of 20,000 walks, with each build's ratio to this one's.
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { cpuMicros, interleaved } from './interleaved.ts';
 
 type Skim = (b: Uint8Array, start?: number, end?: number) => unknown;
 
@@ -50,14 +51,15 @@ for (const root of roots) {
   skims.push([root === here ? 'this build' : root, module.skimTokenEvent]);
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 let sink = 0;
 function nsPerWalk(skim: Skim, event: Buffer): number {
-  // CPU time, not wall time: on a shared machine the wall clock counts other processes' turns.
-  const t0 = process.cpuUsage();
-  for (let i = 0; i < WALKS; i++) if (skim(event, 0, event.length) !== undefined) sink++;
-  const t = process.cpuUsage(t0);
-  return ((t.user + t.system) * 1000) / WALKS;
+  return (
+    (cpuMicros(() => {
+      for (let i = 0; i < WALKS; i++) if (skim(event, 0, event.length) !== undefined) sink++;
+    }) *
+      1000) /
+    WALKS
+  );
 }
 
 process.stdout.write(
@@ -67,14 +69,14 @@ process.stdout.write(
 );
 for (const [name, event] of EVENTS) {
   if (skims.some(([, skim]) => skim(event) === undefined)) throw new Error(`${name}: a skimmer deferred it`);
-  for (const [, skim] of skims) nsPerWalk(skim, event); // warm-up
-  const times = skims.map(() => [] as number[]);
-  for (let r = 0; r < ROUNDS; r++) {
-    // The order alternates every round, so that no build always runs first.
-    const order = r % 2 === 0 ? skims.map((_, i) => i) : skims.map((_, i) => skims.length - 1 - i);
-    for (const i of order) times[i]!.push(nsPerWalk(skims[i]![1], event));
-  }
-  const ratios = times.slice(1).map((t) => median(t.map((x, r) => x / times[0]![r]!)).toFixed(2));
-  process.stdout.write(`| ${name} | ${event.length} | ${times.map((t) => median(t).toFixed(0)).join(' | ')} |${ratios.map((x) => ` ${x} |`).join('')}\n`);
+  const { medians, ratios } = interleaved(
+    skims.map(
+      ([, skim]) =>
+        () =>
+          nsPerWalk(skim, event),
+    ),
+    ROUNDS,
+  );
+  process.stdout.write(`| ${name} | ${event.length} | ${medians.map((t) => t.toFixed(0)).join(' | ')} |${ratios.map((x) => ` ${x.toFixed(2)} |`).join('')}\n`);
 }
 if (sink === 0) throw new Error('nothing was read');
