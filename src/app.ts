@@ -22,8 +22,8 @@ import type { ContainerSamplerOptions } from './metrics/container/container-samp
 import { createMetrics, type Metrics, type MetricsOptions } from './metrics/metrics.ts';
 import type { OtelOptions } from './metrics/dialects/otel.ts';
 import { DIALECTS, dialectRows, passThroughReport, type DialectRow } from './metrics/dialects/index.ts';
-import { startOtlpExport, type OtlpExport } from './metrics/otlp-export.ts';
-import type { HeldBodyBytes, ProxyEvents } from './metrics/proxy-families.ts';
+import { startOtlpExport, type OtlpExport } from './metrics/export/otlp-export.ts';
+import type { HeldBodyBytes, ProxyEvents } from './metrics/own/proxy-families.ts';
 import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases.ts';
 import { createTenantOf } from './tenant/tenant-of.ts';
 import { createSloPolicy, type SloPolicy } from './slo/slo-policy.ts';

@@ -6,7 +6,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
 import { dirname } from 'node:path';
-import type { BucketOverrides } from '../metrics/buckets.ts';
+import type { BucketOverrides } from '../metrics/exposition/buckets.ts';
 import type { AomOptions } from '../metrics/dialects/aom.ts';
 import { DIALECTS, histogramFamilies, type DialectRow } from '../metrics/dialects/index.ts';
 import { readCpuQuota, type CpuQuota } from '../metrics/container/cgroup.ts';
@@ -16,7 +16,7 @@ import { parseBucketOverrides } from './bucket-overrides.ts';
 import type { Limits } from './limits.ts';
 import { readListenAddresses, refuseAllAddresses, type ListenAddresses } from './listen-addresses.ts';
 import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
-import { parseOtel, type OtelConfig } from './otel-config.ts';
+import { parseOtel, type OtelConfig } from '../metrics/export/otel-config.ts';
 import { nonEmpty, type Env, type Problem } from './parse.ts';
 import { parseSecurity, readBuffer, type Security } from './security.ts';
 import { parseSlo, type SloConfig } from './slo-config.ts';

@@ -15,7 +15,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessLog } from '../access-log.ts';
 import type { BodyBudget, BodyHold } from './body-budget.ts';
 import type { Logger } from '../log.ts';
-import type { RejectReason } from '../metrics/proxy-families.ts';
+import type { RejectReason } from '../metrics/own/proxy-families.ts';
 import { tapRequestBody } from '../stream-tap/request-tap.ts';
 import { isEventStream, type TapOptions } from '../stream-tap/response-tap.ts';
 import { createUsageStrip, type UsageStripOptions } from '../stream-tap/usage-strip.ts';

@@ -6,7 +6,7 @@
 // its memory back.
 import { SLO_KEYS } from '../config/slo-config.ts';
 import type { Goodput } from '../metrics/goodput-families.ts';
-import type { QuantileWindowOptions } from './dashboard-window.ts';
+import type { QuantileWindowOptions } from '../metrics/windows/quantile-window.ts';
 
 interface GoodputRow {
   /** Finished in the window, by verdict. */

@@ -4,8 +4,8 @@
 // observer of the recorder (O(1) per event), read when the page asks. Tenants are the recorder's
 // bounded labels (at most INFERMETER_MAX_TENANTS plus the aliased ones, `none` and `other`); a
 // tenant with nothing in the window gives its memory back.
-import type { SampleObserver } from '../metrics/recorder.ts';
-import { createQuantileWindow, type QuantileWindow, type QuantileWindowOptions } from './dashboard-window.ts';
+import type { SampleObserver } from '../metrics/state/recorder.ts';
+import { createQuantileWindow, type QuantileWindow, type QuantileWindowOptions } from '../metrics/windows/quantile-window.ts';
 
 export interface TenantRow {
   readonly tenant: string;

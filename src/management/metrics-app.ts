@@ -6,7 +6,7 @@
 // it does on MindIE itself.
 import { Hono } from 'hono';
 import type { Metrics } from '../metrics/metrics.ts';
-import { wantsOpenMetrics } from '../metrics/openmetrics.ts';
+import { wantsOpenMetrics } from '../metrics/exposition/openmetrics.ts';
 import { requireBearer } from './bearer-token.ts';
 import { createScrapeRounds, type ScrapeRoundOptions } from './scrape-rounds.ts';
 

@@ -9,9 +9,9 @@ import type { Registry } from '@prometheus-io/client';
 import { SLO_KEYS, type SloKey } from '../config/slo-config.ts';
 import type { RequestSample } from '../measure/sample.ts';
 import type { SloPolicy } from '../slo/slo-policy.ts';
-import { registerDerived, type MetricValue } from './families.ts';
+import { registerDerived, type MetricValue } from './exposition/families.ts';
 import { EXCLUSIONS, exclusionOf, judge, VERDICTS, type Exclusion, type Judgement, type Verdict } from './goodput-verdict.ts';
-import type { SampleObserver } from './recorder.ts';
+import type { SampleObserver } from './state/recorder.ts';
 
 interface GoodputCounts {
   readonly verdicts: Record<Verdict, number>;

@@ -7,7 +7,7 @@
 // ones the histograms observe: goodput and the histograms never disagree about a request.
 import type { SloKey, SloTargets } from '../config/slo-config.ts';
 import type { RequestSample } from '../measure/sample.ts';
-import { isClientError } from './failure-classes.ts';
+import { isClientError } from './own/failure-classes.ts';
 
 export type Verdict = 'good' | 'missed' | 'failed' | 'cancelled';
 export const VERDICTS: readonly Verdict[] = ['good', 'missed', 'failed', 'cancelled'];

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { NO_TENANT, type TenantSource } from '../config/tenant-config.ts';
 import { bearerCredentials } from '../management/bearer-token.ts';
-import { sanitizeLabel } from '../metrics/label-guard.ts';
+import { sanitizeLabel } from '../metrics/exposition/label-guard.ts';
 
 /** The tenant of a request's headers: never empty, `none` when it names none. */
 export type TenantOf = (headers: IncomingHttpHeaders) => string;

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { readdirSync } from 'node:fs';
 import { ConfigError, loadConfig, AOM_LABEL_VARIABLES, VARIABLES } from '../../src/config/config.ts';
-import { OTEL_VARIABLES } from '../../src/config/otel-config.ts';
+import { OTEL_VARIABLES } from '../../src/metrics/export/otel-config.ts';
 import { SECURITY_VARIABLES } from '../../src/config/security.ts';
 import { markdownRows } from '../../src/config/variable-table.ts';
 import { CONFIGURATION_TABLE, closestVariable, unknownVariables } from '../../src/config/variables.ts';

@@ -8,10 +8,10 @@
 // and startInfermeter's `dialectTable`, this one by default), never a registry mutated at run
 // time: a test adds a dialect by passing [...DIALECTS, its row].
 import type { Registry } from '@prometheus-io/client';
-import { OWN_BUCKETS, type BucketTable } from '../buckets.ts';
+import { OWN_BUCKETS, type BucketTable } from '../exposition/buckets.ts';
 import type { ContainerSamplerOptions } from '../container/container-sampler.ts';
-import type { ProxyEvents } from '../proxy-families.ts';
-import type { MeasurementState } from '../recorder.ts';
+import type { ProxyEvents } from '../own/proxy-families.ts';
+import type { MeasurementState } from '../state/recorder.ts';
 import { AOM_BUCKETS, createAomDialect, type AomOptions } from './aom.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 import { createMindieDialect, MINDIE_BUCKETS } from './mindie.ts';

@@ -3,7 +3,7 @@
 // converted on the way, the engine's relayed families last; the event loop given back between
 // pieces, so that a scrape of thousands of series never holds the data plane's streams for long.
 import type { Registry } from '@prometheus-io/client';
-import type { EngineScraper } from '../engine/engine-scraper.ts';
+import type { EngineScraper } from '../../engine/engine-scraper.ts';
 import type { Family } from './families.ts';
 import { OPENMETRICS_EOF, openMetricsParts, toOpenMetrics } from './openmetrics.ts';
 

@@ -5,11 +5,11 @@
 // TTFT is at the first token), on the TTFT buckets (their override included), so that the two
 // compare bucket by bucket.
 import type { Registry } from '@prometheus-io/client';
-import type { RequestInfo } from '../measure/sample.ts';
-import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from './buckets.ts';
-import { MINDIE_BUCKETS } from './dialects/mindie.ts';
-import { registerHistogram, registerLabelledHistogram } from './families.ts';
-import type { SampleObserver } from './recorder.ts';
+import type { RequestInfo } from '../../measure/sample.ts';
+import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from '../exposition/buckets.ts';
+import { MINDIE_BUCKETS } from '../dialects/mindie.ts';
+import { registerHistogram, registerLabelledHistogram } from '../exposition/families.ts';
+import type { SampleObserver } from '../state/recorder.ts';
 
 /** `tenants`: per-tenant metering is on (the tenant family is registered too). */
 export function createFirstOutputFamilies(registry: Registry, buckets: BucketOverrides | undefined, tenants: boolean): SampleObserver {

@@ -2,14 +2,14 @@
 // so that nothing is lost silently. Incremented rarely (per fault), so the client's labelled
 // counters are fine here.
 import { Counter, Gauge, type Registry } from '@prometheus-io/client';
-import { registerDerived } from './families.ts';
-import type { HeldBodyUse } from '../data-plane/body-budget.ts';
-import type { ClientErrorKind } from '../data-plane/client-connections.ts';
-import type { InjectedBody } from '../data-plane/usage-injection.ts';
-import type { ResendReason } from '../data-plane/lifecycle.ts';
-import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
-import type { UninspectedReason } from '../stream-tap/request-tap.ts';
-import type { TapProblem } from '../stream-tap/response-tap.ts';
+import { registerDerived } from '../exposition/families.ts';
+import type { HeldBodyUse } from '../../data-plane/body-budget.ts';
+import type { ClientErrorKind } from '../../data-plane/client-connections.ts';
+import type { InjectedBody } from '../../data-plane/usage-injection.ts';
+import type { ResendReason } from '../../data-plane/lifecycle.ts';
+import type { ProxyErrorKind } from '../../data-plane/openai-error.ts';
+import type { UninspectedReason } from '../../stream-tap/request-tap.ts';
+import type { TapProblem } from '../../stream-tap/response-tap.ts';
 
 /** What the data plane reports besides requests: the events behind infermeter's own families. */
 export interface ProxyEvents {

@@ -4,9 +4,9 @@
 // whose usage was not taken as given. Per model, from the shared
 // state and each finished sample; registered after the other own families (their order on /metrics).
 import type { Registry } from '@prometheus-io/client';
-import type { UsageRejection } from '../measure/usage.ts';
-import { registerDerived } from './families.ts';
-import type { MeasurementState, SampleObserver } from './recorder.ts';
+import type { UsageRejection } from '../../measure/usage.ts';
+import { registerDerived } from '../exposition/families.ts';
+import type { MeasurementState, SampleObserver } from '../state/recorder.ts';
 
 const USAGE_REJECTIONS: readonly UsageRejection[] = ['too_large', 'reasoning_over_completion', 'cached_over_prompt'];
 

@@ -5,9 +5,9 @@
 // series appears once its usage reported the field (0 included), so an absent series means
 // "not reported", never "none".
 import type { Registry } from '@prometheus-io/client';
-import type { RequestSample } from '../measure/sample.ts';
-import { registerDerived, type MetricValue } from './families.ts';
-import type { SampleObserver } from './recorder.ts';
+import type { RequestSample } from '../../measure/sample.ts';
+import { registerDerived, type MetricValue } from '../exposition/families.ts';
+import type { SampleObserver } from '../state/recorder.ts';
 
 type Detail = 'reasoningTokens' | 'cachedPromptTokens' | 'cacheWriteTokens';
 

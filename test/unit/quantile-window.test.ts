@@ -5,9 +5,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EngineView } from '../../src/engine/engine-scraper.ts';
 import { createDashboardFeed, type DashboardData } from '../../src/management/dashboard-feed.ts';
-import { BUCKETS, bucketOf, bucketValue, createQuantileWindow, MAX_RELATIVE_ERROR, MIN_VALUE } from '../../src/management/dashboard-window.ts';
+import { BUCKETS, bucketOf, bucketValue, createQuantileWindow, MAX_RELATIVE_ERROR, MIN_VALUE } from '../../src/metrics/windows/quantile-window.ts';
 import type { RequestInfo, RequestSample } from '../../src/measure/sample.ts';
-import { createRecorder } from '../../src/metrics/recorder.ts';
+import { createRecorder } from '../../src/metrics/state/recorder.ts';
 import { seededRandom } from '../helpers/random.ts';
 
 const MID = 2 ** (1 / 16); // a bucket's geometric midpoint over its lower edge

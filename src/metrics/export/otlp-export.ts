@@ -15,13 +15,13 @@ import { resolve } from 'node:path';
 import type { Attributes, Histogram } from '@opentelemetry/api';
 import type { AggregationOption, AggregationTemporality, InstrumentType, PushMetricExporter, ResourceMetrics } from '@opentelemetry/sdk-metrics';
 import type { Registry } from '@prometheus-io/client';
-import type { OtlpExportConfig } from '../config/otel-config.ts';
-import type { Logger } from '../log.ts';
-import { VERSION } from '../version.ts';
-import { bucketsFor, type BucketOverrides } from './buckets.ts';
-import { OTEL_BUCKETS, OTEL_INSTRUMENTS, otelMeasurements, type OtelInstrumentKey, type OtelOptions } from './dialects/otel.ts';
-import { registerDerived } from './families.ts';
-import type { SampleObserver } from './recorder.ts';
+import type { OtlpExportConfig } from './otel-config.ts';
+import type { Logger } from '../../log.ts';
+import { VERSION } from '../../version.ts';
+import { bucketsFor, type BucketOverrides } from '../exposition/buckets.ts';
+import { OTEL_BUCKETS, OTEL_INSTRUMENTS, otelMeasurements, type OtelInstrumentKey, type OtelOptions } from '../dialects/otel.ts';
+import { registerDerived } from '../exposition/families.ts';
+import type { SampleObserver } from '../state/recorder.ts';
 
 /** The last export on close waits at most this long (or the export timeout, when lower). */
 const FINAL_EXPORT_MAX_MS = 10_000;

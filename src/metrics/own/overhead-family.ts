@@ -8,10 +8,10 @@
 // leaves out, the kernel's and libuv's part of the hop (the poll's wake-up, the send on the tick
 // after the write), is what bench:fidelity's tcpdump legs add to it (docs/performance.md).
 import type { Registry } from '@prometheus-io/client';
-import type { RequestSample } from '../measure/sample.ts';
-import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from './buckets.ts';
-import { registerLabelledHistogram } from './families.ts';
-import type { SampleObserver } from './recorder.ts';
+import type { RequestSample } from '../../measure/sample.ts';
+import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from '../exposition/buckets.ts';
+import { registerLabelledHistogram } from '../exposition/families.ts';
+import type { SampleObserver } from '../state/recorder.ts';
 
 const NO_LABELS: readonly string[] = [];
 

@@ -2,12 +2,12 @@
 // the requests in flight (waiting for output, or running) and token sums over a sliding window.
 // Dialects read this state at scrape time for counters and gauges, and get each request's
 // events for their histograms: measured once, exposed many ways.
-import type { Clock } from '../measure/clock.ts';
-import type { MeasurementSink } from '../measure/request-timer.ts';
-import type { RequestInfo, RequestSample } from '../measure/sample.ts';
-import { UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
-import type { LabelGuard } from './label-guard.ts';
-import { createSlidingSum, type SlidingSum } from './sliding-sum.ts';
+import type { Clock } from '../../measure/clock.ts';
+import type { MeasurementSink } from '../../measure/request-timer.ts';
+import type { RequestInfo, RequestSample } from '../../measure/sample.ts';
+import { UNAUTHENTICATED_TENANT } from '../../config/tenant-config.ts';
+import type { LabelGuard } from '../exposition/label-guard.ts';
+import { createSlidingSum, type SlidingSum } from '../windows/sliding-sum.ts';
 
 export interface ModelState {
   readonly model: string;

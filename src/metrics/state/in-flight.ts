@@ -23,7 +23,7 @@
 //   burst ended).
 // The proxy names attributed to an engine model of another name show 0: that model's series
 // counts their requests.
-import type { EngineSnapshot } from '../engine/engine-state.ts';
+import type { EngineSnapshot } from '../../engine/engine-state.ts';
 
 export interface ProxyInFlight {
   readonly model: string;

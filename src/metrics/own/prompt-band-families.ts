@@ -4,10 +4,10 @@
 // of the stream: the TTFT is observed then, with its band. Five bands per model, so at most
 // 5 x INFERMETER_MAX_MODELS series sets.
 import type { Registry } from '@prometheus-io/client';
-import type { RequestSample } from '../measure/sample.ts';
-import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from './buckets.ts';
-import { registerLabelledHistogram } from './families.ts';
-import type { SampleObserver } from './recorder.ts';
+import type { RequestSample } from '../../measure/sample.ts';
+import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from '../exposition/buckets.ts';
+import { registerLabelledHistogram } from '../exposition/families.ts';
+import type { SampleObserver } from '../state/recorder.ts';
 
 export type PromptBand = '<1k' | '1k-8k' | '8k-32k' | '>32k' | 'unknown';
 

@@ -5,9 +5,9 @@
 // is the service's. Alerts that page are written on server failures only. MindIE's
 // request_failed_total keeps the spec's meaning (every failed request).
 import type { Registry } from '@prometheus-io/client';
-import type { FailureReason, RequestSample } from '../measure/sample.ts';
-import { registerDerived } from './families.ts';
-import type { MeasurementState, SampleObserver } from './recorder.ts';
+import type { FailureReason, RequestSample } from '../../measure/sample.ts';
+import { registerDerived } from '../exposition/families.ts';
+import type { MeasurementState, SampleObserver } from '../state/recorder.ts';
 
 export type FailureClass = 'client_error' | 'server_error';
 

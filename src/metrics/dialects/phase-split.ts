@@ -5,7 +5,7 @@
 // Where it did not, the proxy's estimate: the queue is infermeter's own admission queue only,
 // prefill runs from forwarding to the first token (the engine's queueing inside it), decode from
 // the first token to the last; and a non-streamed answer has no prefill or decode.
-import type { RequestSample } from '../measure/sample.ts';
+import type { RequestSample } from '../../measure/sample.ts';
 
 export interface PhaseSplit {
   /** `engine`: prefill and decode are the engine's own figures; `estimate`: the proxy's. */

@@ -7,10 +7,10 @@
 // request finishes, from its sample (the data plane keeps a few numbers on the timer, nothing
 // per chunk).
 import type { Registry } from '@prometheus-io/client';
-import type { RequestSample } from '../measure/sample.ts';
-import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from './buckets.ts';
-import { registerDerived, registerHistogram, type MetricValue } from './families.ts';
-import type { SampleObserver } from './recorder.ts';
+import type { RequestSample } from '../../measure/sample.ts';
+import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from '../exposition/buckets.ts';
+import { registerDerived, registerHistogram, type MetricValue } from '../exposition/families.ts';
+import type { SampleObserver } from '../state/recorder.ts';
 
 export interface StreamHealthOptions {
   /** A stream whose longest silence reached this many seconds stalled (INFERMETER_STALL_SECONDS). */

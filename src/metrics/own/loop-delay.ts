@@ -7,8 +7,8 @@
 // that spans it), so the family is an ordinary cumulative Prometheus histogram.
 import { monitorEventLoopDelay, type ELDHistogram } from 'node:perf_hooks';
 import type { Registry } from '@prometheus-io/client';
-import type { Family, MetricValue } from './families.ts';
-import { formatValue, header } from './text-format.ts';
+import type { Family, MetricValue } from '../exposition/families.ts';
+import { formatValue, header } from '../exposition/text-format.ts';
 
 const LOOP_DELAY_NAME = 'infermeter_event_loop_delay_seconds';
 /** Upper bounds, seconds: a millisecond-true TTFT needs the loop's delay in the lowest ones. */
