@@ -4,7 +4,7 @@
 // parseSloFile; INFERMETER_SLO_CLIENT_ALLOWANCE, milliseconds added to infermeter's own figures
 // before they are compared, for a client that sees them later. Self-contained: config.ts calls
 // parseSlo with its problem list.
-import { nonEmpty, parseJson, readJsonText, utf8Capped, type Env, type Problem } from './parse.ts';
+import { nonEmpty, parseJson, readJsonText, utf8Capped, type Env, type Problem } from './parse/parse.ts';
 
 export const SLO_KEYS = ['ttft', 'tpot', 'e2el'] as const;
 export type SloKey = (typeof SLO_KEYS)[number];
@@ -151,40 +151,4 @@ export function parseSloFile(text: string): SloFileRead {
     classes.push(Object.freeze({ name: e.name, model, tenant, targets }));
   }
   return { ok: true, classes };
-}
-
-/** A glob of the SLO file, ready to match: its characters (code points). */
-export type Glob = readonly string[];
-
-export const compileGlob = (pattern: string): Glob => Array.from(pattern);
-
-/**
- * Whether `text` matches the glob (`*` any run of characters, `?` one, the rest literal), in
- * time linear in the product of their lengths at worst: a failure after a `*` goes back to the
- * last `*` only (an earlier one could not do better), never into the nested backtracking a
- * regular expression of the glob would (`*-*-*-*-*x` against a long name took seconds). `steps`,
- * when given, counts the comparisons (the tests' bound).
- */
-export function globMatches(glob: Glob, text: string, steps?: { n: number }): boolean {
-  const t = Array.from(text);
-  let p = 0;
-  let i = 0;
-  let star = -1; // the last `*` seen in the glob
-  let resume = 0; // where in the text that `*`'s run ends so far
-  while (i < t.length) {
-    if (steps !== undefined) steps.n++;
-    const g = glob[p];
-    if (g === '*') {
-      star = p++;
-      resume = i;
-    } else if (g !== undefined && (g === '?' || g === t[i])) {
-      p++;
-      i++;
-    } else if (star !== -1) {
-      p = star + 1;
-      i = ++resume;
-    } else return false;
-  }
-  while (glob[p] === '*') p++;
-  return p === glob.length;
 }

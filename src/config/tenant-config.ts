@@ -3,7 +3,7 @@
 // again on reload through parseTenantAliases) and how many get series of their own
 // (INFERMETER_MAX_TENANTS, a row of the variables table). config.ts calls parseTenant with its
 // problem list.
-import { nonEmpty, parseJson, readJsonText, utf8Capped, type Env, type Problem } from './parse.ts';
+import { nonEmpty, parseJson, readJsonText, utf8Capped, type Env, type Problem } from './parse/parse.ts';
 
 /** Where the tenant comes from: nowhere, a request header's value, or the client's API key (hashed). */
 export type TenantSource = { readonly kind: 'off' } | { readonly kind: 'header'; readonly header: string } | { readonly kind: 'api-key' };

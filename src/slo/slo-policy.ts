@@ -1,10 +1,11 @@
 // The SLO classes, live: INFERMETER_SLO_FILE's classes (then INFERMETER_SLO's `default`), read
-// again on SIGHUP and when the file changes (config/file-reload.ts, as the tenant aliases are; a
+// again on SIGHUP and when the file changes (config/parse/file-reload.ts, as the tenant aliases are; a
 // bad file on reload keeps the classes in use). Which class a
 // request falls in is decided by its model_name and tenant labels, which are bounded: the
 // answers are cached per pair, and the cache is emptied when the classes change.
-import { createFileReload } from '../config/file-reload.ts';
-import { compileGlob, DEFAULT_CLASS, type Glob, globMatches, readSloFile, type SloClass, type SloConfig, type SloKey } from '../config/slo-config.ts';
+import { createFileReload } from '../config/parse/file-reload.ts';
+import { compileGlob, type Glob, globMatches } from '../config/parse/glob.ts';
+import { DEFAULT_CLASS, readSloFile, type SloClass, type SloConfig, type SloKey } from '../config/slo-config.ts';
 import type { Logger } from '../log.ts';
 
 export interface SloPolicy {

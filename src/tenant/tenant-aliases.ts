@@ -1,6 +1,6 @@
-// The alias file, live (config/file-reload.ts: read again on SIGHUP and when it changes; a bad
+// The alias file, live (config/parse/file-reload.ts: read again on SIGHUP and when it changes; a bad
 // file on reload keeps the mapping in use), with listeners told of each new mapping.
-import { createFileReload } from '../config/file-reload.ts';
+import { createFileReload } from '../config/parse/file-reload.ts';
 import { readTenantAliases } from '../config/tenant-config.ts';
 import type { Logger } from '../log.ts';
 

@@ -5,7 +5,7 @@ import { readdirSync } from 'node:fs';
 import { ConfigError, loadConfig, AOM_LABEL_VARIABLES, VARIABLES } from '../../src/config/config.ts';
 import { OTEL_VARIABLES } from '../../src/metrics/export/otel-config.ts';
 import { SECURITY_VARIABLES } from '../../src/config/security.ts';
-import { markdownRows } from '../../src/config/variable-table.ts';
+import { markdownRows } from '../../src/config/variables/variable-table.ts';
 import { CONFIGURATION_TABLE, closestVariable, unknownVariables } from '../../src/config/variables.ts';
 import { histogramFamilies } from '../../src/metrics/dialects/index.ts';
 import { CONFIGURATION_DOC, documentedRows, replaceDocumentedRows } from '../helpers/configuration-doc.ts';

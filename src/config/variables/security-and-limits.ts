@@ -1,8 +1,8 @@
 // The variables table, second part: TLS, the metrics token, per-tenant metering, goodput's SLOs,
 // and the limits and timeouts (Config.limits), with the upstream connections' policy among them
 // as docs/configuration.md orders it.
-import { integer, oneOf } from '../parse.ts';
-import { documented, variable } from '../variable-table.ts';
+import { integer, oneOf } from '../parse/parse.ts';
+import { documented, variable } from './variable-table.ts';
 import { UPSTREAM_CONNECTION_POLICIES } from '../../data-plane/upstream-connections.ts';
 
 export const SECURITY_AND_LIMITS_VARIABLES = [

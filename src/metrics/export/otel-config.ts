@@ -4,7 +4,7 @@
 // rest of the configuration, and handed to the SDK explicitly; the SDK itself still reads the
 // ones infermeter does not (compression, TLS files, the temporality preference).
 
-import { integer, nonEmpty, readWith, type Env, type Problem } from '../../config/parse.ts';
+import { integer, nonEmpty, readWith, type Env, type Problem } from '../../config/parse/parse.ts';
 
 type OtlpProtocol = 'http/protobuf' | 'http/json';
 

@@ -4,7 +4,7 @@
 // which a watch of the old inode would miss). A bad file on reload keeps what is in use and
 // says so in a warning; the file's content is never logged.
 import { statSync, unwatchFile, watchFile, type Stats } from 'node:fs';
-import type { LogFields, Logger } from '../log.ts';
+import type { LogFields, Logger } from '../../log.ts';
 
 type FileRead<T> = ({ readonly ok: true } & T) | { readonly ok: false; readonly expected: string };
 

@@ -5,7 +5,7 @@
 // host name is (a VM, a StatefulSet's pod); INFERMETER_USAGE_SOURCE names it elsewhere.
 import { closeSync, mkdirSync, openSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { nonEmpty, utf8Capped, type Env, type Problem } from './parse.ts';
+import { nonEmpty, utf8Capped, type Env, type Problem } from '../config/parse/parse.ts';
 
 /** Where the records go besides the spool (INFERMETER_USAGE_SINK): an HTTP endpoint or a NATS JetStream subject. */
 type SinkConfig = ({ readonly kind: 'http'; readonly url: string } | { readonly kind: 'nats'; readonly server: string; readonly subject: string }) & {

@@ -3,8 +3,8 @@
 // data plane's when no configuration is given), and each row's documentation as docs/configuration.md's
 // table, `--help` and the unknown-variable check show it. A row whose variable needs code of
 // its own (an address, a URL, TLS files) is documented here and read by that code.
-import type { MindieServerConfig } from './mindie-config.ts';
-import { nonEmpty, readWith, type Env, type Parser, type Problem } from './parse.ts';
+import type { MindieServerConfig } from '../parse/mindie-config.ts';
+import { nonEmpty, readWith, type Env, type Parser, type Problem } from '../parse/parse.ts';
 
 /** Where a row's value lands: Config itself, or one of its parts. */
 export type Group = 'config' | 'listen' | 'limits' | 'aom' | 'tenant' | 'otel';
