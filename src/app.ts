@@ -26,7 +26,7 @@ import { startOtlpExport, type OtlpExport } from './metrics/export/otlp-export.t
 import type { HeldBodyBytes, ProxyEvents } from './metrics/own/proxy-families.ts';
 import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases.ts';
 import { createTenantOf } from './tenant/tenant-of.ts';
-import { createSloPolicy, type SloPolicy } from './slo/slo-policy.ts';
+import { createSloPolicy, type SloPolicy } from './goodput/slo-policy.ts';
 import { startUsageLedger, type UsageWriter } from './ledger/ledger.ts';
 import { startPrices } from './chargeback/start.ts';
 import { VERSION } from './version.ts';

@@ -14,8 +14,8 @@ import type { EngineView } from '../engine/engine-scraper.ts';
 import type { MeasurementState, ModelState, SampleObserver } from '../metrics/state/recorder.ts';
 import { createDashboardTenants, type TenantRow } from './dashboard-tenants.ts';
 import { costData, type DashboardCost } from './dashboard-cost.ts';
-import { createDashboardGoodput, type DashboardGoodputData } from './dashboard-goodput.ts';
-import type { Goodput } from '../metrics/goodput-families.ts';
+import { createDashboardGoodput, type DashboardGoodputData } from '../goodput/dashboard-goodput.ts';
+import type { Goodput } from '../goodput/goodput-families.ts';
 import { isClientError } from '../metrics/own/failure-classes.ts';
 import { createQuantileWindow, MAX_RELATIVE_ERROR, type QuantileWindow } from '../metrics/windows/quantile-window.ts';
 

@@ -4,7 +4,7 @@
 // parseSloFile; INFERMETER_SLO_CLIENT_ALLOWANCE, milliseconds added to infermeter's own figures
 // before they are compared, for a client that sees them later. Self-contained: config.ts calls
 // parseSlo with its problem list.
-import { nonEmpty, parseJson, readJsonText, utf8Capped, type Env, type Problem } from './parse/parse.ts';
+import { nonEmpty, parseJson, readJsonText, utf8Capped, type Env, type Problem } from '../config/parse/parse.ts';
 
 export const SLO_KEYS = ['ttft', 'tpot', 'e2el'] as const;
 export type SloKey = (typeof SLO_KEYS)[number];

@@ -6,12 +6,12 @@
 // models x (4 verdicts + 3 SLOs + 1 + 3 exclusions) and tenants x models x 4. With workers the
 // recorder is the primary's: the counts are exact, a worker's lost requests `failed`.
 import type { Registry } from '@prometheus-io/client';
-import { SLO_KEYS, type SloKey } from '../config/slo-config.ts';
+import { SLO_KEYS, type SloKey } from './slo-config.ts';
 import type { RequestSample } from '../measure/sample.ts';
-import type { SloPolicy } from '../slo/slo-policy.ts';
-import { registerDerived, type MetricValue } from './exposition/families.ts';
+import type { SloPolicy } from './slo-policy.ts';
+import { registerDerived, type MetricValue } from '../metrics/exposition/families.ts';
 import { EXCLUSIONS, exclusionOf, judge, VERDICTS, type Exclusion, type Judgement, type Verdict } from './goodput-verdict.ts';
-import type { SampleObserver } from './state/recorder.ts';
+import type { SampleObserver } from '../metrics/state/recorder.ts';
 
 interface GoodputCounts {
   readonly verdicts: Record<Verdict, number>;

@@ -5,9 +5,9 @@
 //   tpot = (e2el - ttft) / (n - 1) over its n completion tokens, and 0 when n <= 1;
 // else missed. Failed and cancelled requests are never good. The figures are the sample's, the
 // ones the histograms observe: goodput and the histograms never disagree about a request.
-import type { SloKey, SloTargets } from '../config/slo-config.ts';
+import type { SloKey, SloTargets } from './slo-config.ts';
 import type { RequestSample } from '../measure/sample.ts';
-import { isClientError } from './own/failure-classes.ts';
+import { isClientError } from '../metrics/own/failure-classes.ts';
 
 export type Verdict = 'good' | 'missed' | 'failed' | 'cancelled';
 export const VERDICTS: readonly Verdict[] = ['good', 'missed', 'failed', 'cancelled'];

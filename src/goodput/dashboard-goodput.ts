@@ -4,8 +4,8 @@
 // in the tenant table. Filled by goodput's own listener (O(1) per verdict), read when the page
 // asks; the keys are the recorder's bounded labels, and one with nothing in the window gives
 // its memory back.
-import { SLO_KEYS } from '../config/slo-config.ts';
-import type { Goodput } from '../metrics/goodput-families.ts';
+import { SLO_KEYS } from './slo-config.ts';
+import type { Goodput } from './goodput-families.ts';
 import type { QuantileWindowOptions } from '../metrics/windows/quantile-window.ts';
 
 interface GoodputRow {

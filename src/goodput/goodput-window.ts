@@ -3,7 +3,7 @@
 // their tokens per second over the throughput window (sliding sums, as the avg_*_throughput
 // gauges). Cancelled requests are not in the attainment: good / (good + missed + failed).
 import type { Judgement } from './goodput-verdict.ts';
-import { createSlidingSum } from './windows/sliding-sum.ts';
+import { createSlidingSum } from '../metrics/windows/sliding-sum.ts';
 
 export interface GoodputWindow {
   add(judgement: Judgement): void;

@@ -5,7 +5,7 @@
 // answers are cached per pair, and the cache is emptied when the classes change.
 import { createFileReload } from '../config/parse/file-reload.ts';
 import { compileGlob, type Glob, globMatches } from '../config/parse/glob.ts';
-import { DEFAULT_CLASS, readSloFile, type SloClass, type SloConfig, type SloKey } from '../config/slo-config.ts';
+import { DEFAULT_CLASS, readSloFile, type SloClass, type SloConfig, type SloKey } from './slo-config.ts';
 import type { Logger } from '../log.ts';
 
 export interface SloPolicy {
