@@ -3,7 +3,7 @@
 // finished samples) and its proxy events to the primary in batches, where the one recorder and
 // the dialects turn them into metrics. So /metrics, /metrics-json and the AOM periods are those
 // of all workers' traffic, exactly, and nothing has to be merged after the fact.
-import { UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
+import { UNAUTHENTICATED_TENANT } from '../metrics/state/tenant-label.ts';
 import type { ClientErrorKind } from '../data-plane/client-connections.ts';
 import type { HeldBodyUse } from '../data-plane/body-budget.ts';
 import type { ResendReason } from '../data-plane/lifecycle.ts';

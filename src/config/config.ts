@@ -20,7 +20,7 @@ import { parseOtel, type OtelConfig } from '../metrics/export/otel-config.ts';
 import { nonEmpty, type Env, type Problem } from './parse/parse.ts';
 import { parseSecurity, readBuffer, type Security } from './security.ts';
 import { parseSlo, type SloConfig } from '../goodput/slo-config.ts';
-import { parseTenant, type TenantConfig } from './tenant-config.ts';
+import { parseTenant, type TenantConfig } from '../tenants/tenant-config.ts';
 import { parseUsage, type UsageConfig } from '../ledger/usage-config.ts';
 import { parsePrices, type PricesConfig } from '../chargeback/prices-file.ts';
 import { parseMetricsUrl, parseUpstream } from './upstream-url.ts';

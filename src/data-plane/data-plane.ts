@@ -29,7 +29,7 @@ import { createPassThroughRoute } from './pass-through-route.ts';
 import { BAD_TARGET_BODY, originForm } from './request-target.ts';
 import { createUpstreamConnections, type UpstreamConnectionPolicy } from './upstream-connections.ts';
 import { createUpstreamRequest } from './upstream-request.ts';
-import type { TenantOf } from '../tenant/tenant-of.ts';
+import type { TenantOf } from '../tenants/tenant-of.ts';
 import type { RejectReason } from '../metrics/own/proxy-families.ts';
 import type { ClientErrorKind } from './client-connections.ts';
 import { boundBufferPool } from './buffer-pool.ts';

@@ -19,7 +19,7 @@ import type { RejectReason } from '../metrics/own/proxy-families.ts';
 import { tapRequestBody } from '../stream-tap/request-tap.ts';
 import { isEventStream, type TapOptions } from '../stream-tap/response-tap.ts';
 import { createUsageStrip, type UsageStripOptions } from '../stream-tap/usage-strip.ts';
-import type { TenantOf } from '../tenant/tenant-of.ts';
+import type { TenantOf } from '../tenants/tenant-of.ts';
 import { accessRecord } from './access-record.ts';
 import type { UsageWriter } from '../ledger/ledger.ts';
 import type { ConcurrencyLimit } from './concurrency-limit.ts';

@@ -12,7 +12,7 @@
 // Over 300 lines: the snapshot ring, the quantile observer and the served rates share one state.
 import type { EngineView } from '../engine/engine-scraper.ts';
 import type { MeasurementState, ModelState, SampleObserver } from '../metrics/state/recorder.ts';
-import { createDashboardTenants, type TenantRow } from './dashboard-tenants.ts';
+import { createDashboardTenants, type TenantRow } from '../tenants/dashboard-tenants.ts';
 import { costData, type DashboardCost } from './dashboard-cost.ts';
 import { createDashboardGoodput, type DashboardGoodputData } from '../goodput/dashboard-goodput.ts';
 import type { Goodput } from '../goodput/goodput-families.ts';

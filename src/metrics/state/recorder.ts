@@ -5,8 +5,8 @@
 import type { Clock } from '../../measure/clock.ts';
 import type { MeasurementSink } from '../../measure/request-timer.ts';
 import type { RequestInfo, RequestSample } from '../../measure/sample.ts';
-import { UNAUTHENTICATED_TENANT } from '../../config/tenant-config.ts';
 import type { LabelGuard } from '../exposition/label-guard.ts';
+import { tenantLabel } from './tenant-label.ts';
 import { createSlidingSum, type SlidingSum } from '../windows/sliding-sum.ts';
 
 export interface ModelState {
@@ -177,17 +177,4 @@ export function createRecorder(clock: Clock, windowSeconds: number, guard?: Labe
   };
 
   return { state, sink, addObserver: (o) => observers.push(o) };
-}
-
-/**
- * A tenant's label for an event: `unauthenticated` when the engine refused the request (401,
- * 403); the tenant's own when it has a place; a place given (or `other` past the cap, counted
- * once per request with `count`) when the engine accepted the request (2xx); else (no answer,
- * or another status) `unauthenticated`.
- */
-export function tenantLabel(guard: LabelGuard, tenant: string, accepted: boolean | undefined, count = false): string {
-  if (accepted === false) return UNAUTHENTICATED_TENANT;
-  const kept = guard.kept(tenant);
-  if (kept !== undefined) return kept;
-  return accepted === true ? guard.model(tenant, count) : UNAUTHENTICATED_TENANT;
 }

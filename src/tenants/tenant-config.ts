@@ -3,7 +3,8 @@
 // again on reload through parseTenantAliases) and how many get series of their own
 // (INFERMETER_MAX_TENANTS, a row of the variables table). config.ts calls parseTenant with its
 // problem list.
-import { nonEmpty, parseJson, readJsonText, utf8Capped, type Env, type Problem } from './parse/parse.ts';
+import { nonEmpty, parseJson, readJsonText, utf8Capped, type Env, type Problem } from '../config/parse/parse.ts';
+import { NO_TENANT, OTHER_TENANT, UNAUTHENTICATED_TENANT } from '../metrics/state/tenant-label.ts';
 
 /** Where the tenant comes from: nowhere, a request header's value, or the client's API key (hashed). */
 export type TenantSource = { readonly kind: 'off' } | { readonly kind: 'header'; readonly header: string } | { readonly kind: 'api-key' };
@@ -17,16 +18,6 @@ export interface TenantConfig {
   /** Distinct tenant values with series of their own (aliased ones not counted against it). */
   readonly max: number;
 }
-
-/** Reserved tenant values: no tenant, and the fold of tenants past the cap. */
-export const NO_TENANT = 'none';
-const OTHER_TENANT = 'other';
-/**
- * The tenant of requests the engine did not accept (401 or 403), and of those of a tenant
- * without a place that ended without a 2xx answer: a tenant's place is only ever given to one
- * whose request the engine accepted, so refused keys cannot take the real tenants' places.
- */
-export const UNAUTHENTICATED_TENANT = 'unauthenticated';
 
 // An RFC 9110 field name.
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;

@@ -1,7 +1,7 @@
 // The alias file, live (config/parse/file-reload.ts: read again on SIGHUP and when it changes; a bad
 // file on reload keeps the mapping in use), with listeners told of each new mapping.
 import { createFileReload } from '../config/parse/file-reload.ts';
-import { readTenantAliases } from '../config/tenant-config.ts';
+import { readTenantAliases } from './tenant-config.ts';
 import type { Logger } from '../log.ts';
 
 export interface TenantAliases {

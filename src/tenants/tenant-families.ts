@@ -6,9 +6,9 @@
 // counters of streams without usage only for the pairs that had one).
 import type { Registry } from '@prometheus-io/client';
 import type { Outcome, RequestInfo, RequestSample } from '../measure/sample.ts';
-import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from './exposition/buckets.ts';
-import { registerDerived, registerLabelledHistogram, type MetricValue } from './exposition/families.ts';
-import type { SampleObserver } from './state/recorder.ts';
+import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from '../metrics/exposition/buckets.ts';
+import { registerDerived, registerLabelledHistogram, type MetricValue } from '../metrics/exposition/families.ts';
+import type { SampleObserver } from '../metrics/state/recorder.ts';
 
 interface TenantModel {
   readonly tenant: string;

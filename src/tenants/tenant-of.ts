@@ -4,8 +4,9 @@
 // for a label like model_name. Reads the headers only: the forwarded request is not changed.
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { NO_TENANT, type TenantSource } from '../config/tenant-config.ts';
-import { bearerCredentials } from '../management/bearer-token.ts';
+import { NO_TENANT } from '../metrics/state/tenant-label.ts';
+import type { TenantSource } from './tenant-config.ts';
+import { bearerCredentials } from '../bearer-token.ts';
 import { sanitizeLabel } from '../metrics/exposition/label-guard.ts';
 
 /** The tenant of a request's headers: never empty, `none` when it names none. */
