@@ -10,7 +10,6 @@
 import type { Registry } from '@prometheus-io/client';
 import { OWN_BUCKETS, type BucketTable } from '../exposition/buckets.ts';
 import type { ContainerSamplerOptions } from '../container/container-sampler.ts';
-import type { ProxyEvents } from '../own/proxy-families.ts';
 import type { MeasurementState } from '../state/recorder.ts';
 import { AOM_BUCKETS, createAomDialect, type AomOptions } from './aom.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
@@ -107,7 +106,7 @@ export function bucketFamiliesHelp(table: readonly DialectRow[] = DIALECTS): str
  */
 export function passThroughReport(
   rows: readonly DialectRow[],
-  events: ProxyEvents,
+  events: { readonly httpRequest?: ((dialect: string, route: string, method: string, status: number, seconds: number) => void) | undefined },
 ): ((target: string, method: string | undefined, status: number, seconds: number) => void) | undefined {
   const report = events.httpRequest;
   const labelling = rows.filter((row) => row.passThroughLabels !== undefined);

@@ -3,11 +3,6 @@
 // counters are fine here.
 import { Counter, Gauge, type Registry } from '@prometheus-io/client';
 import { registerDerived } from '../exposition/families.ts';
-import type { HeldBodyUse } from '../../data-plane/body-budget.ts';
-import type { ClientErrorKind } from '../../data-plane/client-connections.ts';
-import type { InjectedBody } from '../../data-plane/usage-injection.ts';
-import type { ResendReason } from '../../data-plane/lifecycle.ts';
-import type { ProxyErrorKind } from '../../data-plane/openai-error.ts';
 import type { UninspectedReason } from '../../stream-tap/request-tap.ts';
 import type { TapProblem } from '../../stream-tap/response-tap.ts';
 
@@ -62,11 +57,19 @@ const TAP_PROBLEMS: readonly TapProblem[] = [
   'unknown_encoding',
   'tap_error',
 ];
-const UPSTREAM_ERRORS: readonly ProxyErrorKind[] = ['upstream_unreachable', 'upstream_timeout', 'upstream_reset', 'upstream_protocol'];
-const CLIENT_ERRORS: readonly ClientErrorKind[] = ['timeout', 'malformed'];
-const RETRIES: readonly ResendReason[] = ['stale_connection', 'refused_injection'];
-const HELD_BODY_USES: readonly HeldBodyUse[] = ['usage_injection', 'retry_copy', 'content_length'];
-const INJECTED_BODIES: readonly InjectedBody[] = ['held', 'streamed'];
+// The label values these families count, in the data plane's words: written here so that metrics/
+// does not import the data plane (which imports it); test/unit/vocabulary.test.ts holds
+// each equal to the data plane's own type.
+const UPSTREAM_ERRORS = ['upstream_unreachable', 'upstream_timeout', 'upstream_reset', 'upstream_protocol'] as const;
+export type ProxyErrorKind = (typeof UPSTREAM_ERRORS)[number] | 'overloaded' | 'body_too_large';
+const CLIENT_ERRORS = ['timeout', 'malformed'] as const;
+export type ClientErrorKind = (typeof CLIENT_ERRORS)[number];
+const RETRIES = ['stale_connection', 'refused_injection'] as const;
+export type ResendReason = (typeof RETRIES)[number];
+const HELD_BODY_USES = ['usage_injection', 'retry_copy', 'content_length'] as const;
+export type HeldBodyUse = (typeof HELD_BODY_USES)[number];
+const INJECTED_BODIES = ['held', 'streamed'] as const;
+export type InjectedBody = (typeof INJECTED_BODIES)[number];
 const REJECT_REASONS: readonly RejectReason[] = ['concurrency', 'held_body_budget'];
 
 /** Bytes held in memory now against the process's budgets (with workers, all workers' added up). */
