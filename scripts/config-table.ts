@@ -3,7 +3,7 @@
 // The test of test/unit/config.test.ts checks them row by row; this is the way to make it pass
 // after a row changed.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { markdownRows } from '../src/config/variable-table.ts';
+import { markdownRows } from '../src/config/variables/variable-table.ts';
 import { CONFIGURATION_TABLE } from '../src/config/variables.ts';
 import { CONFIGURATION_DOC, replaceDocumentedRows } from '../test/helpers/configuration-doc.ts';
 

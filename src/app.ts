@@ -22,11 +22,11 @@ import type { ContainerSamplerOptions } from './metrics/container/container-samp
 import { createMetrics, type Metrics, type MetricsOptions } from './metrics/metrics.ts';
 import type { OtelOptions } from './metrics/dialects/otel.ts';
 import { DIALECTS, dialectRows, passThroughReport, type DialectRow } from './metrics/dialects/index.ts';
-import { startOtlpExport, type OtlpExport } from './metrics/otlp-export.ts';
-import type { HeldBodyBytes, ProxyEvents } from './metrics/proxy-families.ts';
-import { createTenantAliases, type TenantAliases } from './tenant/tenant-aliases.ts';
-import { createTenantOf } from './tenant/tenant-of.ts';
-import { createSloPolicy, type SloPolicy } from './slo/slo-policy.ts';
+import { startOtlpExport, type OtlpExport } from './metrics/export/otlp-export.ts';
+import type { HeldBodyBytes, ProxyEvents } from './metrics/own/proxy-families.ts';
+import { createTenantAliases, type TenantAliases } from './tenants/tenant-aliases.ts';
+import { createTenantOf } from './tenants/tenant-of.ts';
+import { createSloPolicy, type SloPolicy } from './goodput/slo-policy.ts';
 import { startUsageLedger, type UsageWriter } from './ledger/ledger.ts';
 import { startPrices } from './chargeback/start.ts';
 import { VERSION } from './version.ts';

@@ -10,7 +10,7 @@
 import type { Registry } from '@prometheus-io/client';
 import type { Clock } from '../measure/clock.ts';
 import type { RequestInfo, RequestSample } from '../measure/sample.ts';
-import { formatLabels, header } from '../metrics/text-format.ts';
+import { formatLabels, header } from '../metrics/exposition/text-format.ts';
 import type { PriceBook } from './price-book.ts';
 import { createPoolSplit, type Labels, type PoolSplit, type Settled } from './pool-split.ts';
 import { TOKEN_KINDS, type PriceTable, type TokenKind } from './prices-file.ts';

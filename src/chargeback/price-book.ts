@@ -1,9 +1,9 @@
 // The prices in use, live: INFERMETER_PRICES_FILE's table, read again on SIGHUP and when the file
-// changes (config/file-reload.ts, as the SLO classes and the tenant aliases are; a bad file on
+// changes (config/parse/file-reload.ts, as the SLO classes and the tenant aliases are; a bad file on
 // reload keeps the prices in use and names the key). Which entry prices a model is decided by
 // its name; the answers are cached per name and forgotten when the prices change.
-import { createFileReload } from '../config/file-reload.ts';
-import { globMatches } from '../config/slo-config.ts';
+import { createFileReload } from '../config/parse/file-reload.ts';
+import { globMatches } from '../config/parse/glob.ts';
 import type { Logger } from '../log.ts';
 import { readPricesFile, type PriceRule, type PriceTable, type TokenKind } from './prices-file.ts';
 

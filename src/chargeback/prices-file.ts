@@ -4,8 +4,8 @@
 // the operator wrote, so that a price is turned into nano-units from its digits (decimal.ts),
 // never through a float.
 import { parseDocument } from 'yaml';
-import { compileGlob, type Glob } from '../config/slo-config.ts';
-import { FileRefused, nonEmpty, utf8Capped, type Env, type Problem } from '../config/parse.ts';
+import { compileGlob, type Glob } from '../config/parse/glob.ts';
+import { FileRefused, nonEmpty, utf8Capped, type Env, type Problem } from '../config/parse/parse.ts';
 import { decimalNanos } from './decimal.ts';
 
 export const TOKEN_KINDS = ['prompt', 'cached_prompt', 'completion', 'reasoning'] as const;

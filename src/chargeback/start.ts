@@ -1,13 +1,14 @@
 // Chargeback's place in a process: the live prices (read again on SIGHUP and when the file
 // changes) and, where the metrics are (the one process, or the primary), the cost families fed
 // by the recorder. A worker keeps only the prices, for its usage records' cost.
-import type { Config } from '../config/config.ts';
 import type { RecordPrice } from '../ledger/usage-event.ts';
 import type { Logger } from '../log.ts';
 import type { Clock } from '../measure/clock.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { createChargeback, requestCostNanos, type Chargeback } from './chargeback.ts';
 import { createPriceBook, type PriceBook } from './price-book.ts';
+import type { PricesConfig } from './prices-file.ts';
+import type { TenantConfig } from '../tenants/tenant-config.ts';
 
 export interface Prices {
   readonly book: PriceBook;
@@ -25,7 +26,7 @@ export const chargebackOf = (metrics: object): Chargeback | undefined => chargeb
 
 /** Undefined without INFERMETER_PRICES_FILE. `watchIntervalMs`: how often the file is looked at (tests: 0). */
 export function startPrices(
-  config: Config,
+  config: { readonly prices: PricesConfig; readonly tenant: Pick<TenantConfig, 'source'> },
   log: Logger,
   metrics?: { readonly metrics: Metrics; readonly clock: Clock },
   watchIntervalMs?: number,

@@ -1,7 +1,7 @@
 // `infermeter --help`: the commands and every configuration variable with its default and
 // meaning, printed from the configuration table (config/variables.ts) that the validation and
 // the README share.
-import { docOf, type Row } from '../config/variable-table.ts';
+import { docOf, type Row } from '../config/variables/variable-table.ts';
 import { CONFIGURATION_TABLE } from '../config/variables.ts';
 
 const WIDTH = 100;

@@ -3,16 +3,16 @@
 // finished samples) and its proxy events to the primary in batches, where the one recorder and
 // the dialects turn them into metrics. So /metrics, /metrics-json and the AOM periods are those
 // of all workers' traffic, exactly, and nothing has to be merged after the fact.
-import { UNAUTHENTICATED_TENANT } from '../config/tenant-config.ts';
+import { UNAUTHENTICATED_TENANT } from '../metrics/state/tenant-label.ts';
 import type { ClientErrorKind } from '../data-plane/client-connections.ts';
 import type { HeldBodyUse } from '../data-plane/body-budget.ts';
 import type { ResendReason } from '../data-plane/lifecycle.ts';
 import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
 import type { InferenceApi, RequestInfo, RequestSample } from '../measure/sample.ts';
-import type { LoopDelayReading } from '../metrics/loop-delay.ts';
-import type { ProcessReading } from '../metrics/process-families.ts';
-import type { HeldBodyBytes, ProxyEvents, RejectReason } from '../metrics/proxy-families.ts';
+import type { LoopDelayReading } from '../metrics/own/loop-delay.ts';
+import type { ProcessReading } from '../metrics/own/process-families.ts';
+import type { HeldBodyBytes, ProxyEvents, RejectReason } from '../metrics/own/proxy-families.ts';
 import type { InjectedBody } from '../data-plane/usage-injection.ts';
 import type { UninspectedReason } from '../stream-tap/request-tap.ts';
 import type { TapProblem } from '../stream-tap/response-tap.ts';

@@ -5,10 +5,10 @@ import { loadConfig } from '../config/config.ts';
 import { createLogger } from '../log.ts';
 import { listen, urlOf } from '../management/listen.ts';
 import { monotonicClock } from '../measure/clock.ts';
-import { createLoopDelayMonitor } from '../metrics/loop-delay.ts';
+import { createLoopDelayMonitor } from '../metrics/own/loop-delay.ts';
 import { createUsageWriter } from '../ledger/ledger.ts';
 import { startPrices } from '../chargeback/start.ts';
-import { processMetrics } from '../metrics/process-families.ts';
+import { processMetrics } from '../metrics/own/process-families.ts';
 import { createWorkerBus, type PrimaryMessage, type WorkerMessage } from './bus.ts';
 
 // The SLO classes are the primary's (it judges every request): a worker neither needs nor reads

@@ -1,6 +1,6 @@
 // The AOM service labels (service_id, group_id, project_id, instance_name, service_name, source)
 // and the variables that set them; unset ones are left out, `source` defaults to the host name.
-import { LABEL_VALUE, nonEmpty, type Env, type Problem } from './parse.ts';
+import { LABEL_VALUE, nonEmpty, type Env, type Problem } from './parse/parse.ts';
 
 export const AOM_LABEL_VARIABLES = {
   service_id: 'INFERMETER_AOM_SERVICE_ID',

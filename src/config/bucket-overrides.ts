@@ -1,7 +1,7 @@
 // INFERMETER_BUCKETS_<FAMILY>: histogram buckets replaced by family. A name that is no family's
 // is refused with the list of those that are (it would otherwise be ignored in silence).
-import { bucketVariable, parseBuckets, type BucketOverrides } from '../metrics/buckets.ts';
-import type { Env, Problem } from './parse.ts';
+import { bucketVariable, parseBuckets, type BucketOverrides } from '../metrics/exposition/buckets.ts';
+import type { Env, Problem } from './parse/parse.ts';
 
 export function parseBucketOverrides(env: Env, problem: Problem, families: readonly string[]): BucketOverrides {
   const overrides: Record<string, readonly number[]> = {};

@@ -6,7 +6,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
 import { dirname } from 'node:path';
-import type { BucketOverrides } from '../metrics/buckets.ts';
+import type { BucketOverrides } from '../metrics/exposition/buckets.ts';
 import type { AomOptions } from '../metrics/dialects/aom.ts';
 import { DIALECTS, histogramFamilies, type DialectRow } from '../metrics/dialects/index.ts';
 import { readCpuQuota, type CpuQuota } from '../metrics/container/cgroup.ts';
@@ -15,20 +15,20 @@ import { autoWorkers } from './auto-workers.ts';
 import { parseBucketOverrides } from './bucket-overrides.ts';
 import type { Limits } from './limits.ts';
 import { readListenAddresses, refuseAllAddresses, type ListenAddresses } from './listen-addresses.ts';
-import { readMindieServerConfig, type MindieServerConfig } from './mindie-config.ts';
-import { parseOtel, type OtelConfig } from './otel-config.ts';
-import { nonEmpty, type Env, type Problem } from './parse.ts';
+import { readMindieServerConfig, type MindieServerConfig } from './parse/mindie-config.ts';
+import { parseOtel, type OtelConfig } from '../metrics/export/otel-config.ts';
+import { nonEmpty, type Env, type Problem } from './parse/parse.ts';
 import { parseSecurity, readBuffer, type Security } from './security.ts';
-import { parseSlo, type SloConfig } from './slo-config.ts';
-import { parseTenant, type TenantConfig } from './tenant-config.ts';
-import { parseUsage, type UsageConfig } from './usage-config.ts';
+import { parseSlo, type SloConfig } from '../goodput/slo-config.ts';
+import { parseTenant, type TenantConfig } from '../tenants/tenant-config.ts';
+import { parseUsage, type UsageConfig } from '../ledger/usage-config.ts';
 import { parsePrices, type PricesConfig } from '../chargeback/prices-file.ts';
 import { parseMetricsUrl, parseUpstream } from './upstream-url.ts';
-import { readGroup, type GroupValues, type Row } from './variable-table.ts';
+import { readGroup, type GroupValues, type Row } from './variables/variable-table.ts';
 import { CONFIGURATION_TABLE, unknownVariables, VARIABLE_NAMES } from './variables.ts';
 import { MAX_WORKERS } from './variables/proxy.ts';
 
-export type { Env } from './parse.ts';
+export type { Env } from './parse/parse.ts';
 export { AOM_LABEL_VARIABLES } from './aom-labels.ts';
 
 /** The values of the table's rows of group `config`: each is Config's under the row's key. */

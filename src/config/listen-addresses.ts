@@ -6,9 +6,9 @@
 // the address a host name resolves to when the port is bound (resolveListenAddress).
 import { lookup } from 'node:dns/promises';
 import { isIP, isIPv6 } from 'node:net';
-import type { MindieServerConfig } from './mindie-config.ts';
-import { firstDefined, type Env, type Problem, type Source } from './parse.ts';
-import { readGroup, type GroupValues, type Row } from './variable-table.ts';
+import type { MindieServerConfig } from './parse/mindie-config.ts';
+import { firstDefined, type Env, type Problem, type Source } from './parse/parse.ts';
+import { readGroup, type GroupValues, type Row } from './variables/variable-table.ts';
 import { CONFIGURATION_TABLE } from './variables.ts';
 
 /** The ports: rows of group `listen` of the variables table. */

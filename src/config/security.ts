@@ -7,8 +7,8 @@ import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { createSecureContext } from 'node:tls';
-import type { MindieServerConfig } from './mindie-config.ts';
-import { nonEmpty as trimmed, switchWord, type Env, type Problem } from './parse.ts';
+import type { MindieServerConfig } from './parse/mindie-config.ts';
+import { nonEmpty as trimmed, switchWord, type Env, type Problem } from './parse/parse.ts';
 
 /** Key, certificate chain and passphrase of one TLS listener, read at start. */
 export interface TlsFiles {

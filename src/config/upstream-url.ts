@@ -1,7 +1,7 @@
 // The engine's URLs: INFERMETER_UPSTREAM, the model server every request goes to (refused with
 // credentials, a query, a fragment or the clients' trailing /v1, each said so), and the URLs of
 // its own metrics (INFERMETER_UPSTREAM_METRICS, INFERMETER_UPSTREAM_METRICS_JSON), `off` allowed.
-import { nonEmpty, type Problem } from './parse.ts';
+import { nonEmpty, type Problem } from './parse/parse.ts';
 
 export function parseUpstream(raw: string | undefined, required: boolean, problem: Problem): URL | undefined {
   const value = nonEmpty(raw);

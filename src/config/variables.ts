@@ -8,7 +8,7 @@ import { METRICS_VARIABLES } from './variables/metrics.ts';
 import { PROXY_VARIABLES } from './variables/proxy.ts';
 import { SECURITY_AND_LIMITS_VARIABLES } from './variables/security-and-limits.ts';
 import { USAGE_VARIABLES } from './variables/usage.ts';
-import { variableNames, type Row } from './variable-table.ts';
+import { variableNames, type Row } from './variables/variable-table.ts';
 
 export const CONFIGURATION_TABLE = [...PROXY_VARIABLES, ...USAGE_VARIABLES, ...SECURITY_AND_LIMITS_VARIABLES, ...METRICS_VARIABLES] as const;
 

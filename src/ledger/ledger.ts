@@ -4,10 +4,10 @@
 // spool (cluster/bus.ts); its start id and sequence let a reader see a gap.
 import { randomUUID } from 'node:crypto';
 import type { Registry } from '@prometheus-io/client';
-import type { UsageConfig } from '../config/usage-config.ts';
+import type { UsageConfig } from './usage-config.ts';
 import type { Logger } from '../log.ts';
 import type { RequestSample } from '../measure/sample.ts';
-import { registerDerived } from '../metrics/families.ts';
+import { registerDerived } from '../metrics/exposition/families.ts';
 import { httpDelivery } from './http-sink.ts';
 import { natsDelivery } from './nats-sink.ts';
 import { type Delivery, type SinkLoop, startSink } from './sink.ts';

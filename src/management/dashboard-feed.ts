@@ -6,18 +6,18 @@
 // O(1) per event). Rates are computed when served, from the counts of two snapshots.
 //
 // Memory is bounded whatever the traffic: a model with activity in the retention holds one ring
-// (18 numbers a snapshot) and two quantile windows (dashboard-window.ts), about 130 KB; a model
+// (18 numbers a snapshot) and two quantile windows (metrics/windows/quantile-window.ts), about 130 KB; a model
 // idle for the whole retention gives them back. Models are the recorder's, so at most
 // INFERMETER_MAX_MODELS plus `unknown` and `other`.
 // Over 300 lines: the snapshot ring, the quantile observer and the served rates share one state.
 import type { EngineView } from '../engine/engine-scraper.ts';
-import type { MeasurementState, ModelState, SampleObserver } from '../metrics/recorder.ts';
-import { createDashboardTenants, type TenantRow } from './dashboard-tenants.ts';
+import type { MeasurementState, ModelState, SampleObserver } from '../metrics/state/recorder.ts';
+import { createDashboardTenants, type TenantRow } from '../tenants/dashboard-tenants.ts';
 import { costData, type DashboardCost } from './dashboard-cost.ts';
-import { createDashboardGoodput, type DashboardGoodputData } from './dashboard-goodput.ts';
-import type { Goodput } from '../metrics/goodput-families.ts';
-import { isClientError } from '../metrics/failure-classes.ts';
-import { createQuantileWindow, MAX_RELATIVE_ERROR, type QuantileWindow } from './dashboard-window.ts';
+import { createDashboardGoodput, type DashboardGoodputData } from '../goodput/dashboard-goodput.ts';
+import type { Goodput } from '../goodput/goodput-families.ts';
+import { isClientError } from '../metrics/own/failure-classes.ts';
+import { createQuantileWindow, MAX_RELATIVE_ERROR, type QuantileWindow } from '../metrics/windows/quantile-window.ts';
 
 /** What the feed reads of the metrics (a Pick of Metrics). */
 interface DashboardSource {

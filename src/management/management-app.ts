@@ -5,7 +5,7 @@
 // who tries the wrong port is told the right one.
 import { Hono } from 'hono';
 import type { Metrics } from '../metrics/metrics.ts';
-import { requireBearer } from './bearer-token.ts';
+import { requireBearer } from '../bearer-token.ts';
 import { isDashboardShell, registerDashboard, type DashboardRouteOptions } from './dashboard-app.ts';
 import { metricsJson, type MetricsJsonOptions } from './metrics-json.ts';
 

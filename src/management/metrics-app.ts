@@ -6,8 +6,8 @@
 // it does on MindIE itself.
 import { Hono } from 'hono';
 import type { Metrics } from '../metrics/metrics.ts';
-import { wantsOpenMetrics } from '../metrics/openmetrics.ts';
-import { requireBearer } from './bearer-token.ts';
+import { wantsOpenMetrics } from '../metrics/exposition/openmetrics.ts';
+import { requireBearer } from '../bearer-token.ts';
 import { createScrapeRounds, type ScrapeRoundOptions } from './scrape-rounds.ts';
 
 /** Scrapes in progress or waiting at once (a Prometheus pair and then some); the rest get 503. */

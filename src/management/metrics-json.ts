@@ -2,7 +2,7 @@
 // average TTFT and TBT in milliseconds over the last N requests, the requests waiting and
 // processing, and the free KV-cache blocks where an engine reports them, in the spec's exact
 // shape: {"resultType":"vector","result":[{"metric":[{__name__, job, instance}],"value":"..."}]}.
-import { attributeInFlight, inFlightNow, inFlightTotals } from '../metrics/in-flight.ts';
+import { attributeInFlight, inFlightNow, inFlightTotals } from '../metrics/state/in-flight.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { chargebackOf } from '../chargeback/start.ts';
 

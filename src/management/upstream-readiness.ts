@@ -14,7 +14,7 @@ import { connect } from 'node:net';
 import type { Config } from '../config/config.ts';
 import type { Logger } from '../log.ts';
 import type { Clock } from '../measure/clock.ts';
-import type { ProxyEvents } from '../metrics/proxy-families.ts';
+import type { ProxyEvents } from '../metrics/own/proxy-families.ts';
 
 /** News older than this is stale: a /ready asked then probes first (ms). */
 const STALE_MS = 2000;

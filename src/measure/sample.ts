@@ -46,7 +46,7 @@ export interface RequestInfo {
    * With a tenant: whether the engine accepted the request (true: a 2xx answer; false: 401 or
    * 403); undefined until it answered, when it never did, or when it answered any other status
    * (a 404 on a path the engine's key check does not guard says nothing). Only an accepted request
-   * gives its tenant a place of its own (metrics/recorder.ts).
+   * gives its tenant a place of its own (metrics/state/tenant-label.ts).
    */
   readonly accepted?: boolean | undefined;
 }

@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
-import { readSloFile } from '../../src/config/slo-config.ts';
-import { createSloPolicy } from '../../src/slo/slo-policy.ts';
+import { readSloFile } from '../../src/goodput/slo-config.ts';
+import { createSloPolicy } from '../../src/goodput/slo-policy.ts';
 import { silentLogger } from '../../src/log.ts';
 
 const FILES = [

@@ -6,7 +6,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { startClusterPrimary, type ClusterInfermeter } from '../../src/cluster/primary.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { silentLogger } from '../../src/log.ts';
-import { createLabelGuard, sanitizeLabel } from '../../src/metrics/label-guard.ts';
+import { createLabelGuard, sanitizeLabel } from '../../src/metrics/exposition/label-guard.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
 import { listen } from '../helpers/listen.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { describe, it } from 'node:test';
-import { keyTenant } from '../../src/tenant/tenant-of.ts';
+import { keyTenant } from '../../src/tenants/tenant-of.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { seededRandom } from '../helpers/random.ts';
 import { listen } from '../helpers/listen.ts';

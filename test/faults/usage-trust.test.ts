@@ -12,7 +12,7 @@ import { describe, it } from 'node:test';
 import { startClusterPrimary } from '../../src/cluster/primary.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { createLogger } from '../../src/log.ts';
-import { keyTenant } from '../../src/tenant/tenant-of.ts';
+import { keyTenant } from '../../src/tenants/tenant-of.ts';
 import { parseExposition } from '../helpers/exposition.ts';
 import { clusterEnv } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';

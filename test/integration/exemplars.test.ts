@@ -14,7 +14,7 @@ import { startClusterPrimary } from '../../src/cluster/primary.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { createLogger } from '../../src/log.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
-import { wantsOpenMetrics } from '../../src/metrics/openmetrics.ts';
+import { wantsOpenMetrics } from '../../src/metrics/exposition/openmetrics.ts';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { PROCESS_FAMILY_LINES } from '../helpers/exposition.ts';
 import { nextFinished, startProxy } from '../helpers/proxy-harness.ts';

@@ -2,7 +2,7 @@
 // model, while MindIE's request_failed_total keeps counting every failure.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { failureClass } from '../../src/metrics/failure-classes.ts';
+import { failureClass } from '../../src/metrics/own/failure-classes.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
 import { freePort } from '../helpers/listen.ts';

@@ -13,7 +13,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { startClusterPrimary } from '../../src/cluster/primary.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { createLogger } from '../../src/log.ts';
-import { keyTenant } from '../../src/tenant/tenant-of.ts';
+import { keyTenant } from '../../src/tenants/tenant-of.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
 import { startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 import { nextFinished, scrape, startProxy, clusterEnv } from '../helpers/proxy-harness.ts';

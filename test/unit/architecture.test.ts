@@ -1,5 +1,7 @@
 // The house rules a reader relies on, checked on the sources: no import circle anywhere in
 // src/ (type imports included: a circle of types is still two modules that know each other),
+// imports between src/ folders one way only (each folder, a sub-folder included, one node; a
+// module at src/'s top its own node),
 // no function in the data plane longer than a reader can hold (about 150 lines), no source file
 // over 400 lines, each over 300 saying why in its opening comment, and process.exit only in the
 // entry points (src/cli.ts says which).
@@ -58,6 +60,24 @@ function imports(file: string): string[] {
   return found;
 }
 
+/** The node of the folder graph a module of src/ belongs to: its folder, or itself at the top. */
+export function folderOf(path: string): string {
+  const slash = path.lastIndexOf('/');
+  return slash === -1 ? path : path.slice(0, slash);
+}
+
+/** The folder graph: an edge from each folder to every other folder one of its modules imports. */
+export function folderGraph(modules: ReadonlyMap<string, readonly string[]>): Map<string, string[]> {
+  const graph = new Map<string, Set<string>>();
+  for (const [file, deps] of modules) {
+    const from = folderOf(file);
+    const edges = graph.get(from) ?? new Set<string>();
+    graph.set(from, edges);
+    for (const dep of deps) if (folderOf(dep) !== from) edges.add(folderOf(dep));
+  }
+  return new Map([...graph].map(([folder, edges]) => [folder, [...edges].sort()]));
+}
+
 /** One circle of the import graph, as a list of files, or undefined when there is none. */
 export function findCircle(graph: ReadonlyMap<string, readonly string[]>): string[] | undefined {
   const state = new Map<string, 'open' | 'done'>();
@@ -114,6 +134,35 @@ describe('architecture', () => {
     );
     const circle = findCircle(graph);
     assert.equal(circle?.map((f) => relative(SRC, f)).join(' -> '), undefined);
+  });
+
+  it('reads the folder graph: sub-folders their own nodes, top modules their own (the check itself)', () => {
+    const graph = folderGraph(
+      new Map([
+        ['app.ts', ['metrics/metrics.ts', 'log.ts']],
+        ['log.ts', []],
+        ['metrics/metrics.ts', ['metrics/own/a.ts', 'metrics/state.ts']],
+        ['metrics/state.ts', []],
+        ['metrics/own/a.ts', ['metrics/state.ts', 'metrics/own/b.ts']],
+        ['metrics/own/b.ts', []],
+      ]),
+    );
+    assert.deepEqual(Object.fromEntries(graph), { 'app.ts': ['log.ts', 'metrics'], 'log.ts': [], metrics: ['metrics/own'], 'metrics/own': ['metrics'] });
+    assert.deepEqual(findCircle(graph), ['metrics', 'metrics/own', 'metrics']);
+  });
+
+  it('imports between src/ folders run one way (no circle of folders)', () => {
+    const modules = new Map(sources(SRC).map((file) => [relative(SRC, file), imports(file).map((dep) => relative(SRC, dep))]));
+    const graph = folderGraph(modules);
+    assert.ok(graph.size > 20, `read ${graph.size} folders`);
+    for (const folder of ['config', 'config/parse', 'metrics', 'metrics/exposition', 'goodput', 'tenants']) assert.ok(graph.has(folder), `${folder} read`);
+    const circle = findCircle(graph);
+    const ties = (circle ?? []).slice(1).map((to, i) => {
+      const from = circle![i]!;
+      const via = [...modules].flatMap(([file, deps]) => (folderOf(file) === from ? deps.filter((d) => folderOf(d) === to).map((d) => `${file} -> ${d}`) : []));
+      return `${from} -> ${to} (${via.join(', ')})`;
+    });
+    assert.deepEqual(ties, [], 'a circle of folders: move the shared piece to the lower folder (docs/architecture.md, Layout)');
   });
 
   it(`has no function in src/data-plane/ longer than ${MAX_FUNCTION_LINES} lines`, () => {

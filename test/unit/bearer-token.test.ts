@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Hono } from 'hono';
-import { requireBearer } from '../../src/management/bearer-token.ts';
+import { requireBearer } from '../../src/bearer-token.ts';
 
 const TOKEN = 'metrics-token-0123456789abcdef';
 

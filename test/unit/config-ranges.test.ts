@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { loadConfig, type Config } from '../../src/config/config.ts';
-import { docOf, groupDefaults, isValueRow, type ValueRow } from '../../src/config/variable-table.ts';
+import { docOf, groupDefaults, isValueRow, type ValueRow } from '../../src/config/variables/variable-table.ts';
 import { CONFIGURATION_TABLE } from '../../src/config/variables.ts';
 
 /** Where a row's value lands in Config. */

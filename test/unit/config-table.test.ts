@@ -8,8 +8,8 @@ import { describe, it } from 'node:test';
 import { helpText } from '../../src/cli/help.ts';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
 import { DEFAULT_LIMITS } from '../../src/config/limits.ts';
-import { integer, onOff } from '../../src/config/parse.ts';
-import { groupDefaults, markdownRows, variable } from '../../src/config/variable-table.ts';
+import { integer, onOff } from '../../src/config/parse/parse.ts';
+import { groupDefaults, markdownRows, variable } from '../../src/config/variables/variable-table.ts';
 import { CONFIGURATION_TABLE } from '../../src/config/variables.ts';
 import { documentedRows } from '../helpers/configuration-doc.ts';
 

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/config.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
-import { judge } from '../../src/metrics/goodput-verdict.ts';
+import { judge } from '../../src/goodput/goodput-verdict.ts';
 import { DEMO_SLO, simTimings } from '../../src/sim/sim-defaults.ts';
 
 const MAX_TOKENS = 16 + 63; // the demo's max_tokens: 16 + (n * 13) % 64

@@ -14,7 +14,7 @@ import { parse, parseAllDocuments } from 'yaml';
 import { ConfigError, loadConfig, VARIABLES, type Config, type Env } from '../../src/config/config.ts';
 import { SECURITY_VARIABLES } from '../../src/config/security.ts';
 import { healthUrl } from '../../src/management/health-probe.ts';
-import { bucketVariable } from '../../src/metrics/buckets.ts';
+import { bucketVariable } from '../../src/metrics/exposition/buckets.ts';
 import { histogramFamilies } from '../../src/metrics/dialects/index.ts';
 import { execForm, finalStage, imageEnv } from '../helpers/dockerfile.ts';
 import { listen } from '../helpers/listen.ts';

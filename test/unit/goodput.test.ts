@@ -5,10 +5,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
-import { compileGlob, globMatches, parseSloFile, parseTargets } from '../../src/config/slo-config.ts';
+import { compileGlob, globMatches } from '../../src/config/parse/glob.ts';
+import { parseSloFile, parseTargets } from '../../src/goodput/slo-config.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
-import { exclusionOf, figuresOf, judge } from '../../src/metrics/goodput-verdict.ts';
-import { createSloPolicy } from '../../src/slo/slo-policy.ts';
+import { exclusionOf, figuresOf, judge } from '../../src/goodput/goodput-verdict.ts';
+import { createSloPolicy } from '../../src/goodput/slo-policy.ts';
 import { createLogger, silentLogger } from '../../src/log.ts';
 import { mkdtempSync, renameSync, rmSync, statSync, unwatchFile, watchFile, writeFileSync, type Stats } from 'node:fs';
 import { tmpdir } from 'node:os';

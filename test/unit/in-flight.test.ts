@@ -3,7 +3,7 @@
 // over model_name never counts a request twice, and waiting never below what the proxy sees.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { attributeInFlight, inFlightTotals, type EngineInFlight, type ProxyInFlight } from '../../src/metrics/in-flight.ts';
+import { attributeInFlight, inFlightTotals, type EngineInFlight, type ProxyInFlight } from '../../src/metrics/state/in-flight.ts';
 import { seededRandom } from '../helpers/random.ts';
 
 const engine = (running: Record<string, number>, waiting: Record<string, number>): EngineInFlight => ({

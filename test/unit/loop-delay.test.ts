@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from '@prometheus-io/client';
-import { addReadings, createLoopDelayMonitor, LOOP_DELAY_BUCKETS, registerLoopDelay, type LoopDelayReading } from '../../src/metrics/loop-delay.ts';
+import { addReadings, createLoopDelayMonitor, LOOP_DELAY_BUCKETS, registerLoopDelay, type LoopDelayReading } from '../../src/metrics/own/loop-delay.ts';
 import { parseExposition } from '../helpers/exposition.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from '@prometheus-io/client';
-import { registerDerived, registerHistogram } from '../../src/metrics/families.ts';
-import { createSlidingSum } from '../../src/metrics/sliding-sum.ts';
+import { registerDerived, registerHistogram } from '../../src/metrics/exposition/families.ts';
+import { createSlidingSum } from '../../src/metrics/windows/sliding-sum.ts';
 
 describe('weighted histogram', () => {
   it('renders cumulative buckets, sum and count; a weight adds that many observations', async () => {

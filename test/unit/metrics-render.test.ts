@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { createMetricsApp } from '../../src/management/metrics-app.ts';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.ts';
-import { OPENMETRICS_EOF, toOpenMetrics } from '../../src/metrics/openmetrics.ts';
+import { OPENMETRICS_EOF, toOpenMetrics } from '../../src/metrics/exposition/openmetrics.ts';
 import { PROCESS_FAMILY_LINES } from '../helpers/exposition.ts';
 import { noContainer } from '../helpers/no-container.ts';
 

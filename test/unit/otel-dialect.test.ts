@@ -11,7 +11,7 @@ import { classifyBody, classifyEvent } from '../../src/measure/openai-events.ts'
 import { createRequestTimer, type RequestTimer } from '../../src/measure/request-timer.ts';
 import type { InferenceApi } from '../../src/measure/sample.ts';
 import { errorType, OPERATION_NAMES, prometheusLabel } from '../../src/metrics/dialects/otel.ts';
-import { registerLabelledHistogram } from '../../src/metrics/families.ts';
+import { registerLabelledHistogram } from '../../src/metrics/exposition/families.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
 import { OTEL_BUCKETS, les as specLes } from '../helpers/spec-buckets.ts';

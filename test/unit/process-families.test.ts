@@ -1,7 +1,7 @@
 // The process families' event-loop lag statistics when no sample came since the last collection.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { processMetrics } from '../../src/metrics/process-families.ts';
+import { processMetrics } from '../../src/metrics/own/process-families.ts';
 
 const STATISTICS = ['min', 'max', 'mean', 'stddev', 'p50', 'p90', 'p99'];
 

@@ -3,7 +3,7 @@
 // prometheus_client.utils.floatToGoString(x).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formatPythonFloat } from '../../src/metrics/text-format.ts';
+import { formatPythonFloat } from '../../src/metrics/exposition/text-format.ts';
 
 describe('formatPythonFloat', () => {
   it('writes bounds as prometheus_client does', () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { createRecentRequests } from '../../src/metrics/recent-requests.ts';
+import { createRecentRequests } from '../../src/metrics/windows/recent-requests.ts';
 import { seededRandom } from '../helpers/random.ts';
 
 describe('recent requests window', () => {

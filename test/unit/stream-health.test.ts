@@ -10,7 +10,7 @@ import { createRequestTimer, type MeasurementSink } from '../../src/measure/requ
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { StreamHealth } from '../../src/measure/stream-health.ts';
 import { createMetrics, type MetricsOptions } from '../../src/metrics/metrics.ts';
-import { promptBand } from '../../src/metrics/prompt-band-families.ts';
+import { promptBand } from '../../src/metrics/own/prompt-band-families.ts';
 import { parseExposition } from '../helpers/exposition.ts';
 
 const clock = { now: 0 };

@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
-import { parseTenantAliases } from '../../src/config/tenant-config.ts';
-import { apiKeyOf, createTenantOf, keyTenant } from '../../src/tenant/tenant-of.ts';
+import { parseTenantAliases } from '../../src/tenants/tenant-config.ts';
+import { apiKeyOf, createTenantOf, keyTenant } from '../../src/tenants/tenant-of.ts';
 import { listen } from '../helpers/listen.ts';
 
 const problems = (env: Record<string, string>, files: Record<string, string> = {}): string[] => {

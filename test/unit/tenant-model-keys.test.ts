@@ -9,7 +9,7 @@ import { loadConfig } from '../../src/config/config.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
-import { createSloPolicy } from '../../src/slo/slo-policy.ts';
+import { createSloPolicy } from '../../src/goodput/slo-policy.ts';
 import { noContainer } from '../helpers/no-container.ts';
 
 type Pair = { readonly tenant: string; readonly model: string; readonly ttftMs: number; readonly tokens: number; readonly requests: number };

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
-import { defaultSource } from '../../src/config/usage-config.ts';
+import { defaultSource } from '../../src/ledger/usage-config.ts';
 import { createUsageWriter } from '../../src/ledger/ledger.ts';
 import { billingBasis, ledgerUsageSource, usageEvent, USAGE_DATA_SCHEMA, USAGE_EVENT_TYPE, type UsageEvent } from '../../src/ledger/usage-event.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';

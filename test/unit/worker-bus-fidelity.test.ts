@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { createWorkerBus, createWorkerReceiver, type WorkerMessage } from '../../src/cluster/bus.ts';
 import type { MeasurementSink } from '../../src/measure/request-timer.ts';
 import type { RequestInfo, RequestSample } from '../../src/measure/sample.ts';
-import type { ProxyEvents } from '../../src/metrics/proxy-families.ts';
+import type { ProxyEvents } from '../../src/metrics/own/proxy-families.ts';
 import { seededRandom } from '../helpers/random.ts';
 
 type Call = readonly [name: string, ...args: unknown[]];

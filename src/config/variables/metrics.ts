@@ -2,8 +2,8 @@
 // labels) and the OpenTelemetry export's standard OTEL_* variables. The dialects' and the
 // bucket families' text comes from the dialect table (metrics/dialects/index.ts).
 import { bucketFamiliesHelp, dialectsHelp } from '../../metrics/dialects/index.ts';
-import { integer, onOff, text } from '../parse.ts';
-import { documented, variable } from '../variable-table.ts';
+import { integer, onOff, text } from '../parse/parse.ts';
+import { documented, variable } from './variable-table.ts';
 
 export const METRICS_VARIABLES = [
   documented('INFERMETER_DIALECTS', '`mindie`', dialectsHelp()),

@@ -1,8 +1,8 @@
 // The variables table, first part: the listeners, the upstream, the caps on what is inspected
 // and held, the engine's own metrics, /metrics-json, usage injection, the access log and the
 // workers. variables.ts joins the parts into the one table, in the documented table's order.
-import { byteSize, integer, LABEL_VALUE, onOff, oneOf, orAuto, port, text } from '../parse.ts';
-import { documented, variable } from '../variable-table.ts';
+import { byteSize, integer, LABEL_VALUE, onOff, oneOf, orAuto, port, text } from '../parse/parse.ts';
+import { documented, variable } from './variable-table.ts';
 import type { LogLevel } from '../../log.ts';
 
 const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];

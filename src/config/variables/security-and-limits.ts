@@ -1,9 +1,12 @@
 // The variables table, second part: TLS, the metrics token, per-tenant metering, goodput's SLOs,
 // and the limits and timeouts (Config.limits), with the upstream connections' policy among them
 // as docs/configuration.md orders it.
-import { integer, oneOf } from '../parse.ts';
-import { documented, variable } from '../variable-table.ts';
-import { UPSTREAM_CONNECTION_POLICIES } from '../../data-plane/upstream-connections.ts';
+import { integer, oneOf } from '../parse/parse.ts';
+import { documented, variable } from './variable-table.ts';
+
+// The data plane's upstream connection policies (data-plane/upstream-connections.ts), written here
+// so that config/ does not import the data plane; test/unit/vocabulary.test.ts holds the two equal.
+export const UPSTREAM_CONNECTION_POLICIES = ['mirror', 'pool', 'close'] as const;
 
 export const SECURITY_AND_LIMITS_VARIABLES = [
   documented('INFERMETER_TLS_CERT', 'unset (config `tlsCert` with `httpsEnabled`)', 'PEM certificate (chain) of the data plane: HTTPS for clients'),

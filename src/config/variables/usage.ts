@@ -1,8 +1,8 @@
 // The variables table, the usage ledger's part: the spool's directory, the records' source, the
 // sync interval, rotation and retention (docs/usage-records.md). variables.ts joins it after
 // the proxy's part, in the documented table's order.
-import { byteSize, integer } from '../parse.ts';
-import { documented, variable } from '../variable-table.ts';
+import { byteSize, integer } from '../parse/parse.ts';
+import { documented, variable } from './variable-table.ts';
 
 const MiB = 1024 * 1024;
 

@@ -5,12 +5,12 @@
 import { availableParallelism, totalmem } from 'node:os';
 import type { Registry } from '@prometheus-io/client';
 import type { InferenceApi, RequestSample } from '../../measure/sample.ts';
-import { bucketsFor, type BucketTable } from '../buckets.ts';
+import { bucketsFor, type BucketTable } from '../exposition/buckets.ts';
 import { runTool } from '../container/accelerators.ts';
 import { createContainerSampler, onPath, type ContainerReading, type ContainerSamplerOptions } from '../container/container-sampler.ts';
-import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
-import { createPeriodWindow } from '../period-window.ts';
-import type { MeasurementState } from '../recorder.ts';
+import { registerDerived, registerHistogram, type MetricValue } from '../exposition/families.ts';
+import { createPeriodWindow } from '../windows/period-window.ts';
+import type { MeasurementState } from '../state/recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 
 const MODEL = 'model_name';

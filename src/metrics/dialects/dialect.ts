@@ -5,9 +5,9 @@
 // from which the configuration's validation, the bucket overrides, the help text and the
 // composition all derive. The context is what every dialect shares; a dialect's own options
 // (AOM's labels, OTel's attributes) are its factory's own argument, so no dialect knows another.
-import type { BucketOverrides } from '../buckets.ts';
+import type { BucketOverrides } from '../exposition/buckets.ts';
 import type { EngineView } from '../../engine/engine-scraper.ts';
-import type { SampleObserver } from '../recorder.ts';
+import type { SampleObserver } from '../state/recorder.ts';
 
 export interface Dialect extends SampleObserver {
   readonly name: string;

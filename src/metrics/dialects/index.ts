@@ -8,10 +8,9 @@
 // and startInfermeter's `dialectTable`, this one by default), never a registry mutated at run
 // time: a test adds a dialect by passing [...DIALECTS, its row].
 import type { Registry } from '@prometheus-io/client';
-import { OWN_BUCKETS, type BucketTable } from '../buckets.ts';
+import { OWN_BUCKETS, type BucketTable } from '../exposition/buckets.ts';
 import type { ContainerSamplerOptions } from '../container/container-sampler.ts';
-import type { ProxyEvents } from '../proxy-families.ts';
-import type { MeasurementState } from '../recorder.ts';
+import type { MeasurementState } from '../state/recorder.ts';
 import { AOM_BUCKETS, createAomDialect, type AomOptions } from './aom.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 import { createMindieDialect, MINDIE_BUCKETS } from './mindie.ts';
@@ -107,7 +106,7 @@ export function bucketFamiliesHelp(table: readonly DialectRow[] = DIALECTS): str
  */
 export function passThroughReport(
   rows: readonly DialectRow[],
-  events: ProxyEvents,
+  events: { readonly httpRequest?: ((dialect: string, route: string, method: string, status: number, seconds: number) => void) | undefined },
 ): ((target: string, method: string | undefined, status: number, seconds: number) => void) | undefined {
   const report = events.httpRequest;
   const labelling = rows.filter((row) => row.passThroughLabels !== undefined);

@@ -8,11 +8,11 @@
 // inter_token_latency_seconds and time_to_first_byte_seconds.
 import type { Registry } from '@prometheus-io/client';
 import type { EngineFamily } from '../../engine/engine-map.ts';
-import { inFlightNow } from '../in-flight.ts';
-import { bucketsFor, type BucketTable } from '../buckets.ts';
-import { createExposer } from '../exposer.ts';
-import { registerDerived, registerHistogram, type MetricValue } from '../families.ts';
-import type { MeasurementState, ModelState } from '../recorder.ts';
+import { inFlightNow } from '../state/in-flight.ts';
+import { bucketsFor, type BucketTable } from '../exposition/buckets.ts';
+import { createExposer } from './exposer.ts';
+import { registerDerived, registerHistogram, type MetricValue } from '../exposition/families.ts';
+import type { MeasurementState, ModelState } from '../state/recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 
 const LABEL = 'model_name';

@@ -9,9 +9,9 @@
 // Observed once per finished request; nothing here runs on the data path.
 import type { Registry } from '@prometheus-io/client';
 import type { InferenceApi, RequestSample } from '../../measure/sample.ts';
-import { bucketsFor, type BucketTable } from '../buckets.ts';
-import { registerLabelledHistogram, type LabelledHistogram } from '../families.ts';
-import type { MeasurementState } from '../recorder.ts';
+import { bucketsFor, type BucketTable } from '../exposition/buckets.ts';
+import { registerLabelledHistogram, type LabelledHistogram } from '../exposition/families.ts';
+import type { MeasurementState } from '../state/recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 
 /**

@@ -9,13 +9,13 @@
 import type { Registry } from '@prometheus-io/client';
 import type { EngineFamily } from '../../engine/engine-map.ts';
 import { VLLM_ENGINE_ONLY } from '../../engine/vllm-families.ts';
-import { inFlightNow } from '../in-flight.ts';
+import { inFlightNow } from '../state/in-flight.ts';
 import type { RequestSample } from '../../measure/sample.ts';
-import { bucketsFor, type BucketTable } from '../buckets.ts';
-import { phaseSplit } from '../phase-split.ts';
-import { registerDerived, registerHistogram, registerLabelledHistogram, type Family, type MetricValue } from '../families.ts';
-import { formatPythonFloat } from '../text-format.ts';
-import type { MeasurementState, ModelState } from '../recorder.ts';
+import { bucketsFor, type BucketTable } from '../exposition/buckets.ts';
+import { phaseSplit } from './phase-split.ts';
+import { registerDerived, registerHistogram, registerLabelledHistogram, type Family, type MetricValue } from '../exposition/families.ts';
+import { formatPythonFloat } from '../exposition/text-format.ts';
+import type { MeasurementState, ModelState } from '../state/recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 
 const MODEL = 'model_name';
