@@ -2,7 +2,7 @@
 // only on how far the exchange had got (the contract, unit-tested as such), and the writing of
 // infermeter's own error answer in the OpenAI error shape (openai-error.ts).
 import { STATUS_CODES, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
-import type { UpstreamResponse } from './upstream-request.ts';
+import type { UpstreamResponse } from './upstream-response.ts';
 import type { Logger } from '../log.ts';
 import { proxyErrorResponse, type ProxyErrorKind } from './openai-error.ts';
 
@@ -129,9 +129,4 @@ export function actOnFailedLeg(leg: FailedLeg): void {
       leg.proxyError(decision.kind);
       leg.answer(decision.kind, code);
   }
-}
-
-/** The upstream switched protocols on a request that did not ask to: not HTTP that can be forwarded. */
-export function unaskedUpgrade(): Error {
-  return Object.assign(new Error('the model server switched protocols on a request that asked for no upgrade'), { code: 'HPE_UNEXPECTED_UPGRADE' });
 }

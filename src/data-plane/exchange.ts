@@ -4,7 +4,7 @@
 // them (measure/request-timer.ts), driven only through the methods below (the response tap is
 // handed it by `tap`). Only these methods move a request on, and each checks its move: a move
 // the lifecycle does not allow is reported, not acted on.
-import type { UpstreamRequestHandle, UpstreamResponse } from './upstream-request.ts';
+import type { UpstreamRequestHandle, UpstreamResponse } from './upstream-response.ts';
 import type { Clock } from '../measure/clock.ts';
 import { createRequestTimer, type MeasurementSink, type RequestTimer } from '../measure/request-timer.ts';
 import { StreamHealth } from '../measure/stream-health.ts';

@@ -7,7 +7,7 @@
 // goes to the client at once (an event stream with the injected usage-only chunk removed).
 // What is held is taken from the process's budget for answers (INFERMETER_MAX_HELD_ANSWER_BYTES):
 // an answer that finds it spent is passed on unread (`unheld`).
-import type { UpstreamResponse } from './upstream-request.ts';
+import type { UpstreamResponse } from './upstream-response.ts';
 import type { AnswerBudget } from '../stream-tap/tap-contract.ts';
 import { rejectsStreamOptions, trustedRefusal } from './usage-injection.ts';
 

@@ -10,7 +10,7 @@
 //   finished    the client's side closed: measured, logged.
 // The response tap reads what the upstream sent, after it was written to the client.
 // Over 300 lines: one method per phase, in the lifecycle's order; the re-sends live in upstream-attempt.ts.
-import type { UpstreamResponse } from './upstream-request.ts';
+import type { UpstreamResponse } from './upstream-response.ts';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessLog } from '../access-log.ts';

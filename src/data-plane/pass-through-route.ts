@@ -15,7 +15,8 @@ import type { ProxyErrorKind } from './openai-error.ts';
 import { pathOf } from './request-path.ts';
 import { copyHead, cutWithUpstream, flushIdleHeaders, unsendableHead } from './response-head.ts';
 import type { UpstreamConnections } from './upstream-connections.ts';
-import { createUpstreamRequest, type UpstreamResponse } from './upstream-request.ts';
+import { createUpstreamRequest } from './upstream-request.ts';
+import type { UpstreamResponse } from './upstream-response.ts';
 
 export interface PassThroughOptions {
   readonly upstream: URL;

@@ -18,7 +18,7 @@ import type { ServerResponse } from 'node:http';
 import type { ResponseTap } from '../stream-tap/response-tap.ts';
 import { hexValue } from '../stream-tap/json-bytes.ts';
 import type { BodyFilter } from '../stream-tap/usage-strip.ts';
-import type { UpstreamResponse } from './upstream-request.ts';
+import type { UpstreamResponse } from './upstream-response.ts';
 
 export interface RelayHooks {
   /** Counts the bytes handed to the client (the access log); undefined: not counted. */

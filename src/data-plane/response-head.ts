@@ -1,7 +1,7 @@
 // The client's response head on the measured route: the upstream's status and headers as
 // written (hop-by-hop ones dropped), sent as soon as they arrive.
 import { validateHeaderName, validateHeaderValue, type ServerResponse } from 'node:http';
-import type { UpstreamResponse } from './upstream-request.ts';
+import type { UpstreamResponse } from './upstream-response.ts';
 import { forwardHeaders, headerFilter } from './hop-by-hop.ts';
 
 // A response's head: the upstream's headers but the hop-by-hop ones (and its content-length

@@ -24,7 +24,8 @@ import type { Exchange } from './exchange.ts';
 import { holdAnswer, mayBeRefusal } from './injected-answer.ts';
 import type { ResendReason } from './lifecycle.ts';
 import { copyBody, type BodyCopy } from './request-body.ts';
-import { mayHaveBeenServed, type SendUpstream, type UpstreamRequestHandle, type UpstreamResponse } from './upstream-request.ts';
+import type { SendUpstream } from './upstream-request.ts';
+import { mayHaveBeenServed, type UpstreamRequestHandle, type UpstreamResponse } from './upstream-response.ts';
 import type { UsageInjection } from './usage-injection.ts';
 import type { AnswerBudget } from '../stream-tap/tap-contract.ts';
 

@@ -3,7 +3,7 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
 import { PassThrough } from 'node:stream';
-import type { UpstreamResponse } from '../../src/data-plane/upstream-request.ts';
+import type { UpstreamResponse } from '../../src/data-plane/upstream-response.ts';
 import { createBodyBudget } from '../../src/data-plane/body-budget.ts';
 import { holdAnswer, mayBeRefusal, MAX_REFUSAL_BYTES } from '../../src/data-plane/injected-answer.ts';
 

@@ -1,7 +1,7 @@
 // One inference request's lifecycle (src/data-plane/lifecycle.ts, exchange.ts): the moves the
 // data plane makes, in order, and every impossible one reported instead of acted on.
 import { strict as assert } from 'node:assert';
-import type { UpstreamRequestHandle, UpstreamResponse } from '../../src/data-plane/upstream-request.ts';
+import type { UpstreamRequestHandle, UpstreamResponse } from '../../src/data-plane/upstream-response.ts';
 import { describe, it } from 'node:test';
 import { Exchange } from '../../src/data-plane/exchange.ts';
 import { allowed, LifecycleViolation, type Phase } from '../../src/data-plane/lifecycle.ts';

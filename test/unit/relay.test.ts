@@ -7,7 +7,7 @@ import net, { type Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
 import { chunkFrame, relay, wholeChunks } from '../../src/data-plane/relay.ts';
-import type { UpstreamResponse } from '../../src/data-plane/upstream-request.ts';
+import type { UpstreamResponse } from '../../src/data-plane/upstream-response.ts';
 import { createUsageStrip, type BodyFilter } from '../../src/stream-tap/usage-strip.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 import { listen } from '../helpers/listen.ts';

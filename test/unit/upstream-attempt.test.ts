@@ -11,7 +11,8 @@ import { HELD_ANSWER_CUT } from '../../src/data-plane/error-answer.ts';
 import { Exchange } from '../../src/data-plane/exchange.ts';
 import type { LifecycleViolation, ResendReason } from '../../src/data-plane/lifecycle.ts';
 import { UpstreamAttempt } from '../../src/data-plane/upstream-attempt.ts';
-import type { SendUpstream, UpstreamHandlers, UpstreamRequestHandle, UpstreamResponse } from '../../src/data-plane/upstream-request.ts';
+import type { SendUpstream } from '../../src/data-plane/upstream-request.ts';
+import type { UpstreamHandlers, UpstreamRequestHandle, UpstreamResponse } from '../../src/data-plane/upstream-response.ts';
 
 /** One sending as the fake upstream path saw it. */
 interface Sent {
