@@ -85,15 +85,20 @@ export interface UpstreamConnectionsOptions {
 }
 
 // undici's own timeouts are off: the data plane's deadlines (deadlines.ts) and the pass-through
-// route's idle timeout keep time. An idle connection is kept until the upstream closes it, as
-// Node's agent kept it (its Keep-Alive hint honoured: one too short to reuse safely is not
-// reused). One request at a time per connection: HTTP/1.1 without pipelining, as Node's agent.
+// route's idle timeout keep time. An idle connection without a Keep-Alive hint is kept until the
+// upstream closes it, as Node's agent kept it. One with a hint is closed 1 s before the hint
+// runs out, where Node's agent kept it until the upstream's close: undici has no way to wait
+// (its threshold, 2 s by default, set to Node's own bound: a hint of 1 s or less is not reused
+// at all). llama.cpp's `timeout=5`: its idle upstream connection closes after 4 s, and the
+// client's next request (its own connection kept) goes out on a new one. One request at a time
+// per connection: HTTP/1.1 without pipelining, as Node's agent.
 const CLIENT_OPTIONS = {
   pipelining: 1,
   headersTimeout: 0,
   bodyTimeout: 0,
   keepAliveTimeout: 2_147_483_647,
   keepAliveMaxTimeout: 2_147_483_647,
+  keepAliveTimeoutThreshold: 1_000,
 } as const;
 
 /** A Client that tells each request's handler its connection's state (a Pool's clients too). */
