@@ -41,7 +41,7 @@ export interface UpstreamLine {
   busy: boolean;
   /** What undici's parser read from `socket` last (the relay passes a read of whole chunks on as it came). */
   lastRead: Buffer | undefined;
-  /** A one-shot client (a retry's, `close`'s, a client's last request): closed once its request is done. */
+  /** A one-shot client's (a retry's, `close`'s, a client's last request): a new connection per request. */
   readonly once: boolean;
 }
 
@@ -55,7 +55,7 @@ export interface UpstreamConnections {
   dispatcherFor(client: Socket, keepAlive: boolean): Dispatcher;
   /** Each client connection has upstream connections of its own (`mirror`). */
   readonly mirror: boolean;
-  /** A new connection for one request, kept for nothing else: a retry's. */
+  /** The dispatcher of requests that each go on a new connection, kept for nothing else (a retry's, `close`'s, a client's last request). */
   fresh(): Dispatcher;
   /** An agent that opens a new connection for each request and keeps none: a websocket's (http-proxy-3). */
   readonly upgrades: http.Agent;
@@ -154,7 +154,10 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
       });
     return made;
   };
-  const fresh = (): Dispatcher => client(true);
+  // One-shot requests share a pool of clients, each connecting anew for each request (sent
+  // with `Connection: close`): no Client made and closed per request.
+  const oneShot = new Pool(origin, { ...CLIENT_OPTIONS, factory: () => client(true) });
+  const fresh = (): Dispatcher => oneShot;
   const agentOptions = { keepAlive: false };
   const upgrades = secure ? new https.Agent({ ...agentOptions, ...tls }) : new http.Agent(agentOptions);
   // The pool: undici's Pool hands a request to its first free connection.
@@ -211,6 +214,7 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
     mirrored: () => ({ clients: own.size, waiting }),
     destroy() {
       upgrades.destroy();
+      oneShot.destroy().catch(ignore);
       pool?.destroy().catch(ignore);
       for (const mine of own.values()) mine.destroy().catch(ignore);
       own.clear();

@@ -11,7 +11,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { forwardHeaders, headerFilter } from './hop-by-hop.ts';
-import type { UpstreamConnections, UpstreamLine } from './upstream-connections.ts';
+import type { UpstreamConnections } from './upstream-connections.ts';
 import { UpstreamCall, type UpstreamHandlers, type UpstreamRequestHandle } from './upstream-response.ts';
 
 // What the proxy sets itself is dropped from the client's headers: the Host always, the
@@ -87,7 +87,8 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
       // its client: the upstream would wait for the rest. The client's own request is heard above.
       if (body !== req) (body as Readable).once('close', () => (body as Readable).readableEnded || call.destroy());
     }
-    const dispatcher = fresh ? connections.fresh() : connections.dispatcherFor(req.socket, keepAlive);
+    const oneShot = connections.fresh();
+    const dispatcher = fresh ? oneShot : connections.dispatcherFor(req.socket, keepAlive);
     dispatcher.dispatch(
       {
         origin,
@@ -98,18 +99,14 @@ export function createUpstreamRequest(options: UpstreamRequestOptions): SendUpst
         // A connection for this request alone (a retry's, the client's last request on its
         // connection, `close`): `Connection: close` upstream too. Said either way: undici would
         // otherwise close a connection after a HEAD, or after a GET with a body.
-        reset: (dispatcher as { line?: UpstreamLine }).line?.once === true,
+        reset: dispatcher === oneShot,
         ...(idle > 0 ? { headersTimeout: idle, bodyTimeout: idle } : {}),
       },
       call,
     );
-    // A one-shot connection closes once its request is done.
-    if (call.line?.once === true) (dispatcher as Dispatcher).close().catch(ignore);
     return call;
   };
 }
-
-function ignore(): void {}
 
 /**
  * The upstream's path prefix joined with the client's path, as http-proxy-3 joins them: one
