@@ -129,7 +129,13 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   // The upstream connections (the client's own by default); a retry's fresh connection comes
   // from an agent that keeps none.
   const ca = options.upstreamCa === undefined ? {} : { ca: [...tlsRootCertificates, options.upstreamCa.toString('utf8')] };
-  const connections = createUpstreamConnections({ policy: options.upstreamConnections ?? 'mirror', https: upstream.protocol === 'https:', tls: ca });
+  const connections = createUpstreamConnections({
+    policy: options.upstreamConnections ?? 'mirror',
+    upstream,
+    tls: ca,
+    connectTimeoutMs: limits.upstreamConnectTimeoutMs,
+    strayBytes: () => options.proxyError('upstream_protocol'),
+  });
   const bodyBudget = options.maxHeldBodyBytes === undefined ? undefined : createBodyBudget(options.maxHeldBodyBytes, options.maxHeldBodyBytesPerClient);
   // Answers kept whole to be read (a non-streamed answer's usage, a 4xx read for a refusal).
   const answerBudget = options.maxHeldAnswerBytes === undefined ? undefined : createBodyBudget(options.maxHeldAnswerBytes);
@@ -152,7 +158,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     bodyBudget,
     violation: options.lifecycleViolation ?? ((error) => log.error(error.message, { code: error.code })),
     arrival: createArrivalClock(options.clock),
-    sendUpstream: createUpstreamRequest({ upstream, connections, connectTimeoutMs: limits.upstreamConnectTimeoutMs }),
+    sendUpstream: createUpstreamRequest({ upstream, connections }),
     deadlines,
     turn: connections.turn,
     limit: limits.maxConcurrency > 0 ? createConcurrencyLimit(limits.maxConcurrency) : undefined,

@@ -4,12 +4,12 @@
 // what the whole hop adds over a bare pass-through. A sweep costs nothing per request but an
 // entry in a set; a timeout fires up to one sweep late: a quarter of the shorter timeout, at
 // most a second (the precision Node keeps for its own headers and request timeouts).
-import type { ClientRequest, IncomingMessage } from 'node:http';
+import type { UpstreamRequestHandle, UpstreamResponse } from './upstream-response.ts';
 
 /** What a deadline watches: the upstream request once sent, and its response once begun. */
 export interface Watched {
-  readonly upstreamRequest: ClientRequest | undefined;
-  readonly upstreamResponse: IncomingMessage | undefined;
+  readonly upstreamRequest: UpstreamRequestHandle | undefined;
+  readonly upstreamResponse: UpstreamResponse | undefined;
 }
 
 export interface Deadlines {

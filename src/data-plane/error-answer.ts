@@ -1,7 +1,8 @@
 // What a client gets when the proxy's own leg to the upstream fails: a decision that depends
 // only on how far the exchange had got (the contract, unit-tested as such), and the writing of
 // infermeter's own error answer in the OpenAI error shape (openai-error.ts).
-import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import { STATUS_CODES, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import type { UpstreamResponse } from './upstream-response.ts';
 import type { Logger } from '../log.ts';
 import { proxyErrorResponse, type ProxyErrorKind } from './openai-error.ts';
 
@@ -81,7 +82,7 @@ export interface FailedLeg {
   /** The client's response. */
   readonly res: ServerResponse;
   /** The upstream's response, if its head had arrived. */
-  readonly response: IncomingMessage | undefined;
+  readonly response: UpstreamResponse | undefined;
   /** The request's path, for the log line. */
   readonly path: string;
   readonly log: Logger;
@@ -128,9 +129,4 @@ export function actOnFailedLeg(leg: FailedLeg): void {
       leg.proxyError(decision.kind);
       leg.answer(decision.kind, code);
   }
-}
-
-/** The upstream switched protocols on a request that did not ask to: not HTTP that can be forwarded. */
-export function unaskedUpgrade(): Error {
-  return Object.assign(new Error('the model server switched protocols on a request that asked for no upgrade'), { code: 'HPE_UNEXPECTED_UPGRADE' });
 }

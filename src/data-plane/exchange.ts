@@ -4,7 +4,7 @@
 // them (measure/request-timer.ts), driven only through the methods below (the response tap is
 // handed it by `tap`). Only these methods move a request on, and each checks its move: a move
 // the lifecycle does not allow is reported, not acted on.
-import type { ClientRequest, IncomingMessage } from 'node:http';
+import type { UpstreamRequestHandle, UpstreamResponse } from './upstream-response.ts';
 import type { Clock } from '../measure/clock.ts';
 import { createRequestTimer, type MeasurementSink, type RequestTimer } from '../measure/request-timer.ts';
 import { StreamHealth } from '../measure/stream-health.ts';
@@ -48,8 +48,8 @@ export class Exchange {
   private resends = 0; // a bit per reason: each at most once
   private answer: AnswerKind | undefined = undefined;
   private injected: Injection | undefined = undefined;
-  private request: ClientRequest | undefined = undefined;
-  private response: IncomingMessage | undefined = undefined;
+  private request: UpstreamRequestHandle | undefined = undefined;
+  private response: UpstreamResponse | undefined = undefined;
   private readonly options: ExchangeOptions;
   private readonly timer: RequestTimer;
   /** The longest silence between the batches relayed, and the client's back-pressure. */
@@ -101,7 +101,7 @@ export class Exchange {
     this.timer.fail(reason, status);
   }
   /** The response tap on the upstream's answer, reading into this request's timer; undefined (reported) when it cannot start. */
-  tap(response: IncomingMessage, options: TapOptions): ResponseTap | undefined {
+  tap(response: UpstreamResponse, options: TapOptions): ResponseTap | undefined {
     try {
       return tapResponse(response, this.timer, options);
     } catch (error) {
@@ -130,11 +130,11 @@ export class Exchange {
     return this.injected;
   }
   /** The request to the upstream, from `forwarded` (a timeout or a client that left aborts it). */
-  get upstreamRequest(): ClientRequest | undefined {
+  get upstreamRequest(): UpstreamRequestHandle | undefined {
     return this.request;
   }
   /** The upstream's response, once its head arrived (for the request forwarded last). */
-  get upstreamResponse(): IncomingMessage | undefined {
+  get upstreamResponse(): UpstreamResponse | undefined {
     return this.response;
   }
 
@@ -187,7 +187,7 @@ export class Exchange {
   }
 
   /** Sent upstream: first, or once more (`resend`), at most once for each reason. */
-  forwarded(request: ClientRequest, resend?: ResendReason): boolean {
+  forwarded(request: UpstreamRequestHandle, resend?: ResendReason): boolean {
     if (resend === undefined ? this.current === 'forwarded' : this.current !== 'forwarded' || this.resentFor(resend)) {
       this.options.violation(new LifecycleViolation(this.current, resend === undefined ? 'forwarded' : 'resend', resend));
       return false;
@@ -202,7 +202,7 @@ export class Exchange {
   }
 
   /** The upstream's head arrived: not an answer yet (a held 4xx may turn out a refusal). */
-  responded(response: IncomingMessage): void {
+  responded(response: UpstreamResponse): void {
     this.response = response;
   }
 

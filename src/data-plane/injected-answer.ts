@@ -7,7 +7,7 @@
 // goes to the client at once (an event stream with the injected usage-only chunk removed).
 // What is held is taken from the process's budget for answers (INFERMETER_MAX_HELD_ANSWER_BYTES):
 // an answer that finds it spent is passed on unread (`unheld`).
-import type { Readable } from 'node:stream';
+import type { UpstreamResponse } from './upstream-response.ts';
 import type { AnswerBudget } from '../stream-tap/tap-contract.ts';
 import { rejectsStreamOptions, trustedRefusal } from './usage-injection.ts';
 
@@ -38,7 +38,14 @@ export interface HeldAnswer {
  * Holds the body of an injected request's `status` answer and says what it is; `original` is
  * the client's own body (an error naming a field it wrote is about the client's request).
  */
-export function holdAnswer(response: Readable, status: number, original: Buffer, handlers: HeldAnswer, budget?: AnswerBudget, unheld?: () => void): void {
+export function holdAnswer(
+  response: UpstreamResponse,
+  status: number,
+  original: Buffer,
+  handlers: HeldAnswer,
+  budget?: AnswerBudget,
+  unheld?: () => void,
+): void {
   const chunks: Buffer[] = [];
   const hold = budget?.hold();
   let size = 0;

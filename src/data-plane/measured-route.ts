@@ -10,6 +10,7 @@
 //   finished    the client's side closed: measured, logged.
 // The response tap reads what the upstream sent, after it was written to the client.
 // Over 300 lines: one method per phase, in the lifecycle's order; the re-sends live in upstream-attempt.ts.
+import type { UpstreamResponse } from './upstream-response.ts';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessLog } from '../access-log.ts';
@@ -101,7 +102,7 @@ class InferenceCall {
   /** The sending upstream, from `begin`. */
   private attempt: UpstreamAttempt | undefined = undefined;
   /** The upstream's answer the client is being given. */
-  private answer: IncomingMessage | undefined = undefined;
+  private answer: UpstreamResponse | undefined = undefined;
   /** This request's share of the budget for held bodies, given back when it finishes. */
   private readonly hold: BodyHold;
   /** infermeter's own id of the request, with the usage ledger: its record's id (a client's id may repeat). */
@@ -220,7 +221,7 @@ class InferenceCall {
   }
 
   /** The upstream attempt's answer: the client is answered with it. */
-  response(response: IncomingMessage, held: HeldBytes | undefined): void {
+  response(response: UpstreamResponse, held: HeldBytes | undefined): void {
     const { exchange, res, options } = this;
     this.answer = response;
     if (res.writableEnded || res.destroyed) {
@@ -228,6 +229,8 @@ class InferenceCall {
       response.resume();
       return;
     }
+    // The upstream closes its connection after this answer: the client's closes too (mirror).
+    if (response.closesConnection) res.shouldKeepAlive = false;
     cutWithUpstream(response, res, () => {
       exchange.fail('upstream_reset');
       options.proxyError('upstream_reset');
@@ -239,7 +242,7 @@ class InferenceCall {
   }
 
   /** answered: the upstream's response as it came. */
-  private answerRelayed(response: IncomingMessage): void {
+  private answerRelayed(response: UpstreamResponse): void {
     if (!this.answerWithHead(response, 'relayed', false)) return;
     setImmediate(flushIdleHeaders, this.res, response, this.headSent);
     relay(response, this.res, this.exchange.tap(response, this.options.tap), {
@@ -252,7 +255,7 @@ class InferenceCall {
   }
 
   /** answered: an event stream with the usage-only chunk infermeter asked for taken out. */
-  private answerStripped(response: IncomingMessage): void {
+  private answerStripped(response: UpstreamResponse): void {
     const { options } = this;
     // Its length changes: no content-length.
     if (!this.answerWithHead(response, 'stripped', true)) return;
@@ -270,7 +273,7 @@ class InferenceCall {
   }
 
   /** answered: a 4xx to an injected request that was not a refusal, what was read of it first. */
-  private answerHeld(response: IncomingMessage, held: HeldBytes): void {
+  private answerHeld(response: UpstreamResponse, held: HeldBytes): void {
     const { exchange, options, res } = this;
     // The tap does not see a held answer: its head is told to the timer here.
     exchange.heldHead(response.statusCode ?? 0);
@@ -290,7 +293,7 @@ class InferenceCall {
    * answered with the upstream's head; false when Node refuses to send it (a status out of
    * range): the client gets a 502 instead.
    */
-  private answerWithHead(response: IncomingMessage, kind: 'relayed' | 'stripped', rewritten: boolean): boolean {
+  private answerWithHead(response: UpstreamResponse, kind: 'relayed' | 'stripped', rewritten: boolean): boolean {
     try {
       copyHead(response, this.res, rewritten);
     } catch (error) {
@@ -319,7 +322,7 @@ class InferenceCall {
    * reached, failed before answering, or its head could not be forwarded), or the answer being
    * given broke off.
    */
-  private upstreamFailed(error: Error, response: IncomingMessage | undefined): void {
+  private upstreamFailed(error: Error, response: UpstreamResponse | undefined): void {
     const { exchange, options } = this;
     actOnFailedLeg({
       error,

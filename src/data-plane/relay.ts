@@ -1,30 +1,24 @@
 // Sends an upstream response's body to the client, and hands what it wrote to the tap right
 // after writing it: the order (forward, then read) is in the code, not in the order of two
-// listeners. The body's slices come from Node's parser as it parses a read (upstream-body.ts),
-// or else from the response's 'data'; on the parser path, once a read was found to be whole
-// chunks, the parser stops handing them over and the chunks are read from the socket's reads
-// (chunk-decoder.ts): views of the read, without the parser's copy and call per slice; when the
-// head's own read holds the whole head, from the body's first byte (skipFromHead). Chunks
-// that arrive in the same read (one socket read holds many small HTTP chunks when the upstream
-// streams fast) are written as one, as the read's turn ends (on the parser path, from a listener
-// on the upstream socket after Node's own; else in a tick queued at the first of them): the same
-// bytes, leaving in the same turn, but one write through Node's HTTP and stream machinery
-// instead of one per upstream chunk, as nginx writes what one read brought.
+// listeners. The body's slices come from undici's parser as it parses a read (views of the read,
+// no copy: upstream-request.ts). Chunks that arrive in the same read (one socket read holds many
+// small HTTP chunks when the upstream streams fast) are written as one, in a tick queued at the
+// first of them: the same bytes, leaving in the same turn, but one write through Node's HTTP and
+// stream machinery instead of one per upstream chunk, as nginx writes what one read brought.
 // When the upstream's end came in the same read, the batch waits for it and leaves with the
 // end in one write, as the upstream sent them (the last event and the chunked terminator in one
-// packet). Back-pressure as a pipe has it: a client that reads slowly pauses the upstream.
+// packet). Back-pressure as a pipe has it: a client that reads slowly pauses the upstream's parser.
 // Once the head has gone, a chunked response's batch leaves through the response's raw send in
 // one socket write, where Node's write() makes four (size, CRLF, bytes, CRLF) corked until the
-// next tick and sent as one writev: on the parser path, a read that is whole chunks and that the
-// strip leaves as it is goes as the upstream framed it, its very bytes (the client's parser then
-// finds the upstream's chunks, as it would directly); any other batch is framed by the relay, size
-// line, bytes and CRLF in one Buffer. Either way a valid chunked body, with the same content.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+// next tick and sent as one writev: a read that is whole chunks and that the strip leaves as it
+// is goes as the upstream framed it, its very bytes (the client's parser then finds the
+// upstream's chunks, as it would directly); any other batch under 4 KiB is framed by the relay,
+// size line, bytes and CRLF in one Buffer. Either way a valid chunked body, with the same content.
+import type { ServerResponse } from 'node:http';
 import type { ResponseTap } from '../stream-tap/response-tap.ts';
-import { hexValue } from '../stream-tap/json-bytes.ts';
+import { hexValue } from '../json-bytes/bytes.ts';
 import type { BodyFilter } from '../stream-tap/usage-strip.ts';
-import { ChunkDecoder } from './chunk-decoder.ts';
-import { readBodyFromParser, skipBodySlices, skipFromHead } from './upstream-body.ts';
+import type { UpstreamResponse } from './upstream-response.ts';
 
 export interface RelayHooks {
   /** Counts the bytes handed to the client (the access log); undefined: not counted. */
@@ -77,7 +71,7 @@ export function chunkFrame(bytes: Buffer): Buffer {
 
 /**
  * Whether the upstream's read `raw` is exactly HTTP/1.1 chunks whose bodies are the first
- * `count` of `slices` (Node's parser's copies of them), each a size line of hex digits and CRLF,
+ * `count` of `slices` (views of it, from undici's parser), each a size line of hex digits and CRLF,
  * its bytes, CRLF, and nothing else: then it can go to a chunked client as it came. A read that
  * begins or ends inside a chunk, or has a chunk extension, is not. `known`: the read begins at a
  * chunk's start (the last one ended at a chunk's end), so the sizes tell; else the bytes are
@@ -137,7 +131,7 @@ function writeBatch(res: ServerResponse, out: Buffer, written: Written, framed: 
   written.sent = false;
 }
 
-export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
+export function relay(proxyRes: UpstreamResponse, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
   const { sent, lastWrite, filter, arrived, backpressure } = hooks;
   let firstWrite = hooks.firstWrite;
   // The batch's chunks in the first `count` places; the array is kept (not emptied: that would
@@ -147,16 +141,10 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
   let batchLength = 0;
   let waiting = false;
   const written: Written = { full: undefined, sent: false };
-  // The body's slices come from the parser itself where they can (upstream-body.ts): then
-  // back-pressure pauses the socket, as Node's own readStop does.
-  let direct = false;
-  const socket = proxyRes.socket;
-  /** What back-pressure pauses. */
-  const source = (): { pause(): unknown; resume(): unknown } | null => (direct ? socket : proxyRes);
   const onDrain = (): void => {
     waiting = false;
     backpressure?.(false);
-    source()?.resume();
+    proxyRes.resume();
   };
   /** The batch, joined (a lone chunk as it is); the batch starts over. */
   const take = (): Buffer => {
@@ -166,28 +154,14 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     batchLength = 0;
     return out;
   };
-  const flush = (): void => {
-    if (count === 0) return; // written already, with the end
-    // The upstream's end came in the same read (the parser saw the body complete): the batch
-    // leaves with it, in one write, as the upstream sent it ('end' follows in this turn).
-    if (proxyRes.complete && !proxyRes.destroyed) return;
-    write();
-  };
-  // The upstream socket's read whose slices are the batch (the parser path, a read after the
-  // head's): when it is whole chunks and nothing of it is cut, it goes on as it came, framing
-  // and all (no copy, no framing of our own).
-  let rawRead: Buffer | undefined;
   // The last read went on as it came: the next one begins at a chunk's start.
   let aligned = false;
-  // From then on the parser's slices are skipped (each a copy and a call from C++): the chunks
-  // are read from the socket's reads (chunk-decoder.ts), which says whether a read is whole.
-  let decoder: ChunkDecoder | undefined;
-  let giveBack: (() => void) | undefined;
-  let whole = false;
   const write = (): void => {
-    if (decoder === undefined) aligned = rawRead !== undefined && wholeChunks(rawRead, batch, count, aligned);
-    const framed = (decoder === undefined ? aligned : whole) ? rawRead : undefined;
-    rawRead = undefined;
+    // The upstream's read that brought the batch: when it is whole chunks and nothing of it is
+    // cut, it goes on as it came, framing and all (no copy, no framing of our own).
+    const raw = proxyRes.lastRead();
+    aligned = raw !== undefined && wholeChunks(raw, batch, count, aligned);
+    const framed = aligned ? raw : undefined;
     const read = take();
     const out = filter === undefined ? read : filter.pass(read);
     // A client that is gone takes its upstream request down with it (the data plane's 'close');
@@ -203,7 +177,7 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
         if (full !== undefined && !waiting) {
           waiting = true;
           backpressure?.(true);
-          source()?.pause();
+          proxyRes.pause();
           full.once('drain', onDrain);
         }
       }
@@ -213,56 +187,23 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     tap?.chunk(read, written.sent);
     written.sent = false;
   };
-  // On the parser path a listener on the upstream socket, after Node's own (which parses the
-  // read), writes the batch as the read's turn ends: no tick queued per read. It hears only the
-  // reads after the head's: that one's body is read in a tick (skipFromHead, below), or its
-  // slices written in one, as on the stream path.
-  let reading = false;
-  const onRead = (chunk: Buffer): void => {
-    reading = true;
-    if (decoder !== undefined) {
-      // A read Node's parser failed on (it destroyed the socket), or of a response destroyed,
-      // gives nothing, as the parser's slices of a destroyed response are dropped.
-      if (proxyRes.destroyed || socket?.destroyed === true) return;
-      whole = decoder.feed(chunk, onData);
-    } else if (count === 0) aligned = false; // a read of framing alone: where the next begins is unknown
-    rawRead = chunk;
-    flush();
-    rawRead = undefined;
-    if (decoder === undefined && aligned && !proxyRes.complete) {
-      giveBack = skipBodySlices(proxyRes);
-      if (giveBack !== undefined) decoder = new ChunkDecoder();
-    }
+  const flush = (): void => {
+    if (count === 0) return; // written already, with the end
+    // The upstream's end came in the same read (the parser saw the body complete): the batch
+    // leaves with it, in one write, as the upstream sent it.
+    if (proxyRes.complete) return;
+    write();
   };
   const onData = (chunk: Buffer): void => {
     if (count === 0) {
-      if (!reading) process.nextTick(flush);
+      process.nextTick(flush);
       arrived?.();
     }
     batch[count++] = chunk;
     batchLength += chunk.length;
   };
-  direct = readBodyFromParser(proxyRes, onData);
-  if (!direct) proxyRes.on('data', onData);
-  else {
-    socket?.on('data', onRead);
-    // The head's read holds the whole head: its body is read from it too (no slice copied at
-    // all), once the parser is done with it, as a later read is, before the 'end'.
-    const head = skipFromHead(proxyRes);
-    if (head !== undefined) {
-      ({ giveBack } = head);
-      decoder = new ChunkDecoder();
-      if (head.body.length > 0) process.nextTick(onRead, head.body);
-    }
-  }
-  /** The socket's next response (kept alive) is another relay's. */
-  const unlisten = (): void => {
-    if (direct) socket?.off('data', onRead);
-    giveBack?.();
-    giveBack = undefined;
-  };
+  proxyRes.on('data', onData);
   proxyRes.on('end', () => {
-    unlisten();
     const read = count === 0 ? undefined : take();
     let out = read;
     if (filter !== undefined) {
@@ -280,10 +221,9 @@ export function relay(proxyRes: IncomingMessage, res: ServerResponse, tap: Respo
     if (read !== undefined) tap?.chunk(read);
     tap?.end();
   });
-  // Complete but destroyed before its 'end' (its client left): what was held is handed on.
+  // Broken off before its end (a reset, its client left): what was held is handed on.
   proxyRes.on('close', () => {
-    unlisten();
-    if (count > 0) write();
-    tap?.close();
+    if (count > 0 && !proxyRes.complete) write();
+    if (!proxyRes.complete) tap?.close();
   });
 }

@@ -16,7 +16,7 @@
 //                      only be the engine's.
 // Each sending's late events are ignored; once the route closes it (the client left, the total
 // timeout answered), nothing more is sent or reported.
-import type { ClientRequest, IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { BodyHold, HeldBodyUse } from './body-budget.ts';
 import { HELD_ANSWER_CUT } from './error-answer.ts';
@@ -24,7 +24,8 @@ import type { Exchange } from './exchange.ts';
 import { holdAnswer, mayBeRefusal } from './injected-answer.ts';
 import type { ResendReason } from './lifecycle.ts';
 import { copyBody, type BodyCopy } from './request-body.ts';
-import { mayHaveBeenServed, type SendUpstream } from './upstream-request.ts';
+import type { SendUpstream } from './upstream-request.ts';
+import { mayHaveBeenServed, type UpstreamRequestHandle, type UpstreamResponse } from './upstream-response.ts';
 import type { UsageInjection } from './usage-injection.ts';
 import type { AnswerBudget } from '../stream-tap/tap-contract.ts';
 
@@ -48,7 +49,7 @@ export interface HeldBytes {
 
 interface AttemptHandlers {
   /** The answer: the upstream's head (a held 4xx with what was read of its body). */
-  response(response: IncomingMessage, held: HeldBytes | undefined): void;
+  response(response: UpstreamResponse, held: HeldBytes | undefined): void;
   /** No answer will come: the upstream could not be reached, failed before answering, or cut a held answer. */
   failed(error: Error): void;
   /** After `response`: that answer's leg failed (a parse error, a timeout, bytes after its end). */
@@ -89,7 +90,7 @@ export class UpstreamAttempt {
   private state: State = 'new';
   /** The sending whose events count: each one's late events are ignored. */
   private sending = 0;
-  private request: ClientRequest | undefined = undefined;
+  private request: UpstreamRequestHandle | undefined = undefined;
   /** What was sent last: a held body is sent again as it is. */
   private body: Buffer | Readable | undefined = undefined;
   /** A streamed body's chunks, kept until a response begins, for a re-send. */
@@ -161,7 +162,7 @@ export class UpstreamAttempt {
   }
 
   /** The upstream's head arrived: the answer, or a 4xx to hold and read first. */
-  private responded(response: IncomingMessage): void {
+  private responded(response: UpstreamResponse): void {
     if (this.state !== 'sending') {
       response.resume(); // closed: nobody wants it
       return;
@@ -183,7 +184,7 @@ export class UpstreamAttempt {
   }
 
   /** A 4xx to an injected request: a refusal is re-sent without the field, anything else is the answer. */
-  private holdRefusal(response: IncomingMessage, status: number, original: Buffer): void {
+  private holdRefusal(response: UpstreamResponse, status: number, original: Buffer): void {
     this.state = 'holding';
     // Nothing of it reached the client: an answer cut before its end is a failure like any other.
     const onClose = (): void => {
@@ -213,7 +214,7 @@ export class UpstreamAttempt {
     );
   }
 
-  private answer(response: IncomingMessage, held: HeldBytes | undefined): void {
+  private answer(response: UpstreamResponse, held: HeldBytes | undefined): void {
     this.state = 'answered';
     this.letBodyGo();
     this.handlers.response(response, held);

@@ -21,18 +21,44 @@
 // own (directly, the engine would make it), inside the TTFT measured from arrival. `pool` is one
 // shared keep-alive pool (a client's connect saved, at the cost of idle connections the engine
 // keeps threads for); `close` a new connection per request. Measured side by side in docs/real-engines.md and docs/performance.md.
-import http, { type ClientRequest, type ServerResponse } from 'node:http';
+import http, { type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
+import { buildConnector, Client, Pool, type Dispatcher } from 'undici';
 
 export type UpstreamConnectionPolicy = 'mirror' | 'pool' | 'close';
 export const UPSTREAM_CONNECTION_POLICIES: readonly UpstreamConnectionPolicy[] = ['mirror', 'pool', 'close'];
 
+/**
+ * One upstream connection's state, as the request written on it reads it (the stale-connection
+ * re-send, upstream-attempt.ts): its socket and how many answers it carried.
+ */
+export interface UpstreamLine {
+  socket: Socket | undefined;
+  /** Answers ended on `socket`: a request written after one is on a reused connection. */
+  answered: number;
+  /** A request is on it, its answer not yet ended. */
+  busy: boolean;
+  /** What undici's parser read from `socket` last (the relay passes a read of whole chunks on as it came). */
+  lastRead: Buffer | undefined;
+  /** A one-shot client's (a retry's, `close`'s, a client's last request): a new connection per request. */
+  readonly once: boolean;
+}
+
+/** What a request's handler learns of the connection it was dispatched on. */
+export interface Dispatched {
+  line?: UpstreamLine;
+}
+
 export interface UpstreamConnections {
-  /** The agent a request from `client` goes out through; `keepAlive`: the client's connection stays open after it. */
-  agentFor(client: Socket, keepAlive: boolean): http.Agent;
-  /** An agent that opens a new connection for each request and keeps none: a retry's. */
-  readonly fresh: http.Agent;
+  /** The dispatcher a request from `client` goes out through; `keepAlive`: the client's connection stays open after it. */
+  dispatcherFor(client: Socket, keepAlive: boolean): Dispatcher;
+  /** Each client connection has upstream connections of its own (`mirror`). */
+  readonly mirror: boolean;
+  /** The dispatcher of requests that each go on a new connection, kept for nothing else (a retry's, `close`'s, a client's last request). */
+  fresh(): Dispatcher;
+  /** An agent that opens a new connection for each request and keeps none: a websocket's (http-proxy-3). */
+  readonly upgrades: http.Agent;
   /**
    * Calls `go` when `res`'s request may go upstream: under mirror once the client connection's
    * earlier responses have ended (Node gives a pipelined request's response the socket then),
@@ -49,80 +75,124 @@ export interface UpstreamConnections {
 
 export interface UpstreamConnectionsOptions {
   readonly policy: UpstreamConnectionPolicy;
-  readonly https: boolean;
+  readonly upstream: URL;
   /** CA certificates of an https upstream (with the system's), or {} */
   readonly tls: { readonly ca?: string[] };
+  /** A connect that takes longer fails with ECONNECT_TIMEOUT; 0: none. */
+  readonly connectTimeoutMs: number;
+  /** Bytes that are not HTTP came after an answer's end. */
+  readonly strayBytes?: (() => void) | undefined;
+}
+
+// undici's own timeouts are off: the data plane's deadlines (deadlines.ts) and the pass-through
+// route's idle timeout keep time. An idle connection without a Keep-Alive hint is kept until the
+// upstream closes it, as Node's agent kept it. One with a hint is closed 1 s before the hint
+// runs out, where Node's agent kept it until the upstream's close: undici has no way to wait
+// (its threshold, 2 s by default, set to Node's own bound: a hint of 1 s or less is not reused
+// at all). llama.cpp's `timeout=5`: its idle upstream connection closes after 4 s, and the
+// client's next request (its own connection kept) goes out on a new one. One request at a time
+// per connection: HTTP/1.1 without pipelining, as Node's agent.
+const CLIENT_OPTIONS = {
+  pipelining: 1,
+  headersTimeout: 0,
+  bodyTimeout: 0,
+  keepAliveTimeout: 2_147_483_647,
+  keepAliveMaxTimeout: 2_147_483_647,
+  keepAliveTimeoutThreshold: 1_000,
+} as const;
+
+/** A Client that tells each request's handler its connection's state (a Pool's clients too). */
+class LineClient extends Client {
+  readonly line: UpstreamLine;
+  constructor(origin: string, options: Client.Options, line: UpstreamLine) {
+    super(origin, options);
+    this.line = line;
+  }
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    (handler as Dispatched).line = this.line;
+    return super.dispatch(options, handler);
+  }
 }
 
 export function createUpstreamConnections(options: UpstreamConnectionsOptions): UpstreamConnections {
-  const { policy, tls } = options;
-  const make = (keepAlive: boolean, scheduling?: 'lifo', maxSockets?: number): http.Agent => {
-    const settings = { keepAlive, ...(scheduling === undefined ? {} : { scheduling }), ...(maxSockets === undefined ? {} : { maxSockets }) };
-    return options.https ? new https.Agent({ ...settings, ...tls }) : new http.Agent(settings);
+  const { policy, tls, upstream } = options;
+  const origin = upstream.origin;
+  const secure = upstream.protocol === 'https:';
+  const connector = buildConnector({
+    ...tls,
+    allowH2: false,
+    timeout: options.connectTimeoutMs > 0 ? options.connectTimeoutMs : null,
+  } as buildConnector.BuildOptions);
+  const sockets = new Set<Socket>();
+  /** A client whose connector tracks its socket on its line. */
+  const client = (once: boolean): LineClient => {
+    const line: UpstreamLine = { socket: undefined, answered: 0, busy: false, lastRead: undefined, once };
+    const connect: buildConnector.connector = (connectOptions, callback) =>
+      connector(connectOptions, (error, socket) => {
+        if (error === null && socket != null) {
+          const s = socket as Socket;
+          line.socket = s;
+          line.answered = 0;
+          // undici reads the socket in paused mode: each read it parses is kept for the relay.
+          const read = s.read;
+          s.read = function (this: Socket, size?: number) {
+            const chunk = read.call(this, size) as Buffer | null;
+            if (chunk !== null) line.lastRead = chunk;
+            return chunk;
+          };
+          sockets.add(s);
+          s.once('close', () => sockets.delete(s));
+        }
+        callback(error as Error, socket as never);
+      });
+    const made = new LineClient(origin, { ...CLIENT_OPTIONS, connect }, line);
+    // Bytes that are not HTTP after an answer's end (on a kept connection) fail no request: the
+    // connection closes, and the protocol error is counted.
+    if (options.strayBytes !== undefined)
+      made.on('disconnect', (_origin, _targets, error) => {
+        if (!line.busy && stray(error)) options.strayBytes?.();
+      });
+    return made;
   };
-  const fresh = make(false);
-  // The pool (LIFO: the warmest connection first). Node's agent keeps no connection whose
-  // `Keep-Alive: timeout` hint is 1 s or less; a longer hint it honours only with an agent
-  // timeout, which none of these has: an idle connection stays until the upstream closes it, and
-  // a request that meets that close as it reuses it is sent again (the stale race, measured-route.ts).
-  const pool = policy === 'pool' ? make(true, 'lifo') : undefined;
-  const own = new Map<Socket, http.Agent>();
-  // Each client connection's latest response to go upstream: the one whose head an upstream
-  // answer becomes (set at its turn, so a pipelined request's close reaches its own answer).
-  const latest = new WeakMap<Socket, ServerResponse>();
+  // One-shot requests share a pool of clients, each connecting anew for each request (sent
+  // with `Connection: close`): no Client made and closed per request.
+  const oneShot = new Pool(origin, { ...CLIENT_OPTIONS, factory: () => client(true) });
+  const fresh = (): Dispatcher => oneShot;
+  const agentOptions = { keepAlive: false };
+  const upgrades = secure ? new https.Agent({ ...agentOptions, ...tls }) : new http.Agent(agentOptions);
+  // The pool: undici's Pool hands a request to its first free connection.
+  const pool = policy === 'pool' ? new Pool(origin, { ...CLIENT_OPTIONS, factory: () => client(false) }) : undefined;
+  const own = new Map<Socket, LineClient>();
   let waiting = 0;
 
-  /** The client connection's agent: each upstream answer that closes its connection closes the client's after it too. */
-  const mirrorOf = (client: Socket): http.Agent => {
-    // One socket: should a turn come before the last answer's socket was handed back (Node frees
-    // it a tick after the answer's end), its request waits for it rather than open a second.
-    const agent = make(true, undefined, 1);
-    const add = (agent as unknown as AddRequest).addRequest;
-    // ClientRequest calls addRequest(req, options): no rest array, no closure per request.
-    (agent as unknown as AddRequest).addRequest = function (this: http.Agent, proxyReq: ClientRequest, requestOptions: unknown): void {
-      (proxyReq as Mirrored)[CLIENT_RESPONSE] = latest.get(client);
-      // Before the route's own listener writes the client's head from res.shouldKeepAlive.
-      proxyReq.prependListener('response', closeAfterUpstream);
-      add.call(this, proxyReq, requestOptions);
-    };
-    return agent;
-  };
-
-  const agentFor = (client: Socket, keepAlive: boolean): http.Agent => {
+  const dispatcherFor = (clientSocket: Socket, keepAlive: boolean): Dispatcher => {
     if (pool !== undefined) return pool;
-    if (policy === 'close') return fresh;
-    const mine = own.get(client);
+    if (policy === 'close') return fresh();
+    const mine = own.get(clientSocket);
     if (mine !== undefined) return mine;
     // The client's last request on this connection: the upstream's is its last too.
-    if (!keepAlive) return fresh;
-    const agent = mirrorOf(client);
-    own.set(client, agent);
-    client.once('close', () => {
-      own.delete(client);
-      agent.destroy();
+    if (!keepAlive) return fresh();
+    const made = client(false);
+    own.set(clientSocket, made);
+    clientSocket.once('close', () => {
+      own.delete(clientSocket);
+      made.destroy().catch(ignore);
     });
-    return agent;
-  };
-
-  const count = (agent: http.Agent): number => {
-    let n = 0;
-    for (const list of Object.values(agent.sockets)) n += list?.length ?? 0;
-    for (const list of Object.values(agent.freeSockets)) n += list?.length ?? 0;
-    return n;
+    return made;
   };
 
   return {
-    agentFor,
+    mirror: policy === 'mirror',
+    dispatcherFor,
     fresh,
+    upgrades,
     turn(res, go) {
       if (policy !== 'mirror') {
         go();
         return;
       }
-      const client = res.req.socket;
       // Not pipelined (the common case): its response has the socket already.
       if (res.socket !== null) {
-        latest.set(client, res);
         go();
         return;
       }
@@ -130,7 +200,6 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
       const onSocket = (): void => {
         res.off('close', onClose);
         waiting--;
-        latest.set(client, res);
         go();
       };
       // The client connection closed (the client left, a reset, infermeter ended it) before its turn.
@@ -141,31 +210,23 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
       res.once('socket', onSocket);
       res.once('close', onClose);
     },
-    open: () => count(fresh) + (pool === undefined ? 0 : count(pool)) + [...own.values()].reduce((n, agent) => n + count(agent), 0),
+    open: () => sockets.size,
     mirrored: () => ({ clients: own.size, waiting }),
     destroy() {
-      fresh.destroy();
-      pool?.destroy();
-      for (const agent of own.values()) agent.destroy();
+      upgrades.destroy();
+      oneShot.destroy().catch(ignore);
+      pool?.destroy().catch(ignore);
+      for (const mine of own.values()) mine.destroy().catch(ignore);
       own.clear();
+      for (const socket of sockets) socket.destroy();
     },
   };
 }
 
-const CLIENT_RESPONSE = Symbol('infermeter.clientResponse');
-type Mirrored = ClientRequest & { [CLIENT_RESPONSE]?: ServerResponse | undefined };
-
-/**
- * An upstream request's 'response' (once per request, so a plain listener): Node set its
- * shouldKeepAlive from the upstream's head (`Connection: close`, HTTP/1.0); a close is passed on
- * to the client response that was the connection's latest when the request was sent.
- */
-function closeAfterUpstream(this: Mirrored): void {
-  const res = this[CLIENT_RESPONSE];
-  if (!this.shouldKeepAlive && res !== undefined && !res.headersSent) res.shouldKeepAlive = false;
+/** undici's error for bytes that came with no request on the connection, or that were not HTTP. */
+function stray(error: Error): boolean {
+  const code = (error as { code?: string }).code;
+  return code?.startsWith('HPE_') === true || (code === 'UND_ERR_SOCKET' && error.message === 'bad response');
 }
 
-/** Node's Agent#addRequest, through which every request it serves comes (not in its types). */
-interface AddRequest {
-  addRequest(this: http.Agent, req: ClientRequest, options: unknown): void;
-}
+function ignore(): void {}

@@ -5,7 +5,7 @@
 // newline-delimited JSON stream's (ndjson-tap.ts: Ollama's own routes) or a JSON body's
 // (body-tap.ts). Nothing here can throw into the data path: a problem is counted and the
 // tap goes quiet.
-import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { RequestTimer } from '../measure/request-timer.ts';
 import { decoderFor } from './body-decoders.ts';
 import { tapBody } from './body-tap.ts';
@@ -21,8 +21,15 @@ export function isEventStream(contentType: string | undefined): boolean {
 
 function ignore(): void {}
 
+/** What the tap reads of an upstream response: its status and headers, and whether its body came whole. */
+export interface TappedResponse {
+  readonly statusCode?: number | undefined;
+  readonly headers: IncomingHttpHeaders;
+  readonly complete: boolean;
+}
+
 /** A tap for an upstream response, from its status and headers; the caller hands it the body. */
-export function tapResponse(proxyRes: IncomingMessage, timer: RequestTimer, options: TapOptions): ResponseTap {
+export function tapResponse(proxyRes: TappedResponse, timer: RequestTimer, options: TapOptions): ResponseTap {
   const status = proxyRes.statusCode ?? 0;
   const contentType = proxyRes.headers['content-type'];
   const events = isEventStream(contentType);
@@ -47,7 +54,10 @@ export function tapResponse(proxyRes: IncomingMessage, timer: RequestTimer, opti
 }
 
 /** Hands a body that is piped elsewhere to the tap: these listeners land after the pipe's. */
-export function listenTap(proxyRes: IncomingMessage, tap: ResponseTap): void {
+export function listenTap(
+  proxyRes: { on(event: 'data', listener: (chunk: Buffer) => void): unknown; on(event: 'end' | 'close', listener: () => void): unknown },
+  tap: ResponseTap,
+): void {
   proxyRes.on('data', tap.chunk);
   proxyRes.on('end', tap.end);
   proxyRes.on('close', tap.close);

@@ -3,6 +3,7 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
 import { PassThrough } from 'node:stream';
+import type { UpstreamResponse } from '../../src/data-plane/upstream-response.ts';
 import { createBodyBudget } from '../../src/data-plane/body-budget.ts';
 import { holdAnswer, mayBeRefusal, MAX_REFUSAL_BYTES } from '../../src/data-plane/injected-answer.ts';
 
@@ -13,7 +14,7 @@ const CLIENT_BODY = Buffer.from('{"model":"m","messages":[{"role":"user","conten
 function hold(status: number, chunks: readonly (string | Buffer)[], original: Buffer = CLIENT_BODY): Promise<{ held: Held; response: PassThrough }> {
   const response = new PassThrough();
   return new Promise((resolve) => {
-    holdAnswer(response, status, original, {
+    holdAnswer(response as unknown as UpstreamResponse, status, original, {
       refused: () => resolve({ held: { refused: true }, response }),
       passOn: (held, size, complete) => resolve({ held: { refused: false, body: Buffer.concat(held).toString(), size, complete }, response }),
     });
@@ -122,7 +123,7 @@ describe('injected answers', () => {
     let unheld = 0;
     const held = await new Promise<Held>((resolve) => {
       holdAnswer(
-        response,
+        response as unknown as UpstreamResponse,
         400,
         CLIENT_BODY,
         {

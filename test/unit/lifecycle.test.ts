@@ -1,15 +1,15 @@
 // One inference request's lifecycle (src/data-plane/lifecycle.ts, exchange.ts): the moves the
 // data plane makes, in order, and every impossible one reported instead of acted on.
 import { strict as assert } from 'node:assert';
-import type { ClientRequest, IncomingMessage } from 'node:http';
+import type { UpstreamRequestHandle, UpstreamResponse } from '../../src/data-plane/upstream-response.ts';
 import { describe, it } from 'node:test';
 import { Exchange } from '../../src/data-plane/exchange.ts';
 import { allowed, LifecycleViolation, type Phase } from '../../src/data-plane/lifecycle.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
 
 const PHASES: readonly Phase[] = ['received', 'identified', 'forwarded', 'answered', 'finished'];
-const request = {} as ClientRequest;
-const response = {} as IncomingMessage;
+const request = {} as UpstreamRequestHandle;
+const response = {} as UpstreamResponse;
 
 function exchange(): { exchange: Exchange; violations: LifecycleViolation[]; samples: RequestSample[]; uninspected: string[] } {
   let now = 0;
@@ -84,7 +84,7 @@ describe('request lifecycle', () => {
     ex.forwarded(request);
     ex.responded(response);
     ex.refuseInjection();
-    const second = {} as ClientRequest;
+    const second = {} as UpstreamRequestHandle;
     assert.equal(ex.forwarded(second, 'refused_injection'), true);
     assert.equal(ex.upstreamRequest, second);
     assert.equal(ex.upstreamResponse, undefined, "the refusal was not the re-send's answer");

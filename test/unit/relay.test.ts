@@ -7,6 +7,7 @@ import net, { type Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
 import { chunkFrame, relay, wholeChunks } from '../../src/data-plane/relay.ts';
+import type { UpstreamResponse } from '../../src/data-plane/upstream-response.ts';
 import { createUsageStrip, type BodyFilter } from '../../src/stream-tap/usage-strip.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 import { listen } from '../helpers/listen.ts';
@@ -46,7 +47,7 @@ async function stage(t: { after(fn: () => unknown): void }, filter?: BodyFilter)
     const lastWrite: { writes: number; ended: boolean }[] = [];
     const tapSent: { sent: boolean | undefined; writes: number }[] = [];
     relay(
-      upstream as unknown as IncomingMessage,
+      Object.assign(upstream, { lastRead: () => undefined }) as unknown as UpstreamResponse,
       res,
       {
         chunk: (b, sent) => {
@@ -315,7 +316,7 @@ describe('relay', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.flushHeaders(); // the head gone: every batch takes the framed path
       upstream = new PassThrough();
-      relay(upstream as unknown as IncomingMessage, res, undefined);
+      relay(Object.assign(upstream, { lastRead: () => undefined }) as unknown as UpstreamResponse, res, undefined);
     });
     const { url } = await listen(t, server);
     const res = await new Promise<IncomingMessage>((resolve, reject) => http.get(`${url}/`, { agent: false }, resolve).on('error', reject));

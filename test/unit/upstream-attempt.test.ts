@@ -4,14 +4,15 @@
 // re-send after a refused injection each at most once, and only when their rules allow.
 import { strict as assert } from 'node:assert';
 import { EventEmitter } from 'node:events';
-import type { ClientRequest, IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { describe, it } from 'node:test';
 import { PassThrough, Readable } from 'node:stream';
 import { HELD_ANSWER_CUT } from '../../src/data-plane/error-answer.ts';
 import { Exchange } from '../../src/data-plane/exchange.ts';
 import type { LifecycleViolation, ResendReason } from '../../src/data-plane/lifecycle.ts';
 import { UpstreamAttempt } from '../../src/data-plane/upstream-attempt.ts';
-import type { SendUpstream, UpstreamHandlers } from '../../src/data-plane/upstream-request.ts';
+import type { SendUpstream } from '../../src/data-plane/upstream-request.ts';
+import type { UpstreamHandlers, UpstreamRequestHandle, UpstreamResponse } from '../../src/data-plane/upstream-response.ts';
 
 /** One sending as the fake upstream path saw it. */
 interface Sent {
@@ -21,7 +22,7 @@ interface Sent {
   readonly handlers: UpstreamHandlers;
 }
 
-/** A ClientRequest as the attempt reads it: reused or not, destroyed or not (never written to a socket). */
+/** An upstream request as the attempt reads it: reused or not, destroyed or not (never written to a socket). */
 class FakeRequest extends EventEmitter {
   reusedSocket: boolean;
   destroyed = false;
@@ -43,16 +44,16 @@ class FakeRequest extends EventEmitter {
 }
 
 type Report =
-  | { kind: 'response'; response: IncomingMessage; held: string | undefined; complete: boolean | undefined }
+  | { kind: 'response'; response: UpstreamResponse; held: string | undefined; complete: boolean | undefined }
   | { kind: 'failed' | 'broke'; code: string | undefined };
 
-function fakeResponse(status: number): IncomingMessage {
+function fakeResponse(status: number): UpstreamResponse {
   const response = new PassThrough() as PassThrough & { statusCode: number; headers: Record<string, string>; complete: boolean };
   response.statusCode = status;
   response.headers = {};
   response.complete = false;
   response.on('end', () => (response.complete = true));
-  return response as unknown as IncomingMessage;
+  return response as unknown as UpstreamResponse;
 }
 
 function harness(options: { reused?: boolean[]; injected?: Buffer; req?: IncomingMessage; maxInspectBytes?: number } = {}) {
@@ -64,8 +65,8 @@ function harness(options: { reused?: boolean[]; injected?: Buffer; req?: Incomin
   const reused = options.reused ?? [];
   const sendUpstream: SendUpstream = (_req, body, handlers, _id, fresh = false) => {
     const request = new FakeRequest(reused[sent.length] ?? false, handlers);
-    sent.push({ body, fresh, request, handlers });
-    return request as unknown as ClientRequest;
+    sent.push({ body: body ?? Buffer.alloc(0), fresh, request, handlers });
+    return request as unknown as UpstreamRequestHandle;
   };
   const exchange = new Exchange('chat', undefined, {
     clock: () => 0,
@@ -166,7 +167,7 @@ describe('the upstream attempt', () => {
     const response = fakeResponse(200);
     h.sent[1]!.handlers.response(response);
     assert.equal(h.reports.length, 1);
-    assert.equal((h.reports[0]! as { response: IncomingMessage }).response, response);
+    assert.equal((h.reports[0]! as { response: UpstreamResponse }).response, response);
     assert.equal(h.exchange.resendReason, 'stale_connection');
     assert.deepEqual(h.violations, []);
   });
@@ -247,7 +248,7 @@ describe('the upstream attempt', () => {
     const response = fakeResponse(200);
     h.sent[1]!.handlers.response(response);
     assert.equal(h.reports.length, 1);
-    assert.equal((h.reports[0]! as { response: IncomingMessage }).response, response);
+    assert.equal((h.reports[0]! as { response: UpstreamResponse }).response, response);
     assert.equal(h.injectionRefused(), 1);
     assert.equal(h.exchange.injection?.refused, true);
   });
