@@ -10,8 +10,8 @@ import { join } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
 const bin = (name: string) => join(root, 'node_modules', '.bin', name);
-// Two files at a time: measured best on two cores (docs/testing.md#time).
-const CONCURRENCY = process.env.TEST_CONCURRENCY ?? '2';
+// Four files at a time: measured best on two cores, most files waiting on processes (docs/testing.md#time).
+const CONCURRENCY = process.env.TEST_CONCURRENCY ?? '4';
 const files = process.argv.slice(2);
 // Node's compile cache (the sources with their types stripped, compiled) for the test files'
 // processes and the infermeters they spawn (test/helpers/child-process.ts passes it on): each
