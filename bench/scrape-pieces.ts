@@ -8,6 +8,7 @@
 // bounded in count.
 //   node bench/scrape-pieces.ts <root> <upstream> <models> <tenants> <dialects> [renders]
 import http from 'node:http';
+import { fillCaps } from './caps.ts';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -15,7 +16,6 @@ const [root = '.', upstream = '', modelsArg = '100', tenantsArg = '100', dialect
 const MODELS = Number(modelsArg);
 const TENANTS = Number(tenantsArg);
 const RENDERS = Number(rendersArg);
-const name = (kind: string, i: number) => `${kind}-${i}-`.padEnd(128, 'x');
 /**
  * The process's CPU time (ms), its GC threads' included: the main thread's alone is counted in
  * scheduler ticks (4 ms here: /proc's schedstat and RUSAGE_THREAD read a running thread's count
@@ -62,16 +62,7 @@ function request(model: string, tenant: string, agent: http.Agent): Promise<void
 
 try {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
-  let next = 0;
-  const pairs = MODELS * TENANTS;
-  await Promise.all(
-    Array.from({ length: 16 }, async () => {
-      while (next < pairs) {
-        const i = next++;
-        await request(name('model', i % MODELS), name('tenant', Math.floor(i / MODELS)), agent);
-      }
-    }),
-  );
+  await fillCaps(MODELS, TENANTS, (model, tenant) => request(model, tenant, agent));
   agent.destroy();
   const times: number[] = [];
   // Each piece's CPU time (ms): apart from the scheduler's waits, which the wall time includes.

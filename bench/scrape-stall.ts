@@ -12,6 +12,7 @@
 // fidelity bench's scrape scenario, 100 models, in repetitions).
 import { spawn } from 'node:child_process';
 import http from 'node:http';
+import { capName, fillCaps } from './caps.ts';
 import { cpus, loadavg } from 'node:os';
 import { createWriteStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -25,7 +26,6 @@ const TENANTS = Number(process.env.BENCH_TENANTS ?? (quick ? 30 : 100));
 const DIALECTS = process.env.BENCH_DIALECTS ?? 'mindie,vllm,otel';
 const BYSTANDERS = Number(process.env.BENCH_BYSTANDERS ?? 32);
 const REPETITIONS = quick ? 2 : 5;
-const name = (kind: string, i: number) => `${kind}-${i}-`.padEnd(128, 'x');
 
 function stream(url: string, agent: http.Agent, tokens: number, model: string, tenant: string): Promise<number[]> {
   return new Promise((resolve, reject) => {
@@ -88,19 +88,10 @@ async function run(label: string, cli: string, upstream: string): Promise<{ row:
   try {
     const started = JSON.parse(line) as { data: string; metrics: string };
     const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-    let next = 0;
-    const pairs = MODELS * TENANTS;
-    await Promise.all(
-      Array.from({ length: 16 }, async () => {
-        while (next < pairs) {
-          const i = next++;
-          await stream(started.data, agent, 2, name('model', i % MODELS), name('tenant', Math.floor(i / MODELS)));
-        }
-      }),
-    );
+    await fillCaps(MODELS, TENANTS, (model, tenant) => stream(started.data, agent, 2, model, tenant));
     const bystanders = async () => {
       const gaps = await Promise.all(
-        Array.from({ length: BYSTANDERS }, (_, i) => stream(started.data, agent, 300, name('model', i % MODELS), name('tenant', i % TENANTS))),
+        Array.from({ length: BYSTANDERS }, (_, i) => stream(started.data, agent, 300, capName('model', i % MODELS), capName('tenant', i % TENANTS))),
       );
       return Math.max(...gaps.flat());
     };
