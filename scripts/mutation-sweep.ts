@@ -15,7 +15,7 @@ import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { stripTypeScriptTypes } from 'node:module';
 import { dirname, join, matchesGlob, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import ts from 'typescript';
+import { parseSync, type Node } from 'oxc-parser';
 
 const ROOT = join(import.meta.dirname, '..');
 // Node 24, whatever node started this script (the tests need its type stripping).
@@ -83,62 +83,87 @@ function changedLines(range: string): Map<string, Set<number>> {
   return out;
 }
 
-const SWAPS: Readonly<Partial<Record<ts.SyntaxKind, readonly string[]>>> = {
-  [ts.SyntaxKind.LessThanToken]: ['<='],
-  [ts.SyntaxKind.LessThanEqualsToken]: ['<'],
-  [ts.SyntaxKind.GreaterThanToken]: ['>='],
-  [ts.SyntaxKind.GreaterThanEqualsToken]: ['>'],
-  [ts.SyntaxKind.EqualsEqualsEqualsToken]: ['!=='],
-  [ts.SyntaxKind.ExclamationEqualsEqualsToken]: ['==='],
-  [ts.SyntaxKind.AmpersandAmpersandToken]: ['||'],
-  [ts.SyntaxKind.BarBarToken]: ['&&'],
-  [ts.SyntaxKind.QuestionQuestionToken]: ['||'],
-  [ts.SyntaxKind.PlusEqualsToken]: ['-='],
-  [ts.SyntaxKind.MinusEqualsToken]: ['+='],
+const SWAPS: Readonly<Record<string, readonly string[]>> = {
+  '<': ['<='],
+  '<=': ['<'],
+  '>': ['>='],
+  '>=': ['>'],
+  '===': ['!=='],
+  '!==': ['==='],
+  '&&': ['||'],
+  '||': ['&&'],
+  '??': ['||'],
+  '+=': ['-='],
+  '-=': ['+='],
 };
-const isStatementToDrop = (node: ts.Node): boolean => {
-  if (ts.isReturnStatement(node)) return true;
-  if (!ts.isExpressionStatement(node)) return false;
+const isStatementToDrop = (node: Node): boolean => {
+  if (node.type === 'ReturnStatement') return true;
+  if (node.type !== 'ExpressionStatement') return false;
   const e = node.expression;
-  if (ts.isCallExpression(e) || ts.isAwaitExpression(e) || ts.isDeleteExpression(e)) return true;
-  if (ts.isPrefixUnaryExpression(e) || ts.isPostfixUnaryExpression(e)) return true;
-  return ts.isBinaryExpression(e) && e.operatorToken.kind >= ts.SyntaxKind.FirstAssignment && e.operatorToken.kind <= ts.SyntaxKind.LastAssignment;
+  if (e.type === 'UnaryExpression') return e.operator !== 'void' && e.operator !== 'typeof';
+  if (e.type === 'ChainExpression') return e.expression.type === 'CallExpression';
+  return ['CallExpression', 'AwaitExpression', 'UpdateExpression', 'AssignmentExpression'].includes(e.type);
 };
+/** Types are stripped before the code runs: a mutant there changes nothing (`x as T`, `x!` are code). */
+const isType = (type: string): boolean => type.startsWith('TS') && !type.endsWith('Expression');
+
+/** A node's children, in source order, types left out. */
+function children(node: object): Node[] {
+  const out: Node[] = [];
+  for (const value of Object.values(node)) {
+    for (const child of Array.isArray(value) ? value : [value]) {
+      if (child !== null && typeof child === 'object' && typeof child.type === 'string' && !isType(child.type)) out.push(child);
+    }
+  }
+  return out.sort((a, b) => a.start - b.start);
+}
 
 /** Every mutant of the changed lines of one file. */
 function mutantsOf(file: string, lines: ReadonlySet<number>): Mutant[] {
   const text = readFileSync(join(ROOT, file), 'utf8');
-  const source = ts.createSourceFile(file, text, ts.ScriptTarget.ES2024, true, ts.ScriptKind.TS);
+  const { program } = parseSync(file, text, { lang: 'ts' });
   const out: Mutant[] = [];
-  const lineOf = (pos: number) => source.getLineAndCharacterOfPosition(pos).line + 1;
-  const add = (node: ts.Node, to: string) => {
-    const start = node.getStart(source);
+  const lineStarts = [0];
+  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) lineStarts.push(i + 1);
+  const lineOf = (offset: number) => lineStarts.findLastIndex((start) => start <= offset) + 1;
+  const source = (node: { start: number; end: number }) => text.slice(node.start, node.end);
+  const add = (start: number, end: number, to: string) => {
     const line = lineOf(start);
-    if (lines.has(line)) out.push({ file, line, start, end: node.getEnd(), from: node.getText(source), to });
+    if (lines.has(line)) out.push({ file, line, start, end, from: text.slice(start, end), to });
   };
-  const visit = (node: ts.Node): void => {
-    // Types are stripped before the code runs: a mutant there changes nothing.
-    if (ts.isTypeNode(node) || ts.isInterfaceDeclaration(node) || ts.isTypeAliasDeclaration(node)) return;
-    if (ts.isBinaryExpression(node)) {
-      for (const to of SWAPS[node.operatorToken.kind] ?? []) add(node.operatorToken, to);
-      const op = node.operatorToken.kind;
-      if ((op === ts.SyntaxKind.PlusToken || op === ts.SyntaxKind.MinusToken) && ts.isNumericLiteral(node.right)) {
-        add(node, node.left.getText(source));
-        add(node.operatorToken, op === ts.SyntaxKind.PlusToken ? '-' : '+');
+  // ESTree keeps no token for an operator: it is the first match between its two operands.
+  const operator = (node: { left: Node; right: Node; operator: string }) => {
+    const at = text.indexOf(node.operator, node.left.end);
+    return { start: at, end: at + node.operator.length };
+  };
+  const visit = (node: Node): void => {
+    if (node.type === 'BinaryExpression' || node.type === 'LogicalExpression' || node.type === 'AssignmentExpression') {
+      const op = operator(node as { left: Node; right: Node; operator: string });
+      for (const to of SWAPS[node.operator] ?? []) add(op.start, op.end, to);
+      if ((node.operator === '+' || node.operator === '-') && node.right.type === 'Literal' && typeof node.right.value === 'number') {
+        add(node.start, node.end, source(node.left));
+        add(op.start, op.end, node.operator === '+' ? '-' : '+');
       }
-    } else if (ts.isPrefixUnaryExpression(node) && node.operator === ts.SyntaxKind.ExclamationToken) {
-      add(node, node.operand.getText(source));
-    } else if (ts.isNumericLiteral(node) && (node.text === '0' || node.text === '1')) {
-      add(node, node.text === '0' ? '1' : '0');
-    } else if (node.kind === ts.SyntaxKind.TrueKeyword || node.kind === ts.SyntaxKind.FalseKeyword) {
-      add(node, node.kind === ts.SyntaxKind.TrueKeyword ? 'false' : 'true');
-    } else if (ts.isPropertyAccessExpression(node) && node.expression.getText(source) === 'Math' && ['max', 'min'].includes(node.name.text)) {
-      add(node.name, node.name.text === 'max' ? 'min' : 'max');
+    } else if (node.type === 'UnaryExpression' && node.operator === '!') {
+      add(node.start, node.end, source(node.argument));
+    } else if (node.type === 'Literal' && (node.raw === '0' || node.raw === '1')) {
+      add(node.start, node.end, node.raw === '0' ? '1' : '0');
+    } else if (node.type === 'Literal' && typeof node.value === 'boolean') {
+      add(node.start, node.end, node.value ? 'false' : 'true');
+    } else if (
+      node.type === 'MemberExpression' &&
+      !node.computed &&
+      node.object.type === 'Identifier' &&
+      node.object.name === 'Math' &&
+      node.property.type === 'Identifier' &&
+      ['max', 'min'].includes(node.property.name)
+    ) {
+      add(node.property.start, node.property.end, node.property.name === 'max' ? 'min' : 'max');
     }
-    if (isStatementToDrop(node)) add(node, ';');
-    ts.forEachChild(node, visit);
+    if (isStatementToDrop(node)) add(node.start, node.end, ';');
+    for (const child of children(node)) visit(child);
   };
-  visit(source);
+  visit(program);
   return out;
 }
 

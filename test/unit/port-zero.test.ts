@@ -10,7 +10,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
+import { parseSync, Visitor, type Expression, type ObjectExpression, type ObjectProperty } from 'oxc-parser';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const PORTS = ['INFERMETER_PORT', 'INFERMETER_MANAGEMENT_PORT', 'INFERMETER_METRICS_PORT'];
@@ -25,42 +25,42 @@ function testSources(dir: string): string[] {
   });
 }
 
-const propertyName = (p: ts.ObjectLiteralElementLike) =>
-  ts.isPropertyAssignment(p) || ts.isShorthandPropertyAssignment(p)
-    ? ts.isIdentifier(p.name) || ts.isStringLiteral(p.name)
-      ? p.name.text
-      : undefined
-    : undefined;
+type Member = ObjectExpression['properties'][number];
+const propertyName = (p: Member): string | undefined =>
+  p.type === 'Property' && !p.computed ? (p.key.type === 'Identifier' ? p.key.name : p.key.type === 'Literal' ? String(p.key.value) : undefined) : undefined;
 
 /** Where a source binds a fixed port or leaves one of infermeter's ports at its default. */
 function fixedPorts(path: string, text: string): string[] {
-  const source = ts.createSourceFile(path, text, ts.ScriptTarget.ES2024, true);
+  const { program } = parseSync(path, text, { lang: 'ts' });
   const starts = STARTS.test(text);
   const found: string[] = [];
-  const at = (node: ts.Node) => `${relative(ROOT, path)}:${source.getLineAndCharacterOfPosition(node.getStart()).line + 1}`;
-  const fixed = (node: ts.Expression | undefined) => node !== undefined && ts.isNumericLiteral(node) && Number(node.text) !== 0;
-  const visit = (node: ts.Node) => {
-    if (ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression) && node.expression.name.text === 'listen') {
+  const at = (offset: number) => `${relative(ROOT, path)}:${text.slice(0, offset).split('\n').length}`;
+  const fixed = (node: Expression | undefined) => node?.type === 'Literal' && typeof node.value === 'number' && node.value !== 0;
+  new Visitor({
+    CallExpression(node) {
+      const callee = node.callee;
+      if (callee.type !== 'MemberExpression' || callee.computed || callee.property.type !== 'Identifier' || callee.property.name !== 'listen') return;
       const first = node.arguments[0];
       const port =
-        first && ts.isObjectLiteralExpression(first)
-          ? first.properties.find((p): p is ts.PropertyAssignment => ts.isPropertyAssignment(p) && propertyName(p) === 'port')?.initializer
-          : first;
-      if (fixed(port)) found.push(`${at(node)}: listens on port ${port!.getText(source)}`);
-    }
-    if (starts && ts.isObjectLiteralExpression(node) && !node.properties.some(ts.isSpreadAssignment)) {
+        first?.type === 'ObjectExpression'
+          ? first.properties.find((p): p is ObjectProperty => p.type === 'Property' && propertyName(p) === 'port')?.value
+          : first?.type === 'SpreadElement'
+            ? undefined
+            : first;
+      if (fixed(port as Expression | undefined)) found.push(`${at(node.start)}: listens on port ${text.slice(port!.start, port!.end)}`);
+    },
+    ObjectExpression(node) {
+      if (!starts || node.properties.some((p) => p.type === 'SpreadElement')) return;
       const names = new Set(node.properties.map(propertyName));
       const given = PORTS.filter((p) => names.has(p));
       const zero = node.properties.some(
-        (p) => ts.isPropertyAssignment(p) && PORTS.includes(propertyName(p) ?? '') && ts.isStringLiteral(p.initializer) && p.initializer.text === '0',
+        (p) => p.type === 'Property' && PORTS.includes(propertyName(p) ?? '') && p.value.type === 'Literal' && p.value.value === '0',
       );
       if (zero && given.length < PORTS.length) {
-        found.push(`${at(node)}: gives ${given.join(', ')} but not ${PORTS.filter((p) => !names.has(p)).join(', ')} (its default is taken)`);
+        found.push(`${at(node.start)}: gives ${given.join(', ')} but not ${PORTS.filter((p) => !names.has(p)).join(', ')} (its default is taken)`);
       }
-    }
-    ts.forEachChild(node, visit);
-  };
-  visit(source);
+    },
+  }).visit(program);
   return found;
 }
 
