@@ -20,7 +20,7 @@
 // is one with backslashes, a separator to WHATWG URL parsers.
 // The target sent upstream is the client's, unchanged. Which routes there are, and which API
 // each is, is the API table's (measure/inference-apis.ts): the router is built from its rows.
-import { INFERENCE_APIS, type InferenceApi, type InferenceApiRow } from '../measure/inference-apis.ts';
+import { INFERENCE_APIS, type InferenceApi, type InferenceApiRow, type RouteKind } from '../measure/inference-apis.ts';
 
 /** An inference route: its API, and whether the engine's route takes OpenAI's `stream_options` (usage injection). */
 export interface InferenceRoute {
@@ -38,7 +38,7 @@ export function createInferenceRouter(table: readonly InferenceApiRow[] = INFERE
   for (const row of table) {
     // A test's own table may add names the type does not list; the rest of the code takes the name as given.
     const api = row.name as InferenceApi;
-    const route = (kind: 'openai' | 'own' | undefined): InferenceRoute | undefined =>
+    const route = (kind: RouteKind | undefined): InferenceRoute | undefined =>
       kind === undefined ? undefined : { api, streamOptions: kind === 'openai' && row.streamOptions };
     for (const [segments, [v1, bare]] of Object.entries(row.routes)) {
       if (routes.has(segments)) throw new Error(`the route ${segments} is in two rows of the API table`);
