@@ -31,22 +31,24 @@ export interface InferenceApiRow {
   readonly goodput: boolean;
   /** Its canonical route, the AOM `path` and vLLM `handler` label: a client's prefix cannot add series. */
   readonly path: string;
-  /** Its `gen_ai.operation.name`: the OpenTelemetry GenAI conventions' well-known value. */
+  /** Its `gen_ai.operation.name`: the GenAI conventions' well-known value (the Responses and Messages APIs': chat, as they name it). */
   readonly otelOperation: string;
   /** Its `gen_ai.provider.name` where the configured one is the default `openai` (which names the API's flavour). */
   readonly otelProvider?: string;
 }
 
-const OPENAI_ONLY = ['openai', 'own'] as const;
-const EVERYWHERE = ['openai', 'openai'] as const;
-const ENGINE_OWN = ['own', 'own'] as const;
+// A route's [with /v1, without]: OpenAI's both ways; OpenAI's under /v1 and llama-server's own
+// without it; an engine's own both ways.
+const OPENAI = ['openai', 'openai'] as const;
+const OPENAI_V1 = ['openai', 'own'] as const;
+const OWN = ['own', 'own'] as const;
 
 export const INFERENCE_APIS = [
   {
     name: 'chat',
     // vLLM's SageMaker `/invocations` serves a chat, completions or embeddings body by its shape:
     // counted as chat (its label must not depend on the body), never injected into.
-    routes: { 'chat/completions': EVERYWHERE, invocations: ENGINE_OWN, 'api/chat': ENGINE_OWN },
+    routes: { 'chat/completions': OPENAI, invocations: OWN, 'api/chat': OWN },
     streamOptions: true,
     generates: true,
     goodput: true,
@@ -57,12 +59,12 @@ export const INFERENCE_APIS = [
     name: 'completions',
     // llama-server's `/completion(s)` and `/infill`, SGLang's and TGI's `/generate(_stream)`, Ollama's `/api/generate`.
     routes: {
-      completions: OPENAI_ONLY,
-      completion: ENGINE_OWN,
-      infill: ENGINE_OWN,
-      generate: ENGINE_OWN,
-      generate_stream: ENGINE_OWN,
-      'api/generate': ENGINE_OWN,
+      completions: OPENAI_V1,
+      completion: OWN,
+      infill: OWN,
+      generate: OWN,
+      generate_stream: OWN,
+      'api/generate': OWN,
     },
     streamOptions: true,
     generates: true,
@@ -72,7 +74,7 @@ export const INFERENCE_APIS = [
   },
   {
     name: 'responses',
-    routes: { responses: EVERYWHERE },
+    routes: { responses: OPENAI },
     streamOptions: false,
     generates: true,
     goodput: true,
@@ -81,7 +83,7 @@ export const INFERENCE_APIS = [
   },
   {
     name: 'embeddings',
-    routes: { embeddings: OPENAI_ONLY, embedding: ENGINE_OWN, 'api/embed': ENGINE_OWN, 'api/embeddings': ENGINE_OWN },
+    routes: { embeddings: OPENAI_V1, embedding: OWN, 'api/embed': OWN, 'api/embeddings': OWN },
     streamOptions: false,
     generates: false,
     goodput: false,

@@ -117,6 +117,7 @@ export function errorType(sample: RequestSample): string | undefined {
  *   client, or to its end), with `error.type` on those that did not succeed;
  * - token usage: `input` and `output` as the upstream reported them (or, for a stream cut short,
  *   the output tokens it delivered); never the zero fallback of a stream without usage.
+ * `apis`: the API table whose rows name the operation and provider (the real one unless given).
  */
 export function otelMeasurements(
   sample: RequestSample,
@@ -124,7 +125,6 @@ export function otelMeasurements(
   emit: (instrument: OtelInstrumentKey, value: number, attributes: OtelAttributes) => void,
   apis: InferenceApis = REAL_APIS,
 ): void {
-  // The operation and provider are the API's (its row in the API table).
   const api = apis.of(sample.api);
   const base: OtelAttributes = {
     'gen_ai.operation.name': api?.otelOperation ?? sample.api,
