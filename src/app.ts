@@ -18,6 +18,7 @@ import { startManagement, type Management } from './management/start-management.
 import { listen, urlOf, type ListenPolicy } from './management/listen.ts';
 import { monotonicClock, type Clock } from './measure/clock.ts';
 import type { MeasurementSink } from './measure/request-timer.ts';
+import type { InferenceApiRow } from './measure/inference-apis.ts';
 import type { ContainerSamplerOptions } from './metrics/container/container-sampler.ts';
 import { createMetrics, type Metrics, type MetricsOptions } from './metrics/metrics.ts';
 import type { OtelOptions } from './metrics/dialects/otel.ts';
@@ -75,6 +76,11 @@ export interface StartOptions {
    * dialect of its own). In one process only: a worker builds its data plane with DIALECTS.
    */
   readonly dialectTable?: readonly DialectRow[];
+  /**
+   * The inference APIs: which routes are measured and what each API's traits are (default:
+   * INFERENCE_APIS; a test adds an API of its own). In one process only, as the dialect table.
+   */
+  readonly apiTable?: readonly InferenceApiRow[];
 }
 
 function requireUpstream(config: Config): URL {
@@ -124,6 +130,7 @@ export function buildMetrics(
     version: VERSION,
     dialects: config.dialects,
     ...(options.dialectTable === undefined ? {} : { dialectTable: options.dialectTable }),
+    apiTable: options.apiTable,
     buckets: config.buckets,
     aom: config.aom,
     openConnections: plane.connections,
@@ -185,6 +192,7 @@ export function buildDataPlane(
   aliases?: TenantAliases,
   dialectTable: readonly DialectRow[] = DIALECTS,
   usage?: UsageWriter,
+  apiTable?: readonly InferenceApiRow[],
 ): { dataPlane: DataPlane; accessLog: AccessLog | undefined } {
   const accessLog = config.accessLog === undefined ? undefined : openAccessLog(config.accessLog, log, events.accessLogDropped);
   const usageInjection = createInjectionSwitch(
@@ -220,6 +228,7 @@ export function buildDataPlane(
     clientError: events.clientError,
     httpRequest: passThroughReport(dialectRows(config.dialects, dialectTable), events),
     lifecycleViolation,
+    apiTable,
     tenantOf: aliases === undefined ? undefined : createTenantOf(config.tenant.source, aliases.current),
   });
   return { dataPlane, accessLog };
@@ -272,7 +281,18 @@ export async function startInfermeter(config: Config, options: StartOptions): Pr
   const events = withReadinessNews(metrics.proxy, readiness);
   const prices = startPrices(config, log, { metrics, clock });
   const usage = startUsageLedger(config.usage, metrics.registry, log, prices?.recordPrice);
-  const built = buildDataPlane(config, log, clock, metrics.sink, events, options.lifecycleViolation, aliases, options.dialectTable, usage?.writer);
+  const built = buildDataPlane(
+    config,
+    log,
+    clock,
+    metrics.sink,
+    events,
+    options.lifecycleViolation,
+    aliases,
+    options.dialectTable,
+    usage?.writer,
+    options.apiTable,
+  );
   dataPlane = built.dataPlane;
   const plane = dataPlane;
   let management: Management | undefined;

@@ -21,7 +21,7 @@ import { trackConnections } from './client-connections.ts';
 import { createBodyBudget, type HeldBodyUse } from './body-budget.ts';
 import { createConcurrencyLimit } from './concurrency-limit.ts';
 import { createDeadlines } from './deadlines.ts';
-import { inferenceRoute } from './inference-route.ts';
+import { createInferenceRouter, inferenceRoute as realRouter } from './inference-route.ts';
 import type { LifecycleViolation, ResendReason } from './lifecycle.ts';
 import { createMeasuredRoute, type UsageInjection } from './measured-route.ts';
 import type { ProxyErrorKind } from './openai-error.ts';
@@ -34,6 +34,7 @@ import type { RejectReason } from '../metrics/own/proxy-families.ts';
 import type { ClientErrorKind } from './client-connections.ts';
 import { boundBufferPool } from './buffer-pool.ts';
 import type { UsageWriter } from '../ledger/ledger.ts';
+import type { InferenceApiRow } from '../measure/inference-apis.ts';
 
 export interface DataPlaneOptions {
   readonly upstream: URL;
@@ -89,6 +90,8 @@ export interface DataPlaneOptions {
    * an error; the tests make it fail the test.
    */
   readonly lifecycleViolation?: (error: LifecycleViolation) => void;
+  /** The inference APIs and their routes (default: INFERENCE_APIS; a test adds its own). */
+  readonly apiTable?: readonly InferenceApiRow[] | undefined;
 }
 
 /** Why a client connection was dropped before its request was read. */
@@ -153,6 +156,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   // An upstream silent for longer than the idle timeout (no headers, or no bytes mid-stream) is
   // given up on: 504 when nothing was sent to the client yet, a cut response otherwise.
   const deadlines = createDeadlines(limits.upstreamIdleTimeoutMs, limits.totalTimeoutMs);
+  const inferenceRoute = options.apiTable === undefined ? realRouter : createInferenceRouter(options.apiTable);
   const measured = createMeasuredRoute({
     ...options,
     bodyBudget,

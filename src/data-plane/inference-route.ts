@@ -18,8 +18,9 @@
 // spelling an engine serves as inference after such cleaning is metered as inference, and one
 // it refuses (uvicorn answers 404) is metered as a failed inference request, never skipped; so
 // is one with backslashes, a separator to WHATWG URL parsers.
-// The target sent upstream is the client's, unchanged.
-import type { InferenceApi } from '../measure/sample.ts';
+// The target sent upstream is the client's, unchanged. Which routes there are, and which API
+// each is, is the API table's (measure/inference-apis.ts): the router is built from its rows.
+import { INFERENCE_APIS, type InferenceApi, type InferenceApiRow, type RouteKind } from '../measure/inference-apis.ts';
 
 /** An inference route: its API, and whether the engine's route takes OpenAI's `stream_options` (usage injection). */
 export interface InferenceRoute {
@@ -27,50 +28,47 @@ export interface InferenceRoute {
   readonly streamOptions: boolean;
 }
 
-const ROUTE =
-  /(\/v1)?\/(chat\/completions|completions?|responses|embeddings?|messages|infill|invocations|generate(?:_stream)?|api\/(?:chat|generate|embed|embeddings))\/?$/;
+/** Which inference route a request is, if any: by its method and origin-form target. */
+export type InferenceRouter = (method: string | undefined, url: string | undefined) => InferenceRoute | undefined;
 
-const openai = (api: InferenceApi): InferenceRoute => ({ api, streamOptions: api === 'chat' || api === 'completions' });
-const native = (api: InferenceApi): InferenceRoute => ({ api, streamOptions: false });
-
-/** By route, then with /v1 before it (an OpenAI route) and without (llama-server's own where it differs). */
-const ROUTES: Readonly<Record<string, readonly [v1: InferenceRoute, bare: InferenceRoute | undefined]>> = {
-  'chat/completions': [openai('chat'), openai('chat')],
-  completions: [openai('completions'), native('completions')],
-  completion: [native('completions'), native('completions')],
-  infill: [native('completions'), native('completions')],
-  responses: [openai('responses'), openai('responses')],
-  embeddings: [openai('embeddings'), native('embeddings')],
-  embedding: [native('embeddings'), native('embeddings')],
-  messages: [openai('messages'), undefined],
-  // vLLM's SageMaker route: a chat, completions or embeddings body, served by its shape. Counted
-  // as chat (its label must not depend on the body), never injected into.
-  invocations: [native('chat'), native('chat')],
-  generate: [native('completions'), native('completions')],
-  generate_stream: [native('completions'), native('completions')],
-  'api/chat': [native('chat'), native('chat')],
-  'api/generate': [native('completions'), native('completions')],
-  'api/embed': [native('embeddings'), native('embeddings')],
-  'api/embeddings': [native('embeddings'), native('embeddings')],
-};
-
-export function inferenceRoute(method: string | undefined, url: string | undefined): InferenceRoute | undefined {
-  if (method !== 'POST' || url === undefined) return undefined;
-  // cpp-httplib's reading differs only where a `%u` escape is; where both route, its reading
-  // (the engine that decodes the escape) names the API.
-  const route = url.includes('%u') ? routeOf(routedPath(url, httplibDecode)) : undefined;
-  return route ?? routeOf(routedPath(url));
+/** The router of an API table; refuses a route two rows claim. */
+export function createInferenceRouter(table: readonly InferenceApiRow[] = INFERENCE_APIS): InferenceRouter {
+  // By route, then with /v1 before it and without (llama-server's own where it differs).
+  const routes = new Map<string, readonly [v1: InferenceRoute, bare: InferenceRoute | undefined]>();
+  for (const row of table) {
+    // A test's own table may add names the type does not list; the rest of the code takes the name as given.
+    const api = row.name as InferenceApi;
+    const route = (kind: RouteKind | undefined): InferenceRoute | undefined =>
+      kind === undefined ? undefined : { api, streamOptions: kind === 'openai' && row.streamOptions };
+    for (const [segments, [v1, bare]] of Object.entries(row.routes)) {
+      if (routes.has(segments)) throw new Error(`the route ${segments} is in two rows of the API table`);
+      routes.set(segments, [route(v1)!, route(bare)]);
+    }
+  }
+  // The routes as one alternation at the path's end (a trailing slash allowed), an optional /v1
+  // before them: whatever the prefix.
+  const escaped = [...routes.keys()].map((r) => r.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&'));
+  const pattern = new RegExp(`(\\/v1)?\\/(${escaped.join('|')})\\/?$`);
+  const routeOf = (path: string): InferenceRoute | undefined => {
+    const match = pattern.exec(path);
+    if (match === null) return undefined;
+    const both = routes.get(match[2]!)!;
+    return match[1] === undefined ? both[1] : both[0];
+  };
+  return (method, url) => {
+    if (method !== 'POST' || url === undefined) return undefined;
+    // cpp-httplib's reading differs only where a `%u` escape is; where both route, its reading
+    // (the engine that decodes the escape) names the API.
+    const route = url.includes('%u') ? routeOf(routedPath(url, httplibDecode)) : undefined;
+    return route ?? routeOf(routedPath(url));
+  };
 }
+
+/** The real API table's router. */
+export const inferenceRoute: InferenceRouter = createInferenceRouter();
 
 export function inferenceApi(method: string | undefined, url: string | undefined): InferenceApi | undefined {
   return inferenceRoute(method, url)?.api;
-}
-
-function routeOf(path: string): InferenceRoute | undefined {
-  const match = ROUTE.exec(path);
-  if (match === null) return undefined;
-  const routes = ROUTES[match[2]!]!;
-  return match[1] === undefined ? routes[1] : routes[0];
 }
 
 /**

@@ -7,10 +7,11 @@
 // recorder is the primary's: the counts are exact, a worker's lost requests `failed`.
 import type { Registry } from '@prometheus-io/client';
 import { SLO_KEYS, type SloKey } from './slo-config.ts';
+import { REAL_APIS, type InferenceApis } from '../measure/inference-apis.ts';
 import type { RequestSample } from '../measure/sample.ts';
 import type { SloPolicy } from './slo-policy.ts';
 import { registerDerived, type MetricValue } from '../metrics/exposition/families.ts';
-import { EXCLUSIONS, exclusionOf, judge, VERDICTS, type Exclusion, type Judgement, type Verdict } from './goodput-verdict.ts';
+import { exclusionOf, exclusions, judge, VERDICTS, type Exclusion, type Judgement, type Verdict } from './goodput-verdict.ts';
 import type { SampleObserver } from '../metrics/state/recorder.ts';
 
 interface GoodputCounts {
@@ -21,7 +22,7 @@ interface GoodputCounts {
 
 interface ModelGoodput extends GoodputCounts {
   readonly model: string;
-  readonly excluded: Record<Exclusion, number>;
+  readonly excluded: Record<Exclusion, number>; // by exclusions(apis)
 }
 
 interface TenantGoodput {
@@ -41,7 +42,9 @@ export interface Goodput {
 
 const zeroVerdicts = (): Record<Verdict, number> => ({ good: 0, missed: 0, failed: 0, cancelled: 0 });
 
-export function createGoodputFamilies(registry: Registry, policy: SloPolicy, tenants: boolean): Goodput & SampleObserver {
+/** `apis`: the API table, whose rows say which APIs get no verdict. */
+export function createGoodputFamilies(registry: Registry, policy: SloPolicy, tenants: boolean, apis: InferenceApis = REAL_APIS): Goodput & SampleObserver {
+  const reasons = exclusions(apis);
   const models = new Map<string, ModelGoodput>();
   const pairs = new Map<string, TenantGoodput>();
   const listeners: Array<(sample: RequestSample, judgement: Judgement) => void> = [];
@@ -49,7 +52,7 @@ export function createGoodputFamilies(registry: Registry, policy: SloPolicy, ten
     let m = models.get(model);
     if (m === undefined) {
       // Every verdict from 0: an attainment ratio has its denominator before the first miss.
-      m = { model, verdicts: zeroVerdicts(), missed: { ttft: 0, tpot: 0, e2el: 0 }, goodTokens: 0, excluded: { client_error: 0, embeddings: 0, no_slo: 0 } };
+      m = { model, verdicts: zeroVerdicts(), missed: { ttft: 0, tpot: 0, e2el: 0 }, goodTokens: 0, excluded: Object.fromEntries(reasons.map((r) => [r, 0])) };
       models.set(model, m);
     }
     return m;
@@ -95,7 +98,7 @@ export function createGoodputFamilies(registry: Registry, policy: SloPolicy, ten
     type: 'counter',
     collect: () =>
       [...models.values()].flatMap((m) =>
-        EXCLUSIONS.filter((r) => m.excluded[r] > 0).map((reason) => ({ value: m.excluded[reason], labels: { model_name: m.model, reason } })),
+        reasons.filter((r) => m.excluded[r]! > 0).map((reason) => ({ value: m.excluded[reason]!, labels: { model_name: m.model, reason } })),
       ),
   });
   registerDerived(registry, {
@@ -133,12 +136,12 @@ export function createGoodputFamilies(registry: Registry, policy: SloPolicy, ten
     models: () => models,
     onJudged: (listener) => listeners.push(listener),
     finished(sample) {
-      let exclusion = exclusionOf(sample);
+      let exclusion = exclusionOf(sample, apis.of(sample.api));
       const slo = exclusion === undefined ? policy.classOf(sample.model, sample.tenant) : undefined;
       if (exclusion === undefined && slo?.targets === undefined) exclusion = 'no_slo';
       const m = modelOf(sample.model);
       if (exclusion !== undefined) {
-        m.excluded[exclusion]++;
+        m.excluded[exclusion] = (m.excluded[exclusion] ?? 0) + 1;
         return;
       }
       const judgement = judge(sample, slo!.targets!, policy.allowance);

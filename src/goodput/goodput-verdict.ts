@@ -6,15 +6,23 @@
 // else missed. Failed and cancelled requests are never good. The figures are the sample's, the
 // ones the histograms observe: goodput and the histograms never disagree about a request.
 import type { SloKey, SloTargets } from './slo-config.ts';
+import { REAL_APIS, type InferenceApiRow, type InferenceApis } from '../measure/inference-apis.ts';
 import type { RequestSample } from '../measure/sample.ts';
 import { isClientError } from '../metrics/own/failure-classes.ts';
 
 export type Verdict = 'good' | 'missed' | 'failed' | 'cancelled';
 export const VERDICTS: readonly Verdict[] = ['good', 'missed', 'failed', 'cancelled'];
 
-/** Why a request got no verdict: the client's own mistake, an embeddings call, no SLO of its class. */
-export type Exclusion = 'client_error' | 'embeddings' | 'no_slo';
-export const EXCLUSIONS: readonly Exclusion[] = ['client_error', 'embeddings', 'no_slo'];
+/**
+ * Why a request got no verdict: the client's own mistake, an API that gets none (its row says:
+ * embeddings, no generation), under the API's name, no SLO of its class.
+ */
+export type Exclusion = string;
+
+/** Every exclusion of an API table, in the order of their series. */
+export function exclusions(apis: InferenceApis): Exclusion[] {
+  return ['client_error', ...apis.rows.filter((row) => !row.goodput).map((row) => row.name), 'no_slo'];
+}
 
 export interface Judgement {
   readonly verdict: Verdict;
@@ -76,9 +84,9 @@ export function judge(sample: RequestSample, targets: SloTargets, allowanceMs: R
   return { verdict: missed.length === 0 ? 'good' : 'missed', missed, tokens };
 }
 
-/** Requests that get no verdict at all, whatever their SLO class (undefined: judged). */
-export function exclusionOf(sample: RequestSample): Exclusion | undefined {
-  if (sample.api === 'embeddings') return 'embeddings';
+/** Requests that get no verdict at all, whatever their SLO class (undefined: judged); `api`: the sample's row of the API table. */
+export function exclusionOf(sample: RequestSample, api: InferenceApiRow | undefined = REAL_APIS.of(sample.api)): Exclusion | undefined {
+  if (api?.goodput === false) return api.name;
   if (sample.outcome === 'failed' && isClientError(sample.status)) return 'client_error';
   return undefined;
 }

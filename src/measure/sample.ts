@@ -1,10 +1,11 @@
 // The canonical record of one inference request: measured once by the request timer,
 // then mapped by each metric dialect to its own names, units and labels.
 import type { EngineTimings } from './engine-timings.ts';
+import type { InferenceApi } from './inference-apis.ts';
 import type { UsageRejection } from './usage.ts';
 
-/** The OpenAI routes, and `messages`: Anthropic's Messages API (`/v1/messages`). */
-export type InferenceApi = 'chat' | 'completions' | 'responses' | 'embeddings' | 'messages';
+/** The name of a row of the API table (inference-apis.ts): the OpenAI routes, and Anthropic's Messages API. */
+export type { InferenceApi } from './inference-apis.ts';
 
 export type Outcome = 'success' | 'failed' | 'cancelled';
 

@@ -2,6 +2,7 @@
 // one), the shared measurement state, the enabled dialects and infermeter's own families.
 import { Counter, Registry } from '@prometheus-io/client';
 import type { Clock } from '../measure/clock.ts';
+import { inferenceApis, REAL_APIS, type InferenceApis, type InferenceApiRow } from '../measure/inference-apis.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
 import type { Dialect, DialectContext } from './dialects/dialect.ts';
 import { dialectRows, type DialectOptions, type DialectRow } from './dialects/index.ts';
@@ -35,6 +36,8 @@ export interface Metrics {
   readonly state: MeasurementState;
   readonly proxy: ProxyFamilies;
   readonly dialects: readonly Dialect[];
+  /** The row of a sample's API, in the API table the metrics were built with (the OTLP export reads it). */
+  readonly apis: InferenceApis;
   /** Goodput (INFERMETER_SLO, INFERMETER_SLO_FILE); undefined when no SLO is configured. */
   readonly goodput: Goodput | undefined;
   /** The model_name label a raw model name is counted under (bounded like the labels; counts nothing). */
@@ -85,6 +88,8 @@ export interface MetricsOptions extends DialectOptions {
   readonly dialects: readonly string[];
   /** The dialect table the names are looked up in (default: DIALECTS; a test adds its own). */
   readonly dialectTable?: readonly DialectRow[];
+  /** The inference APIs whose traits the families read (default: INFERENCE_APIS; a test adds its own). */
+  readonly apiTable?: readonly InferenceApiRow[] | undefined;
   /** Client connections open on the data plane now (read at scrape time). */
   readonly openConnections?: () => number;
   /** Bytes the data plane holds in memory now against its budgets (read at scrape time). */
@@ -156,8 +161,10 @@ export function createMetrics(options: MetricsOptions): Metrics {
   }
   const recorder = createRecorder(options.clock, options.throughputWindowSeconds, guard, tenantGuard);
   let scraper: EngineScraper | undefined;
+  const apis = options.apiTable === undefined ? REAL_APIS : inferenceApis(options.apiTable);
   const context: DialectContext = {
     buckets: options.buckets,
+    apis,
     openConnections: options.openConnections ?? (() => 0),
     engine: () => scraper?.view(),
   };
@@ -193,7 +200,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   // After the tenant families: a verdict's model and tenant are the bounded labels.
   let goodput: Goodput | undefined;
   if (options.slo !== undefined) {
-    const families = createGoodputFamilies(registry, options.slo, tenantGuard !== undefined);
+    const families = createGoodputFamilies(registry, options.slo, tenantGuard !== undefined, apis);
     recorder.addObserver(families);
     goodput = families;
   }
@@ -207,7 +214,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   recorder.addObserver(createOverheadFamily(registry, options.buckets));
   recorder.addObserver(createStreamHealthFamilies(registry, options.buckets, { stallSeconds: options.stallSeconds ?? 30, tenants: tenantGuard !== undefined }));
   if (options.promptBands === true) recorder.addObserver(createPromptBandFamilies(registry, options.buckets));
-  registerAccountingFamilies(registry, recorder.state, recorder.addObserver, () => guard.distinct);
+  registerAccountingFamilies(registry, recorder.state, recorder.addObserver, () => guard.distinct, apis);
   const recent = createRecentRequests(options.jsonWindow ?? 1000);
   recorder.addObserver({
     finished: (s) => recent.add(s.ttft === undefined ? undefined : s.ttft * 1000, s.tpot === undefined ? undefined : s.tpot.seconds * 1000),
@@ -247,6 +254,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
     state: recorder.state,
     proxy,
     dialects,
+    apis,
     goodput,
     addObserver: recorder.addObserver,
     modelLabel: (model) => guard.model(model),

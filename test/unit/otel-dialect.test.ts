@@ -10,7 +10,8 @@ import { ConfigError, loadConfig, VARIABLES } from '../../src/config/config.ts';
 import { classifyBody, classifyEvent } from '../../src/measure/openai-events.ts';
 import { createRequestTimer, type RequestTimer } from '../../src/measure/request-timer.ts';
 import type { InferenceApi } from '../../src/measure/sample.ts';
-import { errorType, OPERATION_NAMES, prometheusLabel } from '../../src/metrics/dialects/otel.ts';
+import { errorType, prometheusLabel } from '../../src/metrics/dialects/otel.ts';
+import { INFERENCE_APIS } from '../../src/measure/inference-apis.ts';
 import { registerLabelledHistogram } from '../../src/metrics/exposition/families.ts';
 import { createMetrics } from '../../src/metrics/metrics.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
@@ -249,7 +250,13 @@ describe('otel dialect', () => {
   });
 
   it('names operations and errors by the conventions', () => {
-    assert.deepEqual(OPERATION_NAMES, { chat: 'chat', completions: 'text_completion', responses: 'chat', embeddings: 'embeddings', messages: 'chat' });
+    assert.deepEqual(Object.fromEntries(INFERENCE_APIS.map((api) => [api.name, api.otelOperation])), {
+      chat: 'chat',
+      completions: 'text_completion',
+      responses: 'chat',
+      embeddings: 'embeddings',
+      messages: 'chat',
+    });
     const base = { outcome: 'failed', status: 0, failure: undefined } as const;
     assert.equal(errorType({ ...base, failure: 'upstream_status', status: 429 } as never), '429');
     assert.equal(errorType({ ...base, failure: 'upstream_timeout', status: 504 } as never), 'upstream_timeout');

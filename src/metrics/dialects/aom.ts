@@ -4,7 +4,7 @@
 // dialect: this module only maps names, units and labels.
 import { availableParallelism, totalmem } from 'node:os';
 import type { Registry } from '@prometheus-io/client';
-import type { InferenceApi, RequestSample } from '../../measure/sample.ts';
+import type { RequestSample } from '../../measure/sample.ts';
 import { bucketsFor, type BucketTable } from '../exposition/buckets.ts';
 import { runTool } from '../container/accelerators.ts';
 import { createContainerSampler, onPath, type ContainerReading, type ContainerSamplerOptions } from '../container/container-sampler.ts';
@@ -14,15 +14,6 @@ import type { MeasurementState } from '../state/recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
 
 const MODEL = 'model_name';
-
-/** The request path label: the canonical route, so a client-chosen prefix cannot add series. */
-const ROUTES: Readonly<Record<InferenceApi, string>> = {
-  chat: '/v1/chat/completions',
-  completions: '/v1/completions',
-  responses: '/v1/responses',
-  embeddings: '/v1/embeddings',
-  messages: '/v1/messages',
-};
 
 /** 2xx, 4xx, 5xx...; a client that left before any status was sent counts as 4xx (nginx's 499). */
 function codeClass(status: number): string {
@@ -239,7 +230,8 @@ export function createAomDialect(registry: Registry, state: MeasurementState, co
   const timer = setInterval(sampleNow, periodMs);
   timer.unref();
 
-  const requestKey = (sample: RequestSample): string => `${codeClass(sample.status)}|POST|${ROUTES[sample.api]}`;
+  // The path label: the API's canonical route, so a client-chosen prefix cannot add series.
+  const requestKey = (sample: RequestSample): string => `${codeClass(sample.status)}|POST|${context.apis.of(sample.api)?.path ?? sample.api}`;
 
   return {
     name: 'aom',

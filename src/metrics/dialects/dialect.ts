@@ -7,6 +7,7 @@
 // (AOM's labels, OTel's attributes) are its factory's own argument, so no dialect knows another.
 import type { BucketOverrides } from '../exposition/buckets.ts';
 import type { EngineView } from '../../engine/engine-scraper.ts';
+import type { InferenceApis } from '../../measure/inference-apis.ts';
 import type { SampleObserver } from '../state/recorder.ts';
 
 export interface Dialect extends SampleObserver {
@@ -31,6 +32,8 @@ export interface Dialect extends SampleObserver {
 
 export interface DialectContext {
   readonly buckets: BucketOverrides | undefined;
+  /** The row of a sample's API (its canonical route, whether it generates, its OTel operation). */
+  readonly apis: InferenceApis;
   /** Client connections open on the data plane now. */
   readonly openConnections: () => number;
   /** The engine's own state from its /metrics, when it is read and the last scrape succeeded. */

@@ -8,23 +8,12 @@
 // OTLP export (otlp-export.ts) records the very same measurements from the same mapping.
 // Observed once per finished request; nothing here runs on the data path.
 import type { Registry } from '@prometheus-io/client';
-import type { InferenceApi, RequestSample } from '../../measure/sample.ts';
+import { REAL_APIS, type InferenceApis } from '../../measure/inference-apis.ts';
+import type { RequestSample } from '../../measure/sample.ts';
 import { bucketsFor, type BucketTable } from '../exposition/buckets.ts';
 import { registerLabelledHistogram, type LabelledHistogram } from '../exposition/families.ts';
 import type { MeasurementState } from '../state/recorder.ts';
 import type { Dialect, DialectContext } from './dialect.ts';
-
-/**
- * `gen_ai.operation.name` per API: the conventions' well-known values (the Responses API and
- * Anthropic's Messages API, whose conventions name it so: chat).
- */
-export const OPERATION_NAMES: Readonly<Record<InferenceApi, string>> = {
-  chat: 'chat',
-  completions: 'text_completion',
-  responses: 'chat',
-  embeddings: 'embeddings',
-  messages: 'chat',
-};
 
 /** Default buckets of the OTel histograms (INFERMETER_BUCKETS_<FAMILY> overrides them, on /metrics and in the OTLP export). */
 export const OTEL_BUCKETS = {
@@ -128,15 +117,18 @@ export function errorType(sample: RequestSample): string | undefined {
  *   client, or to its end), with `error.type` on those that did not succeed;
  * - token usage: `input` and `output` as the upstream reported them (or, for a stream cut short,
  *   the output tokens it delivered); never the zero fallback of a stream without usage.
+ * `apis`: the API table whose rows name the operation and provider (the real one unless given).
  */
 export function otelMeasurements(
   sample: RequestSample,
   options: OtelOptions,
   emit: (instrument: OtelInstrumentKey, value: number, attributes: OtelAttributes) => void,
+  apis: InferenceApis = REAL_APIS,
 ): void {
+  const api = apis.of(sample.api);
   const base: OtelAttributes = {
-    'gen_ai.operation.name': OPERATION_NAMES[sample.api],
-    'gen_ai.provider.name': sample.api === 'messages' && options.providerName === 'openai' ? 'anthropic' : options.providerName,
+    'gen_ai.operation.name': api?.otelOperation ?? sample.api,
+    'gen_ai.provider.name': api?.otelProvider !== undefined && options.providerName === 'openai' ? api.otelProvider : options.providerName,
     'gen_ai.request.model': sample.model,
   };
   if (sample.responseModel !== undefined) base['gen_ai.response.model'] = sample.responseModel;
@@ -196,7 +188,7 @@ export function createOtelDialect(registry: Registry, _state: MeasurementState, 
     metricNames: names,
     finished(sample) {
       requestId = sample.requestId;
-      otelMeasurements(sample, options, observe);
+      otelMeasurements(sample, options, observe, context.apis);
     },
   };
 }

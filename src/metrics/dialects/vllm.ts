@@ -47,15 +47,6 @@ export function vllmFinishedReason(sample: RequestSample): VllmFinishedReason | 
   return sample.finishReason === 'length' || sample.finishReason === 'abort' ? sample.finishReason : 'stop';
 }
 
-/** vLLM's route templates, the `handler` of its HTTP metrics. */
-const HANDLERS: Readonly<Record<RequestSample['api'], string>> = {
-  chat: '/v1/chat/completions',
-  completions: '/v1/completions',
-  responses: '/v1/responses',
-  embeddings: '/v1/embeddings',
-  messages: '/v1/messages',
-};
-
 /** A bucket bound of get() (a number, or "+Inf") in Python's spelling. */
 const formatLe = (le: string | number): string => (typeof le === 'number' ? formatPythonFloat(le) : le);
 
@@ -220,7 +211,9 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
     },
     finished(sample) {
       const { model } = sample;
-      httpRequest(HANDLERS[sample.api], 'POST', sample.status, sample.duration);
+      const api = context.apis.of(sample.api);
+      // The `handler` of vLLM's HTTP metrics: its route template, the API's canonical route.
+      httpRequest(api?.path ?? sample.api, 'POST', sample.status, sample.duration);
       const reason = vllmFinishedReason(sample);
       if (reason !== undefined) {
         let counts = finished.get(model);
@@ -243,7 +236,7 @@ export function createVllmDialect(registry: Registry, state: MeasurementState, c
       queue.observe(model, phases.queue);
       if (phases.prefill !== undefined) prefill.observe(model, phases.prefill);
       if (phases.inference !== undefined) inference.observe(model, phases.inference);
-      if (sample.api === 'embeddings') return;
+      if (api?.generates === false) return;
       // Sampling parameters as the request set them; n defaults to 1 as in vLLM. A request that
       // sets no limit is left out of the max_tokens families (vLLM's default depends on the
       // model's context length, which a proxy does not know).

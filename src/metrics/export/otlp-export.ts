@@ -19,6 +19,7 @@ import type { OtlpExportConfig } from './otel-config.ts';
 import type { Logger } from '../../log.ts';
 import { VERSION } from '../../version.ts';
 import { bucketsFor, type BucketOverrides } from '../exposition/buckets.ts';
+import type { InferenceApis } from '../../measure/inference-apis.ts';
 import { OTEL_BUCKETS, OTEL_INSTRUMENTS, otelMeasurements, type OtelInstrumentKey, type OtelOptions } from '../dialects/otel.ts';
 import { registerDerived } from '../exposition/families.ts';
 import type { SampleObserver } from '../state/recorder.ts';
@@ -30,8 +31,8 @@ export interface OtlpExportOptions {
   readonly config: OtlpExportConfig;
   readonly otel: OtelOptions;
   readonly buckets: BucketOverrides | undefined;
-  /** The recorder's observers (Metrics.addObserver) and the registry for infermeter_otlp_exports_total. */
-  readonly metrics: { addObserver(observer: SampleObserver): void; readonly registry: Registry };
+  /** The recorder's observers (Metrics.addObserver), the registry for infermeter_otlp_exports_total, the API table's rows. */
+  readonly metrics: { addObserver(observer: SampleObserver): void; readonly registry: Registry; readonly apis: InferenceApis };
   readonly log: Logger;
 }
 
@@ -178,7 +179,7 @@ export async function startOtlpExport(options: OtlpExportOptions): Promise<OtlpE
   let closed = false;
   options.metrics.addObserver({
     finished(sample) {
-      if (!closed) otelMeasurements(sample, options.otel, record);
+      if (!closed) otelMeasurements(sample, options.otel, record, options.metrics.apis);
     },
   });
   log.info('OTLP metric export on', { url: where, protocol: config.protocol, interval_ms: config.intervalMs });

@@ -4,18 +4,20 @@
 // whose usage was not taken as given. Per model, from the shared
 // state and each finished sample; registered after the other own families (their order on /metrics).
 import type { Registry } from '@prometheus-io/client';
+import type { InferenceApis } from '../../measure/inference-apis.ts';
 import type { UsageRejection } from '../../measure/usage.ts';
 import { registerDerived } from '../exposition/families.ts';
 import type { MeasurementState, SampleObserver } from '../state/recorder.ts';
 
 const USAGE_REJECTIONS: readonly UsageRejection[] = ['too_large', 'reasoning_over_completion', 'cached_over_prompt'];
 
-/** `modelsKept`: the label guard's distinct model_name values. */
+/** `modelsKept`: the label guard's distinct model_name values; `apis`: the API table, whose rows say which APIs generate. */
 export function registerAccountingFamilies(
   registry: Registry,
   state: MeasurementState,
   addObserver: (observer: SampleObserver) => void,
   modelsKept: () => number,
+  apis: InferenceApis,
 ): void {
   registerDerived(registry, {
     name: 'infermeter_model_labels',
@@ -43,7 +45,7 @@ export function registerAccountingFamilies(
   const promptUnknown = new Map<string, { cancelled: number; failed: number }>();
   addObserver({
     finished: (s) => {
-      if (s.promptTokens !== undefined || s.outcome === 'success' || !s.outputSeen || s.api === 'embeddings') return;
+      if (s.promptTokens !== undefined || s.outcome === 'success' || !s.outputSeen || apis.of(s.api)?.generates === false) return;
       let c = promptUnknown.get(s.model);
       if (c === undefined) promptUnknown.set(s.model, (c = { cancelled: 0, failed: 0 }));
       c[s.outcome]++;
