@@ -1,11 +1,16 @@
 // `npm test`: the static checks (types, format, lint, unused exports) run beside the test suite,
-// not before it, so the suite's wall time is not theirs plus its own. The suite's output is
-// streamed as it comes (the spec reporter, then its closing `ℹ tests N` ... summary, then the
-// slowest files); each check's output is printed whole, between two lines of the suite's, when
-// it ends. The exit code is non-zero when any of them failed. Arguments are passed to
-// `node --test` in place of the default glob (e.g. `node scripts/test.ts test/unit/*.test.ts`).
+// not before it, so the suite's wall time is not theirs plus its own. The suite is two runs of
+// `node --test` side by side: the in-process tests (test/unit, test/streams) in one process
+// (`--test-isolation=none`: a process per file cost more CPU than their tests), and the tests
+// that spawn and wait on processes (every other folder) four files at a time, a process each.
+// The second's output is streamed as it comes (the spec reporter, then the slowest files); the
+// first's, like each check's, is printed whole, between two lines of the second's, when it ends.
+// The two summaries (`ℹ tests N` ...) are added up and printed last. The exit code is non-zero
+// when any of them failed. Arguments are passed to one `node --test` in place of the default
+// (e.g. `node scripts/test.ts test/unit/*.test.ts`).
 import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
+import { globSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
@@ -24,21 +29,41 @@ const checks: Array<{ name: string; command: string; args: string[] }> = [
   { name: 'biome lint', command: bin('biome'), args: ['lint'] },
   { name: 'knip', command: bin('knip'), args: [] },
 ];
-const suite = {
-  name: 'node --test',
-  command: process.execPath,
-  args: [
-    '--test',
-    `--test-concurrency=${CONCURRENCY}`,
-    // A test that hangs fails after 5 minutes, naming itself, instead of holding CI to its limit.
-    '--test-timeout=300000',
-    '--test-reporter=spec',
-    '--test-reporter-destination=stdout',
-    '--test-reporter=./scripts/slowest-files-reporter.ts',
-    '--test-reporter-destination=stdout',
-    ...(files.length > 0 ? files : ['test/**/*.test.ts']),
-  ],
-};
+const testArgs = (files: string[], ...options: string[]) => [
+  '--test',
+  ...options,
+  // A test that hangs fails after 5 minutes, naming itself, instead of holding CI to its limit.
+  '--test-timeout=300000',
+  '--test-reporter=spec',
+  '--test-reporter-destination=stdout',
+  '--test-reporter=./scripts/slowest-files-reporter.ts',
+  '--test-reporter-destination=stdout',
+  ...files,
+];
+/** Folders whose tests run in the runner's own process: no process spawned, nothing global left behind. */
+const IN_PROCESS = /^test\/(unit|streams)\//;
+const all = globSync('test/**/*.test.ts', { cwd: root }).sort();
+const suites =
+  files.length > 0
+    ? [{ name: 'node --test', args: testArgs(files, `--test-concurrency=${CONCURRENCY}`), live: true }]
+    : [
+        {
+          name: 'node --test (spawning)',
+          args: testArgs(
+            all.filter((f) => !IN_PROCESS.test(f)),
+            `--test-concurrency=${CONCURRENCY}`,
+          ),
+          live: true,
+        },
+        {
+          name: 'node --test (in process)',
+          args: testArgs(
+            all.filter((f) => IN_PROCESS.test(f)),
+            '--test-isolation=none',
+          ),
+          live: false,
+        },
+      ];
 
 function run(command: string, args: string[], onLines?: (text: string) => void): Promise<{ code: number; output: string; ms: number }> {
   const started = performance.now();
@@ -75,29 +100,46 @@ function run(command: string, args: string[], onLines?: (text: string) => void):
 }
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-// The suite's lines from its closing summary (`ℹ tests N`) on are held back and printed after
-// every check's output, the summary's own lines last.
-const tail: string[] = [];
+// Each suite's lines from its closing summary (`ℹ tests N`) on are held back: the slowest files
+// are printed after every check's output, then the summaries added up, last.
 const isSummary = (line: string): boolean => line.startsWith('ℹ ');
-function suiteLines(text: string): void {
-  const lines = text.split(/(?<=\n)/);
-  for (const line of lines) {
+function splitTail(text: string, tail: string[]): string {
+  let body = '';
+  for (const line of text.split(/(?<=\n)/)) {
     if (tail.length > 0 || line.startsWith('ℹ tests ')) tail.push(line);
-    else process.stdout.write(line);
+    else body += line;
   }
+  return body;
 }
+const tails = suites.map((): string[] => []);
 const results = await Promise.all([
   ...checks.map(async (check) => {
     const { code, output, ms } = await run(check.command, check.args);
     process.stdout.write(`\n── ${check.name}: ${code === 0 ? 'ok' : `FAILED (exit ${code})`} in ${seconds(ms)}\n${code === 0 ? '' : output}`);
     return { name: check.name, code };
   }),
-  run(suite.command, suite.args, suiteLines).then(({ code }) => ({ name: suite.name, code })),
+  ...suites.map(async (suite, i) => {
+    const tail = tails[i]!;
+    const live = suite.live ? (text: string) => process.stdout.write(splitTail(text, tail)) : undefined;
+    const { code, output, ms } = await run(process.execPath, suite.args, live);
+    if (!suite.live) process.stdout.write(`\n── ${suite.name}: ${code === 0 ? 'ok' : `FAILED (exit ${code})`} in ${seconds(ms)}\n${splitTail(output, tail)}`);
+    return { name: suite.name, code };
+  }),
 ]);
 const failed = results.filter((r) => r.code !== 0).map((r) => r.name);
 if (failed.length > 0) {
   process.stdout.write(`\nnpm test failed: ${failed.join(', ')}\n`);
   process.exitCode = 1;
 }
-// The runner's closing summary last of all, where CI and a reader look for it.
-process.stdout.write(`${tail.filter((line) => !isSummary(line)).join('')}${tail.filter(isSummary).join('')}`);
+// The slowest files of each suite, then the summaries added up (durations: the longest), last of
+// all, where CI and a reader look for them.
+const totals = new Map<string, number>();
+for (const tail of tails) {
+  process.stdout.write(tail.filter((line) => !isSummary(line)).join(''));
+  for (const line of tail.filter(isSummary)) {
+    const [, key, value] = /^ℹ (\w+) ([\d.]+)/.exec(line) ?? [];
+    if (key === undefined) continue;
+    totals.set(key, key === 'duration_ms' ? Math.max(totals.get(key) ?? 0, Number(value)) : (totals.get(key) ?? 0) + Number(value));
+  }
+}
+for (const [key, value] of totals) process.stdout.write(`ℹ ${key} ${value}\n`);
