@@ -134,8 +134,9 @@ if (failed.length > 0) {
 // The slowest files of each suite, then the summaries added up (durations: the longest), last of
 // all, where CI and a reader look for them.
 const totals = new Map<string, number>();
-for (const tail of tails) {
-  process.stdout.write(tail.filter((line) => !isSummary(line)).join(''));
+for (const [i, tail] of tails.entries()) {
+  const slowest = tail.filter((line) => !isSummary(line)).join('');
+  if (slowest.trim() !== '') process.stdout.write(suites.length > 1 ? `\n${suites[i]!.name}:${slowest}` : slowest);
   for (const line of tail.filter(isSummary)) {
     const [, key, value] = /^ℹ (\w+) ([\d.]+)/.exec(line) ?? [];
     if (key === undefined) continue;
