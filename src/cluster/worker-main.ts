@@ -28,7 +28,7 @@ const aliases = tenantAliases(config, log);
 // This worker's usage records: its own start id and sequence, written by the primary's spool.
 // Its records priced at the prices in use (the file read again on the primary's word, or when it changes).
 const prices = startPrices(config, log);
-const usage = config.usage === undefined ? undefined : createUsageWriter(config.usage.source, bus.usageLine, Date.now, prices?.recordPrice);
+const usage = config.usage === undefined ? undefined : createUsageWriter(config.usage.source, bus.ledger.append, Date.now, prices?.recordPrice);
 const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus.sink, bus.events, undefined, aliases, undefined, usage);
 connections = () => dataPlane.connections();
 
