@@ -1,73 +1,67 @@
 // With INFERMETER_WORKERS > 1 the data plane runs in worker processes and the measurement in
 // the primary: each worker sends its requests' events (started, first output, inter-token gaps,
-// finished samples) and its proxy events to the primary in batches, where the one recorder and
-// the dialects turn them into metrics. So /metrics, /metrics-json and the AOM periods are those
-// of all workers' traffic, exactly, and nothing has to be merged after the fact.
-import { UNAUTHENTICATED_TENANT } from '../metrics/state/tenant-label.ts';
-import type { ClientErrorKind } from '../data-plane/client-connections.ts';
-import type { HeldBodyUse } from '../data-plane/body-budget.ts';
-import type { ResendReason } from '../data-plane/lifecycle.ts';
-import type { ProxyErrorKind } from '../data-plane/openai-error.ts';
+// finished samples), its proxy events and its usage records to the primary in batches, where the
+// one recorder, the dialects and the ledger turn them into metrics and records. So /metrics,
+// /metrics-json and the AOM periods are those of all workers' traffic, exactly, and nothing has
+// to be merged after the fact. The messages are the calls themselves: a call's kind is its
+// place in CALLS, its arguments follow (a request's info as its fields, no object to clone).
+import type { Ledger } from '../ledger/ledger.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
-import type { InferenceApi, RequestInfo, RequestSample } from '../measure/sample.ts';
+import type { InferenceApi, RequestInfo } from '../measure/sample.ts';
+import { infoOf, trackInFlight } from './in-flight.ts';
 import type { LoopDelayReading } from '../metrics/own/loop-delay.ts';
 import type { ProcessReading } from '../metrics/own/process-families.ts';
-import type { HeldBodyBytes, ProxyEvents, RejectReason } from '../metrics/own/proxy-families.ts';
-import type { InjectedBody } from '../data-plane/usage-injection.ts';
-import type { UninspectedReason } from '../stream-tap/request-tap.ts';
-import type { TapProblem } from '../stream-tap/response-tap.ts';
+import type { HeldBodyBytes, ProxyEvents } from '../metrics/own/proxy-families.ts';
 
-/** One event, as compact as structured clone makes cheap. */
-type BusEvent =
-  | readonly [kind: 0, api: InferenceApi, model: string, stream: boolean, tenant: string | undefined] // started
-  | readonly [
-      kind: 1,
-      api: InferenceApi,
-      model: string,
-      stream: boolean,
-      ttft: number | null,
-      tenant: string | undefined,
-      accepted: boolean | undefined,
-      requestId?: string,
-    ] // first output (the id: its TTFT's exemplar)
-  | readonly [
-      kind: 2,
-      api: InferenceApi,
-      model: string,
-      stream: boolean,
-      seconds: number,
-      tokens: number,
-      tenant: string | undefined,
-      accepted: boolean | undefined,
-    ] // inter-token
-  | readonly [kind: 3, sample: RequestSample] // finished
-  | readonly [kind: 4, name: ProxyEventName, arg: string | boolean | null] // a proxy event
-  | readonly [kind: 5, dialect: string, route: string, method: string, status: number, seconds: number] // a pass-through request (httpRequest)
-  | readonly [
-      kind: 6,
-      api: InferenceApi,
-      model: string,
-      stream: boolean,
-      seconds: number,
-      reasoningPhase: number | null,
-      tenant: string | undefined,
-      accepted: boolean | undefined,
-      requestId?: string,
-    ] // first visible output
-  | readonly [kind: 7, line: string]; // a usage record, as the worker's writer made it (ledger/ledger.ts)
+/** Everything a worker reports, each method required (an optional one is called where the primary has it). */
+type Reports = Required<MeasurementSink> & { readonly [K in keyof ProxyEvents]-?: NonNullable<ProxyEvents[K]> } & Pick<Ledger, 'append'>;
 
-type ProxyEventName =
-  | 'uninspected'
-  | 'tapProblem'
-  | 'proxyError'
-  | 'retried'
-  | 'injectionActive'
-  | 'usageInjected'
-  | 'usageStripped'
-  | 'accessLogDropped'
-  | 'rejected'
-  | 'clientError'
-  | 'bodyUnheld';
+/** `names` when they are every method of T: one left out is a type error that names it. */
+const everyMethodOf =
+  <T>() =>
+  <const N extends readonly (keyof T)[]>(
+    names: N & ([Exclude<keyof T, N[number]>] extends [never] ? unknown : { readonly unlisted: Exclude<keyof T, N[number]> }),
+  ): N =>
+    names;
+
+const SINK_CALLS = everyMethodOf<MeasurementSink>()(['started', 'firstOutput', 'interToken', 'finished', 'firstVisibleOutput']);
+const EVENT_CALLS = everyMethodOf<ProxyEvents>()([
+  'uninspected',
+  'tapProblem',
+  'proxyError',
+  'retried',
+  'injectionActive',
+  'usageInjected',
+  'usageStripped',
+  'accessLogDropped',
+  'rejected',
+  'clientError',
+  'bodyUnheld',
+  'httpRequest',
+]);
+const LEDGER_CALLS = ['append'] as const satisfies readonly (keyof Ledger)[];
+/** What crosses the bus, in order: a call's index is its kind. A new method is one name in its interface's list. */
+const CALLS = [...SINK_CALLS, ...EVENT_CALLS, ...LEDGER_CALLS] as const;
+type Call = (typeof CALLS)[number];
+
+/** The calls whose first argument is a request's info, sent as its fields. */
+type InfoCall = { [K in Call]: RequestInfo extends Parameters<Reports[K]>[0] ? K : never }[Call];
+/**
+ * Whether an info call's request id crosses too: at first output and first visible output, the
+ * exemplar of their figure; not at the start nor with each token, where nobody reads it and it
+ * would be bytes on every token. A new info call is a type error until it is here.
+ */
+const CARRIES_ID: { readonly [K in InfoCall]: boolean } = { started: false, firstOutput: true, interToken: false, firstVisibleOutput: true };
+
+type InfoFields = [api: InferenceApi, model: string, stream: boolean, tenant: string | undefined, accepted: boolean | undefined, requestId: string | undefined];
+type AfterFirst<P> = P extends readonly [unknown, ...infer R] ? R : never;
+type Message<K extends Call> = K extends InfoCall
+  ? [kind: number, ...InfoFields, ...AfterFirst<Parameters<Reports[K]>>]
+  : [kind: number, ...Parameters<Reports[K]>];
+/** One call, as compact as structured clone makes cheap: its kind, then its arguments ("none" stays undefined). */
+type BusEvent = { [K in Call]: Message<K> }[Call];
+/** Where an info call's arguments after the info start in its message. */
+const INFO_END = 7;
 
 /** Worker -> primary. */
 export type WorkerMessage =
@@ -89,13 +83,15 @@ export type PrimaryMessage =
 export interface WorkerBus {
   readonly sink: MeasurementSink;
   readonly events: ProxyEvents;
+  /** The usage records' lines, for the primary's spool. */
+  readonly ledger: Pick<Ledger, 'append'>;
   /** Sends what is batched now. */
   flush(): void;
-  /** A usage record's line, for the primary's spool. */
-  usageLine(line: string): void;
 }
 
-/** Worker side: batches events and sends them every `intervalMs`, or sooner when many wait. */
+type AnyCall = (...args: never[]) => void;
+
+/** Worker side: batches calls and sends them every `intervalMs`, or sooner when many wait. */
 export function createWorkerBus(send: (m: WorkerMessage) => void, connections: () => number, intervalMs = 50, maxBatch = 512): WorkerBus {
   let batch: BusEvent[] = [];
   let timer: NodeJS.Timeout | undefined;
@@ -109,40 +105,23 @@ export function createWorkerBus(send: (m: WorkerMessage) => void, connections: (
     batch = [];
     send({ t: 'events', events, connections: connections() });
   };
-  const push = (e: BusEvent): void => {
-    batch.push(e);
+  const push = (e: unknown[]): void => {
+    batch.push(e as BusEvent);
     if (batch.length >= maxBatch) flush();
     else if (timer === undefined) {
       timer = setTimeout(flush, intervalMs);
       timer.unref();
     }
   };
-  const proxy = (name: ProxyEventName) => (arg?: string | boolean) => push([4, name, arg ?? null]);
-  return {
-    flush,
-    usageLine: (line) => push([7, line]),
-    sink: {
-      started: (i) => push([0, i.api, i.model, i.stream, i.tenant]),
-      firstOutput: (i, ttft) => push([1, i.api, i.model, i.stream, ttft ?? null, i.tenant, i.accepted, i.requestId]),
-      interToken: (i, seconds, tokens) => push([2, i.api, i.model, i.stream, seconds, tokens, i.tenant, i.accepted]),
-      firstVisibleOutput: (i, seconds, phase) => push([6, i.api, i.model, i.stream, seconds, phase ?? null, i.tenant, i.accepted, i.requestId]),
-      finished: (s) => push([3, s]),
-    },
-    events: {
-      uninspected: proxy('uninspected') as (r: UninspectedReason) => void,
-      tapProblem: proxy('tapProblem') as (k: TapProblem) => void,
-      proxyError: proxy('proxyError') as (k: ProxyErrorKind) => void,
-      retried: proxy('retried') as (r: ResendReason) => void,
-      injectionActive: proxy('injectionActive') as (on: boolean) => void,
-      usageInjected: proxy('usageInjected') as (b: InjectedBody) => void,
-      usageStripped: proxy('usageStripped'),
-      accessLogDropped: proxy('accessLogDropped'),
-      rejected: proxy('rejected') as (r: RejectReason) => void,
-      clientError: proxy('clientError') as (k: ClientErrorKind) => void,
-      bodyUnheld: proxy('bodyUnheld') as (u: HeldBodyUse) => void,
-      httpRequest: (dialect, route, method, status, seconds) => push([5, dialect, route, method, status, seconds]),
-    },
+  // One plain function per call, made here once.
+  const encoder = (name: Call): AnyCall => {
+    const kind = CALLS.indexOf(name);
+    if (!(name in CARRIES_ID)) return (...args: unknown[]) => push(plainMessage(kind, args));
+    const id = CARRIES_ID[name as InfoCall];
+    return (i: RequestInfo, ...rest: unknown[]) => push(infoMessage(kind, i, id ? i.requestId : undefined, rest));
   };
+  const encoders = <N extends Call>(names: readonly N[]) => Object.fromEntries(names.map((name) => [name, encoder(name)])) as unknown as Pick<Reports, N>;
+  return { flush, sink: encoders(SINK_CALLS), events: encoders(EVENT_CALLS), ledger: encoders(LEDGER_CALLS) };
 }
 
 export interface WorkerReceiver {
@@ -154,124 +133,112 @@ export interface WorkerReceiver {
 }
 
 /**
- * Primary side: replays one worker's events into the real sink and proxy families, and keeps
- * that worker's in-flight requests per model, so that a worker that dies leaves no request
- * waiting or running forever: they are finished as failed (`worker_exit`). The table is keyed
- * by the model's label (`label`: the label guard, uncounted), not the raw name a client sent,
- * so it holds at most as many models as /metrics does, however many names clients invent; with
- * per-tenant metering, by the tenant's label too (`tenantLabel`), so a lost request is still
- * its tenant's.
+ * Primary side: calls each of one worker's calls on the real sink, proxy families and ledger,
+ * the sink's through a tracker of that worker's requests in flight (trackInFlight).
  */
 export function createWorkerReceiver(
   sink: MeasurementSink,
   events: ProxyEvents,
   label: (model: string) => string,
   tenantLabel: (tenant: string, accepted?: boolean) => string = (t) => t,
-  usageLine?: (line: string) => void,
+  append?: (line: string) => void,
 ): WorkerReceiver {
-  const inFlight = new Map<string, { info: RequestInfo; waiting: number; running: number }>();
-  const key = (api: string, model: string, stream: boolean, tenant: string | undefined) => `${api}\u0000${model}\u0000${stream}\u0000${tenant ?? ''}`;
-  const entry = (api: InferenceApi, raw: string, stream: boolean, rawTenant: string | undefined, as?: string, accepted?: boolean) => {
-    const model = label(raw);
-    const tenant = rawTenant === undefined ? undefined : (as ?? tenantLabel(rawTenant, accepted));
-    const k = key(api, model, stream, tenant);
-    let e = inFlight.get(k);
-    if (e === undefined) inFlight.set(k, (e = { info: infoOf(api, model, stream, tenant), waiting: 0, running: 0 }));
-    return e;
-  };
-  // A tenant given its place while a request of its ran was `unauthenticated` when that request
-  // started: its count is found under that label (the totals stay exact either way).
-  const tracked = (api: InferenceApi, raw: string, stream: boolean, rawTenant: string | undefined, field: 'waiting' | 'running') => {
-    const f = entry(api, raw, stream, rawTenant);
-    if (f[field] > 0 || rawTenant === undefined) return f;
-    const before = entry(api, raw, stream, rawTenant, UNAUTHENTICATED_TENANT);
-    return before[field] > 0 ? before : f;
-  };
+  const inFlight = trackInFlight(sink, label, tenantLabel);
+  const owners: Record<string, object> = {};
+  for (const name of SINK_CALLS) owners[name] = inFlight.sink;
+  for (const name of EVENT_CALLS) owners[name] = events;
+  for (const name of LEDGER_CALLS) owners[name] = { append };
+  // A call's decoder, made once: its arguments from the message, on the method its owner has
+  // now (an optional one may be absent).
+  const decoders = CALLS.map((name) => {
+    const owner = owners[name] as Record<string, ((...args: unknown[]) => void) | undefined>;
+    if (!(name in CARRIES_ID)) return (e: readonly unknown[]) => callPlain(owner, owner[name], e);
+    return (e: readonly unknown[]) => callWithInfo(owner, owner[name], e as unknown as readonly [number, ...InfoFields, ...unknown[]]);
+  });
   return {
     get tracked() {
-      return inFlight.size;
+      return inFlight.tracked;
     },
     receive(batch) {
-      for (const e of batch) {
-        switch (e[0]) {
-          case 0:
-            entry(e[1], e[2], e[3], e[4]).waiting++;
-            sink.started(infoOf(e[1], e[2], e[3], e[4]));
-            break;
-          case 1: {
-            // Running under the label its tenant has now that the engine answered (the recorder's).
-            tracked(e[1], e[2], e[3], e[5], 'waiting').waiting--;
-            entry(e[1], e[2], e[3], e[5], undefined, e[6]).running++;
-            const info = infoOf(e[1], e[2], e[3], e[5], e[6]);
-            sink.firstOutput(e[7] === undefined ? info : { ...info, requestId: e[7] }, e[4] ?? undefined);
-            break;
-          }
-          case 2:
-            sink.interToken?.(infoOf(e[1], e[2], e[3], e[6], e[7]), e[4], e[5]);
-            break;
-          case 3: {
-            const s = e[1];
-            if (s.outputSeen) entry(s.api, s.model, s.stream, s.tenant, undefined, s.accepted).running--;
-            else tracked(s.api, s.model, s.stream, s.tenant, 'waiting').waiting--;
-            sink.finished(s);
-            break;
-          }
-          case 4: {
-            const [, name, arg] = e;
-            (events[name] as (a?: unknown) => void)(arg ?? undefined);
-            break;
-          }
-          case 5:
-            events.httpRequest?.(e[1], e[2], e[3], e[4], e[5]);
-            break;
-          case 6: {
-            const info = infoOf(e[1], e[2], e[3], e[6], e[7]);
-            sink.firstVisibleOutput?.(e[8] === undefined ? info : { ...info, requestId: e[8] }, e[4], e[5] ?? undefined);
-            break;
-          }
-          case 7:
-            usageLine?.(e[1]);
-            break;
-        }
-      }
+      for (const e of batch) decoders[e[0]]?.(e);
     },
-    lost() {
-      let n = 0;
-      for (const { info, waiting, running } of inFlight.values()) {
-        for (let i = 0; i < waiting + running; i++) {
-          sink.finished(lostSample(info, i >= waiting));
-          n++;
-        }
-      }
-      inFlight.clear();
-      return n;
-    },
+    lost: inFlight.lost,
   };
 }
 
-function infoOf(api: InferenceApi, model: string, stream: boolean, tenant: string | undefined, accepted?: boolean): RequestInfo {
-  if (tenant === undefined) return { api, model, stream };
-  return accepted === undefined ? { api, model, stream, tenant } : { api, model, stream, tenant, accepted };
+// The four helpers below write messages and calls out by length, for the short argument lists
+// the calls have: a spread or a slice of the arguments cost up to several times as much per call
+// (measured, node 24).
+
+/** A plain call's message: its kind, then its arguments. */
+function plainMessage(kind: number, a: readonly unknown[]): unknown[] {
+  switch (a.length) {
+    case 0:
+      return [kind];
+    case 1:
+      return [kind, a[0]];
+    case 2:
+      return [kind, a[0], a[1]];
+    case 3:
+      return [kind, a[0], a[1], a[2]];
+    case 4:
+      return [kind, a[0], a[1], a[2], a[3]];
+    case 5:
+      return [kind, a[0], a[1], a[2], a[3], a[4]];
+    default:
+      return [kind, ...a];
+  }
 }
 
-function lostSample(info: RequestInfo, outputSeen: boolean): RequestSample {
-  return {
-    ...info,
-    status: 502,
-    outcome: 'failed',
-    failure: 'worker_exit',
-    cancelPhase: undefined,
-    ttfb: undefined,
-    streamed: info.stream,
-    outputSeen,
-    ttft: undefined,
-    lastToken: undefined,
-    e2e: undefined,
-    tpot: undefined,
-    promptTokens: undefined,
-    completionTokens: undefined,
-    usageSource: 'none',
-    tokenEvents: 0,
-    finishReason: undefined,
-  };
+/** An info call's message: its kind, the info's fields, then the arguments after the info. */
+function infoMessage(kind: number, i: RequestInfo, requestId: string | undefined, a: readonly unknown[]): unknown[] {
+  switch (a.length) {
+    case 0:
+      return [kind, i.api, i.model, i.stream, i.tenant, i.accepted, requestId];
+    case 1:
+      return [kind, i.api, i.model, i.stream, i.tenant, i.accepted, requestId, a[0]];
+    case 2:
+      return [kind, i.api, i.model, i.stream, i.tenant, i.accepted, requestId, a[0], a[1]];
+    default:
+      return [kind, i.api, i.model, i.stream, i.tenant, i.accepted, requestId, ...a];
+  }
+}
+
+type Method = ((...args: unknown[]) => void) | undefined;
+
+/** A plain call made from its message (`fn` absent: an optional method the owner lacks). */
+function callPlain(owner: object, fn: Method, e: readonly unknown[]): unknown {
+  if (fn === undefined) return;
+  switch (e.length) {
+    case 1:
+      return fn.call(owner);
+    case 2:
+      return fn.call(owner, e[1]);
+    case 3:
+      return fn.call(owner, e[1], e[2]);
+    case 4:
+      return fn.call(owner, e[1], e[2], e[3]);
+    case 5:
+      return fn.call(owner, e[1], e[2], e[3], e[4]);
+    case 6:
+      return fn.call(owner, e[1], e[2], e[3], e[4], e[5]);
+    default:
+      return fn.apply(owner, e.slice(1));
+  }
+}
+
+/** An info call made from its message: the info rebuilt from its fields, then the other arguments. */
+function callWithInfo(owner: object, fn: Method, e: readonly [number, ...InfoFields, ...unknown[]]): unknown {
+  if (fn === undefined) return;
+  const info = infoOf(e[1], e[2], e[3], e[4], e[5], e[6]);
+  switch (e.length) {
+    case INFO_END:
+      return fn.call(owner, info);
+    case INFO_END + 1:
+      return fn.call(owner, info, e[7]);
+    case INFO_END + 2:
+      return fn.call(owner, info, e[7], e[8]);
+    default:
+      return fn.apply(owner, [info, ...e.slice(INFO_END)]);
+  }
 }

@@ -1,14 +1,14 @@
-// A worker of INFERMETER_WORKERS > 1: the data plane on the shared port, its measurement sent
-// to the primary in batches. Reads the same environment as the primary.
-import { buildDataPlane, dataPolicy, drainAndSay, tenantAliases } from '../app.ts';
+// A worker of INFERMETER_WORKERS > 1: the data side of the composition root
+// (start/data-side.ts) on the shared port, reporting to the bus (bus.ts) instead of a
+// measurement of its own. Reads the same environment as the primary.
+import { startPrices } from '../chargeback/start.ts';
 import { loadConfig } from '../config/config.ts';
 import { createLogger } from '../log.ts';
-import { listen, urlOf } from '../management/listen.ts';
 import { monotonicClock } from '../measure/clock.ts';
 import { createLoopDelayMonitor } from '../metrics/own/loop-delay.ts';
-import { createUsageWriter } from '../ledger/ledger.ts';
-import { startPrices } from '../chargeback/start.ts';
 import { processMetrics } from '../metrics/own/process-families.ts';
+import { startDataSide } from '../start/data-side.ts';
+import { tenantAliases } from '../start/measurement.ts';
 import { createWorkerBus, type PrimaryMessage, type WorkerMessage } from './bus.ts';
 
 // The SLO classes are the primary's (it judges every request): a worker neither needs nor reads
@@ -24,23 +24,21 @@ const bus = createWorkerBus(send, () => connections());
 // This worker's event-loop delay, sent with every flush (a scrape asks for one).
 const loopDelay = createLoopDelayMonitor();
 const own = processMetrics();
+// Its own tenant aliases and prices (a request's tenant; its usage records' cost), read again on
+// the primary's word or when their file changes; its usage records cross the bus to the
+// primary's spool, with its own start id and sequence.
 const aliases = tenantAliases(config, log);
-// This worker's usage records: its own start id and sequence, written by the primary's spool.
-// Its records priced at the prices in use (the file read again on the primary's word, or when it changes).
 const prices = startPrices(config, log);
-const usage = config.usage === undefined ? undefined : createUsageWriter(config.usage.source, bus.usageLine, Date.now, prices?.recordPrice);
-const { dataPlane, accessLog } = buildDataPlane(config, log, monotonicClock, bus.sink, bus.events, undefined, aliases, undefined, usage);
-connections = () => dataPlane.connections();
-
-const address = await listen(dataPlane.server, config.host, config.port, dataPolicy(config));
-send({ t: 'listening', url: urlOf(address, config.security.dataTls === undefined ? 'http' : 'https') });
+const data = await startDataSide(config, log, monotonicClock, { sink: bus.sink, events: bus.events, ledger: bus.ledger, aliases, prices });
+connections = () => data.plane.connections();
+send({ t: 'listening', url: data.url });
 
 process.on('message', (m: PrimaryMessage) => {
   if (m.t === 'flush') {
     bus.flush();
     // This worker's process families too (read asynchronously; the primary waits up to its flush timeout).
     const delay = loopDelay.read();
-    const held = dataPlane.heldBodyBytes();
+    const held = data.plane.heldBodyBytes();
     void own.read().then(
       (reading) => send({ t: 'flushed', seq: m.seq, loopDelay: delay, held, process: reading }),
       () => send({ t: 'flushed', seq: m.seq, loopDelay: delay, held }),
@@ -50,11 +48,11 @@ process.on('message', (m: PrimaryMessage) => {
   } else if (m.t === 'reloadPrices') {
     prices?.book.reload();
   } else if (m.t === 'reopenAccessLog') {
-    accessLog?.reopen();
+    data.reopenAccessLog();
   } else if (m.t === 'drain') {
-    void drainAndSay(dataPlane, m.timeoutMs, log).then(async () => {
+    void data.drain(m.timeoutMs).then(async () => {
       bus.flush();
-      await accessLog?.close();
+      await data.close();
       aliases?.close();
       prices?.book.close();
       process.disconnect();

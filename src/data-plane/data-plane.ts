@@ -1,12 +1,10 @@
-// The data plane: a node:http server in front of the model server, wiring the routes to the
-// listener. An inference request (inference-route.ts says which) takes the measured route
+// The data plane: a node:http server in front of the model server (data-server.ts), wiring the
+// routes to the listener. An inference request (inference-route.ts says which) takes the measured route
 // (measured-route.ts), everything else (other routes, websockets) the pass-through route
 // (pass-through-route.ts, http-proxy-3). Both take their upstream connections from one policy
 // (upstream-connections.ts); the measured route's
 // timeouts are kept by one sweep (deadlines.ts), its admission by the concurrency limit.
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import https from 'node:https';
-import type { Duplex } from 'node:stream';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { rootCertificates as tlsRootCertificates } from 'node:tls';
 import { DEFAULT_LIMITS, type Limits } from '../config/limits.ts';
 import type { TlsFiles } from '../config/security.ts';
@@ -33,6 +31,7 @@ import type { TenantOf } from '../tenants/tenant-of.ts';
 import type { RejectReason } from '../metrics/own/proxy-families.ts';
 import type { ClientErrorKind } from './client-connections.ts';
 import { boundBufferPool } from './buffer-pool.ts';
+import { BAD_REQUEST, createDataServer } from './data-server.ts';
 import type { UsageWriter } from '../ledger/ledger.ts';
 import type { InferenceApiRow } from '../measure/inference-apis.ts';
 
@@ -103,7 +102,7 @@ type DataPlaneLimits = Pick<
 >;
 
 export interface DataPlane {
-  readonly server: http.Server;
+  readonly server: Server;
   /** Client connections open now. */
   connections(): number;
   /** Upstream connections open now (idle or busy). */
@@ -121,9 +120,6 @@ export interface DataPlane {
   /** Stops accepting, ends idle and unused connections and upstream sockets; resolves when no connection is left. */
   close(): Promise<void>;
 }
-
-const BAD_REQUEST = 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n';
-const HEADERS_TOO_LARGE = 'HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\nContent-Length: 0\r\n\r\n';
 
 export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const { upstream, log } = options;
@@ -200,48 +196,24 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     } else measured(req, res, route);
   };
 
-  // Node checks the headers and request timeouts every connectionsCheckingInterval (30 s by
-  // default): check often enough that a short timeout is kept to within a quarter of itself.
-  // Only a websocket offer is taken up (the upgrade event, the pass-through's tunnel); any other
-  // (`curl --http2`'s and Java's HttpClient's h2c) is declined as RFC 9110 lets a server decline
-  // it: the request is served as the HTTP/1.1 request it also is, its Upgrade and HTTP2-Settings
-  // dropped as hop-by-hop headers on the way upstream.
-  const serverOptions = {
-    noDelay: true,
-    connectionsCheckingInterval: Math.min(1000, Math.max(25, Math.floor(limits.headersTimeoutMs / 4))),
-    shouldUpgradeCallback: offersWebsocket,
-  };
-  const server = options.tls === undefined ? http.createServer(serverOptions, onRequest) : https.createServer({ ...serverOptions, ...options.tls }, onRequest);
-  // Slow clients: the headers, then the whole request, must arrive within these.
-  server.headersTimeout = limits.headersTimeoutMs;
-  server.requestTimeout = limits.requestTimeoutMs;
-  // Not Node's 5 s: a client that pauses between requests for longer than that (a chat user
-  // reading, a Go client with its 90 s pool) would connect again through infermeter, and under
-  // the mirror policy to the engine too, where directly it reuses its connection to an engine
-  // that keeps it (Ollama, TGI, a cloud API).
-  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  const server = createDataServer({
+    tls: options.tls,
+    limits,
+    onRequest,
+    onUpgrade(req, socket, head) {
+      const target = originForm(req.url);
+      if (target === undefined) {
+        options.clientError?.('malformed');
+        socket.on('error', ignore);
+        socket.end(BAD_REQUEST);
+        return;
+      }
+      req.url = target;
+      passThrough.ws(req, socket, head);
+    },
+    clientError: options.clientError,
+  });
   const clients = trackConnections(server);
-  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const target = originForm(req.url);
-    if (target === undefined) {
-      options.clientError?.('malformed');
-      socket.on('error', ignore);
-      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-      return;
-    }
-    req.url = target;
-    passThrough.ws(req, socket, head);
-  });
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    // Too slow (slowloris) or not HTTP: answer 408 or 400 as node would, without logging its bytes.
-    if (!socket.writable || error.code === 'ECONNRESET') {
-      socket.destroy();
-      return;
-    }
-    const timedOut = error.code === 'ERR_HTTP_REQUEST_TIMEOUT';
-    options.clientError?.(timedOut ? 'timeout' : 'malformed');
-    socket.end(timedOut ? 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n' : error.code === 'HPE_HEADER_OVERFLOW' ? HEADERS_TOO_LARGE : BAD_REQUEST);
-  });
 
   /** A target no route can resolve: 400, and the connection closes (what follows may be anything). */
   const refuseTarget = (req: IncomingMessage, res: ServerResponse): void => {
@@ -275,9 +247,3 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
 }
 
 function ignore(): void {}
-
-/** Whether a request's Upgrade header offers the websocket protocol (RFC 6455), among others or alone. */
-export function offersWebsocket(req: IncomingMessage): boolean {
-  const upgrade = req.headers.upgrade;
-  return upgrade !== undefined && /(?:^|,)\s*websocket\s*(?:,|$)/i.test(upgrade);
-}

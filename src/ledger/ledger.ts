@@ -44,18 +44,6 @@ export interface Ledger {
   close(): Promise<void>;
 }
 
-/** With INFERMETER_USAGE_DIR: the ledger and this process's writer to it. */
-export function startUsageLedger(
-  config: UsageConfig | undefined,
-  registry: Registry,
-  log: Logger,
-  price?: RecordPrice,
-): { writer: UsageWriter; close(): Promise<void> } | undefined {
-  if (config === undefined) return undefined;
-  const ledger = startLedger(config, registry, log);
-  return { writer: createUsageWriter(config.source, ledger.append, Date.now, price), close: () => ledger.close() };
-}
-
 /** The sink INFERMETER_USAGE_SINK names, delivering from the spool in `config.dir`. */
 function startConfiguredSink(config: UsageConfig, records: Record<'delivered' | 'parked', number>, log: Logger): SinkLoop | undefined {
   const sink = config.sink;

@@ -2,7 +2,9 @@
 // the primary. The aggregated /metrics equals the traffic exactly; a worker that dies is
 // restarted, and its loss is counted, never silent.
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
+import cluster, { type Worker } from 'node:cluster';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { startClusterPrimary } from '../../src/cluster/primary.ts';
 import { loadConfig } from '../../src/config/config.ts';
@@ -128,5 +130,28 @@ describe('several workers', () => {
     const after = await send(app.dataUrl, '{"model":"m"}');
     assert.equal(after.status, 200, 'the new workers serve');
     assert.equal(parseExposition(await (await fetch(app.metricsUrl!)).text()).value('request_received_total', { model_name: 'm' }), 19);
+  });
+
+  it('a start that fails after the workers listen (the management port taken) stops them, as one process closes its data plane', async (t) => {
+    // The one composition root cleans up what it started in either mode: the workers drain and exit.
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    t.after(() => taken.close());
+    const forked: Worker[] = [];
+    const onFork = (w: Worker) => forked.push(w);
+    cluster.on('fork', onFork);
+    t.after(() => {
+      cluster.off('fork', onFork);
+      // Whatever the outcome, no worker outlives the test.
+      for (const w of forked) if (w.process.exitCode === null && w.process.signalCode === null) w.process.kill('SIGKILL');
+    });
+    const env = clusterEnv('http://127.0.0.1:9', { INFERMETER_MANAGEMENT_PORT: String((taken.address() as AddressInfo).port), INFERMETER_LOG_LEVEL: 'warn' });
+    await assert.rejects(startClusterPrimary(loadConfig(env), env, { log: createLogger('error', () => undefined), workers: 2 }), /EADDRINUSE/);
+    assert.equal(forked.length, 2, 'both workers had started');
+    assert.deepEqual(
+      forked.map((w) => w.process.exitCode !== null || w.process.signalCode !== null),
+      [true, true],
+      'every worker has exited by the time the start is refused',
+    );
   });
 });

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it, type TestContext } from 'node:test';
-import { logStartWarnings } from '../../src/app.ts';
+import { logStartWarnings } from '../../src/start/root.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { exposureWarnings } from '../../src/config/exposure-warnings.ts';
 import { createLogger } from '../../src/log.ts';

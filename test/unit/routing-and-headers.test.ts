@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { forwardHeaders, headerFilter, HOP_BY_HOP_HEADERS, stripHopByHop } from '../../src/data-plane/hop-by-hop.ts';
-import { offersWebsocket } from '../../src/data-plane/data-plane.ts';
+import { offersWebsocket } from '../../src/data-plane/data-server.ts';
 import { httplibDecode, inferenceApi, inferenceRoute, routedPath } from '../../src/data-plane/inference-route.ts';
 import { proxyErrorResponse } from '../../src/data-plane/openai-error.ts';
 import { pathJoiner } from '../../src/data-plane/upstream-request.ts';

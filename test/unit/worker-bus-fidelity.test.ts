@@ -1,5 +1,5 @@
 // With workers, every measurement crosses the bus (worker -> primary) before the recorder sees
-// it: each sink call and proxy event must arrive as the in-process call would have made it,
+// it: each sink call, proxy event and usage line must arrive as the in-process call would have made it,
 // field by field, "none" (undefined) kept apart from 0 and false. A property test over random
 // calls, their optional figures drawn from undefined, 0 and other values; the messages are
 // structured-cloned as the cluster's `advanced` serialization clones them (src/cluster/primary.ts).
@@ -13,8 +13,8 @@ import { seededRandom } from '../helpers/random.ts';
 
 type Call = readonly [name: string, ...args: unknown[]];
 
-/** A sink and proxy events that record every call, with its arguments as given. */
-function recorder(): { sink: MeasurementSink; events: ProxyEvents; calls: Call[] } {
+/** A sink, proxy events and a ledger that record every call, with its arguments as given. */
+function recorder(): { sink: MeasurementSink; events: ProxyEvents; ledger: { append(line: string): void }; calls: Call[] } {
   const calls: Call[] = [];
   const record =
     (name: string) =>
@@ -41,7 +41,7 @@ function recorder(): { sink: MeasurementSink; events: ProxyEvents; calls: Call[]
     bodyUnheld: record('bodyUnheld'),
     httpRequest: record('httpRequest'),
   };
-  return { sink, events, calls };
+  return { sink, events, ledger: { append: record('append') }, calls };
 }
 
 /** An info object as the data plane writes it: no key for what is absent. */
@@ -50,7 +50,7 @@ function info(fields: Record<string, unknown>): RequestInfo {
 }
 
 describe('the worker bus', () => {
-  it('delivers every sink call and proxy event as the in-process call, field by field: undefined stays undefined, 0 stays 0, false stays false', () => {
+  it('delivers every sink call, proxy event and ledger line as the in-process call, field by field: undefined stays undefined, 0 stays 0, false stays false', () => {
     const random = seededRandom(53);
     const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)]!;
     const figure = () => pick([undefined, 0, 0.25, 1e-6, 42]);
@@ -67,6 +67,7 @@ describe('the worker bus', () => {
       carried.events,
       (m) => m,
       (t) => t,
+      carried.ledger.append,
     );
     // What the bus does not carry, by design: started's and interToken's request id (an exemplar
     // is taken at first output and at the end only).
@@ -81,8 +82,8 @@ describe('the worker bus', () => {
         accepted: tenant === undefined ? undefined : pick([undefined, true, false]),
         requestId: pick([undefined, 'r-1']),
       };
-      const calls: Array<[MeasurementSink | ProxyEvents, string, unknown[], unknown[]?]> = [];
-      switch (Math.floor(random() * 6)) {
+      const calls: Array<[object, string, unknown[], unknown[]?]> = [];
+      switch (Math.floor(random() * 7)) {
         case 0:
           calls.push([direct.sink, 'started', [info({ ...base, accepted: undefined })], [info({ ...base, accepted: undefined, requestId: undefined })]]);
           break;
@@ -127,6 +128,10 @@ describe('the worker bus', () => {
           calls.push([direct.sink, 'finished', [sample]]);
           break;
         }
+        case 5:
+          // A usage record's line, for the primary's spool.
+          calls.push([direct.ledger, 'append', [pick(['', '{"id":"a"}\n', 'ü\u0000\n'])]]);
+          break;
         default: {
           const [name, arg] = pick([
             ['uninspected', 'too_large'],
@@ -148,13 +153,21 @@ describe('the worker bus', () => {
       }
       for (const [target, name, args, carriedArgs] of calls) {
         (target as unknown as Record<string, (...a: unknown[]) => void>)[name]!(...args);
-        const onBus = target === direct.sink ? bus.sink : bus.events;
+        const onBus = target === direct.sink ? bus.sink : target === direct.events ? bus.events : bus.ledger;
         (onBus as unknown as Record<string, (...a: unknown[]) => void>)[name]!(...args);
         expected.push([name, ...(carriedArgs ?? args)]);
       }
       if (random() < 0.1) bus.flush();
     }
     bus.flush();
+    // Compact: no object crosses but a finished request's sample (a request's info goes as its fields).
+    for (const m of messages) {
+      if (m.t !== 'events') continue;
+      for (const e of m.events) {
+        const objects = (e as readonly unknown[]).filter((v) => typeof v === 'object' && v !== null);
+        assert.ok(objects.length === 0 || (objects.length === 1 && 'outcome' in objects[0]!), `an object on the bus: ${JSON.stringify(e)}`);
+      }
+    }
     for (const m of messages) if (m.t === 'events') receiver.receive(m.events);
     assert.equal(carried.calls.length, expected.length, 'as many calls arrived as were made');
     // The events with no argument arrive with none (an `undefined` argument, not a 0 or a null).

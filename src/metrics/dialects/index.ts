@@ -3,7 +3,7 @@
 // infermeter forwards unmeasured). Everything that lists dialects derives from it: the
 // variable's validation (config.ts), the INFERMETER_BUCKETS_<FAMILY> families and the help text
 // of both variables (variables.ts, and so --help and the README's table), the dialects
-// createMetrics builds and the data plane's pass-through report (app.ts). A new dialect is its
+// createMetrics builds and the data plane's pass-through report (start/data-side.ts). A new dialect is its
 // own module plus one row here. The table is a value passed down (loadConfig's, createMetrics'
 // and startInfermeter's `dialectTable`, this one by default), never a registry mutated at run
 // time: a test adds a dialect by passing [...DIALECTS, its row].
