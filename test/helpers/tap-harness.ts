@@ -4,7 +4,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { createRequestTimer, type MeasurementSink } from '../../src/measure/request-timer.ts';
 import type { InferenceApi, RequestSample } from '../../src/measure/sample.ts';
-import { listenTap, tapResponse, type TapProblem } from '../../src/stream-tap/response-tap.ts';
+import { type ResponseTap, tapResponse, type TapProblem } from '../../src/stream-tap/response-tap.ts';
 
 export interface TapRun {
   readonly sample: RequestSample;
@@ -26,6 +26,16 @@ export interface TapInput {
   readonly clockAt?: (chunkIndex: number) => number;
   readonly maxEventBytes?: number;
   readonly maxBodyBytes?: number;
+}
+
+/** Hands a response's body to the tap as the relay does, chunk by chunk, then its end and close. */
+export function listenTap(
+  res: { on(event: 'data', listener: (chunk: Buffer) => void): unknown; on(event: 'end' | 'close', listener: () => void): unknown },
+  tap: ResponseTap,
+): void {
+  res.on('data', tap.chunk);
+  res.on('end', tap.end);
+  res.on('close', tap.close);
 }
 
 export function runTap(input: TapInput): TapRun {
