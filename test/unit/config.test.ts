@@ -7,7 +7,7 @@ import { ConfigError, loadConfig } from '../../src/config/config.ts';
 import { markdownRows } from '../../src/config/variables/variable-table.ts';
 import { CONFIGURATION_TABLE, closestVariable, unknownVariables, VARIABLE_NAMES as VARIABLES } from '../../src/config/variables.ts';
 import { histogramFamilies } from '../../src/metrics/dialects/index.ts';
-import { CONFIGURATION_DOC, documentedRows, replaceDocumentedRows } from '../helpers/configuration-doc.ts';
+import { CONFIGURATION_DOC, documentedRows, replaceDocumentedRows } from '../../scripts/configuration-doc.ts';
 
 const noFile = (path: string): string => {
   throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' });
