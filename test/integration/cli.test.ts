@@ -14,7 +14,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { CONFIGURATION_TABLE } from '../../src/config/variables.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
 import { VERSION } from '../../src/version.ts';
-import { collect, spawnNode } from '../helpers/child-process.ts';
+import { collect, lineMatching, spawnNode } from '../helpers/child-process.ts';
 import { listen } from '../helpers/listen.ts';
 import { postResponse } from '../helpers/post.ts';
 
@@ -24,25 +24,6 @@ const LAUNCHER = fileURLToPath(new URL('../../bin/infermeter.js', import.meta.ur
 
 function run(t: TestContext, script: string, env: Record<string, string>, args: string[] = [], node = process.execPath): ChildProcessWithoutNullStreams {
   return spawnNode(t, [script, ...args], env, node);
-}
-
-/** Resolves with the first line of `stream` that matches. */
-function lineMatching(stream: NodeJS.ReadableStream, pattern: RegExp): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let buffered = '';
-    const onData = (chunk: Buffer) => {
-      buffered += chunk.toString();
-      for (const line of buffered.split('\n')) {
-        if (pattern.test(line)) {
-          stream.off('data', onData);
-          resolve(line);
-          return;
-        }
-      }
-    };
-    stream.on('data', onData);
-    stream.once('end', () => reject(new Error(`stream ended without ${pattern}: ${buffered}`)));
-  });
 }
 
 // Each test's processes are its own, on ports the OS picks: the tests of a describe run side by
