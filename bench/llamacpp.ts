@@ -54,7 +54,7 @@ const accessLog = join(tmp, 'access.log');
 const server = await startLlamaServer({ ...found, slots: 4, context: 4096, threads, alias: SERVED });
 let infermeter: ChildProcess | undefined;
 const others: ChildProcess[] = [];
-const ROUNDS_NOTE = `chat, max_tokens 8, each cell sent in ${ROUNDS} interleaved rounds to each way (the order rotated, 5.5 s between ways so that no way\'s idle connections hold the engine\'s threads into the next), the client\'s whole request timed`;
+const ROUNDS_NOTE = `chat, max_tokens 8, each cell sent in ${ROUNDS} interleaved rounds to each way (the order rotated, 5.5 s between ways so that no way's idle connections hold the engine's threads into the next), the client's whole request timed`;
 try {
   const meta = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: Array<{ id: string; meta?: { n_params?: number } }> };
   // Warm-up: the first prompts of a fresh server are slow (allocation); not part of any scenario.

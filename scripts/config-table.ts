@@ -1,11 +1,11 @@
 // `npm run docs:config`: writes the documented configuration table's rows from the variables
-// table (src/config/variables.ts), where test/helpers/configuration-doc.ts says the table lives.
+// table (src/config/variables.ts), where configuration-doc.ts says the table lives.
 // The test of test/unit/config.test.ts checks them row by row; this is the way to make it pass
 // after a row changed.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { markdownRows } from '../src/config/variables/variable-table.ts';
 import { CONFIGURATION_TABLE } from '../src/config/variables.ts';
-import { CONFIGURATION_DOC, replaceDocumentedRows } from '../test/helpers/configuration-doc.ts';
+import { CONFIGURATION_DOC, replaceDocumentedRows } from './configuration-doc.ts';
 
 const before = readFileSync(CONFIGURATION_DOC, 'utf8');
 const after = replaceDocumentedRows(before, markdownRows(CONFIGURATION_TABLE));

@@ -26,7 +26,7 @@ const COMPILE_CACHE = process.env.NODE_COMPILE_CACHE ?? join(tmpdir(), 'infermet
 const checks: Array<{ name: string; command: string; args: string[] }> = [
   { name: 'tsc --noEmit', command: bin('tsc'), args: ['--noEmit'] },
   { name: 'biome format', command: bin('biome'), args: ['format'] },
-  { name: 'biome lint', command: bin('biome'), args: ['lint'] },
+  { name: 'biome lint', command: bin('biome'), args: ['lint', '--error-on-warnings'] },
   { name: 'knip', command: bin('knip'), args: [] },
 ];
 const testArgs = (files: string[], ...options: string[]) => [

@@ -25,11 +25,10 @@ import { parseUsage, type UsageConfig } from '../ledger/usage-config.ts';
 import { parsePrices, type PricesConfig } from '../chargeback/prices-file.ts';
 import { parseMetricsUrl, parseUpstream } from './upstream-url.ts';
 import { readGroup, type GroupValues, type Row } from './variables/variable-table.ts';
-import { CONFIGURATION_TABLE, unknownVariables, VARIABLE_NAMES } from './variables.ts';
+import { CONFIGURATION_TABLE, unknownVariables } from './variables.ts';
 import { MAX_WORKERS } from './variables/proxy.ts';
 
 export type { Env } from './parse/parse.ts';
-export { AOM_LABEL_VARIABLES } from './aom-labels.ts';
 
 /** The values of the table's rows of group `config`: each is Config's under the row's key. */
 type TableValues = GroupValues<typeof CONFIGURATION_TABLE, 'config'>;
@@ -107,12 +106,6 @@ export interface LoadOptions {
   /** The dialects INFERMETER_DIALECTS may name (default: DIALECTS; a test adds its own). */
   readonly dialectTable?: readonly DialectRow[];
 }
-
-/**
- * Every variable infermeter reads: the names of the configuration table (variables.ts), which
- * docs/configuration.md, --help and the unknown-variable check share.
- */
-export const VARIABLES: readonly string[] = VARIABLE_NAMES;
 
 const hostCpuQuota = (): CpuQuota | undefined => readCpuQuota({ cgroupRoot: '/sys/fs/cgroup', procRoot: '/proc' });
 

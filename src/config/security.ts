@@ -36,22 +36,6 @@ interface StartWarning {
   readonly fields: Readonly<Record<string, string>>;
 }
 
-export const SECURITY_VARIABLES = [
-  'INFERMETER_TLS_CERT',
-  'INFERMETER_TLS_KEY',
-  'INFERMETER_TLS_KEY_PASSPHRASE_FILE',
-  'INFERMETER_MANAGEMENT_TLS_CERT',
-  'INFERMETER_MANAGEMENT_TLS_KEY',
-  'INFERMETER_MANAGEMENT_TLS_KEY_PASSPHRASE_FILE',
-  'INFERMETER_METRICS_TLS_CERT',
-  'INFERMETER_METRICS_TLS_KEY',
-  'INFERMETER_METRICS_TLS_KEY_PASSPHRASE_FILE',
-  'INFERMETER_UPSTREAM_CA_FILE',
-  'INFERMETER_ALLOW_ALL_ZERO_IP',
-  'INFERMETER_METRICS_TOKEN',
-  'INFERMETER_METRICS_TOKEN_FILE',
-] as const;
-
 interface Reader {
   readonly env: Env;
   /** Where certificates outside their validity period are noted (parseSecurity collects them). */

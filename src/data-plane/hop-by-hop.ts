@@ -1,8 +1,7 @@
 // Hop-by-hop headers describe one connection, not the message (RFC 9110 §7.6.1): they are
 // dropped at the proxy in both directions, along with any header the Connection header names.
-import type { IncomingHttpHeaders } from 'node:http';
 
-/** The names stripHopByHop removes (besides those the Connection header lists). */
+/** The hop-by-hop names (besides those the Connection header lists). */
 export const HOP_BY_HOP_HEADERS: readonly string[] = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
 
 /** The header names a Connection header's value lists, in lower case; none for the common values. */
@@ -18,22 +17,6 @@ function listedBy(connection: string): readonly string[] {
     if (name !== '' && name !== 'content-length') names.push(name);
   }
   return names;
-}
-
-/** Removes hop-by-hop headers in place. */
-export function stripHopByHop(headers: IncomingHttpHeaders): void {
-  const connection = headers.connection;
-  if (typeof connection === 'string') for (const name of listedBy(connection)) if (name !== 'connection') delete headers[name];
-  // Delete only what is there: a delete of an absent key still costs a lookup, and deletes are
-  // what turn header objects into slow dictionaries. Spelled out, one named load each: a loop
-  // over the names makes one megamorphic keyed load of them all (twice a request, measured).
-  if (connection !== undefined) delete headers.connection;
-  if (headers['keep-alive'] !== undefined) delete headers['keep-alive'];
-  if (headers['proxy-connection'] !== undefined) delete headers['proxy-connection'];
-  if (headers.te !== undefined) delete headers.te;
-  if (headers.trailer !== undefined) delete headers.trailer;
-  if (headers['transfer-encoding'] !== undefined) delete headers['transfer-encoding'];
-  if (headers.upgrade !== undefined) delete headers.upgrade;
 }
 
 /** Header names a raw list is filtered by: the hop-by-hop ones and some more, in lower case. */

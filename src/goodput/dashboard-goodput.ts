@@ -7,6 +7,7 @@
 import { SLO_KEYS } from './slo-config.ts';
 import type { Goodput } from './goodput-families.ts';
 import type { QuantileWindowOptions } from '../metrics/windows/quantile-window.ts';
+import { createSlotCounts, type SlotCounts } from '../metrics/windows/slot-counts.ts';
 
 interface GoodputRow {
   /** Finished in the window, by verdict. */
@@ -32,43 +33,24 @@ export interface DashboardGoodput {
 const FIELDS = 4; // good, missed, failed, cancelled
 const INDEX = { good: 0, missed: 1, failed: 2, cancelled: 3 } as const;
 
-interface Slots {
-  readonly counts: Float64Array;
-  readonly stamps: Float64Array;
-}
-
 export function createDashboardGoodput(goodput: Goodput, clock: () => number, options: Required<QuantileWindowOptions>): DashboardGoodput {
-  const slotMs = options.slotSeconds * 1000;
-  const slots = Math.max(1, Math.ceil((options.windowSeconds * 1000) / slotMs));
-  const models = new Map<string, Slots>();
-  const tenants = new Map<string, Slots>();
-  const count = (map: Map<string, Slots>, key: string, field: number, slot: number): void => {
+  const models = new Map<string, SlotCounts>();
+  const tenants = new Map<string, SlotCounts>();
+  const count = (map: Map<string, SlotCounts>, key: string, field: number, nowMs: number): void => {
     let s = map.get(key);
-    if (s === undefined) map.set(key, (s = { counts: new Float64Array(slots * FIELDS), stamps: new Float64Array(slots).fill(Number.NaN) }));
-    const position = ((slot % slots) + slots) % slots;
-    if (s.stamps[position] !== slot) {
-      s.stamps[position] = slot;
-      s.counts.fill(0, position * FIELDS, position * FIELDS + FIELDS);
-    }
-    s.counts[position * FIELDS + field]!++;
+    if (s === undefined) map.set(key, (s = createSlotCounts(FIELDS, options)));
+    s.counts[s.at(nowMs) + field]!++;
   };
   goodput.onJudged((sample, judgement) => {
-    const slot = Math.floor(clock() / slotMs);
+    const now = clock();
     const field = INDEX[judgement.verdict];
-    count(models, sample.model, field, slot);
-    if (sample.tenant !== undefined) count(tenants, sample.tenant, field, slot);
+    count(models, sample.model, field, now);
+    if (sample.tenant !== undefined) count(tenants, sample.tenant, field, now);
   });
-  const rows = (map: Map<string, Slots>, nowMs: number): Record<string, GoodputRow> => {
-    const current = Math.floor(nowMs / slotMs);
+  const rows = (map: Map<string, SlotCounts>, nowMs: number): Record<string, GoodputRow> => {
     const out: Record<string, GoodputRow> = {};
     for (const [key, s] of map) {
-      const sums = [0, 0, 0, 0];
-      for (let p = 0; p < slots; p++) {
-        const stamp = s.stamps[p]!;
-        if (!(stamp > current - slots && stamp <= current)) continue;
-        for (let f = 0; f < FIELDS; f++) sums[f]! += s.counts[p * FIELDS + f]!;
-      }
-      const [good, missed, failed, cancelled] = sums as [number, number, number, number];
+      const [good, missed, failed, cancelled] = s.sums(nowMs) as [number, number, number, number];
       if (good + missed + failed + cancelled === 0) {
         map.delete(key); // nothing left in the window
         continue;

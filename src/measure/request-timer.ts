@@ -301,7 +301,7 @@ class Timer implements RequestTimer {
       if (this.outputAt !== undefined) this.sink.firstOutput(info, this.ttft());
       this.visibleOutput(info);
     }
-    const { t0, failure, streamed, tokenEvents, lastUsage, firstTokenAt, lastTokenAt, outputAt, firstVisibleAt } = this;
+    const { t0, failure, streamed, tokenEvents, lastUsage, firstTokenAt, lastTokenAt, outputAt } = this;
     const outcome: Outcome = failure !== undefined ? 'failed' : delivered ? 'success' : 'cancelled';
     let promptTokens: number | undefined;
     let completionTokens: number | undefined;
@@ -371,12 +371,9 @@ class Timer implements RequestTimer {
       cacheWriteTokens: lastUsage?.cacheCreationTokens,
       reasoningTokens,
       usageRejections: rejections,
-      timeToFirstOutput: firstVisibleAt === undefined ? undefined : (firstVisibleAt - t0) / 1000,
       longestGap: streamed ? health?.longestGap : undefined,
       backpressure: health?.blocked ?? 0,
       proxyOverhead: streamed && this.overheadWrites > 0 ? this.overheadMs / this.overheadWrites / 1000 : undefined,
-      reasoningPhase:
-        this.openedWithReasoning && firstTokenAt !== undefined && firstVisibleAt !== undefined ? (firstVisibleAt - firstTokenAt) / 1000 : undefined,
     };
     this.sink.finished(sample);
     return sample;

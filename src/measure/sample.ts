@@ -68,12 +68,6 @@ export interface RequestSample extends RequestInfo {
   /** Seconds from arrival to the first token-carrying event (streams only). */
   readonly ttft: number | undefined;
   /**
-   * Seconds from arrival to the first event with visible output: text or a tool call, not
-   * reasoning (streams only; undefined for a stream that showed none). Equal to `ttft` unless
-   * the stream opened with reasoning.
-   */
-  readonly timeToFirstOutput?: number | undefined;
-  /**
    * A streamed response's time in the proxy, in seconds: from an upstream chunk's arrival in the
    * data plane to its write to the client, the mean over the response's writes.
    */
@@ -90,8 +84,6 @@ export interface RequestSample extends RequestInfo {
    * paused): the client's own slowness, not the engine's. 0 when never.
    */
   readonly backpressure?: number | undefined;
-  /** For a stream that opened with reasoning: seconds from its first token to its first visible output. */
-  readonly reasoningPhase?: number | undefined;
   /** Seconds from arrival to the last token-carrying event (streams only). */
   readonly lastToken: number | undefined;
   /** Seconds from arrival to the last byte handed to the client (successes only). */

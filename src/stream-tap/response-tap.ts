@@ -52,13 +52,3 @@ export function tapResponse(proxyRes: TappedResponse, timer: RequestTimer, optio
   const wantBody = status >= 200 && status <= 299 && (identity || decode !== undefined);
   return tapBody(timer, options, wantBody, decode);
 }
-
-/** Hands a body that is piped elsewhere to the tap: these listeners land after the pipe's. */
-export function listenTap(
-  proxyRes: { on(event: 'data', listener: (chunk: Buffer) => void): unknown; on(event: 'end' | 'close', listener: () => void): unknown },
-  tap: ResponseTap,
-): void {
-  proxyRes.on('data', tap.chunk);
-  proxyRes.on('end', tap.end);
-  proxyRes.on('close', tap.close);
-}

@@ -62,17 +62,6 @@ const EMPTY_CHOICES = 1;
 const SOME_CHOICE = 2;
 
 /**
- * Is this complete SSE event a usage-only chunk: `choices: []` and a usage object? Its lines
- * are bytes [start, end) of `event` (the whole Buffer by default, its blank line may be in it).
- * An event whose bytes show a non-empty `choices` anywhere is not one, whatever a repeated key
- * makes of it for JSON.parse: so the strip can let such an event go from its first bytes on,
- * before its end came, and decide the same as when it came whole.
- */
-export function isUsageOnlyEvent(event: Buffer, start = 0, end = event.length): boolean {
-  return usageOnlyKind(event, start, end) !== NOT_USAGE_ONLY;
-}
-
-/**
  * Where the `,"usage":{...}` member of an event's JSON object is, when it is the object's last
  * member (as vLLM writes continuous usage stats, whitespace JSON allows aside): [its comma, the
  * byte after its object's `}`); undefined when the event has none there. Bytes [start, end) are
@@ -99,7 +88,13 @@ const NOT_USAGE_ONLY = 0;
 const USAGE_ONLY = 1;
 const USAGE_ONLY_TIMED = 2;
 
-/** What isUsageOnlyEvent decides, and whether the chunk carries the engine's timings. */
+/**
+ * Whether a complete SSE event is a usage-only chunk (`choices: []` and a usage object), and
+ * whether it carries the engine's timings; its lines are bytes [start, end) of `event`. An event
+ * whose bytes show a non-empty `choices` anywhere is not one, whatever a repeated key makes of it
+ * for JSON.parse: so the strip can let such an event go from its first bytes on, before its end
+ * came, and decide the same as when it came whole.
+ */
 function usageOnlyKind(event: Buffer, start: number, end: number): number {
   return choicesIn(event, start, end, event.indexOf(LBRACKET, start)) === EMPTY_CHOICES ? usageOnlyJson(event, start, end) : NOT_USAGE_ONLY;
 }

@@ -6,6 +6,7 @@
 // tenant with nothing in the window gives its memory back.
 import type { SampleObserver } from '../metrics/state/recorder.ts';
 import { createQuantileWindow, type QuantileWindow, type QuantileWindowOptions } from '../metrics/windows/quantile-window.ts';
+import { createSlotCounts, type SlotCounts } from '../metrics/windows/slot-counts.ts';
 
 export interface TenantRow {
   readonly tenant: string;
@@ -29,9 +30,7 @@ const FIELDS = 4;
 
 interface TenantWindow {
   readonly ttft: QuantileWindow;
-  readonly counts: Float64Array;
-  /** The slot number each ring position holds. */
-  readonly stamps: Float64Array;
+  readonly counts: SlotCounts;
 }
 
 export function createDashboardTenants(
@@ -39,13 +38,11 @@ export function createDashboardTenants(
   clock: () => number,
   options: Required<QuantileWindowOptions>,
 ): DashboardTenants {
-  const slotMs = options.slotSeconds * 1000;
-  const slots = Math.max(1, Math.ceil((options.windowSeconds * 1000) / slotMs));
   const tenants = new Map<string, TenantWindow>();
   const windowOf = (tenant: string): TenantWindow => {
     let w = tenants.get(tenant);
     if (w === undefined) {
-      w = { ttft: createQuantileWindow(options), counts: new Float64Array(slots * FIELDS), stamps: new Float64Array(slots).fill(Number.NaN) };
+      w = { ttft: createQuantileWindow(options), counts: createSlotCounts(FIELDS, options) };
       tenants.set(tenant, w);
     }
     return w;
@@ -56,32 +53,20 @@ export function createDashboardTenants(
     },
     finished(sample) {
       if (sample.tenant === undefined) return;
-      const w = windowOf(sample.tenant);
-      const slot = Math.floor(clock() / slotMs);
-      const position = ((slot % slots) + slots) % slots;
-      if (w.stamps[position] !== slot) {
-        w.stamps[position] = slot;
-        w.counts.fill(0, position * FIELDS, position * FIELDS + FIELDS);
-      }
-      const at = position * FIELDS;
-      w.counts[at]!++;
-      if (sample.outcome === 'failed') w.counts[at + 1]!++;
-      w.counts[at + 2]! += sample.promptTokens ?? 0;
-      w.counts[at + 3]! += sample.completionTokens ?? 0;
+      const { counts } = windowOf(sample.tenant);
+      const at = counts.at(clock());
+      counts.counts[at]!++;
+      if (sample.outcome === 'failed') counts.counts[at + 1]!++;
+      counts.counts[at + 2]! += sample.promptTokens ?? 0;
+      counts.counts[at + 3]! += sample.completionTokens ?? 0;
     },
   });
   const orNull = (v: number | undefined): number | null => (v === undefined || Number.isNaN(v) ? null : v);
   return {
     rows(nowMs) {
-      const current = Math.floor(nowMs / slotMs);
       const rows: TenantRow[] = [];
       for (const [tenant, w] of tenants) {
-        const sums = [0, 0, 0, 0];
-        for (let p = 0; p < slots; p++) {
-          const stamp = w.stamps[p]!;
-          if (!(stamp > current - slots && stamp <= current)) continue;
-          for (let f = 0; f < FIELDS; f++) sums[f]! += w.counts[p * FIELDS + f]!;
-        }
+        const sums = w.counts.sums(nowMs);
         const [p50, p99] = w.ttft.quantiles(nowMs, [0.5, 0.99]);
         if (sums[0] === 0 && w.ttft.weight(nowMs) === 0) {
           tenants.delete(tenant); // nothing left in the window

@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
-import type { Infermeter } from '../../src/app.ts';
 import { readToEnd } from '../helpers/held-upstream.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { listen } from '../helpers/listen.ts';
+import { postResponse } from '../helpers/post.ts';
 
 const event = (content: string) => `data: {"choices":[{"index":0,"delta":{"content":"${content}"}}]}\n\n`;
 
@@ -35,7 +35,7 @@ async function startRawUpstream(t: TestContext, answer: () => { bytes: Buffer; t
 const chunked = (body: Buffer) => Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]);
 const head = (headers: string) => Buffer.from(`HTTP/1.1 200 OK\r\n${headers}\r\n`);
 
-const post = (app: Infermeter, body = '{"model":"m","stream":true}') => fetch(`${app.dataUrl}/v1/chat/completions`, { method: 'POST', body });
+const STREAM = '{"model":"m","stream":true}';
 
 describe('upstreams that break the rules', () => {
   it('malformed SSE (no data prefix, bad JSON, stray fields, CR line ends) is forwarded byte for byte and counted', async (t) => {
@@ -55,7 +55,7 @@ describe('upstreams that break the rules', () => {
     }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
-    const got = await readToEnd(await post(app));
+    const got = await readToEnd(await postResponse(`${app.dataUrl}/v1/chat/completions`, STREAM));
     assert.ok(got.clean);
     assert.ok(got.bytes.equals(body), 'byte for byte');
     const [sample] = await finished;
@@ -80,7 +80,7 @@ describe('upstreams that break the rules', () => {
     }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
-    const got = await readToEnd(await post(app));
+    const got = await readToEnd(await postResponse(`${app.dataUrl}/v1/chat/completions`, STREAM));
     assert.ok(got.bytes.equals(body), 'byte for byte');
     const [sample] = await finished;
     assert.equal(sample!.outcome, 'success');
@@ -95,7 +95,7 @@ describe('upstreams that break the rules', () => {
     }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
-    const got = await readToEnd(await post(app, '{"model":"m"}'));
+    const got = await readToEnd(await postResponse(`${app.dataUrl}/v1/chat/completions`, '{"model":"m"}'));
     assert.equal(got.clean, false, 'not passed off as complete');
     assert.ok(got.bytes.equals(body));
     const [sample] = await finished;
@@ -115,10 +115,10 @@ describe('upstreams that break the rules', () => {
     });
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 2);
-    const first = await readToEnd(await post(app, '{"model":"m"}'));
+    const first = await readToEnd(await postResponse(`${app.dataUrl}/v1/chat/completions`, '{"model":"m"}'));
     assert.ok(first.clean);
     assert.ok(first.bytes.equals(declared));
-    const second = await readToEnd(await post(app, '{"model":"m"}'));
+    const second = await readToEnd(await postResponse(`${app.dataUrl}/v1/chat/completions`, '{"model":"m"}'));
     assert.ok(second.bytes.equals(declared), 'the next request is answered right (not from the garbage)');
     const samples = await finished;
     assert.deepEqual(
@@ -135,7 +135,7 @@ describe('upstreams that break the rules', () => {
     const url = await startRawUpstream(t, () => ({ bytes: Buffer.from('SSH-2.0-OpenSSH_9.2\r\n'), then: 'close' }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
-    const res = await post(app);
+    const res = await postResponse(`${app.dataUrl}/v1/chat/completions`, STREAM);
     assert.equal(res.status, 502);
     assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'upstream_protocol');
     const [sample] = await finished;
@@ -156,10 +156,10 @@ describe('upstreams that break the rules', () => {
       const app = await startProxy(t, url);
       const finished = nextFinished(app, 2);
       const body = JSON.stringify({ model: 'm', stream }); // a stream gets usage injected: the other path
-      const res = await post(app, body);
+      const res = await postResponse(`${app.dataUrl}/v1/chat/completions`, body);
       assert.equal(res.status, 502);
       assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'upstream_protocol');
-      const next = await post(app, body);
+      const next = await postResponse(`${app.dataUrl}/v1/chat/completions`, body);
       assert.equal(next.status, 200);
       assert.equal(await next.text(), '{}');
       const samples = await finished;
@@ -182,7 +182,9 @@ describe('upstreams that break the rules', () => {
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
     // Asking for usage itself, so that infermeter neither injects nor strips it.
-    const got = await readToEnd(await post(app, '{"model":"m","stream":true,"stream_options":{"include_usage":true}}'));
+    const got = await readToEnd(
+      await postResponse(`${app.dataUrl}/v1/chat/completions`, '{"model":"m","stream":true,"stream_options":{"include_usage":true}}'),
+    );
     assert.ok(got.clean);
     assert.ok(got.bytes.equals(body));
     const [sample] = await finished;
@@ -209,7 +211,7 @@ describe('upstreams that break the rules', () => {
     assert.ok(direct.clean && direct.text === events.join(''), "Node's own client reads every chunk");
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
-    const got = await readToEnd(await post(app, body));
+    const got = await readToEnd(await postResponse(`${app.dataUrl}/v1/chat/completions`, body));
     assert.ok(got.clean);
     assert.ok(got.bytes.equals(direct.bytes), `byte-identical to direct: ${got.text.split('\n\n').length - 1} of 30 events`);
     const [sample] = await finished;
@@ -230,7 +232,7 @@ describe('upstreams that break the rules', () => {
     }));
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
-    const got = await readToEnd(await post(app));
+    const got = await readToEnd(await postResponse(`${app.dataUrl}/v1/chat/completions`, STREAM));
     assert.equal(got.clean, false);
     assert.ok(got.bytes.equals(body));
     const [sample] = await finished;

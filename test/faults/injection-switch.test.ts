@@ -9,6 +9,7 @@ import { describe, it, type TestContext } from 'node:test';
 import zlib from 'node:zlib';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { listen } from '../helpers/listen.ts';
+import { post } from '../helpers/post.ts';
 
 const BIG = `data: {"choices":[{"index":0,"delta":{"content":"${'y'.repeat(4000)}"}}]}\n\n`;
 const SMALL = 'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n';
@@ -49,20 +50,15 @@ async function startUpstream(t: TestContext): Promise<{ url: string; bodies: str
   return { url: (await listen(t, server)).url, bodies };
 }
 
-const post = async (dataUrl: string, body: object): Promise<{ status: number; text: string }> => {
-  const res = await fetch(`${dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: res.status, text: await res.text() };
-};
-
 describe('the usage injection switch', () => {
   it('stays on whatever errors a client provokes, and strips the usage chunk after an oversized event', async (t) => {
     const upstream = await startUpstream(t);
     const app = await startProxy(t, upstream.url, { INFERMETER_MAX_EVENT_BYTES: '1024' });
 
-    const echoedModel = await post(app.dataUrl, { model: 'stream_options', stream: true, messages: [] });
+    const echoedModel = await post(`${app.dataUrl}/v1/chat/completions`, { model: 'stream_options', stream: true, messages: [] });
     assert.equal(echoedModel.status, 404);
     assert.match(echoedModel.text, /The model `stream_options` does not exist/, 'the client gets its own answer');
-    const echoedField = await post(app.dataUrl, {
+    const echoedField = await post(`${app.dataUrl}/v1/chat/completions`, {
       model: 'm',
       stream: true,
       foo: 'stream_options: unrecognized, extra inputs are not permitted',
@@ -71,7 +67,7 @@ describe('the usage injection switch', () => {
     assert.equal(echoedField.status, 400);
     assert.equal(upstream.bodies.length, 2, 'each sent upstream once');
 
-    const normal = await post(app.dataUrl, { model: 'm', stream: true, messages: [] });
+    const normal = await post(`${app.dataUrl}/v1/chat/completions`, { model: 'm', stream: true, messages: [] });
     assert.equal(normal.status, 200);
     assert.ok(upstream.bodies[2]!.includes('"stream_options":{"include_usage":true}'), 'still injected');
     assert.equal(normal.text, `${SMALL}${BIG}${SMALL}data: [DONE]\n\n`, 'the usage chunk infermeter asked for is removed, after an event over the cap too');
@@ -113,12 +109,17 @@ describe('the usage injection switch', () => {
     });
     const app = await startProxy(t, (await listen(t, server)).url);
 
-    const attack = await post(app.dataUrl, { model: 'm', stream: true, echo: true, messages: [{ role: 'user', content: 'this is not supported' }] });
+    const attack = await post(`${app.dataUrl}/v1/chat/completions`, {
+      model: 'm',
+      stream: true,
+      echo: true,
+      messages: [{ role: 'user', content: 'this is not supported' }],
+    });
     assert.equal(attack.status, 200, 'the client gets the answer to its own body');
     assert.equal(bodies.length, 2, 'sent again without the field, once');
     assert.equal(bodies[1], JSON.stringify({ model: 'm', stream: true, echo: true, messages: [{ role: 'user', content: 'this is not supported' }] }));
 
-    const honest = await post(app.dataUrl, { model: 'm', stream: true, messages: [] });
+    const honest = await post(`${app.dataUrl}/v1/chat/completions`, { model: 'm', stream: true, messages: [] });
     assert.equal(honest.status, 200);
     assert.ok(bodies[2]!.includes('"stream_options":{"include_usage":true}'), 'the next stream is injected still');
     assert.equal(honest.text, `${SMALL}data: [DONE]\n\n`);
@@ -220,7 +221,7 @@ describe('the usage injection switch', () => {
     const { url } = await listen(t, server);
     const app = await startProxy(t, url);
     const finished = nextFinished(app, 1);
-    const answer = await post(app.dataUrl, { model: 'm', stream: true, messages: [] });
+    const answer = await post(`${app.dataUrl}/v1/chat/completions`, { model: 'm', stream: true, messages: [] });
     assert.equal(answer.status, 502);
     assert.equal((JSON.parse(answer.text) as { error: { code: string } }).error.code, 'upstream_reset');
     const [sample] = await finished;

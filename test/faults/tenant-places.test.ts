@@ -11,6 +11,7 @@ import { keyTenant } from '../../src/tenants/tenant-of.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { seededRandom } from '../helpers/random.ts';
 import { listen } from '../helpers/listen.ts';
+import { post } from '../helpers/post.ts';
 
 const VALID = ['sk-alpha', 'sk-beta', 'sk-gamma'];
 
@@ -30,21 +31,14 @@ describe('tenant places', () => {
       });
     });
     const app = await startProxy(t, (await listen(t, server)).url, { INFERMETER_TENANT: 'api-key', INFERMETER_MAX_TENANTS: '3' });
-    const post = async (key: string): Promise<number> => {
-      const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-        body: '{"model":"m","messages":[]}',
-      });
-      await res.text();
-      return res.status;
-    };
+    const send = async (key: string): Promise<number> =>
+      (await post(`${app.dataUrl}/v1/chat/completions`, '{"model":"m","messages":[]}', { authorization: `Bearer ${key}` })).status;
     const random = seededRandom(7);
     let finished = nextFinished(app, 100);
-    for (let i = 0; i < 100; i++) assert.equal(await post(`sk-${Math.floor(random() * 2 ** 48).toString(16)}`), 401);
+    for (let i = 0; i < 100; i++) assert.equal(await send(`sk-${Math.floor(random() * 2 ** 48).toString(16)}`), 401);
     await finished;
     finished = nextFinished(app, 6);
-    for (const key of [...VALID, ...VALID]) assert.equal(await post(key), 200);
+    for (const key of [...VALID, ...VALID]) assert.equal(await send(key), 200);
     await finished;
 
     const m = await scrape(app);
@@ -88,25 +82,18 @@ describe('tenant places', () => {
       });
     });
     const app = await startProxy(t, (await listen(t, server)).url, { INFERMETER_TENANT: 'api-key', INFERMETER_MAX_TENANTS: '100' });
-    const post = async (path: string, key: string): Promise<number> => {
-      const res = await fetch(`${app.dataUrl}${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-        body: '{"model":"m","messages":[]}',
-      });
-      await res.text();
-      return res.status;
-    };
+    const send = async (path: string, key: string): Promise<number> =>
+      (await post(`${app.dataUrl}${path}`, '{"model":"m","messages":[]}', { authorization: `Bearer ${key}` })).status;
     const random = seededRandom(11);
     let finished = nextFinished(app, 102);
-    for (let i = 0; i < 102; i++) assert.equal(await post('/x/v1/chat/completions', `sk-${Math.floor(random() * 2 ** 48).toString(16)}`), 404);
+    for (let i = 0; i < 102; i++) assert.equal(await send('/x/v1/chat/completions', `sk-${Math.floor(random() * 2 ** 48).toString(16)}`), 404);
     await finished;
     finished = nextFinished(app, 3);
-    for (const key of VALID) assert.equal(await post('/v1/chat/completions', key), 200);
+    for (const key of VALID) assert.equal(await send('/v1/chat/completions', key), 200);
     await finished;
     // A tenant with a place keeps its label on a later non-2xx answer.
     finished = nextFinished(app, 1);
-    assert.equal(await post('/x/v1/chat/completions', VALID[0]!), 404);
+    assert.equal(await send('/x/v1/chat/completions', VALID[0]!), 404);
     await finished;
 
     const m = await scrape(app);

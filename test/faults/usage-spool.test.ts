@@ -70,6 +70,16 @@ function stream(dataUrl: string, id: string, agent: http.Agent): Promise<boolean
   });
 }
 
+/** Waits (bounded) until each of `ids` has its record in a segment of `dir`; the streams go on meanwhile. */
+async function onDisk(dir: string, ids: Iterable<string>): Promise<void> {
+  const wanted = [...ids];
+  let written = new Set<string>();
+  for (let i = 0; i < 1000 && wanted.some((id) => !written.has(id)); i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    written = new Set(readRecords(dir).events.map((e) => e.data.request_id));
+  }
+}
+
 /** Every record of the spool's segments; a torn last line is counted, not parsed. */
 function readRecords(dir: string): { events: UsageEvent[]; torn: number } {
   const events: UsageEvent[] = [];
@@ -124,12 +134,7 @@ describe('the usage ledger under faults', { concurrency: true }, () => {
         // A load under way: 200 streams finished, more in flight.
         while (finished.size < 200) await new Promise((r) => setTimeout(r, 10));
         const before = new Set(finished);
-        // Waits (bounded) until each of them is in a segment; the streams go on meanwhile.
-        let onDisk = new Set<string>();
-        for (let i = 0; i < 1000 && [...before].some((id) => !onDisk.has(id)); i++) {
-          await new Promise((r) => setTimeout(r, 20));
-          onDisk = new Set(readRecords(dir).events.map((e) => e.data.request_id));
-        }
+        await onDisk(dir, before);
         child.kill('SIGKILL');
         await once(child, 'exit');
         running = false;
@@ -191,11 +196,7 @@ describe('the usage ledger under faults', { concurrency: true }, () => {
         // Under load, with the sink delivering: 200 streams finished, and each of them on disk.
         while (finished.size < 200 || om.events.length === 0) await new Promise((r) => setTimeout(r, 10));
         const before = new Set(finished);
-        let onDisk = new Set<string>();
-        for (let i = 0; i < 1000 && [...before].some((id) => !onDisk.has(id)); i++) {
-          await new Promise((r) => setTimeout(r, 20));
-          onDisk = new Set(readRecords(dir).events.map((e) => e.data.request_id));
-        }
+        await onDisk(dir, before);
         child.kill('SIGKILL');
         await once(child, 'exit');
         running = false;
@@ -248,11 +249,7 @@ describe('the usage ledger under faults', { concurrency: true }, () => {
       const lanes = Array.from({ length: 6 }, lane);
       while (finished.length < 100) await new Promise((r) => setTimeout(r, 10));
       const before = finished.map((f) => f.id);
-      let onDisk = new Set<string>();
-      for (let i = 0; i < 1000 && before.some((id) => !onDisk.has(id)); i++) {
-        await new Promise((r) => setTimeout(r, 20));
-        onDisk = new Set(readRecords(dir).events.map((e) => e.data.request_id));
-      }
+      await onDisk(dir, before);
       const workers = readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(/\s+/).map(Number);
       assert.equal(workers.length, 2);
       process.kill(workers[0]!, 'SIGKILL');

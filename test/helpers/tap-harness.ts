@@ -4,13 +4,17 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { createRequestTimer, type MeasurementSink } from '../../src/measure/request-timer.ts';
 import type { InferenceApi, RequestSample } from '../../src/measure/sample.ts';
-import { listenTap, tapResponse, type TapProblem } from '../../src/stream-tap/response-tap.ts';
+import { type ResponseTap, tapResponse, type TapProblem } from '../../src/stream-tap/response-tap.ts';
 
 export interface TapRun {
   readonly sample: RequestSample;
   readonly problems: TapProblem[];
   /** Clock value at the first token (undefined when none came). */
   readonly firstTokenAt: number | undefined;
+  /** What the timer told of the first visible output: seconds from arrival (undefined when none came). */
+  readonly timeToFirstOutput: number | undefined;
+  /** For a stream that opened with reasoning: seconds from its first token to its first visible output. */
+  readonly reasoningPhase: number | undefined;
 }
 
 export interface TapInput {
@@ -24,15 +28,33 @@ export interface TapInput {
   readonly maxBodyBytes?: number;
 }
 
+/** Hands a response's body to the tap as the relay does, chunk by chunk, then its end and close. */
+export function listenTap(
+  res: { on(event: 'data', listener: (chunk: Buffer) => void): unknown; on(event: 'end' | 'close', listener: () => void): unknown },
+  tap: ResponseTap,
+): void {
+  res.on('data', tap.chunk);
+  res.on('end', tap.end);
+  res.on('close', tap.close);
+}
+
 export function runTap(input: TapInput): TapRun {
   let now = 0;
   let firstTokenAt: number | undefined;
+  let timeToFirstOutput: number | undefined;
+  let reasoningPhase: number | undefined;
+  let visibleTold = 0;
   let finished: RequestSample | undefined;
   const sink: MeasurementSink = {
     started() {},
     firstOutput(_info, ttft) {
       // The timer started at 0; the tap reads a chunk after it was sent on, with its arrival time.
       if (ttft !== undefined) firstTokenAt = Math.round(ttft * 1000);
+    },
+    firstVisibleOutput(_info, seconds, phase) {
+      visibleTold++;
+      timeToFirstOutput = seconds;
+      reasoningPhase = phase;
     },
     finished(sample) {
       finished = sample;
@@ -59,7 +81,8 @@ export function runTap(input: TapInput): TapRun {
   timer.responseFinished();
   timer.close(true);
   if (finished === undefined) throw new Error('timer did not finish');
-  return { sample: finished, problems, firstTokenAt };
+  if (visibleTold > 1) throw new Error(`the first visible output was told ${visibleTold} times`);
+  return { sample: finished, problems, firstTokenAt, timeToFirstOutput, reasoningPhase };
 }
 
 /**

@@ -7,11 +7,9 @@ import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { startSimServer } from '../../src/sim/model-server.ts';
-import { spawnNode } from '../helpers/child-process.ts';
-
-const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+import { spawnCli } from '../helpers/child-process.ts';
+import { post } from '../helpers/post.ts';
 
 const lines = (path: string): Array<{ request_id: string }> =>
   existsSync(path)
@@ -29,15 +27,7 @@ describe('access log rotation', () => {
       const dir = mkdtempSync(join(tmpdir(), 'infermeter-rotate-'));
       t.after(() => rmSync(dir, { recursive: true, force: true }));
       const log = join(dir, 'access.log');
-      const child = spawnNode(t, [CLI], {
-        INFERMETER_UPSTREAM: sim.url,
-        INFERMETER_PORT: '0',
-        INFERMETER_MANAGEMENT_PORT: '0',
-        INFERMETER_METRICS_PORT: '0',
-        INFERMETER_UPSTREAM_METRICS: 'off',
-        INFERMETER_WORKERS: workers,
-        INFERMETER_ACCESS_LOG: log,
-      });
+      const child = spawnCli(t, { INFERMETER_UPSTREAM: sim.url, INFERMETER_WORKERS: workers, INFERMETER_ACCESS_LOG: log });
       let stderr = '';
       const seen = (pattern: RegExp, count: number) =>
         new Promise<void>((resolve, reject) => {
@@ -58,12 +48,7 @@ describe('access log rotation', () => {
       const started = JSON.parse(stderr.split('\n').find((l) => l.includes('"infermeter started"'))!) as Record<string, string>;
       const send = async (prefix: string, n: number) => {
         for (let i = 0; i < n; i++) {
-          const res = await fetch(`${started.data}/v1/chat/completions`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', 'x-request-id': `${prefix}-${i}`, connection: 'close' },
-            body: JSON.stringify({ model: 'sim-llama-8b', messages: [] }),
-          });
-          await res.text();
+          await post(`${started.data}/v1/chat/completions`, { model: 'sim-llama-8b', messages: [] }, { 'x-request-id': `${prefix}-${i}`, connection: 'close' });
         }
       };
       /** Until the file holds `n` lines (the log writes every 100 ms; a bounded wait). */

@@ -17,6 +17,7 @@ import { REAL_STREAMS, REAL_STREAMS_DIR, realStreamBytes, realStreamsAvailable }
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { sseScript, startReplayUpstream } from '../helpers/replay-upstream.ts';
 import { sseBlocks } from '../helpers/tap-harness.ts';
+import { post } from '../helpers/post.ts';
 
 const FIRST_MS = 40; // before the recording's first event
 const GAP_MS = 20; // before each later one
@@ -25,14 +26,7 @@ const EARLY_MS = 1;
 
 const RECORDINGS = REAL_STREAMS.filter((s) => s.api === 'messages');
 
-const post = async (url: string, body: string): Promise<{ status: number; bytes: Buffer }> => {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': 'sk-ant-test', 'anthropic-version': '2023-06-01' },
-    body,
-  });
-  return { status: res.status, bytes: Buffer.from(await res.arrayBuffer()) };
-};
+const ANTHROPIC_HEADERS = { 'x-api-key': 'sk-ant-test', 'anthropic-version': '2023-06-01' };
 
 /** Posts and reads the answer as it comes: its bytes, and when (seconds after sending) the client held its first `end` bytes. */
 async function readTimed(url: string, body: string): Promise<{ status: number; bytes: Buffer; seenAt: (end: number) => number }> {
@@ -128,10 +122,10 @@ describe('Anthropic Messages API through infermeter', () => {
     );
     const app = await startProxy(t, upstream.url);
     const finished = nextFinished(app, 2);
-    const streamed = await post(`${app.dataUrl}/v1/messages`, '{"model":"claude-x","max_tokens":8,"stream":true,"messages":[]}');
+    const streamed = await post(`${app.dataUrl}/v1/messages`, '{"model":"claude-x","max_tokens":8,"stream":true,"messages":[]}', ANTHROPIC_HEADERS);
     assert.equal(streamed.status, 200);
     assert.equal(streamed.bytes.toString(), overloaded, 'the error event reaches the client as sent');
-    const status = await post(`${app.dataUrl}/v1/messages`, '{"model":"claude-x","max_tokens":8,"messages":[]}');
+    const status = await post(`${app.dataUrl}/v1/messages`, '{"model":"claude-x","max_tokens":8,"messages":[]}', ANTHROPIC_HEADERS);
     assert.equal(status.status, 529);
     assert.equal(status.bytes.toString(), refused);
     const [a, b] = (await finished) as [RequestSample, RequestSample];
@@ -314,7 +308,7 @@ describe('Anthropic Messages API through infermeter', () => {
   it("answers a Messages request without max_tokens or messages in Anthropic's error shape", async (t) => {
     const sim = await startSimServer({ models: ['sim-claude'], ttftMs: 0, interTokenMs: 0 });
     t.after(() => sim.close());
-    const res = await post(`${sim.url}/v1/messages`, '{"model":"sim-claude","messages":[{"role":"user","content":"hi"}]}');
+    const res = await post(`${sim.url}/v1/messages`, '{"model":"sim-claude","messages":[{"role":"user","content":"hi"}]}', ANTHROPIC_HEADERS);
     assert.equal(res.status, 400);
     const body = JSON.parse(res.bytes.toString()) as { type: string; error: { type: string; message: string } };
     assert.deepEqual([body.type, body.error.type], ['error', 'invalid_request_error']);

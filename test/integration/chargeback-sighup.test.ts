@@ -6,30 +6,12 @@ import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { startSimServer } from '../../src/sim/model-server.ts';
-import { spawnNode } from '../helpers/child-process.ts';
+import { lineMatching, spawnCli } from '../helpers/child-process.ts';
 
-const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 const prices = (version: string, completion: string): string =>
   `currency: EUR\nversion: "${version}"\nmodels:\n  - match: "sim-*"\n    per_million_tokens: { prompt: 0.10, completion: ${completion} }\n    per_hour: 3.00\n`;
-
-/** Resolves with the first line of `stream` (from now on) that matches. */
-function lineMatching(stream: NodeJS.ReadableStream, pattern: RegExp): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let buffered = '';
-    const onData = (chunk: Buffer) => {
-      buffered += chunk.toString();
-      const line = buffered.split('\n').find((l) => pattern.test(l));
-      if (line === undefined) return;
-      stream.off('data', onData);
-      resolve(line);
-    };
-    stream.on('data', onData);
-    stream.once('end', () => reject(new Error(`stream ended without ${pattern}: ${buffered}`)));
-  });
-}
 
 describe('INFERMETER_PRICES_FILE and SIGHUP', () => {
   for (const workers of ['1', '2']) {
@@ -40,15 +22,7 @@ describe('INFERMETER_PRICES_FILE and SIGHUP', () => {
       writeFileSync(file, prices('v1', '0.60'));
       const sim = await startSimServer({ ttftMs: 1, interTokenMs: 1, defaultTokens: 4 });
       t.after(() => sim.close());
-      const child = spawnNode(t, [CLI], {
-        INFERMETER_UPSTREAM: sim.url,
-        INFERMETER_PORT: '0',
-        INFERMETER_MANAGEMENT_PORT: '0',
-        INFERMETER_METRICS_PORT: '0',
-        INFERMETER_UPSTREAM_METRICS: 'off',
-        INFERMETER_WORKERS: workers,
-        INFERMETER_PRICES_FILE: file,
-      });
+      const child = spawnCli(t, { INFERMETER_UPSTREAM: sim.url, INFERMETER_WORKERS: workers, INFERMETER_PRICES_FILE: file });
       const started = JSON.parse(await lineMatching(child.stderr, /"infermeter started"/)) as Record<string, string>;
       const version = async (): Promise<string | undefined> =>
         /^infermeter_prices_info\{version="([^"]*)",currency="EUR"\} 1$/m.exec(await (await fetch(started.metrics!)).text())?.[1];

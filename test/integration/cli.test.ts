@@ -14,8 +14,9 @@ import { describe, it, type TestContext } from 'node:test';
 import { CONFIGURATION_TABLE } from '../../src/config/variables.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
 import { VERSION } from '../../src/version.ts';
-import { collect, spawnNode } from '../helpers/child-process.ts';
+import { collect, lineMatching, spawnNode } from '../helpers/child-process.ts';
 import { listen } from '../helpers/listen.ts';
+import { postResponse } from '../helpers/post.ts';
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 const DEMO = fileURLToPath(new URL('../../src/demo.ts', import.meta.url));
@@ -23,25 +24,6 @@ const LAUNCHER = fileURLToPath(new URL('../../bin/infermeter.js', import.meta.ur
 
 function run(t: TestContext, script: string, env: Record<string, string>, args: string[] = [], node = process.execPath): ChildProcessWithoutNullStreams {
   return spawnNode(t, [script, ...args], env, node);
-}
-
-/** Resolves with the first line of `stream` that matches. */
-function lineMatching(stream: NodeJS.ReadableStream, pattern: RegExp): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let buffered = '';
-    const onData = (chunk: Buffer) => {
-      buffered += chunk.toString();
-      for (const line of buffered.split('\n')) {
-        if (pattern.test(line)) {
-          stream.off('data', onData);
-          resolve(line);
-          return;
-        }
-      }
-    };
-    stream.on('data', onData);
-    stream.once('end', () => reject(new Error(`stream ended without ${pattern}: ${buffered}`)));
-  });
 }
 
 // Each test's processes are its own, on ports the OS picks: the tests of a describe run side by
@@ -465,16 +447,12 @@ describe('infermeter on the command line, as a newcomer meets it', { concurrency
     }
     const line = await lineMatching(child.stdout, /^ {2}url /);
     const port = /:(\d+)/.exec(line)?.[1];
-    const post = (maxTokens: number) =>
-      fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'sim-llama-8b', max_tokens: maxTokens, stream: true, messages: [] }),
-      });
-    const huge = await post(1e9);
+    const send = (maxTokens: number) =>
+      postResponse(`http://127.0.0.1:${port}/v1/chat/completions`, { model: 'sim-llama-8b', max_tokens: maxTokens, stream: true, messages: [] });
+    const huge = await send(1e9);
     assert.equal(huge.status, 400);
     assert.match(await huge.text(), /maximum context length is 4096 tokens/);
-    const fine = await post(2);
+    const fine = await send(2);
     assert.equal(fine.status, 200);
     await fine.text();
     assert.equal(child.exitCode, null, 'alive after max_tokens 1e9');

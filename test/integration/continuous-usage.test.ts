@@ -18,6 +18,7 @@ import { startSimServer } from '../../src/sim/model-server.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
 import { silentLogger } from '../../src/log.ts';
+import { post } from '../helpers/post.ts';
 
 const MODEL = 'sim-llama-8b';
 const MESSAGES = [{ role: 'user', content: 'how much did this cost, exactly?' }];
@@ -36,10 +37,6 @@ const normalised = (bytes: Buffer): string =>
     .replace(/"created":\d+/g, '"created":0');
 
 /** A POST that reads the whole answer. */
-async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Buffer> {
-  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
-  return Buffer.from(await res.arrayBuffer());
-}
 
 /** A stream the client leaves once `n` content chunks arrived (the simulator holds after them). */
 function cancelAfter(url: string, n: number): Promise<string> {
@@ -78,7 +75,7 @@ describe('continuous usage (INFERMETER_CONTINUOUS_USAGE)', () => {
       const path = api === 'chat' ? '/v1/chat/completions' : '/v1/completions';
       const request =
         api === 'chat' ? { model: MODEL, stream: true, messages: MESSAGES, max_tokens: 7 } : { model: MODEL, stream: true, prompt: 'hi', max_tokens: 7 };
-      const asked = await post(`${sim.url}${path}`, { ...request, stream_options: { include_usage: true, continuous_usage_stats: true } });
+      const asked = (await post(`${sim.url}${path}`, { ...request, stream_options: { include_usage: true, continuous_usage_stats: true } })).bytes;
       const chunks = asked
         .toString()
         .split('\n\n')
@@ -88,10 +85,10 @@ describe('continuous usage (INFERMETER_CONTINUOUS_USAGE)', () => {
         chunks.every((e) => /,"usage":\{"prompt_tokens":\d+,[^{}]*"completion_tokens":\d+[^{}]*\}\}$/.test(e)),
         `${api}: the simulator writes usage as every chunk's last member: ${asked}`,
       );
-      const direct = await post(`${sim.url}${path}`, request);
+      const direct = (await post(`${sim.url}${path}`, request)).bytes;
       assert.ok(!direct.toString().includes('usage'), `${api}: no usage when not asked`);
       const finished = nextFinished(app, 1);
-      const through = await post(`${app.dataUrl}${path}`, request);
+      const through = (await post(`${app.dataUrl}${path}`, request)).bytes;
       const [sample] = await finished;
       assert.equal(normalised(through), normalised(direct), `${api}: the same bytes as directly`);
       assert.deepEqual([sample!.usageSource, sample!.completionTokens], ['upstream', 7], api);
@@ -99,9 +96,9 @@ describe('continuous usage (INFERMETER_CONTINUOUS_USAGE)', () => {
     // A body past INFERMETER_MAX_INSPECT_BYTES streams through, the field appended at its end (the
     // upstream is known to take it by now): the same bytes again.
     const large = { model: MODEL, stream: true, messages: [{ role: 'user', content: 'x'.repeat(100_000) }], max_tokens: 5 };
-    const direct = await post(`${sim.url}/v1/chat/completions`, large);
+    const direct = (await post(`${sim.url}/v1/chat/completions`, large)).bytes;
     const finished = nextFinished(app, 1);
-    const through = await post(`${app.dataUrl}/v1/chat/completions`, large);
+    const through = (await post(`${app.dataUrl}/v1/chat/completions`, large)).bytes;
     const [sample] = await finished;
     assert.equal(normalised(through), normalised(direct), 'a streamed body: the same bytes as directly');
     assert.deepEqual([sample!.usageSource, sample!.completionTokens], ['upstream', 5]);
@@ -118,9 +115,9 @@ describe('continuous usage (INFERMETER_CONTINUOUS_USAGE)', () => {
     // vLLM takes continuous_usage_stats only with include_usage: directly, this client gets no usage.
     for (const content of ['hi', 'x'.repeat(100_000)]) {
       const request = { model: MODEL, stream: true, messages: [{ role: 'user', content }], max_tokens: 4, stream_options: { continuous_usage_stats: true } };
-      const direct = await post(`${sim.url}/v1/chat/completions`, request);
+      const direct = (await post(`${sim.url}/v1/chat/completions`, request)).bytes;
       assert.ok(!direct.toString().includes('usage'));
-      const through = await post(`${app.dataUrl}/v1/chat/completions`, request);
+      const through = (await post(`${app.dataUrl}/v1/chat/completions`, request)).bytes;
       assert.equal(normalised(through), normalised(direct), `a body of ${content.length} characters`);
     }
     const m = await scrape(app);
@@ -154,13 +151,15 @@ describe('continuous usage (INFERMETER_CONTINUOUS_USAGE)', () => {
     t.after(() => (closed ? undefined : app.close()));
 
     // The prompt's tokens as the engine counts them: its final usage, asked directly.
-    const whole = await post(`${sim.url}/v1/chat/completions`, {
-      model: MODEL,
-      stream: true,
-      messages: MESSAGES,
-      max_tokens: 1,
-      stream_options: { include_usage: true },
-    });
+    const whole = (
+      await post(`${sim.url}/v1/chat/completions`, {
+        model: MODEL,
+        stream: true,
+        messages: MESSAGES,
+        max_tokens: 1,
+        stream_options: { include_usage: true },
+      })
+    ).bytes;
     const promptTokens = Number(/"prompt_tokens":(\d+)/.exec(whole.toString())![1]);
     assert.ok(promptTokens > 1);
 
@@ -216,7 +215,7 @@ describe('continuous usage (INFERMETER_CONTINUOUS_USAGE)', () => {
     );
     const app = await startProxy(t, upstream.url, { INFERMETER_CONTINUOUS_USAGE: 'on' });
     const body = { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] };
-    const first = await post(`${app.dataUrl}/v1/chat/completions`, body);
+    const first = (await post(`${app.dataUrl}/v1/chat/completions`, body)).bytes;
     assert.equal(first.toString(), 'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n', 'the client gets the answer to its own body');
     assert.equal(upstream.requests.length, 2);
     assert.equal(

@@ -21,6 +21,7 @@ import { createSimHandler } from '../../src/sim/model-server.ts';
 import { figures, recordMeasured, span } from '../helpers/measured.ts';
 import { nextFinished, startProxy } from '../helpers/proxy-harness.ts';
 import { freePort, listen } from '../helpers/listen.ts';
+import { post } from '../helpers/post.ts';
 
 // The callbacks given to page.evaluate and page.waitForFunction run in the page; the project's
 // TypeScript has no DOM library, so the page's globals are declared loosely here.
@@ -338,19 +339,13 @@ describe('the dashboard in a browser', { skip: skipBrowser, concurrency: 2 }, ()
   it('opens on the busiest model unless #model=<name> names one; legends carry their units; a fresh page spans a minute', async (t) => {
     const upstream = await startSim(t);
     const app = await startProxy(t, upstream, { INFERMETER_UPSTREAM_METRICS: `${upstream}/metrics`, INFERMETER_UPSTREAM_METRICS_INTERVAL_SECONDS: '1' });
-    const post = async (model: string): Promise<void> => {
-      await (
-        await fetch(`${app.dataUrl}/v1/chat/completions`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ model, max_tokens: 2, stream: true }),
-        })
-      ).arrayBuffer();
+    const send = async (model: string): Promise<void> => {
+      await post(`${app.dataUrl}/v1/chat/completions`, { model, max_tokens: 2, stream: true });
     };
     // First in name order, but one 404 only; the busiest is the last in name order.
-    await post('a-mistyped-model');
-    for (let i = 0; i < 3; i++) await post(MODELS[1]!);
-    await post(MODELS[0]!);
+    await send('a-mistyped-model');
+    for (let i = 0; i < 3; i++) await send(MODELS[1]!);
+    await send(MODELS[0]!);
     // The page decides on its first data: wait for a snapshot taken after every request (the
     // feed takes one a second), or it may open on a snapshot from between them.
     for (let tries = 0; tries < 100; tries++) {
@@ -398,14 +393,8 @@ describe('the dashboard in a browser', { skip: skipBrowser, concurrency: 2 }, ()
   it("shows the clients' 4xx apart from failures and not in red, and says why a chart is empty (issue 52)", async (t) => {
     const upstream = await startSim(t);
     const app = await startProxy(t, upstream, { INFERMETER_SLO: 'ttft:4000 tpot:50' });
-    const post = async (model: string, stream: boolean, fail = false): Promise<void> => {
-      await (
-        await fetch(`${app.dataUrl}/v1/chat/completions`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...(fail ? { 'x-fail': '1' } : {}) },
-          body: JSON.stringify({ model, max_tokens: 4, stream }),
-        })
-      ).arrayBuffer();
+    const send = async (model: string, stream: boolean, fail = false): Promise<void> => {
+      await post(`${app.dataUrl}/v1/chat/completions`, { model, max_tokens: 4, stream }, fail ? { 'x-fail': '1' } : {});
     };
     // Rates are from the first snapshot on: the traffic comes after it. The page is open before
     // it: its shares are over the last 10 s, which a page opened after the traffic on a busy
@@ -414,8 +403,8 @@ describe('the dashboard in a browser', { skip: skipBrowser, concurrency: 2 }, ()
     const { page, errors } = await open(t, app);
     const finished = nextFinished(app, 8);
     // A mistyped model (404s only), a model asked only without streaming, and one with a 500.
-    await Promise.all([post('a-mistyped-model', true), post('a-mistyped-model', false), post(MODELS[0]!, false), post(MODELS[0]!, false)]);
-    await Promise.all([post(MODELS[1]!, true), post(MODELS[1]!, true), post(MODELS[1]!, true), post(MODELS[1]!, true, true)]);
+    await Promise.all([send('a-mistyped-model', true), send('a-mistyped-model', false), send(MODELS[0]!, false), send(MODELS[0]!, false)]);
+    await Promise.all([send(MODELS[1]!, true), send(MODELS[1]!, true), send(MODELS[1]!, true), send(MODELS[1]!, true, true)]);
     await finished;
     const row = (model: string, field: string) => `#models tr[data-model="${model}"] td[data-field="${field}"]`;
     // A snapshot with all of the traffic: one taken after the last request finished. The page,

@@ -11,16 +11,12 @@ import { gzipSync } from 'node:zlib';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startSharedUvicornEngine, uvicornSkip, uvicornVersion } from '../helpers/uvicorn-engine.ts';
-
-async function post(base: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; text: string }> {
-  const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
-  return { status: res.status, headers: res.headers, text: await res.text() };
-}
+import { post } from '../helpers/post.ts';
 
 /** One honest stream, so that the upstream is known to take the injected field (bodies that stream through are injected from then on). */
 async function warmUp(app: Awaited<ReturnType<typeof startProxy>>): Promise<void> {
   const finished = nextFinished(app, 1);
-  assert.equal((await post(app.dataUrl, HONEST)).status, 200);
+  assert.equal((await post(`${app.dataUrl}/v1/chat/completions`, HONEST)).status, 200);
   assert.equal((await finished)[0]!.usageSource, 'upstream');
 }
 
@@ -40,9 +36,9 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
   it('the echo attack: an escaped duplicate "stream" and a 400 echoing "not supported" leave injection on', async (t) => {
     const app = await startProxy(t, engine);
     const attack = '{"model":"m","stream":true,"str\\u0065am":false,"messages":[{"role":"user","content":"not supported"}]}';
-    const direct = await post(engine, attack);
+    const direct = await post(`${engine}/v1/chat/completions`, attack);
     let finished = nextFinished(app, 1);
-    const proxied = await post(app.dataUrl, attack);
+    const proxied = await post(`${app.dataUrl}/v1/chat/completions`, attack);
     const [attackSample] = (await finished) as [RequestSample];
     assert.equal(proxied.status, direct.status, 'the client gets what the engine gives it directly');
     assert.equal(proxied.headers.get('x-stream'), 'false', 'the engine read stream as false');
@@ -50,7 +46,7 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
     assert.equal(attackSample.completionTokens, 7, "the non-streamed answer's usage is counted");
 
     finished = nextFinished(app, 1);
-    const honest = await post(app.dataUrl, HONEST);
+    const honest = await post(`${app.dataUrl}/v1/chat/completions`, HONEST);
     const [honestSample] = (await finished) as [RequestSample];
     assert.equal(honest.status, 200);
     assert.doesNotMatch(honest.text, /"usage"/, 'the usage chunk infermeter asked for is not delivered');
@@ -69,7 +65,7 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
       '\ufeff{"model":"expensive-model","stream":1,"messages":[]}',
     ]) {
       const finished = nextFinished(app, 1);
-      const res = await post(app.dataUrl, body);
+      const res = await post(`${app.dataUrl}/v1/chat/completions`, body);
       const [s] = (await finished) as [RequestSample];
       assert.equal(res.status, 200, body);
       assert.equal(res.headers.get('x-model'), 'expensive-model', `${body}: the engine served expensive-model`);
@@ -83,10 +79,10 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
   it('meters a body the engine reads whatever its Content-Encoding says, with its tokens; a compressed one is refused by the engine, and forwarded as it came', async (t) => {
     const app = await startProxy(t, engine);
     for (const coding of ['x', 'gzip', 'br, zstd', ' ']) {
-      const direct = await post(engine, HONEST, { 'content-encoding': coding });
+      const direct = await post(`${engine}/v1/chat/completions`, HONEST, { 'content-encoding': coding });
       assert.equal(direct.status, 200, `${coding}: the engine ignores the header`);
       const finished = nextFinished(app, 1);
-      const res = await post(app.dataUrl, HONEST, { 'content-encoding': coding });
+      const res = await post(`${app.dataUrl}/v1/chat/completions`, HONEST, { 'content-encoding': coding });
       const [s] = (await finished) as [RequestSample];
       assert.equal(res.status, 200, coding);
       assert.equal(s.model, 'm', `Content-Encoding: ${JSON.stringify(coding)}: billed as ${s.model}`);
@@ -95,9 +91,9 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
       assert.doesNotMatch(res.text, /"usage"/, `${coding}: no usage chunk the client did not ask for`);
     }
     const compressed = gzipSync(HONEST);
-    const direct = await post(engine, compressed, { 'content-encoding': 'gzip' });
+    const direct = await post(`${engine}/v1/chat/completions`, compressed, { 'content-encoding': 'gzip' });
     const finished = nextFinished(app, 1);
-    const res = await post(app.dataUrl, compressed, { 'content-encoding': 'gzip' });
+    const res = await post(`${app.dataUrl}/v1/chat/completions`, compressed, { 'content-encoding': 'gzip' });
     const [s] = (await finished) as [RequestSample];
     assert.equal(res.status, direct.status, 'really compressed: the engine refuses it, directly as through infermeter');
     assert.equal(s.model, 'unknown');
@@ -114,10 +110,10 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
       ['its own stream_options object', `{"stream_options":{"continuous_usage_stats":false},"model":"expensive-model",${pad}"stream":"yes","messages":[]}`],
       ['a 5 MB prompt', JSON.stringify({ model: 'expensive-model', stream: true, messages: [{ role: 'user', content: 'x'.repeat(5_000_000) }] })],
     ] as const) {
-      const direct = await post(engine, body);
+      const direct = await post(`${engine}/v1/chat/completions`, body);
       assert.equal(direct.status, 200, `${name}: the engine serves it`);
       const finished = nextFinished(app, 1);
-      const res = await post(app.dataUrl, body);
+      const res = await post(`${app.dataUrl}/v1/chat/completions`, body);
       const [s] = (await finished) as [RequestSample];
       assert.equal(res.status, 200, `${name}: ${res.text.slice(0, 300)}`);
       assert.equal(s.model, 'expensive-model', `${name}: billed as ${s.model}`);
@@ -152,10 +148,10 @@ describe(`request bodies as uvicorn + Python's json read them (${uvicornVersion 
       ['utf-32be with BOM', utf32(`\ufeff${json}`, false)],
     ];
     for (const [name, body] of bodies) {
-      const direct = await post(engine, body);
+      const direct = await post(`${engine}/v1/chat/completions`, body);
       assert.equal(direct.status, 200, `${name}: the engine serves it`);
       const finished = nextFinished(app, 1);
-      const res = await post(app.dataUrl, body);
+      const res = await post(`${app.dataUrl}/v1/chat/completions`, body);
       const [s] = (await finished) as [RequestSample];
       assert.equal(res.status, 200, name);
       assert.equal(s.model, 'expensive-model', `${name}: billed as ${s.model}`);

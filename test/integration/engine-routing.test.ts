@@ -11,8 +11,8 @@ import type { InferenceApi } from '../../src/measure/sample.ts';
 import { samplesByModel } from '../helpers/samples-by-model.ts';
 import { scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { seededRandom } from '../helpers/random.ts';
-import { rawExchange } from '../helpers/raw-peers.ts';
 import { startUvicornEngine, uvicornSkip, uvicornVersion } from '../helpers/uvicorn-engine.ts';
+import { rawPost } from '../helpers/post.ts';
 
 /** Each route, its API, and whether its last segments alone are a route too (llama-server's `/chat/completions`, ...). */
 const ROUTES: ReadonlyArray<[string, InferenceApi, bare: boolean]> = [
@@ -114,21 +114,6 @@ function decodeURIComponentSafe(s: string): string {
   }
 }
 
-interface Answer {
-  readonly status: number;
-  readonly served: string | undefined;
-  readonly body: string;
-}
-
-async function post(base: string, target: string, body: string): Promise<Answer> {
-  const head = `POST ${target} HTTP/1.1\r\nHost: engine\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`;
-  const { text } = await rawExchange(base, head + body);
-  const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
-  const served = /\r\nx-served: ([a-z]+)\r\n/i.exec(text)?.[1];
-  const split = text.indexOf('\r\n\r\n');
-  return { status, served, body: split === -1 ? '' : text.slice(split + 4) };
-}
-
 describe(`inference routes as uvicorn routes them (${uvicornVersion ?? 'uvicorn missing'})`, { skip: uvicornSkip }, () => {
   it('meters every spelling the engine serves as inference, as that inference, with its tokens; one it refuses, as a failed request; any other not at all', async (t) => {
     const engine = await startUvicornEngine(t);
@@ -141,8 +126,8 @@ describe(`inference routes as uvicorn routes them (${uvicornVersion ?? 'uvicorn 
     const notInference: Array<{ target: string; model: string }> = [];
     for (const [i, [target, promised]] of [...spellings()].entries()) {
       const model = `probe-${i}`;
-      const direct = await post(engine, target, bodyFor(target, model));
-      const proxied = await post(app.dataUrl, target, bodyFor(target, model));
+      const direct = await rawPost(engine, target, bodyFor(target, model));
+      const proxied = await rawPost(app.dataUrl, target, bodyFor(target, model));
       assert.equal(proxied.status, direct.status, `${target}: status through infermeter ${proxied.status}, directly ${direct.status}`);
       assert.equal(proxied.served, direct.served, `${target}: served by ${proxied.served} through infermeter, ${direct.served} directly`);
       const api = direct.served === undefined ? undefined : SERVED[direct.served];
@@ -158,7 +143,7 @@ describe(`inference routes as uvicorn routes them (${uvicornVersion ?? 'uvicorn 
     await allArrived(served);
     await allArrived(refused, undefined, 'inference refused by the engine');
     // Then a last request: what finished before it has been recorded.
-    await post(app.dataUrl, '/v1/chat/completions', bodyFor('/v1/chat/completions', 'sentinel'));
+    await rawPost(app.dataUrl, '/v1/chat/completions', bodyFor('/v1/chat/completions', 'sentinel'));
     await arrived('sentinel');
 
     for (const { target, model, api } of served) {

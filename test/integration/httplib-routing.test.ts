@@ -14,7 +14,7 @@ import { httplibSkip, httplibVersion, startHttplibEngine } from '../helpers/http
 import { samplesByModel } from '../helpers/samples-by-model.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 import { seededRandom } from '../helpers/random.ts';
-import { rawExchange } from '../helpers/raw-peers.ts';
+import { rawPost } from '../helpers/post.ts';
 
 /** llama-server's inference routes (test/peers/httplib_engine.cpp registers the same). */
 const ROUTES: ReadonlyArray<[string, InferenceApi]> = [
@@ -95,19 +95,6 @@ function bodyFor(model: string): string {
   return JSON.stringify({ model, stream: true, max_tokens: 8, messages: [{ role: 'user', content: 'hi' }], prompt: 'hi', input: 'hi' });
 }
 
-interface Answer {
-  readonly status: number;
-  readonly served: string | undefined;
-}
-
-async function post(base: string, target: string, body: string): Promise<Answer> {
-  const head = `POST ${target} HTTP/1.1\r\nHost: engine\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`;
-  const { text } = await rawExchange(base, head + body);
-  const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
-  const served = /\r\nx-served: ([a-z]+)\r\n/i.exec(text)?.[1];
-  return { status, served };
-}
-
 describe(`inference routes as cpp-httplib routes them, llama-server's table (${httplibVersion ?? 'cpp-httplib missing'})`, { skip: httplibSkip }, () => {
   it('meters every spelling llama-server serves as inference, as that inference, with its tokens', async (t) => {
     const engine = await startHttplibEngine(t);
@@ -119,8 +106,8 @@ describe(`inference routes as cpp-httplib routes them, llama-server's table (${h
     let refusedTargets = 0;
     for (const [i, target] of spellings().entries()) {
       const model = `probe-${i}`;
-      const direct = await post(engine, target, bodyFor(model));
-      const proxied = await post(app.dataUrl, target, bodyFor(model));
+      const direct = await rawPost(engine, target, bodyFor(model));
+      const proxied = await rawPost(app.dataUrl, target, bodyFor(model));
       if (!target.startsWith('/')) {
         // Not origin form until decoded (`%uD800/completion`): cpp-httplib serves it, infermeter
         // refuses the target (400, never forwarded), so it is never served unmetered.
@@ -138,7 +125,7 @@ describe(`inference routes as cpp-httplib routes them, llama-server's table (${h
     // with its name instead of hanging).
     await allArrived(served);
     // Then a last request: what finished before it has been recorded.
-    await post(app.dataUrl, '/v1/chat/completions', bodyFor('sentinel'));
+    await rawPost(app.dataUrl, '/v1/chat/completions', bodyFor('sentinel'));
     await arrived('sentinel');
 
     for (const { target, model, api } of served) {

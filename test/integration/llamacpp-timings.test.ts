@@ -7,14 +7,10 @@ import { describe, it } from 'node:test';
 import { currentLlama, currentLlamaStream, type LlamaCounts } from '../helpers/llamacpp-current.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
+import { post } from '../helpers/post.ts';
 
 const COUNTS: LlamaCounts = { promptN: 9, cacheN: 3, predictedN: 4 };
 const BODY = '{"model":"tiny","stream":true,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}';
-
-async function post(base: string, body: string): Promise<Buffer> {
-  const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
-  return Buffer.from(await res.arrayBuffer());
-}
 
 describe('in front of the current llama.cpp', () => {
   it('stops injecting once the engine shows it states the counts itself: the same bytes as directly, the engine token counts', async (t) => {
@@ -22,12 +18,12 @@ describe('in front of the current llama.cpp', () => {
     t.after(() => upstream.close());
     upstream.respond((req) => currentLlama(COUNTS)(req.body));
     const app = await startProxy(t, upstream.url);
-    const direct = await post(upstream.url, BODY);
+    const direct = (await post(`${upstream.url}/v1/chat/completions`, BODY)).bytes;
     assert.ok(direct.toString().includes('"timings":{"cache_n":3,"prompt_n":9'), 'directly, the last chunk carries the timings');
 
     // The first stream is injected (nothing is known yet): its usage-only chunk carries the timings.
     let finished = nextFinished(app, 1);
-    await post(app.dataUrl, BODY);
+    await post(`${app.dataUrl}/v1/chat/completions`, BODY);
     let [sample] = await finished;
     assert.equal(upstream.requests.at(-1)!.body.toString(), `{"stream_options":{"include_usage":true},${BODY.slice(1)}`);
     assert.deepEqual([sample!.promptTokens, sample!.completionTokens, sample!.usageSource], [12, 4, 'upstream']);
@@ -35,7 +31,7 @@ describe('in front of the current llama.cpp', () => {
     // From then on: nothing injected, the client's bytes as directly, the counts from the timings.
     for (let i = 0; i < 3; i++) {
       finished = nextFinished(app, 1);
-      const proxied = await post(app.dataUrl, BODY);
+      const proxied = (await post(`${app.dataUrl}/v1/chat/completions`, BODY)).bytes;
       [sample] = await finished;
       assert.equal(upstream.requests.at(-1)!.body.toString(), BODY, 'the body went as the client wrote it');
       assert.ok(proxied.equals(direct), `byte-identical to the direct answer:\n${proxied.toString()}\n---\n${direct.toString()}`);
@@ -47,7 +43,7 @@ describe('in front of the current llama.cpp', () => {
     }
     // A client that asks for usage gets it, timings and all, as directly.
     const asking = `{"stream_options":{"include_usage":true},${BODY.slice(1)}`;
-    assert.ok((await post(app.dataUrl, asking)).equals(Buffer.from(currentLlamaStream(COUNTS, true))));
+    assert.ok((await post(`${app.dataUrl}/v1/chat/completions`, asking)).bytes.equals(Buffer.from(currentLlamaStream(COUNTS, true))));
     const m = await scrape(app);
     assert.equal(m.value('infermeter_usage_injection_active'), 0, 'not injecting: the engine states the counts');
     assert.equal(m.value('infermeter_usage_injected_total', { body: 'held' }), 1);
@@ -62,7 +58,7 @@ describe('in front of the current llama.cpp', () => {
     let engine = currentLlama(COUNTS);
     upstream.respond((req) => engine(req.body));
     const app = await startProxy(t, upstream.url);
-    await post(app.dataUrl, BODY); // learns: the engine states its counts
+    await post(`${app.dataUrl}/v1/chat/completions`, BODY); // learns: the engine states its counts
     // The engine behind changes to one that states nothing unless asked (no timings).
     const silent = (body: Buffer) => {
       const script = currentLlama(COUNTS)(body);
@@ -71,19 +67,19 @@ describe('in front of the current llama.cpp', () => {
     };
     engine = silent;
     let finished = nextFinished(app, 1);
-    await post(app.dataUrl, BODY);
+    await post(`${app.dataUrl}/v1/chat/completions`, BODY);
     let [sample] = await finished;
     assert.equal(upstream.requests.at(-1)!.body.toString(), BODY, 'not injected while the engine was believed');
     assert.equal(sample!.usageSource, 'fallback', 'this one stream states nothing');
     finished = nextFinished(app, 1);
-    await post(app.dataUrl, BODY);
+    await post(`${app.dataUrl}/v1/chat/completions`, BODY);
     [sample] = await finished;
     assert.equal(upstream.requests.at(-1)!.body.toString(), `{"stream_options":{"include_usage":true},${BODY.slice(1)}`, 'injected again');
     assert.deepEqual([sample!.promptTokens, sample!.completionTokens, sample!.usageSource], [12, 4, 'upstream']);
     // The sign again does not turn injection off a second time: no flapping that loses a count each turn.
     engine = currentLlama(COUNTS);
-    await post(app.dataUrl, BODY);
-    await post(app.dataUrl, BODY);
+    await post(`${app.dataUrl}/v1/chat/completions`, BODY);
+    await post(`${app.dataUrl}/v1/chat/completions`, BODY);
     assert.equal(upstream.requests.at(-1)!.body.toString(), `{"stream_options":{"include_usage":true},${BODY.slice(1)}`);
     assert.equal((await scrape(app)).value('infermeter_usage_injection_active'), 1);
   });

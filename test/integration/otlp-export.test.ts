@@ -17,6 +17,7 @@ import type { Exposition } from '../helpers/exposition.ts';
 import { OTEL_BUCKETS } from '../helpers/spec-buckets.ts';
 import { startOtlpReceiver, type HistogramPoint, type OtlpReceiver, type ReceivedExport, type ReceivedMetric } from '../helpers/otlp-receiver.ts';
 import { nextFinished, scrape } from '../helpers/proxy-harness.ts';
+import { post } from '../helpers/post.ts';
 
 const MODEL = 'sim-llama-8b';
 
@@ -88,12 +89,6 @@ const BASE_ENV = {
   INFERMETER_UPSTREAM_METRICS: 'off',
 };
 
-async function post(base: string, path: string, body: unknown): Promise<number> {
-  const res = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  await res.arrayBuffer();
-  return res.status;
-}
-
 describe('OTLP export', () => {
   for (const protocol of ['http/protobuf', 'http/json'] as const) {
     it(`pushes the semantic-convention histograms of real traffic (${protocol})`, async (t) => {
@@ -114,13 +109,15 @@ describe('OTLP export', () => {
       const n = 9;
       const finished = nextFinished(app, n);
       const statuses = [
-        ...(await Promise.all([1, 2, 3].map(() => post(app.dataUrl, '/v1/chat/completions', { model: MODEL, stream: true, max_tokens: 6, messages })))),
-        await post(app.dataUrl, '/v1/chat/completions', { model: MODEL, max_tokens: 4, messages }),
-        await post(app.dataUrl, '/v1/chat/completions', { model: MODEL, max_tokens: 4, messages }),
-        await post(app.dataUrl, '/v1/completions', { model: MODEL, stream: true, max_tokens: 5, prompt: 'Once' }),
-        await post(app.dataUrl, '/v1/responses', { model: MODEL, stream: true, max_output_tokens: 3, input: 'Hi' }),
-        await post(app.dataUrl, '/v1/embeddings', { model: MODEL, input: ['a', 'b'] }),
-        await post(app.dataUrl, '/v1/chat/completions', { model: 'missing', messages }),
+        ...(await Promise.all(
+          [1, 2, 3].map(() => post(`${app.dataUrl}/v1/chat/completions`, { model: MODEL, stream: true, max_tokens: 6, messages }).then((a) => a.status)),
+        )),
+        (await post(`${app.dataUrl}/v1/chat/completions`, { model: MODEL, max_tokens: 4, messages })).status,
+        (await post(`${app.dataUrl}/v1/chat/completions`, { model: MODEL, max_tokens: 4, messages })).status,
+        (await post(`${app.dataUrl}/v1/completions`, { model: MODEL, stream: true, max_tokens: 5, prompt: 'Once' })).status,
+        (await post(`${app.dataUrl}/v1/responses`, { model: MODEL, stream: true, max_output_tokens: 3, input: 'Hi' })).status,
+        (await post(`${app.dataUrl}/v1/embeddings`, { model: MODEL, input: ['a', 'b'] })).status,
+        (await post(`${app.dataUrl}/v1/chat/completions`, { model: 'missing', messages })).status,
       ];
       assert.deepEqual(statuses, [200, 200, 200, 200, 200, 200, 200, 200, 404]);
       const samples = await finished;
@@ -221,7 +218,7 @@ describe('OTLP export', () => {
     let closed = false;
     t.after(() => (closed ? undefined : app.close())); // runs after setup's teardown: only if the test failed early
     const finished = nextFinished(app, 1);
-    assert.equal(await post(app.dataUrl, '/v1/chat/completions', { model: MODEL, stream: true, max_tokens: 3, messages: [] }), 200);
+    assert.equal((await post(`${app.dataUrl}/v1/chat/completions`, { model: MODEL, stream: true, max_tokens: 3, messages: [] })).status, 200);
     await finished;
     assert.equal(receiver.exports.length, 0, 'nothing exported before the interval');
     assert.doesNotMatch(await (await fetch(app.metricsUrl!)).text(), /gen_ai_/, 'the export needs no otel dialect on /metrics');
@@ -255,11 +252,11 @@ describe('OTLP export', () => {
       await sim.close();
       await receiver.close();
     });
-    assert.equal(await post(app.dataUrl, '/v1/chat/completions', { model: MODEL, stream: true, max_tokens: 2, messages: [] }), 200);
+    assert.equal((await post(`${app.dataUrl}/v1/chat/completions`, { model: MODEL, stream: true, max_tokens: 2, messages: [] })).status, 200);
     // The first export with that request is received and held unanswered: in flight.
     await receiver.waitFor((e) => total(e, 'gen_ai.server.request.duration') === 1);
     const finished = nextFinished(app, 1);
-    assert.equal(await post(app.dataUrl, '/v1/chat/completions', { model: MODEL, stream: true, max_tokens: 2, messages: [] }), 200);
+    assert.equal((await post(`${app.dataUrl}/v1/chat/completions`, { model: MODEL, stream: true, max_tokens: 2, messages: [] })).status, 200);
     await finished;
     const closing = app.close().then(() => {
       closed = true;
@@ -289,7 +286,8 @@ describe('OTLP export', () => {
       await receiver.close();
     });
     // Traffic while the exports are refused: the proxy does not notice.
-    for (let i = 0; i < 3; i++) assert.equal(await post(app.dataUrl, '/v1/chat/completions', { model: MODEL, stream: true, max_tokens: 2, messages: [] }), 200);
+    for (let i = 0; i < 3; i++)
+      assert.equal((await post(`${app.dataUrl}/v1/chat/completions`, { model: MODEL, stream: true, max_tokens: 2, messages: [] })).status, 200);
     // Cumulative temporality: the first export accepted carries everything measured before it.
     const e = await receiver.waitFor((x) => total(x, 'gen_ai.server.request.duration') === 3);
     assert.equal(receiver.refused(), 2);
@@ -328,7 +326,7 @@ describe('OTLP export', () => {
       await sim.close();
       await receiver.close();
     });
-    assert.equal(await post(app.dataUrl, '/v1/chat/completions', { model: MODEL, stream: true, max_tokens: 2, messages: [] }), 200);
+    assert.equal((await post(`${app.dataUrl}/v1/chat/completions`, { model: MODEL, stream: true, max_tokens: 2, messages: [] })).status, 200);
     // Until three exports have failed, or a second one was opened beside the first (the finding:
     // thirty of them, never counted).
     let m = await scrape(app);

@@ -18,6 +18,7 @@ import { leaveStreamAfter } from '../helpers/client-leaves.ts';
 import { figures, quantileRange, recordMeasured, span, within } from '../helpers/measured.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
 import { AOM_BUCKETS, INFERMETER_BUCKETS, MINDIE_BUCKETS } from '../helpers/spec-buckets.ts';
+import { postResponse } from '../helpers/post.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The scripted upstream and the traffic mix.
@@ -55,19 +56,18 @@ const ROUND = {
 const REPLICAS = 2;
 const ROUNDS = 2;
 
-async function post(dataUrl: string, body: string): Promise<Response> {
-  return fetch(`${dataUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-}
-
 async function streamed(dataUrl: string, model: string): Promise<void> {
-  const res = await post(dataUrl, JSON.stringify({ model, stream: true, messages: MESSAGES }));
+  const res = await postResponse(`${dataUrl}/v1/chat/completions`, JSON.stringify({ model, stream: true, messages: MESSAGES }));
   const text = await res.text();
   assert.equal(res.status, 200, text);
   assert.match(text, /data: \[DONE\]/);
 }
 
 async function nonStreamed(dataUrl: string, model: string, maxTokens?: number): Promise<number> {
-  const res = await post(dataUrl, JSON.stringify({ model, messages: MESSAGES, ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }) }));
+  const res = await postResponse(
+    `${dataUrl}/v1/chat/completions`,
+    JSON.stringify({ model, messages: MESSAGES, ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }) }),
+  );
   await res.arrayBuffer();
   return res.status;
 }
@@ -97,7 +97,7 @@ async function round(app: Infermeter): Promise<void> {
     ...ROUND.nonStreamed.map((m) => nonStreamed(url, m)),
     cancelledStream(url, LLAMA).then(() => 0),
     nonStreamed(url, MISSING),
-    post(url, '{oops, not json').then(async (r) => {
+    postResponse(`${url}/v1/chat/completions`, '{oops, not json').then(async (r) => {
       await r.arrayBuffer();
       return r.status;
     }),

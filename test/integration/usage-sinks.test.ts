@@ -106,7 +106,17 @@ async function start(t: TestContext, sink: string, env: Record<string, string> =
     return text;
   };
   const records = (e: string, state: string) => value(e, `infermeter_usage_records_total{state="${state}"}`);
-  return { app, dir, scrape, value, load, until, records };
+  /** Scrapes until all `n` records are delivered and the backlog is 0; returns that exposition. */
+  const delivered = (n: number): Promise<string> =>
+    until(
+      'all delivered, backlog 0',
+      (x) =>
+        records(x, 'delivered') === n &&
+        value(x, 'infermeter_usage_backlog_records') === 0 &&
+        value(x, 'infermeter_usage_backlog_bytes') === 0 &&
+        value(x, 'infermeter_usage_backlog_oldest_seconds') === 0,
+    );
+  return { app, dir, scrape, value, load, until, records, delivered };
 }
 
 /** Each request r-0 .. r-(n-1) has exactly one record among `events` (after de-duplication by id), and no other is there. */
@@ -122,16 +132,9 @@ function exactlyOnce(events: readonly UsageEvent[], n: number): void {
 describe('usage sinks', { concurrency: true }, () => {
   it("HTTP (OpenMeter's ingest API), no faults: the delivered records' token sums per tenant and model equal the token counters", async (t) => {
     const om = await startOpenMeter(t);
-    const { load, until, records, value } = await start(t, om.url);
+    const { load, records, value, delivered } = await start(t, om.url);
     const n = await load(0, (sent) => sent < 240);
-    const e = await until(
-      'all delivered, backlog 0',
-      (x) =>
-        records(x, 'delivered') === n &&
-        value(x, 'infermeter_usage_backlog_records') === 0 &&
-        value(x, 'infermeter_usage_backlog_bytes') === 0 &&
-        value(x, 'infermeter_usage_backlog_oldest_seconds') === 0,
-    );
+    const e = await delivered(n);
     assert.equal(records(e, 'spooled'), n);
     assert.equal(records(e, 'lost'), 0);
     assert.equal(records(e, 'parked'), 0);
@@ -159,7 +162,7 @@ describe('usage sinks', { concurrency: true }, () => {
 
   it('HTTP answering 503 for a while under load: afterwards every record arrives once after de-duplication, the backlog back to 0, none lost', async (t) => {
     const om = await startOpenMeter(t);
-    const { load, until, records, value, scrape } = await start(t, om.url);
+    const { load, until, records, value, scrape, delivered } = await start(t, om.url);
     let phase: 'up' | 'down' | 'back' = 'up';
     let spooledWhileDown = 0;
     let downAt = 0;
@@ -177,14 +180,7 @@ describe('usage sinks', { concurrency: true }, () => {
     om.down = undefined;
     phase = 'back';
     const n = await loaded;
-    const e = await until(
-      'all delivered, backlog 0',
-      (x) =>
-        records(x, 'delivered') === n &&
-        value(x, 'infermeter_usage_backlog_records') === 0 &&
-        value(x, 'infermeter_usage_backlog_bytes') === 0 &&
-        value(x, 'infermeter_usage_backlog_oldest_seconds') === 0,
-    );
+    const e = await delivered(n);
     assert.ok(spooledWhileDown >= 200);
     assert.equal(records(e, 'spooled'), n);
     assert.equal(records(e, 'lost'), 0);
@@ -199,7 +195,7 @@ describe('usage sinks', { concurrency: true }, () => {
     const nats = await startNatsServer(t);
     const subject = 'usage.records';
     // A publish the stopped server never acknowledges fails after 1 s, and is sent again.
-    const { load, until, records, value, scrape } = await start(t, `${nats.url}/${subject}`, { INFERMETER_USAGE_SINK_TIMEOUT_MS: '1000' });
+    const { load, until, records, value, scrape, delivered } = await start(t, `${nats.url}/${subject}`, { INFERMETER_USAGE_SINK_TIMEOUT_MS: '1000' });
     let stopped = false;
     let back = false;
     let sentAtBack = 0;
@@ -216,14 +212,7 @@ describe('usage sinks', { concurrency: true }, () => {
     await nats.start();
     back = true;
     const n = await loaded;
-    const e = await until(
-      'all delivered, backlog 0',
-      (x) =>
-        records(x, 'delivered') === n &&
-        value(x, 'infermeter_usage_backlog_records') === 0 &&
-        value(x, 'infermeter_usage_backlog_bytes') === 0 &&
-        value(x, 'infermeter_usage_backlog_oldest_seconds') === 0,
-    );
+    const e = await delivered(n);
     assert.ok(stopped);
     assert.equal(records(e, 'spooled'), n);
     assert.equal(records(e, 'lost'), 0);

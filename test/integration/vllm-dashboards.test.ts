@@ -18,6 +18,7 @@ import { leaveStreamAfter } from '../helpers/client-leaves.ts';
 import { combinations, expand, fillVariables, panelQueries, vllmDashboards, vllmDashboardsSkip } from '../helpers/grafana.ts';
 import { prometheusAvailable, prometheusSkip, single, startPrometheus, type Prometheus } from '../helpers/prometheus.ts';
 import { startProxy } from '../helpers/proxy-harness.ts';
+import { post } from '../helpers/post.ts';
 
 const LLAMA = 'sim-llama-8b';
 const QWEN = 'sim-qwen-7b';
@@ -59,23 +60,13 @@ interface Traffic {
   readonly sent: Map<string, { failed: number; cancelled: number; ok: number }>;
 }
 
-async function post(app: Infermeter, body: Record<string, unknown>, headers: Record<string, string> = {}): Promise<number> {
-  const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
-  });
-  await res.arrayBuffer();
-  return res.status;
-}
-
 /** One round per model: streams with and without usage, one with max_tokens, one non-streamed, one 500, one the client leaves. */
 async function round(app: Infermeter, traffic: Traffic): Promise<void> {
   await Promise.all(
     MODELS.flatMap((model) => {
       const count = traffic.sent.get(model)!;
       const ok = async (body: Record<string, unknown>): Promise<void> => {
-        assert.equal(await post(app, { model, messages: MESSAGES, ...body }), 200);
+        assert.equal((await post(`${app.dataUrl}/v1/chat/completions`, { model, messages: MESSAGES, ...body })).status, 200);
         count.ok++;
       };
       return [
@@ -83,7 +74,7 @@ async function round(app: Infermeter, traffic: Traffic): Promise<void> {
         ok({ stream: true, stream_options: { include_usage: true } }),
         ok({ stream: true, max_tokens: 8 }),
         ok({ max_tokens: 6 }),
-        post(app, { model, stream: true, messages: MESSAGES }, { 'x-sim-status': '500' }).then((status) => {
+        post(`${app.dataUrl}/v1/chat/completions`, { model, stream: true, messages: MESSAGES }, { 'x-sim-status': '500' }).then(({ status }) => {
           assert.equal(status, 500);
           count.failed++;
         }),

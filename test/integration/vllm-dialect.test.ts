@@ -14,6 +14,7 @@ import { NODE_CLIENT_LINT, type Exposition } from '../helpers/exposition.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream } from '../helpers/replay-upstream.ts';
 import { pythonLes as specLes, VLLM_BUCKETS } from '../helpers/spec-buckets.ts';
+import { post } from '../helpers/post.ts';
 
 const MODEL = 'sim-llama-8b';
 const l = (labels: Record<string, string> = {}) => ({ model_name: MODEL, engine: '0', ...labels });
@@ -53,15 +54,12 @@ async function simProxy(t: TestContext, dialects: string): Promise<Infermeter> {
 /** A mix: streamed chat and completions (cut by max_tokens), Responses API, non-streamed, a 404, a client that leaves. */
 async function traffic(app: Infermeter): Promise<RequestSample[]> {
   const finished = nextFinished(app, 8);
-  const post = async (path: string, body: unknown): Promise<void> => {
-    await (await fetch(`${app.dataUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).arrayBuffer();
-  };
   const messages = [{ role: 'user', content: 'Say something about metrics.' }];
-  for (let i = 0; i < 3; i++) await post('/v1/chat/completions', { model: MODEL, messages, stream: true });
-  await post('/v1/completions', { model: MODEL, prompt: 'Once', max_tokens: 4, stream: true });
-  await post('/v1/responses', { model: MODEL, input: 'Hello', stream: true });
-  await post('/v1/chat/completions', { model: MODEL, messages });
-  await post('/v1/chat/completions', { model: 'no-such-model', messages, stream: true });
+  for (let i = 0; i < 3; i++) await post(`${app.dataUrl}/v1/chat/completions`, { model: MODEL, messages, stream: true });
+  await post(`${app.dataUrl}/v1/completions`, { model: MODEL, prompt: 'Once', max_tokens: 4, stream: true });
+  await post(`${app.dataUrl}/v1/responses`, { model: MODEL, input: 'Hello', stream: true });
+  await post(`${app.dataUrl}/v1/chat/completions`, { model: MODEL, messages });
+  await post(`${app.dataUrl}/v1/chat/completions`, { model: 'no-such-model', messages, stream: true });
   // The client leaves after its first bytes of a long answer.
   const abort = new AbortController();
   const res = await fetch(`${app.dataUrl}/v1/chat/completions`, {

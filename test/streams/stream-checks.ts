@@ -20,17 +20,17 @@ function finishReasonIn(bytes: Buffer): string | undefined | null {
 }
 
 function checkTotals(run: TapRun, expect: StreamExpectation, context: string, bytes: Buffer): void {
-  const { sample, problems } = run;
+  const { sample, problems, timeToFirstOutput, reasoningPhase } = run;
   const finishReason = finishReasonIn(bytes);
   if (finishReason !== null) assert.equal(sample.finishReason, finishReason, `${context}: finish reason`);
   assert.equal(sample.tokenEvents, expect.tokenEvents, `${context}: token-carrying events`);
   assert.equal(sample.ttft !== undefined, expect.firstTokenEvent !== null, `${context}: TTFT observed`);
   const firstVisible = expect.firstVisibleEvent === undefined ? expect.firstTokenEvent : expect.firstVisibleEvent;
-  assert.equal(sample.timeToFirstOutput !== undefined, firstVisible !== null, `${context}: time to first output observed`);
+  assert.equal(timeToFirstOutput !== undefined, firstVisible !== null, `${context}: time to first output observed`);
   // The reasoning phase: for a stream that opens with reasoning, from its first token to its first visible output.
-  assert.equal(sample.reasoningPhase !== undefined, firstVisible !== null && firstVisible !== expect.firstTokenEvent, `${context}: reasoning phase`);
-  if (sample.reasoningPhase !== undefined)
-    assert.ok(Math.abs(sample.reasoningPhase - (sample.timeToFirstOutput! - sample.ttft!)) < 1e-9, `${context}: reasoning phase = time to first output - TTFT`);
+  assert.equal(reasoningPhase !== undefined, firstVisible !== null && firstVisible !== expect.firstTokenEvent, `${context}: reasoning phase`);
+  if (reasoningPhase !== undefined)
+    assert.ok(Math.abs(reasoningPhase - (timeToFirstOutput! - sample.ttft!)) < 1e-9, `${context}: reasoning phase = time to first output - TTFT`);
   if (expect.promptTokens === null && expect.completionTokens === null) {
     assert.notEqual(sample.usageSource, 'upstream', `${context}: no usage expected`);
   } else {
@@ -65,11 +65,7 @@ export function checkEventByEvent(api: InferenceApi, bytes: Buffer, expect: Stre
   assert.equal(run.firstTokenAt ?? null, expect.firstTokenEvent, `${name}: first token event`);
   // The clock reads the event's index: the first visible output's event, after TTFT's by the reasoning events' span.
   const firstVisible = expect.firstVisibleEvent === undefined ? expect.firstTokenEvent : expect.firstVisibleEvent;
-  assert.equal(
-    run.sample.timeToFirstOutput === undefined ? null : Math.round(run.sample.timeToFirstOutput * 1000),
-    firstVisible,
-    `${name}: first visible output event`,
-  );
+  assert.equal(run.timeToFirstOutput === undefined ? null : Math.round(run.timeToFirstOutput * 1000), firstVisible, `${name}: first visible output event`);
   const { sample } = run;
   // The clock reads the event's index (in ms): the last token's event, whether or not a TPOT
   // follows from it.
@@ -115,7 +111,7 @@ export function checkRechunked(api: InferenceApi, bytes: Buffer, expect: StreamE
     if (firstVisible !== null) {
       // Likewise the first visible output: once its event is all in, and not a chunk later.
       const end = eventEnds[firstVisible]!;
-      const at = Math.round(run.sample.timeToFirstOutput! * 1000);
+      const at = Math.round(run.timeToFirstOutput! * 1000);
       const previousEnd = firstVisible === 0 ? 0 : eventEnds[firstVisible - 1]!;
       assert.ok(at > previousEnd && at >= end - 4 && at < end + maxLen, `${context}: first visible output at byte ${at}, event ends at ${end}`);
     }

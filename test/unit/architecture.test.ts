@@ -3,8 +3,8 @@
 // imports between src/ folders one way only (each folder, a sub-folder included, one node; a
 // module at src/'s top its own node),
 // no function in the data plane longer than a reader can hold (about 150 lines), no source file
-// over 400 lines, each over 300 saying why in its opening comment, and process.exit only in the
-// entry points (src/cli.ts says which).
+// over 400 lines, each over 300 saying why in its opening comment, process.exit only in the
+// entry points (src/cli.ts says which), and nothing of src/ or scripts/ importing from test/.
 import { strict as assert } from 'node:assert';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -215,6 +215,17 @@ describe('architecture', () => {
     assert.deepEqual(tooLong, [], `over ${MAX_FILE_LINES} lines`);
     assert.deepEqual(unexplained, [], `over ${EXPLAIN_FILE_LINES} lines without "// Over 300 lines: <why>" in the opening comment`);
     assert.deepEqual(staleReason, [], `a length reason on a file of ${EXPLAIN_FILE_LINES} lines or fewer: remove it`);
+  });
+
+  it('has src/ and scripts/ import nothing from test/ (a tool or the product on a test helper)', () => {
+    const TEST = resolve(SRC, '../test');
+    const files = [...sources(SRC), ...sources(resolve(SRC, '../scripts'))];
+    assert.ok(
+      files.some((f) => f.includes('/scripts/')),
+      'scripts/ read',
+    );
+    const onTests = files.filter((file) => imports(file).some((dep) => dep.startsWith(`${TEST}/`))).map((file) => relative(resolve(SRC, '..'), file));
+    assert.deepEqual(onTests, []);
   });
 
   it('calls process.exit only in the entry points src/cli.ts names', () => {

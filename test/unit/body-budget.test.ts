@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
-import { createBodyBudget } from '../../src/data-plane/body-budget.ts';
+import { createBodyBudget, type BodyHold } from '../../src/data-plane/body-budget.ts';
 import { holdBody, type HeldBody, type Unheld, type UnheldWhy } from '../../src/data-plane/request-body.ts';
 
 describe('the budget for held bodies', () => {
@@ -69,6 +69,14 @@ function handlers(seen: Seen, how: () => Unheld): HeldBody {
   };
 }
 
+/** A client's request whose body holdBody reads into `hold` (at most `maxBytes`), what it was told in `seen`. */
+function held(hold: BodyHold, how: () => Unheld, waitMs: number, maxBytes = 1000): { req: IncomingMessage & PassThrough; seen: Seen } {
+  const req = request();
+  const seen: Seen = { asked: [] };
+  holdBody(req, maxBytes, hold, handlers(seen, how), waitMs);
+  return { req, seen };
+}
+
 const STREAM: Unheld = { reserve: false, inject: () => false, injected: () => undefined };
 const tick = () => new Promise((r) => setImmediate(r));
 
@@ -77,15 +85,7 @@ describe('a body that finds no room', () => {
     const budget = createBodyBudget(100);
     const other = budget.hold('x');
     other.take(90);
-    const req = request();
-    const seen: Seen = { asked: [] };
-    holdBody(
-      req,
-      1000,
-      budget.hold('y'),
-      handlers(seen, () => ({ wait: () => () => undefined })),
-      60_000,
-    );
+    const { req, seen } = held(budget.hold('y'), () => ({ wait: () => () => undefined }), 60_000);
     req.write('{"model":"m",');
     req.write('"stream":true}');
     await tick();
@@ -102,15 +102,11 @@ describe('a body that finds no room', () => {
     for (const settle of [true, false]) {
       const budget = createBodyBudget(100);
       budget.hold('x').take(100);
-      const req = request();
-      const seen: Seen = { asked: [] };
       let settled: (() => void) | undefined;
       let waited = false;
-      holdBody(
-        req,
-        1000,
+      const { req, seen } = held(
         budget.hold('y'),
-        handlers(seen, () => {
+        () => {
           if (waited) return STREAM;
           waited = true;
           return {
@@ -119,7 +115,7 @@ describe('a body that finds no room', () => {
               return () => undefined;
             },
           };
-        }),
+        },
         settle ? 60_000 : 20,
       );
       req.write('{"model":"m","stream":true}');
@@ -136,14 +132,10 @@ describe('a body that finds no room', () => {
     const budget = createBodyBudget(100);
     const other = budget.hold('x');
     other.take(100);
-    const req = request();
-    const seen: Seen = { asked: [] };
     let first = true;
-    holdBody(
-      req,
-      1000,
+    const { req, seen } = held(
       budget.hold('y'),
-      handlers(seen, () => {
+      () => {
         if (!first) return STREAM;
         first = false;
         return {
@@ -152,7 +144,7 @@ describe('a body that finds no room', () => {
             return () => undefined;
           },
         };
-      }),
+      },
       20,
     );
     req.write('{"model":"m","stream":true}');
@@ -169,15 +161,7 @@ describe('a body that finds no room', () => {
     // one more chunk and find no room again.
     const others = Array.from({ length: 10 }, (_, i) => budget.hold(`x${i}`));
     for (const o of others) o.take(10);
-    const req = request();
-    const seen: Seen = { asked: [] };
-    holdBody(
-      req,
-      1000,
-      budget.hold('y'),
-      handlers(seen, () => ({ wait: () => () => undefined })),
-      1000,
-    );
+    const { req, seen } = held(budget.hold('y'), () => ({ wait: () => () => undefined }), 1000);
     for (let i = 0; i < 8; i++) req.write('{"model":"m"'.padEnd(10, ' '));
     await tick();
     // A 10-byte room every 400 ms: without one bound, each wait would start its 1000 ms anew.
@@ -196,16 +180,8 @@ describe('a body that finds no room', () => {
     const budget = createBodyBudget(100);
     const other = budget.hold('x');
     other.take(100);
-    const req = request();
-    const seen: Seen = { asked: [] };
     const mine = budget.hold('y');
-    holdBody(
-      req,
-      1000,
-      mine,
-      handlers(seen, () => ({ wait: () => () => undefined })),
-      30,
-    );
+    const { req, seen } = held(mine, () => ({ wait: () => () => undefined }), 30);
     req.write('{"model":"m","stream":true}');
     await tick();
     req.destroy();
@@ -217,28 +193,12 @@ describe('a body that finds no room', () => {
 
   it('that could never be held does not wait: past the cap or past its part, it streams', async () => {
     const budget = createBodyBudget(1000, 10);
-    const req = request();
-    const seen: Seen = { asked: [] };
-    holdBody(
-      req,
-      1000,
-      budget.hold('y'),
-      handlers(seen, () => STREAM),
-      60_000,
-    );
+    const { req, seen } = held(budget.hold('y'), () => STREAM, 60_000);
     req.write('{"model":"m","stream":true}');
     await tick();
     assert.deepEqual(seen.asked, ['beyond_budget']);
     assert.equal(seen.streamed, true);
-    const capped = request();
-    const over: Seen = { asked: [] };
-    holdBody(
-      capped,
-      5,
-      createBodyBudget(1000).hold('z'),
-      handlers(over, () => STREAM),
-      60_000,
-    );
+    const { req: capped, seen: over } = held(createBodyBudget(1000).hold('z'), () => STREAM, 60_000, 5);
     capped.write('{"model":"m","stream":true}');
     await tick();
     assert.deepEqual(over.asked, ['too_large']);

@@ -11,7 +11,7 @@ import { DEFAULT_LIMITS } from '../../src/config/limits.ts';
 import { integer, onOff } from '../../src/config/parse/parse.ts';
 import { groupDefaults, markdownRows, variable } from '../../src/config/variables/variable-table.ts';
 import { CONFIGURATION_TABLE } from '../../src/config/variables.ts';
-import { documentedRows } from '../helpers/configuration-doc.ts';
+import { documentedRows } from '../../scripts/configuration-doc.ts';
 
 const WINDOW = variable({
   name: 'INFERMETER_DUMMY_WINDOW',

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from '@prometheus-io/client';
-import { ConfigError, loadConfig, VARIABLES } from '../../src/config/config.ts';
+import { ConfigError, loadConfig } from '../../src/config/config.ts';
+import { VARIABLE_NAMES as VARIABLES } from '../../src/config/variables.ts';
 import { classifyBody, classifyEvent } from '../../src/measure/openai-events.ts';
 import { createRequestTimer, type RequestTimer } from '../../src/measure/request-timer.ts';
 import type { InferenceApi } from '../../src/measure/sample.ts';

@@ -47,9 +47,16 @@ describe('README.md', () => {
     const scripts = JSON.parse(read('package.json')).scripts as Record<string, string>;
     assert.equal(scripts.test, 'node scripts/test.ts', 'npm test runs the static checks beside the suite');
     const runner = read('scripts/test.ts');
-    for (const check of ["bin('tsc'), args: ['--noEmit']", "bin('biome'), args: ['format']", "bin('biome'), args: ['lint']", "bin('knip')", "'--test'"]) {
+    for (const check of [
+      "bin('tsc'), args: ['--noEmit']",
+      "bin('biome'), args: ['format']",
+      "bin('biome'), args: ['lint', '--error-on-warnings']",
+      "bin('knip')",
+      "'--test'",
+    ]) {
       assert.ok(runner.includes(check), `scripts/test.ts runs ${check}`);
     }
+    assert.equal(scripts.lint, 'biome lint --error-on-warnings', 'a lint warning fails npm run lint as it fails npm test');
     assert.equal(scripts.demo, 'node bin/infermeter.js demo');
   });
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { forwardHeaders, headerFilter, HOP_BY_HOP_HEADERS, stripHopByHop } from '../../src/data-plane/hop-by-hop.ts';
+import { forwardHeaders, headerFilter, HOP_BY_HOP_HEADERS } from '../../src/data-plane/hop-by-hop.ts';
 import { offersWebsocket } from '../../src/data-plane/data-server.ts';
 import { httplibDecode, inferenceApi, inferenceRoute, routedPath } from '../../src/data-plane/inference-route.ts';
 import { proxyErrorResponse } from '../../src/data-plane/openai-error.ts';
@@ -169,7 +169,20 @@ describe('pathJoiner', () => {
   });
 });
 
-describe('stripHopByHop', () => {
+/**
+ * The reference the raw-list filter is held to, on a headers object as Node parses one (names in
+ * lower case, repeats joined): RFC 9110's hop-by-hop headers and those the Connection header
+ * names go, but Content-Length, which frames the message.
+ */
+function stripHopByHop(headers: Record<string, string>): void {
+  const listed = (headers.connection ?? '').split(',').map((n) => n.trim().toLowerCase());
+  for (const name of [...HOP_BY_HOP_HEADERS, ...listed]) if (name !== 'content-length') delete headers[name];
+}
+
+/** An object's headers as a raw list (name, value, ...), in its order. */
+const raw = (headers: Record<string, string>): string[] => Object.entries(headers).flat();
+
+describe('forwardHeaders', () => {
   it('drops hop-by-hop headers and those the Connection header names', () => {
     const headers = {
       connection: 'keep-alive, x-trace',
@@ -180,24 +193,20 @@ describe('stripHopByHop', () => {
       'content-type': 'application/json',
       authorization: 'Bearer k',
     };
-    stripHopByHop(headers);
-    assert.deepEqual(headers, { 'content-type': 'application/json', authorization: 'Bearer k' });
+    assert.deepEqual(forwardHeaders(raw(headers), headerFilter(), []), ['content-type', 'application/json', 'authorization', 'Bearer k']);
   });
   it('drops each hop-by-hop header of RFC 9110, alone or all together', () => {
     assert.deepEqual([...HOP_BY_HOP_HEADERS].sort(), ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
     const all: Record<string, string> = { accept: '*/*' };
     for (const name of HOP_BY_HOP_HEADERS) {
-      const one: Record<string, string> = { [name]: 'x', accept: '*/*' };
-      stripHopByHop(one);
-      assert.deepEqual(one, { accept: '*/*' }, name);
+      assert.deepEqual(forwardHeaders(raw({ [name]: 'x', accept: '*/*' }), headerFilter(), []), ['accept', '*/*'], name);
       all[name] = 'close';
     }
-    stripHopByHop(all);
-    assert.deepEqual(all, { accept: '*/*' });
+    assert.deepEqual(forwardHeaders(raw(all), headerFilter(), []), ['accept', '*/*']);
   });
-});
-
-describe('forwardHeaders', () => {
+  it('keeps Content-Length when the Connection header names it (the body would go unframed)', () => {
+    assert.deepEqual(forwardHeaders(['Connection', 'content-length, x-a', 'Content-Length', '3', 'X-A', '1'], headerFilter(), []), ['Content-Length', '3']);
+  });
   it('drops what stripHopByHop drops, keeping the rest as written: spelling, order, repeats', () => {
     const random = seededRandom(7);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;

@@ -36,25 +36,6 @@ export interface OtelConfig {
   readonly export: OtlpExportConfig | undefined;
 }
 
-/** Every variable parseOtel reads (docs/configuration.md documents each). */
-export const OTEL_VARIABLES = [
-  'INFERMETER_OTEL_PROVIDER_NAME',
-  'OTEL_EXPORTER_OTLP_ENDPOINT',
-  'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT',
-  'OTEL_EXPORTER_OTLP_PROTOCOL',
-  'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL',
-  'OTEL_EXPORTER_OTLP_HEADERS',
-  'OTEL_EXPORTER_OTLP_METRICS_HEADERS',
-  'OTEL_METRIC_EXPORT_INTERVAL',
-  'OTEL_METRIC_EXPORT_TIMEOUT',
-  'OTEL_EXPORTER_OTLP_TIMEOUT',
-  'OTEL_EXPORTER_OTLP_METRICS_TIMEOUT',
-  'OTEL_SERVICE_NAME',
-  'OTEL_RESOURCE_ATTRIBUTES',
-  'OTEL_METRICS_EXPORTER',
-  'OTEL_SDK_DISABLED',
-] as const;
-
 const value = (env: Env, variable: string): string | undefined => nonEmpty(env[variable]);
 
 /** The OTLP export (the provider name is a row of the variables table: config.ts adds it). */

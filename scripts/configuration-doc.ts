@@ -1,8 +1,9 @@
-// Where the documented configuration table lives: the one path the README-vs-code tests of the
-// variables table read, and `npm run docs:config` rewrites (change it here when the table moves).
+// Where the documented configuration table lives: the one path `npm run docs:config`
+// (config-table.ts) rewrites and the tests of the variables table read (change it here when the
+// table moves).
 import { readFileSync } from 'node:fs';
 
-export const CONFIGURATION_DOC = new URL('../../docs/configuration.md', import.meta.url);
+export const CONFIGURATION_DOC = new URL('../docs/configuration.md', import.meta.url);
 
 const ROW = /^\| `[A-Z][A-Z0-9_<>]*` \|/;
 
