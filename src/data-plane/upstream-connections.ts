@@ -126,20 +126,18 @@ class LineClient extends Client {
  * here: a connection the upstream closed as it was reused is the stale race, sent again
  * (upstream-attempt.ts); bytes after an answer's end that were read before the request close
  * the connection and fail no request; bytes still unread when it is written are read as its
- * answer, as Node's client reads them. The flag is undici's own, found by name on the socket;
- * when undici has none (another version), its wait stays.
+ * answer, as Node's client reads them. The state is undici's own, found by name on the socket
+ * and set before each dispatch on a reused connection; when undici has none, it has no wait.
  */
 function writeAtOnce(socket: Socket): void {
-  const own = socket as unknown as Record<symbol, unknown>;
-  if (own[AT_ONCE] === true) return;
-  own[AT_ONCE] = true;
-  validation ??= Object.getOwnPropertySymbols(socket).find((key) => key.description === 'kIdleSocketValidation');
-  // 2: validated (undici's own state); undici's writes of 0 and 1 are ignored from here on.
-  if (validation !== undefined) Object.defineProperty(socket, validation, { get: validated, set: ignore, configurable: true });
+  // Looked up once, on a socket undici has set up (it carried an answer); a plain write of the
+  // value undici gives a validated socket (2), so that no socket changes shape.
+  if (validation === undefined) validation = Object.getOwnPropertySymbols(socket).find((key) => key.description === 'kIdleSocketValidation') ?? null;
+  if (validation !== null) (socket as unknown as Record<symbol, unknown>)[validation] = VALIDATED;
 }
-const AT_ONCE = Symbol('writes at once');
-let validation: symbol | undefined;
-const validated = (): number => 2;
+const VALIDATED = 2;
+/** undici's key of a socket's validation state; null: this undici has none. */
+let validation: symbol | null | undefined;
 
 export function createUpstreamConnections(options: UpstreamConnectionsOptions): UpstreamConnections {
   const { policy, tls, upstream } = options;
