@@ -19,6 +19,7 @@ import { trackConnections } from './client-connections.ts';
 import { createBodyBudget, type HeldBodyUse } from './body-budget.ts';
 import { createConcurrencyLimit } from './concurrency-limit.ts';
 import { createDeadlines } from './deadlines.ts';
+import { createSettleQueue } from './settle-queue.ts';
 import { createInferenceRouter, inferenceRoute as realRouter } from './inference-route.ts';
 import type { LifecycleViolation, ResendReason } from './lifecycle.ts';
 import { createMeasuredRoute, type UsageInjection } from './measured-route.ts';
@@ -153,6 +154,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   // given up on: 504 when nothing was sent to the client yet, a cut response otherwise.
   const deadlines = createDeadlines(limits.upstreamIdleTimeoutMs, limits.totalTimeoutMs);
   const inferenceRoute = options.apiTable === undefined ? realRouter : createInferenceRouter(options.apiTable);
+  const settle = createSettleQueue((error) => log.error('recording a request failed', { error: String(error) }));
   const measured = createMeasuredRoute({
     ...options,
     bodyBudget,
@@ -161,6 +163,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     sendUpstream: createUpstreamRequest({ upstream, connections }),
     deadlines,
     turn: connections.turn,
+    settle: settle.defer,
     limit: limits.maxConcurrency > 0 ? createConcurrencyLimit(limits.maxConcurrency) : undefined,
     answerBudget,
     answerUnheld: () => options.tapProblem('body_unheld'),

@@ -57,6 +57,8 @@ export interface MeasuredRouteOptions extends ExchangeOptions, UpstreamAttemptOp
   readonly tenantOf?: TenantOf | undefined;
   /** Calls `go` when the request may go upstream (upstream-connections.ts: a pipelined one after the response before it); default at once. */
   readonly turn?: ((res: ServerResponse, go: () => void) => void) | undefined;
+  /** Where a request's end leaves its last reading and its recording, after the turn's reads (settle-queue.ts); undefined: at once. */
+  readonly settle?: ((work: () => void) => void) | undefined;
 }
 
 export type MeasuredRoute = (req: IncomingMessage, res: ServerResponse, route: InferenceRoute) => void;
@@ -251,6 +253,7 @@ class InferenceCall {
       lastWrite: this.lastWrite,
       arrived: this.arrived,
       backpressure: this.backpressure,
+      settle: this.options.settle,
     });
   }
 
@@ -269,6 +272,7 @@ class InferenceCall {
       arrived: this.arrived,
       backpressure: this.backpressure,
       filter,
+      settle: options.settle,
     });
   }
 
@@ -359,24 +363,35 @@ class InferenceCall {
     else this.answerError('upstream_timeout', 'total timeout');
   }
 
-  /** finished: the client's side closed. */
+  /**
+   * finished: the client's side closed. What the request holds is let go now; its recording
+   * (with the tap's reading of the end before it) is left for after the turn's reads.
+   */
   private finish(): void {
     const { exchange, res, options } = this;
     if (this.begun && !this.bodyRefused) {
+      const delivered = res.writableFinished;
       // A client that left gives its upstream request up.
-      this.attempt?.close(!res.writableFinished);
-      const sample = exchange.finish(res.writableFinished);
-      // A complete stream that stated no counts at all: the engine does not state them unasked.
-      if (sample?.streamed === true && sample.outcome === 'success' && sample.usageSource === 'fallback' && this.streamOptions)
-        options.usageInjection?.countsMissing();
-      if (sample !== undefined && options.accessLog !== undefined) options.accessLog.write(accessRecord(this.req, exchange, sample));
-      if (sample !== undefined && this.ownId !== undefined) options.usage?.record(sample, exchange.requestId ?? this.ownId, this.ownId);
+      this.attempt?.close(!delivered);
+      if (options.settle === undefined) this.record(delivered);
+      else options.settle(() => this.record(delivered));
     } else {
       exchange.finish(res.writableFinished, false);
     }
     this.unwatch?.();
     this.hold.release();
     this.release(); // a request that waited and left gives up its place
+  }
+
+  /** The request's sample, recorded; to the access log and the ledger with them. */
+  private record(delivered: boolean): void {
+    const { exchange, options } = this;
+    const sample = exchange.finish(delivered);
+    // A complete stream that stated no counts at all: the engine does not state them unasked.
+    if (sample?.streamed === true && sample.outcome === 'success' && sample.usageSource === 'fallback' && this.streamOptions)
+      options.usageInjection?.countsMissing();
+    if (sample !== undefined && options.accessLog !== undefined) options.accessLog.write(accessRecord(this.req, exchange, sample));
+    if (sample !== undefined && this.ownId !== undefined) options.usage?.record(sample, exchange.requestId ?? this.ownId, this.ownId);
   }
 }
 

@@ -36,6 +36,8 @@ export interface RelayHooks {
   readonly arrived?: () => void;
   /** Told when the client's socket refuses a write (`true`: the upstream paused) and when it drains (`false`). */
   readonly backpressure?: (on: boolean) => void;
+  /** Where the tap's reading of the last read and the end is left, after the end has gone (settle-queue.ts); undefined: at once. */
+  readonly settle?: ((work: () => void) => void) | undefined;
 }
 
 /**
@@ -132,7 +134,7 @@ function writeBatch(res: ServerResponse, out: Buffer, written: Written, framed: 
 }
 
 export function relay(proxyRes: UpstreamResponse, res: ServerResponse, tap: ResponseTap | undefined, hooks: RelayHooks = {}): void {
-  const { sent, lastWrite, filter, arrived, backpressure } = hooks;
+  const { sent, lastWrite, filter, arrived, backpressure, settle } = hooks;
   let firstWrite = hooks.firstWrite;
   // The batch's chunks in the first `count` places; the array is kept (not emptied: that would
   // free its store and make a new one for the next read's chunk).
@@ -218,12 +220,20 @@ export function relay(proxyRes: UpstreamResponse, res: ServerResponse, tap: Resp
       res.end(out);
     }
     if (out !== undefined) sent?.(out.length);
-    if (read !== undefined) tap?.chunk(read);
-    tap?.end();
+    if (tap === undefined) return;
+    // The last read's stamp is the last write's (request-timer.ts), however late it is read.
+    if (settle === undefined) endTap(tap, read);
+    else settle(() => endTap(tap, read));
   });
   // Broken off before its end (a reset, its client left): what was held is handed on.
   proxyRes.on('close', () => {
     if (count > 0 && !proxyRes.complete) write();
     if (!proxyRes.complete) tap?.close();
   });
+}
+
+/** The tap reads the answer's last read, if any, and its end. */
+function endTap(tap: ResponseTap, read: Buffer | undefined): void {
+  if (read !== undefined) tap.chunk(read);
+  tap.end();
 }

@@ -110,9 +110,34 @@ class LineClient extends Client {
   }
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     (handler as Dispatched).line = this.line;
+    const socket = this.line.socket;
+    if (socket !== undefined && this.line.answered > 0) writeAtOnce(socket);
     return super.dispatch(options, handler);
   }
 }
+
+/**
+ * undici (8.14, GHSA-35p6-xmwp-9g52) writes a request on a reused idle connection only in the
+ * turn's check phase, after every other read of the turn: in a wave (32 streams ending as the
+ * next 32 requests arrive) each request then waits upstream for the whole turn, and for the
+ * recording of the ends before it (settle-queue.ts), 1.4 ms of the added TTFT p50 (npm run
+ * bench:arrival, docs/performance.md). Written at once instead, as Node's own client writes it
+ * (the floor, and infermeter's client until undici). What the wait guards against is handled
+ * here: a connection the upstream closed as it was reused is the stale race, sent again
+ * (upstream-attempt.ts); bytes after an answer's end that were read before the request close
+ * the connection and fail no request; bytes still unread when it is written are read as its
+ * answer, as Node's client reads them. The state is undici's own, found by name on the socket
+ * and set before each dispatch on a reused connection; when undici has none, it has no wait.
+ */
+function writeAtOnce(socket: Socket): void {
+  // Looked up once, on a socket undici has set up (it carried an answer); a plain write of the
+  // value undici gives a validated socket (2), so that no socket changes shape.
+  if (validation === undefined) validation = Object.getOwnPropertySymbols(socket).find((key) => key.description === 'kIdleSocketValidation') ?? null;
+  if (validation !== null) (socket as unknown as Record<symbol, unknown>)[validation] = VALIDATED;
+}
+const VALIDATED = 2;
+/** undici's key of a socket's validation state; null: this undici has none. */
+let validation: symbol | null | undefined;
 
 export function createUpstreamConnections(options: UpstreamConnectionsOptions): UpstreamConnections {
   const { policy, tls, upstream } = options;

@@ -5,8 +5,13 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { describe, it } from 'node:test';
+import { EventEmitter } from 'node:events';
+import type { IncomingMessage } from 'node:http';
 import { startProxy } from '../helpers/proxy-harness.ts';
 import { listen } from '../helpers/listen.ts';
+import { createUpstreamConnections } from '../../src/data-plane/upstream-connections.ts';
+import { createUpstreamRequest } from '../../src/data-plane/upstream-request.ts';
+import type { UpstreamRequestHandle } from '../../src/data-plane/upstream-response.ts';
 
 /** One request on `agent`, its whole answer read: status and body. */
 function request(base: string, agent: http.Agent, method: string, path: string, body?: string): Promise<{ status: number; body: string }> {
@@ -57,5 +62,44 @@ describe('upstream requests on undici', () => {
     assert.equal(seen.length, steps.length);
     assert.equal(seen[1], 'GET /v1/models {"q":1}', 'the GET body reached the engine with its request');
     assert.equal(connections, 1, `the engine saw one connection, as directly (saw ${connections})`);
+  });
+
+  it('a request on a reused upstream connection is written in the turn it is sent (undici would wait for the turn to end)', async (t) => {
+    const seen: string[] = [];
+    const engine = http.createServer((req, res) => {
+      seen.push(`${req.method} ${req.url}`);
+      req.resume();
+      req.on('end', () => res.end('{}'));
+    });
+    const { url } = await listen(t, engine);
+    const upstream = new URL(url);
+    const connections = createUpstreamConnections({ policy: 'mirror', upstream, tls: {}, connectTimeoutMs: 0 });
+    t.after(() => connections.destroy());
+    const send = createUpstreamRequest({ upstream, connections });
+    // The client's request, as the data plane hands it over: one client connection, kept alive.
+    const clientSocket = Object.assign(new EventEmitter(), { destroyed: false });
+    const clientRequest = (): IncomingMessage =>
+      Object.assign(new EventEmitter(), {
+        method: 'POST',
+        url: '/v1/chat/completions',
+        rawHeaders: ['content-type', 'application/json'],
+        socket: clientSocket,
+      }) as unknown as IncomingMessage;
+    const answered = (): { handle: UpstreamRequestHandle; ended: Promise<void> } => {
+      let handle: UpstreamRequestHandle | undefined;
+      const ended = new Promise<void>((resolve, reject) => {
+        handle = send(clientRequest(), Buffer.from('{"model":"m"}'), { response: (response) => response.once('end', resolve), error: reject });
+      });
+      return { handle: handle!, ended };
+    };
+    const first = answered();
+    await first.ended;
+    // A later turn, as a kept-alive client's next request comes.
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const second = answered();
+    assert.equal(second.handle.reusedSocket, true, "the second request reuses the first one's connection");
+    assert.notEqual(second.handle.socket, null, 'written before send returned, not in the check phase');
+    await second.ended;
+    assert.deepEqual(seen, ['POST /v1/chat/completions', 'POST /v1/chat/completions']);
   });
 });
