@@ -241,8 +241,11 @@ describe('OTLP export', () => {
     const log = createLogger('info', (line) => {
       if (line.includes('the last export waits for the one in flight')) waiting();
     });
+    // An export's deadline and close's bound are the interval at most (OTEL_METRIC_EXPORT_TIMEOUT
+    // is held to it): 2 s, so that neither ends the held export or the close on a busy machine
+    // before the steps below are done (at 100 ms, a close under load timed out first).
     const app = await startInfermeter(
-      loadConfig({ ...BASE_ENV, INFERMETER_UPSTREAM: sim.url, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_METRIC_EXPORT_INTERVAL: '100' }),
+      loadConfig({ ...BASE_ENV, INFERMETER_UPSTREAM: sim.url, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_METRIC_EXPORT_INTERVAL: '2000' }),
       { log },
     );
     let closed = false;
