@@ -67,10 +67,6 @@ export function createInferenceRouter(table: readonly InferenceApiRow[] = INFERE
 /** The real API table's router. */
 export const inferenceRoute: InferenceRouter = createInferenceRouter();
 
-export function inferenceApi(method: string | undefined, url: string | undefined): InferenceApi | undefined {
-  return inferenceRoute(method, url)?.api;
-}
-
 /**
  * The path of an origin-form target as a server routes it: query and fragment cut off, `%XX`
  * decoded (once, as Python's `unquote`: a malformed escape stays as written), then `.` and

@@ -3,7 +3,9 @@
 // tokens to the prompt, the stop reason, errors, a non-streamed body, and the route's labels.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { inferenceApi } from '../../src/data-plane/inference-route.ts';
+import { inferenceRoute } from '../../src/data-plane/inference-route.ts';
+
+const inferenceApi = (method: string, url: string) => inferenceRoute(method, url)?.api;
 import { createRequestTimer } from '../../src/measure/request-timer.ts';
 import { createDeltaSkimmer } from '../../src/measure/anthropic-events.ts';
 import { classifyBody, classifyEvent } from '../../src/measure/openai-events.ts';

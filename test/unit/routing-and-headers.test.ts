@@ -2,12 +2,14 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { forwardHeaders, headerFilter, HOP_BY_HOP_HEADERS } from '../../src/data-plane/hop-by-hop.ts';
 import { offersWebsocket } from '../../src/data-plane/data-server.ts';
-import { httplibDecode, inferenceApi, inferenceRoute, routedPath } from '../../src/data-plane/inference-route.ts';
+import { httplibDecode, inferenceRoute, routedPath } from '../../src/data-plane/inference-route.ts';
 import { proxyErrorResponse } from '../../src/data-plane/openai-error.ts';
 import { pathJoiner } from '../../src/data-plane/upstream-request.ts';
 import { seededRandom } from '../helpers/random.ts';
 // http-proxy-3's own outgoing-request setup: the measured routes' lean path must join paths as it does.
 import { setupOutgoing } from 'http-proxy-3/dist/lib/http-proxy/common.js';
+
+const inferenceApi = (method: string | undefined, url: string | undefined) => inferenceRoute(method, url)?.api;
 
 describe('inferenceApi', () => {
   it('recognises POST to the OpenAI inference endpoints under any prefix', () => {
