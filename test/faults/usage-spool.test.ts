@@ -99,6 +99,32 @@ function readRecords(dir: string): { events: UsageEvent[]; torn: number } {
   return { events, torn };
 }
 
+/** Eight kept-alive lanes streaming one request after another, each with a new id (`prefix-n`), until stopped. */
+function load(t: TestContext, dataUrl: string, prefix: string): { sent: Set<string>; finished: Set<string>; stop(): Promise<void> } {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  t.after(() => agent.destroy());
+  const sent = new Set<string>();
+  const finished = new Set<string>();
+  let running = true;
+  let n = 0;
+  const lane = async (): Promise<void> => {
+    while (running && n < 100_000) {
+      const id = `${prefix}-${n++}`;
+      sent.add(id);
+      if (await stream(dataUrl, id, agent)) finished.add(id);
+    }
+  };
+  const lanes = Array.from({ length: 8 }, lane);
+  return {
+    sent,
+    finished,
+    stop: async () => {
+      running = false;
+      await Promise.all(lanes);
+    },
+  };
+}
+
 const prlimit = spawnSync('prlimit', ['--version']).status === 0;
 
 // Each test has its own infermeter, upstream and folder, and waits on its child more than it
@@ -117,28 +143,14 @@ describe('the usage ledger under faults', { concurrency: true }, () => {
           INFERMETER_USAGE_FSYNC_MS: '20',
           INFERMETER_WORKERS: workers,
         });
-        const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
-        t.after(() => agent.destroy());
-        const sent = new Set<string>();
-        const finished = new Set<string>();
-        let running = true;
-        let n = 0;
-        const lane = async (): Promise<void> => {
-          while (running && n < 100_000) {
-            const id = `r-${n++}`;
-            sent.add(id);
-            if (await stream(started.data!, id, agent)) finished.add(id);
-          }
-        };
-        const lanes = Array.from({ length: 8 }, lane);
+        const { sent, finished, stop } = load(t, started.data!, 'r');
         // A load under way: 200 streams finished, more in flight.
         while (finished.size < 200) await new Promise((r) => setTimeout(r, 10));
         const before = new Set(finished);
         await onDisk(dir, before);
         child.kill('SIGKILL');
         await once(child, 'exit');
-        running = false;
-        await Promise.all(lanes);
+        await stop();
 
         const { events } = readRecords(dir);
         const ids = events.map((e) => e.data.request_id);
@@ -181,26 +193,14 @@ describe('the usage ledger under faults', { concurrency: true }, () => {
           INFERMETER_WORKERS: workers,
         };
         const { child, started } = await startChild(t, env);
-        const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
-        t.after(() => agent.destroy());
-        const finished = new Set<string>();
-        let running = true;
-        let n = 0;
-        const lane = async (): Promise<void> => {
-          while (running && n < 100_000) {
-            const id = `k-${n++}`;
-            if (await stream(started.data!, id, agent)) finished.add(id);
-          }
-        };
-        const lanes = Array.from({ length: 8 }, lane);
+        const { finished, stop } = load(t, started.data!, 'k');
         // Under load, with the sink delivering: 200 streams finished, and each of them on disk.
         while (finished.size < 200 || om.events.length === 0) await new Promise((r) => setTimeout(r, 10));
         const before = new Set(finished);
         await onDisk(dir, before);
         child.kill('SIGKILL');
         await once(child, 'exit');
-        running = false;
-        await Promise.all(lanes);
+        await stop();
         const atKill = om.events.length;
 
         // The same instance started again: it resumes from its checkpoint.
