@@ -5,10 +5,11 @@
 // kind is a number and the readers are chosen by one switch, not passed as functions: the loop's
 // call of a function passed in, one of six, cost the full walk of a token chunk 1.27 times the
 // old walk's CPU, the switch 1.15 (node bench/skim.ts); after the other changes the full walk
-// costs 1.10 to 1.18 times the old one's (about 100 ns of CPU more an event), and only the events
-// a stream's template does not match take it (node bench/stream-reads.ts: the same CPU per read
-// within its spread). Anything it does not read (an error, the
-// Responses API's `type`, an escape, a count in another form, Anthropic's cache counts) defers.
+// costs 1.03 to 1.05 times the old one's for a token chunk, up to 1.12 for a tool call or a
+// usage chunk (about 100 ns of CPU more an event), and only the events a stream's template does
+// not match take it (node bench/stream-reads.ts: the same CPU per read within its spread).
+// Anything it does not read (an error, the Responses API's `type`, an escape, a count in another
+// form, Anthropic's cache counts) defers.
 import { asciiBytes as k } from '../json-bytes/bytes.ts';
 import { jsonNumber, NOT_PLAIN, plainInteger } from '../json-bytes/scalars.ts';
 import { hasBackslash } from '../json-bytes/strings.ts';
