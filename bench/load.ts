@@ -57,6 +57,8 @@ function countEvents(chunk: Buffer): number {
 }
 
 const DONE = Buffer.from('data: [DONE]\n\n');
+/** A request whose connection is silent this long is given up (the scenarios' gaps are at most 50 ms). */
+const STALL_MS = 30_000;
 
 /**
  * An error named so that its cause can be told apart afterwards: the socket error's code, when
@@ -126,6 +128,12 @@ export async function runLoad(baseUrl: string, scenario: Scenario, agent: http.A
         res.on('close', () => settle(res.complete ? undefined : `closed in the body, ${req.reusedSocket ? 'reused' : 'new'} connection`));
       });
       req.on('error', (error: NodeJS.ErrnoException) => settle(failureKind(error, 'before the response', req.reusedSocket)));
+      // A request that stalls is a failure counted, not a run that never ends (a full run once
+      // waited on a reference target's stalled response for good).
+      req.setTimeout(STALL_MS, () => {
+        settle(`no bytes for ${STALL_MS / 1000} s, ${req.reusedSocket ? 'reused' : 'new'} connection`);
+        req.destroy();
+      });
       req.end(BODY);
     });
   const start = performance.now();

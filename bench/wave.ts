@@ -65,6 +65,11 @@ export function stream(url: string, id: string, agent: http.Agent, shape: Shape,
       },
     );
     req.on('error', () => resolve({ id, clientTtftMs: Number.NaN, clientE2eMs: Number.NaN, gapsMs, ok: false }));
+    // A stalled stream is a failed one, not a run that never ends.
+    req.setTimeout(30_000, () => {
+      resolve({ id, clientTtftMs: Number.NaN, clientE2eMs: Number.NaN, gapsMs, ok: false });
+      req.destroy();
+    });
     req.end(payload);
   });
 }
