@@ -5,7 +5,8 @@
 // (bench/tcp-relay.ts: the same sockets and the same bytes, no HTTP). The relay against the
 // pass-through is what Node's HTTP machinery costs per event (the client's parser, the
 // response's stream, the chunked write); infermeter against the pass-through, what measuring
-// costs. BENCH_COMPARE=<another checkout, with its node_modules> adds that build's infermeter.
+// costs. BENCH_COMPARE=<another checkout, with its node_modules> adds that build's infermeter
+// (several, comma-separated).
 // `--scenario=latency|throughput|round trip` (default latency), `--reps=N` (default 6, each
 // target once a repetition, the order rotated), `--warm=N` (default 1: unmeasured runs of the
 // scenario per target first; V8 optimizes a request's own code only after thousands of
@@ -77,7 +78,7 @@ const plain = async (name: string, script: string, args: string[] = []) => {
 };
 try {
   await infermeter('infermeter', here('../src/cli.ts'));
-  if (process.env.BENCH_COMPARE) await infermeter(`infermeter @ ${process.env.BENCH_COMPARE}`, join(process.env.BENCH_COMPARE, 'src/cli.ts'));
+  for (const root of process.env.BENCH_COMPARE?.split(',').filter((r) => r !== '') ?? []) await infermeter(`infermeter @ ${root}`, join(root, 'src/cli.ts'));
   await plain('node pass-through, head at once', 'passthrough.ts', ['--head-at-once']);
   await plain('undici pass-through, head at once', 'undici-passthrough.ts');
   await plain('raw TCP relay', 'tcp-relay.ts');

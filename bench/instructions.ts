@@ -1,7 +1,10 @@
 // npm run bench:instructions: the instructions a proxy executes per request, counted by
 // valgrind's callgrind, in the kept-alive round trip (one-token requests at concurrency 1,
 // clients without include_usage: the bench's `round trip`; `--tokens=N`: N-token streams, whose
-// difference from one token's, per token, is what an event costs; `--prompt-bytes=N`: a user
+// difference from one token's, per token, is what an event costs; `--gap-ms=N`: the counted
+// requests' upstream waits N ms between tokens, so that each event is a read of its own, as in the
+// latency scenario (with none, events coalesce into fewer reads, the more so under valgrind's
+// slowdown: 10 ms keeps them apart there; the warm-up has no gap); `--prompt-bytes=N`: a user
 // message of N bytes of prose instead of one sentence). Time on these machines varies
 // by tens of percent from one minute to the next; an instruction count much less (two runs of one
 // build agreed within about 1 % after 300 requests of warm-up, within 7 % after 15,000: when V8
@@ -38,6 +41,7 @@ const count = (name: string, fallback: number): number => {
 const warm = count('warm', 15_000);
 const requests = count('requests', 300);
 const tokens = count('tokens', 1);
+const gapMs = arg('gap-ms') === undefined ? 0 : count('gap-ms', 10);
 const promptBytes = arg('prompt-bytes') === undefined ? undefined : count('prompt-bytes', 1);
 const extraEnv = arg('env');
 const byFunction = arg('by-function') === undefined ? undefined : count('by-function', 20);
@@ -48,7 +52,7 @@ if (spawnSync('valgrind', ['--version']).status !== 0) {
   process.exit(0);
 }
 
-const shape = (n: number): Scenario => ({ name: 'round trip', requests: n, concurrency: 1, tokens, ttftMs: 0, gapMs: 0, promptBytes });
+const shape = (n: number, gap = 0): Scenario => ({ name: 'round trip', requests: n, concurrency: 1, tokens, ttftMs: 0, gapMs: gap, promptBytes });
 
 /** callgrind's dump of its counters so far (which zeroes them); resolves once the dump's file exists. */
 async function dump(pid: number, file: string): Promise<void> {
@@ -164,7 +168,7 @@ async function instructionsPerRequest(target: Target, dir: string, index: number
     const agent = new http.Agent({ keepAlive: true });
     await runLoad(url, shape(warm), agent);
     await dump(child.pid!, `${out}.1`);
-    const r = await runLoad(url, shape(requests), agent);
+    const r = await runLoad(url, shape(requests, gapMs), agent);
     await dump(child.pid!, `${out}.2`);
     agent.destroy();
     if (r.errors > 0) throw new Error(`${target.name}: ${r.errors} requests failed`);
@@ -230,7 +234,7 @@ try {
   for (const [i, t] of targets.entries()) results.push([t.name, await instructionsPerRequest(t, dir, i)]);
   const floor = results[0]![1].total;
   process.stdout.write(
-    `round trip, kept alive, ${tokens} token${tokens === 1 ? '' : 's'} a request${promptBytes === undefined ? '' : `, a ${promptBytes}-byte prompt`}: instructions per request (callgrind, node --single-threaded; infermeter without engine scraping; ${warm} requests to warm up, ${requests} counted)\n\n| target | instructions per request | × node pass-through | of which V8's optimizing compilers |\n|---|---|---|---|\n`,
+    `round trip, kept alive, ${tokens} token${tokens === 1 ? '' : 's'} a request${gapMs === 0 ? '' : `, ${gapMs} ms between them`}${promptBytes === undefined ? '' : `, a ${promptBytes}-byte prompt`}: instructions per request (callgrind, node --single-threaded; infermeter without engine scraping; ${warm} requests to warm up, ${requests} counted)\n\n| target | instructions per request | × node pass-through | of which V8's optimizing compilers |\n|---|---|---|---|\n`,
   );
   const figure = (n: number) => Math.round(n).toLocaleString('en-US');
   for (const [name, n] of results) process.stdout.write(`| ${name} | ${figure(n.total)} | ${(n.total / floor).toFixed(2)} | ${figure(n.compiler)} |\n`);

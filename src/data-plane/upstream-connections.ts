@@ -41,6 +41,8 @@ export interface UpstreamLine {
   busy: boolean;
   /** What undici's parser read from `socket` last (the relay passes a read of whole chunks on as it came). */
   lastRead: Buffer | undefined;
+  /** Called once the parser is done with `lastRead`: at its next read of `socket` (the relay's write of a read's batch). */
+  afterRead: (() => void) | undefined;
   /** A one-shot client's (a retry's, `close`'s, a client's last request): a new connection per request. */
   readonly once: boolean;
 }
@@ -151,16 +153,22 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
   const sockets = new Set<Socket>();
   /** A client whose connector tracks its socket on its line. */
   const client = (once: boolean): LineClient => {
-    const line: UpstreamLine = { socket: undefined, answered: 0, busy: false, lastRead: undefined, once };
+    const line: UpstreamLine = { socket: undefined, answered: 0, busy: false, lastRead: undefined, afterRead: undefined, once };
     const connect: buildConnector.connector = (connectOptions, callback) =>
       connector(connectOptions, (error, socket) => {
         if (error === null && socket != null) {
           const s = socket as Socket;
           line.socket = s;
           line.answered = 0;
-          // undici reads the socket in paused mode: each read it parses is kept for the relay.
+          // undici reads the socket in paused mode: each read it parses is kept for the relay,
+          // and its next read (null when the socket has no more) says the last one is parsed.
           const read = s.read;
           s.read = function (this: Socket, size?: number) {
+            const after = line.afterRead;
+            if (after !== undefined) {
+              line.afterRead = undefined;
+              after();
+            }
             const chunk = read.call(this, size) as Buffer | null;
             if (chunk !== null) line.lastRead = chunk;
             return chunk;

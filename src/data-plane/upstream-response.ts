@@ -44,6 +44,12 @@ export interface UpstreamResponse {
   resume(): this;
   /** The upstream connection's last read (the bytes its parser was handed last), if known. */
   lastRead(): Buffer | undefined;
+  /**
+   * Calls `fn` once the parser is done with the read it parses now, in the same turn (when it
+   * reads the connection next), before its next 'data' of another read; false: not known, `fn`
+   * is not called. At most one is waiting; it is dropped at the answer's end or failure.
+   */
+  afterRead(fn: () => void): boolean;
   /** Gives the answer up: the upstream connection is closed. */
   destroy(error?: Error): void;
   /** Its body to `res` with back-pressure, ended with it. */
@@ -163,6 +169,7 @@ export class UpstreamCall extends EventEmitter implements UpstreamResponse, Upst
     if (line !== undefined) {
       line.answered++;
       line.busy = false;
+      line.afterRead = undefined;
     }
     if (this.destroyed) return;
     this.complete = true;
@@ -174,7 +181,10 @@ export class UpstreamCall extends EventEmitter implements UpstreamResponse, Upst
   onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
     const given = this.destroyed;
     this.destroyed = true;
-    if (this.line !== undefined && this.socket !== null) this.line.busy = false;
+    if (this.line !== undefined && this.socket !== null) {
+      this.line.busy = false;
+      this.line.afterRead = undefined;
+    }
     // Given up by its sender (the client left): nothing to report but the answer's close.
     const quiet = given && (error as { code?: string }).code === 'UND_ERR_ABORTED';
     const mapped = quiet ? error : nodeError(error);
@@ -194,6 +204,13 @@ export class UpstreamCall extends EventEmitter implements UpstreamResponse, Upst
 
   lastRead(): Buffer | undefined {
     return this.line?.lastRead;
+  }
+
+  afterRead(fn: () => void): boolean {
+    const line = this.line;
+    if (line === undefined || this.destroyed) return false;
+    line.afterRead = fn;
+    return true;
   }
 
   pause(): this {

@@ -102,4 +102,54 @@ describe('upstream requests on undici', () => {
     await second.ended;
     assert.deepEqual(seen, ['POST /v1/chat/completions', 'POST /v1/chat/completions']);
   });
+
+  it("each upstream read is said to be parsed (afterRead, the relay's write) after its last 'data', before the next read's and before any tick", async (t) => {
+    // The engine writes an event only once the one before reached the proxy's side: a read each.
+    const next: Array<() => void> = [];
+    const engine = http.createServer(async (req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (let i = 0; i < 3; i++) {
+        res.write(`data: ${i}\n\n`);
+        await new Promise<void>((resolve) => next.push(resolve));
+      }
+      res.end();
+    });
+    const { url } = await listen(t, engine);
+    const upstream = new URL(url);
+    const connections = createUpstreamConnections({ policy: 'mirror', upstream, tls: {}, connectTimeoutMs: 0 });
+    t.after(() => connections.destroy());
+    const send = createUpstreamRequest({ upstream, connections });
+    const clientSocket = Object.assign(new EventEmitter(), { destroyed: false });
+    const req = Object.assign(new EventEmitter(), {
+      method: 'POST',
+      url: '/v1/chat/completions',
+      rawHeaders: [],
+      socket: clientSocket,
+    }) as unknown as IncomingMessage;
+    const order: string[] = [];
+    await new Promise<void>((resolve, reject) => {
+      send(req, Buffer.from('{}'), {
+        response: (response) => {
+          response.on('data', (chunk: Buffer) => {
+            order.push(`data ${chunk.toString().trim()}`);
+            process.nextTick(() => order.push('tick'));
+            assert.equal(
+              response.afterRead(() => {
+                order.push('parsed');
+                setImmediate(() => next.shift()?.());
+              }),
+              true,
+            );
+          });
+          response.once('end', () => {
+            order.push('end');
+            resolve();
+          });
+        },
+        error: reject,
+      });
+    });
+    assert.deepEqual(order, ['data data: 0', 'parsed', 'tick', 'data data: 1', 'parsed', 'tick', 'data data: 2', 'parsed', 'tick', 'end']);
+  });
 });

@@ -47,7 +47,7 @@ async function stage(t: { after(fn: () => unknown): void }, filter?: BodyFilter)
     const lastWrite: { writes: number; ended: boolean }[] = [];
     const tapSent: { sent: boolean | undefined; writes: number }[] = [];
     relay(
-      Object.assign(upstream, { lastRead: () => undefined }) as unknown as UpstreamResponse,
+      Object.assign(upstream, { lastRead: () => undefined, afterRead: () => false }) as unknown as UpstreamResponse,
       res,
       {
         chunk: (b, sent) => {
@@ -316,7 +316,7 @@ describe('relay', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.flushHeaders(); // the head gone: every batch takes the framed path
       upstream = new PassThrough();
-      relay(Object.assign(upstream, { lastRead: () => undefined }) as unknown as UpstreamResponse, res, undefined);
+      relay(Object.assign(upstream, { lastRead: () => undefined, afterRead: () => false }) as unknown as UpstreamResponse, res, undefined);
     });
     const { url } = await listen(t, server);
     const res = await new Promise<IncomingMessage>((resolve, reject) => http.get(`${url}/`, { agent: false }, resolve).on('error', reject));
