@@ -3,6 +3,7 @@
 // (`UpstreamResponse`: IncomingMessage's names, the raw headers as the upstream wrote them, the
 // body's slices as 'data' events, views of the read), with no stream between. A 1xx is skipped
 // (noted for the stale re-send's rule); undici's errors are named as Node's client named them.
+// Over 300 lines: undici's handler and the answer the routes read are one object, the errors' naming with them.
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
