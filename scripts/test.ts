@@ -1,32 +1,27 @@
 // `npm test`: the static checks (types, format, lint, unused exports) run beside the test suite,
-// not before it, so the suite's wall time is not theirs plus its own. The suite runs in groups
-// side by side, each a process that runs its files one after another (scripts/run-group.ts): the
-// in-process tests (test/unit, test/streams) in one, the tests that spawn and wait on processes
-// (every other folder) in four of about equal time. A process a file cost about half a second
-// of CPU each (Node's start and infermeter's modules), 190 s of CPU for the suite against 147.
-// One group's output is streamed as it comes; several groups' each printed whole when it ends.
-// Then the slowest files of all, and the summaries (`ℹ tests N` ...) added up, last. The exit
-// code is non-zero when any of them failed. Arguments name the files to run in place of every
-// test file (e.g. `node scripts/test.ts test/unit/*.test.ts`).
+// not before it, so the suite's wall time is not theirs plus its own. The suite is two runs of
+// `node --test` side by side: the in-process tests (test/unit, test/streams) in one process
+// (`--test-isolation=none`: a process per file cost more CPU than their tests), and the tests
+// that spawn and wait on processes (every other folder) four files at a time, a process each.
+// The second's output is streamed as it comes (the spec reporter, then the slowest files); the
+// first's, like each check's, is printed whole, between two lines of the second's, when it ends.
+// The two summaries (`ℹ tests N` ...) are added up and printed last. The exit code is non-zero
+// when any of them failed. Arguments are passed to one `node --test` in place of the default
+// (e.g. `node scripts/test.ts test/unit/*.test.ts`).
 import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
-import { globSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { globSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
 const bin = (name: string) => join(root, 'node_modules', '.bin', name);
-// Four processes of spawning files: measured best on two cores, most files waiting on processes (docs/testing.md#time).
-const GROUPS = Number(process.env.TEST_GROUPS ?? 4);
+// Four files at a time: measured best on two cores, most files waiting on processes (docs/testing.md#time).
+const CONCURRENCY = process.env.TEST_CONCURRENCY ?? '4';
 const files = process.argv.slice(2);
 // Node's compile cache (the sources with their types stripped, compiled) for the test files'
 // processes and the infermeters they spawn (test/helpers/child-process.ts passes it on): each
 // process of the suite loads much the same modules. Checked against the sources, so never stale.
 const COMPILE_CACHE = process.env.NODE_COMPILE_CACHE ?? join(tmpdir(), 'infermeter-test-compile-cache');
-// Each file's time in the last recorded run (TEST_RECORD_DURATIONS=1 npm test writes it): what
-// the spawning files' groups are balanced by. A stale or missing entry only balances them worse.
-const DURATIONS = join(root, 'scripts', 'test-durations.json');
-// Where each run's reporter leaves its files' times (scripts/slowest-files-reporter.ts).
-const timesDir = mkdtempSync(join(tmpdir(), 'infermeter-test-times-'));
 
 const checks: Array<{ name: string; command: string; args: string[] }> = [
   { name: 'tsc --noEmit', command: bin('tsc'), args: ['--noEmit'] },
@@ -34,72 +29,62 @@ const checks: Array<{ name: string; command: string; args: string[] }> = [
   { name: 'biome lint', command: bin('biome'), args: ['lint', '--error-on-warnings'] },
   { name: 'knip', command: bin('knip'), args: [] },
 ];
+const testArgs = (files: string[], ...options: string[]) => [
+  '--test',
+  ...options,
+  // A test that hangs fails after 5 minutes, naming itself, instead of holding CI to its limit.
+  '--test-timeout=300000',
+  '--test-reporter=spec',
+  '--test-reporter-destination=stdout',
+  '--test-reporter=./scripts/slowest-files-reporter.ts',
+  '--test-reporter-destination=stdout',
+  ...files,
+];
 /** Folders whose tests run in the runner's own process: no process spawned, nothing global left behind. */
 const IN_PROCESS = /^test\/(unit|streams)\//;
 const all = globSync('test/**/*.test.ts', { cwd: root }).sort();
+const suites =
+  files.length > 0
+    ? [{ name: 'node --test', args: testArgs(files, `--test-concurrency=${CONCURRENCY}`), live: true }]
+    : [
+        {
+          name: 'node --test (spawning)',
+          args: testArgs(
+            all.filter((f) => !IN_PROCESS.test(f)),
+            `--test-concurrency=${CONCURRENCY}`,
+          ),
+          live: true,
+        },
+        {
+          name: 'node --test (in process)',
+          args: testArgs(
+            all.filter((f) => IN_PROCESS.test(f)),
+            '--test-isolation=none',
+          ),
+          live: false,
+        },
+      ];
 
-/**
- * The spawning files in `n` groups of about equal time, each group one process: the longest
- * file first into the group with the least time so far (a file not recorded counts as the
- * median). One process a group, not one a file: a process and its load of infermeter's modules
- * cost about half a second of CPU, 72 times over.
- */
-function groups(files: readonly string[], n: number): string[][] {
-  let recorded: Record<string, number> = {};
-  try {
-    recorded = JSON.parse(readFileSync(DURATIONS, 'utf8')) as Record<string, number>;
-  } catch {}
-  const known = files
-    .map((f) => recorded[f])
-    .filter((s): s is number => typeof s === 'number')
-    .sort((a, b) => a - b);
-  const median = known[Math.floor(known.length / 2)] ?? 1;
-  const out = Array.from({ length: Math.min(n, files.length) }, () => ({ files: [] as string[], seconds: 0 }));
-  for (const [file, seconds] of files.map((f) => [f, recorded[f] ?? median] as const).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))) {
-    const least = out.reduce((a, b) => (b.seconds < a.seconds ? b : a));
-    least.files.push(file);
-    least.seconds += seconds;
-  }
-  return out.map((g) => g.files.sort());
-}
-
-// The files named, or every test file: the in-process ones in one group, the others in GROUPS.
-const chosen = files.length > 0 ? files : all;
-const inProcess = chosen.filter((f) => IN_PROCESS.test(f));
-const spawning = groups(
-  chosen.filter((f) => !IN_PROCESS.test(f)),
-  GROUPS,
-);
-const suites = [
-  ...spawning.map((group, i) => ({ name: `node --test (spawning, ${i + 1} of ${spawning.length}: ${group.length} files)`, files: group })),
-  ...(inProcess.length > 0 ? [{ name: 'node --test (in process)', files: inProcess }] : []),
-];
-
-function run(
-  command: string,
-  args: string[],
-  options: { live?: (text: string) => void; env?: Record<string, string> } = {},
-): Promise<{ code: number; output: string; ms: number }> {
+function run(command: string, args: string[], onLines?: (text: string) => void): Promise<{ code: number; output: string; ms: number }> {
   const started = performance.now();
   return new Promise((resolve) => {
     const child = spawn(command, args, {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ...options.env, NODE_COMPILE_CACHE: COMPILE_CACHE, FORCE_COLOR: process.env.FORCE_COLOR ?? '0' },
+      env: { ...process.env, NODE_COMPILE_CACHE: COMPILE_CACHE, FORCE_COLOR: process.env.FORCE_COLOR ?? '0' },
     });
     let output = '';
     let partial = '';
     const take = (chunk: Buffer) => {
-      const text = chunk.toString();
-      if (!options.live) {
-        output += text;
+      if (!onLines) {
+        output += chunk.toString();
         return;
       }
       // Whole lines only, so that a check's output never lands inside a line of the suite's.
-      partial += text;
+      partial += chunk.toString();
       const end = partial.lastIndexOf('\n');
       if (end < 0) return;
-      options.live(partial.slice(0, end + 1));
+      onLines(partial.slice(0, end + 1));
       partial = partial.slice(end + 1);
     };
     child.stdout.on('data', take);
@@ -108,15 +93,15 @@ function run(
       output += `${err.message}\n`;
     });
     child.on('close', (code, signal) => {
-      if (partial) options.live?.(`${partial}\n`);
+      if (partial) onLines?.(`${partial}\n`);
       resolve({ code: code ?? (signal ? 1 : 0), output, ms: performance.now() - started });
     });
   });
 }
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-// Each suite's lines from its closing summary (`ℹ tests N`) on are held back: the summaries are
-// added up and printed last, after the slowest files of all the suites.
+// Each suite's lines from its closing summary (`ℹ tests N`) on are held back: the slowest files
+// are printed after every check's output, then the summaries added up, last.
 const isSummary = (line: string): boolean => line.startsWith('ℹ ');
 function splitTail(text: string, tail: string[]): string {
   let body = '';
@@ -127,8 +112,6 @@ function splitTail(text: string, tail: string[]): string {
   return body;
 }
 const tails = suites.map((): string[] => []);
-// One suite (files named): its output as it comes. Several: each one's whole, when it ends.
-const live = suites.length === 1;
 const results = await Promise.all([
   ...checks.map(async (check) => {
     const { code, output, ms } = await run(check.command, check.args);
@@ -137,11 +120,9 @@ const results = await Promise.all([
   }),
   ...suites.map(async (suite, i) => {
     const tail = tails[i]!;
-    const { code, output, ms } = await run(process.execPath, [join(root, 'scripts', 'run-group.ts')], {
-      ...(live ? { live: (text: string) => process.stdout.write(splitTail(text, tail)) } : {}),
-      env: { TEST_GROUP_FILES: JSON.stringify(suite.files), TEST_FILE_TIMES: join(timesDir, `${i}.json`) },
-    });
-    process.stdout.write(`\n── ${suite.name}: ${code === 0 ? 'ok' : `FAILED (exit ${code})`} in ${seconds(ms)}\n${live ? '' : splitTail(output, tail)}`);
+    const live = suite.live ? (text: string) => process.stdout.write(splitTail(text, tail)) : undefined;
+    const { code, output, ms } = await run(process.execPath, suite.args, live);
+    if (!suite.live) process.stdout.write(`\n── ${suite.name}: ${code === 0 ? 'ok' : `FAILED (exit ${code})`} in ${seconds(ms)}\n${splitTail(output, tail)}`);
     return { name: suite.name, code };
   }),
 ]);
@@ -150,38 +131,12 @@ if (failed.length > 0) {
   process.stdout.write(`\nnpm test failed: ${failed.join(', ')}\n`);
   process.exitCode = 1;
 }
-
-// Every file's time (each run's reporter left them in timesDir), the slowest listed, then the
-// summaries added up (durations: the longest), last of all, where CI and a reader look for them.
-const times: Record<string, number> = {};
-for (const i of suites.keys()) {
-  try {
-    Object.assign(times, JSON.parse(readFileSync(join(timesDir, `${i}.json`), 'utf8')) as Record<string, number>);
-  } catch {} // a run that ended before its reporter did: its failure is said above
-}
-rmSync(timesDir, { recursive: true, force: true });
-// TEST_SLOWEST_FILES=N shows N files instead of ten (to see where a suite's time goes).
-const shown = Number(process.env.TEST_SLOWEST_FILES ?? 10) || 10;
-const slowest = Object.entries(times)
-  .sort((a, b) => b[1] - a[1])
-  .slice(0, shown);
-const total = Object.values(times).reduce((a, b) => a + b, 0);
-if (slowest.length > 0) {
-  process.stdout.write(`\nThe slowest ${slowest.length} of ${Object.keys(times).length} test files (${seconds(total)} of file time in all):\n`);
-  for (const [file, ms] of slowest) process.stdout.write(`${seconds(ms).padStart(10)}  ${file}\n`);
-}
-if (process.env.TEST_RECORD_DURATIONS === '1' && files.length === 0) {
-  const record = Object.fromEntries(
-    Object.entries(times)
-      .filter(([file]) => !IN_PROCESS.test(file))
-      .sort((a, b) => a[0].localeCompare(b[0]))
-      .map(([file, ms]) => [file, Math.round(ms / 100) / 10]),
-  );
-  writeFileSync(DURATIONS, `${JSON.stringify(record, null, 2)}\n`);
-  process.stdout.write(`Each file's time written to ${DURATIONS}: the spawning files' groups are balanced by it.\n`);
-}
+// The slowest files of each suite, then the summaries added up (durations: the longest), last of
+// all, where CI and a reader look for them.
 const totals = new Map<string, number>();
-for (const tail of tails) {
+for (const [i, tail] of tails.entries()) {
+  const slowest = tail.filter((line) => !isSummary(line)).join('');
+  if (slowest.trim() !== '') process.stdout.write(suites.length > 1 ? `\n${suites[i]!.name}:${slowest}` : slowest);
   for (const line of tail.filter(isSummary)) {
     const [, key, value] = /^ℹ (\w+) ([\d.]+)/.exec(line) ?? [];
     if (key === undefined) continue;
