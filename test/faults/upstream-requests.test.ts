@@ -13,6 +13,25 @@ import { createUpstreamConnections } from '../../src/data-plane/upstream-connect
 import { createUpstreamRequest } from '../../src/data-plane/upstream-request.ts';
 import type { UpstreamRequestHandle } from '../../src/data-plane/upstream-response.ts';
 
+/**
+ * The data plane's upstream sender on a mirrored connection to `engine` (closed in t.after), and
+ * a client request as the data plane hands it over: each on one client connection, kept alive.
+ */
+function upstreamSender(t: { after(fn: () => unknown): void }, engine: string) {
+  const upstream = new URL(engine);
+  const connections = createUpstreamConnections({ policy: 'mirror', upstream, tls: {}, connectTimeoutMs: 0 });
+  t.after(() => connections.destroy());
+  const clientSocket = Object.assign(new EventEmitter(), { destroyed: false });
+  const clientRequest = (): IncomingMessage =>
+    Object.assign(new EventEmitter(), {
+      method: 'POST',
+      url: '/v1/chat/completions',
+      rawHeaders: ['content-type', 'application/json'],
+      socket: clientSocket,
+    }) as unknown as IncomingMessage;
+  return { send: createUpstreamRequest({ upstream, connections }), clientRequest };
+}
+
 /** One request on `agent`, its whole answer read: status and body. */
 function request(base: string, agent: http.Agent, method: string, path: string, body?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -71,20 +90,7 @@ describe('upstream requests on undici', () => {
       req.resume();
       req.on('end', () => res.end('{}'));
     });
-    const { url } = await listen(t, engine);
-    const upstream = new URL(url);
-    const connections = createUpstreamConnections({ policy: 'mirror', upstream, tls: {}, connectTimeoutMs: 0 });
-    t.after(() => connections.destroy());
-    const send = createUpstreamRequest({ upstream, connections });
-    // The client's request, as the data plane hands it over: one client connection, kept alive.
-    const clientSocket = Object.assign(new EventEmitter(), { destroyed: false });
-    const clientRequest = (): IncomingMessage =>
-      Object.assign(new EventEmitter(), {
-        method: 'POST',
-        url: '/v1/chat/completions',
-        rawHeaders: ['content-type', 'application/json'],
-        socket: clientSocket,
-      }) as unknown as IncomingMessage;
+    const { send, clientRequest } = upstreamSender(t, (await listen(t, engine)).url);
     const answered = (): { handle: UpstreamRequestHandle; ended: Promise<void> } => {
       let handle: UpstreamRequestHandle | undefined;
       const ended = new Promise<void>((resolve, reject) => {
@@ -115,21 +121,10 @@ describe('upstream requests on undici', () => {
       }
       res.end();
     });
-    const { url } = await listen(t, engine);
-    const upstream = new URL(url);
-    const connections = createUpstreamConnections({ policy: 'mirror', upstream, tls: {}, connectTimeoutMs: 0 });
-    t.after(() => connections.destroy());
-    const send = createUpstreamRequest({ upstream, connections });
-    const clientSocket = Object.assign(new EventEmitter(), { destroyed: false });
-    const req = Object.assign(new EventEmitter(), {
-      method: 'POST',
-      url: '/v1/chat/completions',
-      rawHeaders: [],
-      socket: clientSocket,
-    }) as unknown as IncomingMessage;
+    const { send, clientRequest } = upstreamSender(t, (await listen(t, engine)).url);
     const order: string[] = [];
     await new Promise<void>((resolve, reject) => {
-      send(req, Buffer.from('{}'), {
+      send(clientRequest(), Buffer.from('{}'), {
         response: (response) => {
           response.on('data', (chunk: Buffer) => {
             order.push(`data ${chunk.toString().trim()}`);
