@@ -3,10 +3,15 @@
 // file keeps the prices in use). Read with YAML's failsafe schema: every scalar stays the text
 // the operator wrote, so that a price is turned into nano-units from its digits (decimal.ts),
 // never through a float.
-import { parseDocument } from 'yaml';
+import { createRequire } from 'node:module';
 import { compileGlob, type Glob } from '../config/parse/glob.ts';
 import { FileRefused, nonEmpty, utf8Capped, type Env, type Problem } from '../config/parse/parse.ts';
 import { decimalNanos } from './decimal.ts';
+
+// YAML's parser (72 modules) loaded when a prices file is read, not on every start: the
+// configuration is read synchronously, so through require (the package's Node entry is CommonJS).
+const require = createRequire(import.meta.url);
+const parseDocument: typeof import('yaml').parseDocument = (...args) => (require('yaml') as typeof import('yaml')).parseDocument(...args);
 
 export const TOKEN_KINDS = ['prompt', 'cached_prompt', 'completion', 'reasoning'] as const;
 export type TokenKind = (typeof TOKEN_KINDS)[number];

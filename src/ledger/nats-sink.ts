@@ -5,8 +5,8 @@
 // limits retention without limits: the operator's to bound or to replace with their own).
 // Every failure (no server, no stream, a timeout, a stream full) is retried; a record that is
 // not JSON with an id is parked.
-import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
-import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
+import type { JetStreamClient } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { Delivery } from './sink.ts';
 
 /** How long the created stream remembers a message id: re-deliveries within it are dropped. */
@@ -33,6 +33,9 @@ export function natsDelivery(options: NatsSinkOptions): Delivery {
   /** The connection (made again after one that closed) and the stream, made sure of once per connection. */
   const client = async (): Promise<JetStreamClient> => {
     if (nc !== undefined && !nc.isClosed() && js !== undefined) return js;
+    // Loaded here, not with the module: the client is 64 modules that an infermeter without this
+    // sink would load on every start for nothing.
+    const [{ connect, nanos }, { jetstream, jetstreamManager }] = await Promise.all([import('@nats-io/transport-node'), import('@nats-io/jetstream')]);
     const conn = await connect({
       servers: options.server,
       timeout: options.timeoutMs,
