@@ -3,6 +3,7 @@
 // time is its own process's, from start to end, as the runner reports it (the `test:complete`
 // of the file itself, nesting 0, named by its path); a file run in the runner's own process
 // (`--test-isolation=none`) has none, so the sum of its top-level tests is shown instead.
+import { writeFileSync } from 'node:fs';
 import { relative } from 'node:path';
 
 type Event = { type: string; data: { name?: string; file?: string; nesting?: number; details?: { duration_ms?: number } } };
@@ -22,6 +23,12 @@ export default async function* slowestFiles(source: AsyncIterable<Event>): Async
   }
   const times = new Map(summed);
   for (const [file, ms] of whole) times.set(file, ms);
+  // Under npm test (scripts/test.ts), each run's times go to the file it names, and it lists the
+  // slowest of all its runs at once.
+  if (process.env.TEST_FILE_TIMES !== undefined) {
+    writeFileSync(process.env.TEST_FILE_TIMES, JSON.stringify(Object.fromEntries([...times].map(([file, ms]) => [relative(process.cwd(), file), ms]))));
+    return;
+  }
   if (times.size === 0) return;
   // TEST_SLOWEST_FILES=N shows N files instead of ten (to see where a suite's time goes).
   const shown = Number(process.env.TEST_SLOWEST_FILES ?? 10) || 10;

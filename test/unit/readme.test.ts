@@ -52,10 +52,11 @@ describe('README.md', () => {
       "bin('biome'), args: ['format']",
       "bin('biome'), args: ['lint', '--error-on-warnings']",
       "bin('knip')",
-      "'--test'",
+      "'run-group.ts'",
     ]) {
       assert.ok(runner.includes(check), `scripts/test.ts runs ${check}`);
     }
+    assert.match(read('scripts/run-group.ts'), /import \{ run \} from 'node:test';[\s\S]*run\(\{ files,/, "each group is node's own runner over its files");
     assert.equal(scripts.lint, 'biome lint --error-on-warnings', 'a lint warning fails npm run lint as it fails npm test');
     assert.equal(scripts.demo, 'node bin/infermeter.js demo');
   });
