@@ -17,7 +17,7 @@ const bin = (name: string) => join(root, 'node_modules', '.bin', name);
 // Four processes of spawning files at a time: measured best on two cores, most files waiting on
 // processes (docs/testing.md#time); a batch of short files at most this many seconds.
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? 4);
-const BATCH_SECONDS = Number(process.env.TEST_BATCH_SECONDS ?? 10);
+const BATCH_SECONDS = Number(process.env.TEST_BATCH_SECONDS ?? 15);
 const files = process.argv.slice(2);
 // Node's compile cache (the sources with their types stripped, compiled) for the test files'
 // processes and the infermeters they spawn (test/helpers/child-process.ts passes it on): each
