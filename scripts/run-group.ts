@@ -13,7 +13,8 @@ import slowestFiles from './slowest-files-reporter.ts';
 
 const files = JSON.parse(process.env.TEST_GROUP_FILES ?? '[]') as string[];
 delete process.env.TEST_GROUP_FILES;
-const LINGER_MS = 10_000;
+// TEST_LINGER_MS: another grace (test/integration/test-runner.test.ts waits less).
+const LINGER_MS = Number(process.env.TEST_LINGER_MS ?? 10_000);
 const stream = run({ files, isolation: 'none', timeout: Number(process.env.TEST_TIMEOUT_MS ?? 300_000) });
 stream.on('test:fail', () => {
   process.exitCode = 1;

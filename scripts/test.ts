@@ -29,12 +29,16 @@ const DURATIONS = join(root, 'scripts', 'test-durations.json');
 // Where each run's reporter leaves its files' times (scripts/slowest-files-reporter.ts).
 const timesDir = mkdtempSync(join(tmpdir(), 'infermeter-test-times-'));
 
-const checks: Array<{ name: string; command: string; args: string[] }> = [
-  { name: 'tsc --noEmit', command: bin('tsc'), args: ['--noEmit'] },
-  { name: 'biome format', command: bin('biome'), args: ['format'] },
-  { name: 'biome lint', command: bin('biome'), args: ['lint', '--error-on-warnings'] },
-  { name: 'knip', command: bin('knip'), args: [] },
-];
+// TEST_CHECKS=0: the tests alone (test/integration/test-runner.test.ts runs the runner so).
+const checks: Array<{ name: string; command: string; args: string[] }> =
+  process.env.TEST_CHECKS === '0'
+    ? []
+    : [
+        { name: 'tsc --noEmit', command: bin('tsc'), args: ['--noEmit'] },
+        { name: 'biome format', command: bin('biome'), args: ['format'] },
+        { name: 'biome lint', command: bin('biome'), args: ['lint', '--error-on-warnings'] },
+        { name: 'knip', command: bin('knip'), args: [] },
+      ];
 /** Folders whose tests run in the runner's own process: no process spawned, nothing global left behind. */
 const IN_PROCESS = /^test\/(unit|streams)\//;
 const all = globSync('test/**/*.test.ts', { cwd: root }).sort();
@@ -155,20 +159,13 @@ const tails = suites.map((): string[] => []);
 const live = suites.length === 1;
 const pooled = pool(CONCURRENCY);
 const suiteStarted = performance.now();
-// Node's compile cache filled first with the modules nearly every process loads (see the script).
-const warmed = run(process.execPath, [join(root, 'scripts', 'warm-compile-cache.ts')]).then(({ code, output }) => {
-  if (code !== 0) process.stdout.write(`\n── the compile cache's warm-up: FAILED (exit ${code})\n${output}`);
-  return code;
-});
 const results = await Promise.all([
   ...checks.map(async (check) => {
     const { code, output, ms } = await run(check.command, check.args);
     process.stdout.write(`\n── ${check.name}: ${code === 0 ? 'ok' : `FAILED (exit ${code})`} in ${seconds(ms)}\n${code === 0 ? '' : output}`);
     return { name: check.name, code };
   }),
-  warmed.then((code) => ({ name: "the compile cache's warm-up", code })),
   ...suites.map(async (suite, i) => {
-    await warmed;
     const tail = tails[i]!;
     const start = () =>
       run(process.execPath, [join(root, 'scripts', 'run-group.ts')], {
@@ -181,6 +178,12 @@ const results = await Promise.all([
   }),
 ]);
 const failed = results.filter((r) => r.code !== 0).map((r) => r.name);
+// What a run printed after its summary: the failing tests with their errors (the spec
+// reporter's closing list), a process that outlived its tests and what it holds.
+for (const [i, tail] of tails.entries()) {
+  const details = tail.filter((line) => !isSummary(line)).join('');
+  if (details.trim() !== '') process.stdout.write(suites.length > 1 ? `\n── ${suites[i]!.name}:${details}` : details);
+}
 if (failed.length > 0) {
   process.stdout.write(`\nnpm test failed: ${failed.join(', ')}\n`);
   process.exitCode = 1;
