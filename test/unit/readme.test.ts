@@ -42,7 +42,11 @@ describe('README.md', () => {
     const ci = read('.ci/run')
       .split('\n')
       .filter((l) => /^npm /.test(l));
-    assert.deepEqual(ci, ['npm ci --no-audit --no-fund --prefer-offline', 'npm test'], ".ci/run installs with npm ci, then runs the README's test command, last");
+    assert.deepEqual(
+      ci,
+      ['npm ci --no-audit --no-fund --prefer-offline', 'npm test'],
+      ".ci/run installs with npm ci, then runs the README's test command, last",
+    );
     assert.equal(read('.ci/run').trimEnd().split('\n').at(-1), 'npm test');
     const scripts = JSON.parse(read('package.json')).scripts as Record<string, string>;
     assert.equal(scripts.test, 'node scripts/test.ts', 'npm test runs the static checks beside the suite');
