@@ -32,6 +32,7 @@ function inProcess(config: Config, options: StartOptions): DataParts<InProcess> 
         aliases: measurement.aliases,
         prices: measurement.prices,
         lifecycleViolation: options.lifecycleViolation,
+        staleRaceMs: options.staleRaceMs,
         dialectTable: options.dialectTable,
         apiTable: options.apiTable,
       });

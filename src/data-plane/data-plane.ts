@@ -90,6 +90,8 @@ export interface DataPlaneOptions {
    * an error; the tests make it fail the test.
    */
   readonly lifecycleViolation?: (error: LifecycleViolation) => void;
+  /** The stale race's window (upstream-attempt.ts; tests only). */
+  readonly staleRaceMs?: number | undefined;
   /** The inference APIs and their routes (default: INFERENCE_APIS; a test adds its own). */
   readonly apiTable?: readonly InferenceApiRow[] | undefined;
 }

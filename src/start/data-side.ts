@@ -30,6 +30,8 @@ export interface DataSideParts {
   /** The prices the usage records' cost is read from. */
   readonly prices: Prices | undefined;
   readonly lifecycleViolation?: ((error: LifecycleViolation) => void) | undefined;
+  /** The stale race's window (upstream-attempt.ts; tests only). */
+  readonly staleRaceMs?: number | undefined;
   readonly dialectTable?: readonly DialectRow[] | undefined;
   readonly apiTable?: readonly InferenceApiRow[] | undefined;
 }
@@ -87,6 +89,7 @@ export async function startDataSide(config: Config, log: Logger, clock: Clock, p
     clientError: events.clientError,
     httpRequest: passThroughReport(dialectRows(config.dialects, parts.dialectTable ?? DIALECTS), events),
     lifecycleViolation: parts.lifecycleViolation,
+    staleRaceMs: parts.staleRaceMs,
     apiTable: parts.apiTable,
     tenantOf: parts.aliases === undefined ? undefined : createTenantOf(config.tenant.source, parts.aliases.current),
   });

@@ -30,6 +30,8 @@ export interface StartOptions {
   readonly container?: ContainerSamplerOptions;
   /** An impossible move of a request's lifecycle (default: logged as an error; tests fail on it). */
   readonly lifecycleViolation?: (error: LifecycleViolation) => void;
+  /** The stale race's window (upstream-attempt.ts): tests whose upstream shares their process widen it. */
+  readonly staleRaceMs?: number;
   /**
    * The dialect table `config.dialects` was validated against (default: DIALECTS; a test adds a
    * dialect of its own). In one process only: a worker builds its data plane with DIALECTS.

@@ -92,11 +92,18 @@ function sendVia(dataUrl: string, agent: http.Agent): Promise<number> {
   });
 }
 
+// The stale race's window (50 ms from the request's write) is real time, and these upstreams
+// share the test's process: on a loaded machine a turn of its loop can outlast it, and a reset
+// that is the race would be taken for a request the upstream worked on. The tests that expect a
+// re-send widen it; those that expect none keep it (their upstream takes 300 ms, or answered a
+// byte). The bound itself is tested against a given clock (test/unit/stale-race.test.ts).
+const WIDE = { staleRaceMs: 10_000 };
+
 describe('retry on a stale upstream connection', () => {
   for (const concurrency of [1, 8]) {
     it(`serves every request in front of an upstream that closes each connection 1 ms after its answer (concurrency ${concurrency})`, async (t) => {
       const upstream = await startUpstream(t, 'after');
-      const app = await startProxy(t, upstream.url);
+      const app = await startProxy(t, upstream.url, {}, WIDE);
       const statuses: number[] = [];
       for (let round = 0; round < 6; round++)
         statuses.push(...(await Promise.all(Array.from({ length: concurrency }, (_, i) => send(app.dataUrl, round * concurrency + i)))));
@@ -115,7 +122,7 @@ describe('retry on a stale upstream connection', () => {
     const upstream = await startUpstream(t, 'reused');
     const log = join(mkdtempSync(join(tmpdir(), 'infermeter-retry-')), 'access.log');
     t.after(() => rmSync(dirname(log), { recursive: true, force: true }));
-    const app = await startProxy(t, upstream.url, { INFERMETER_ACCESS_LOG: log });
+    const app = await startProxy(t, upstream.url, { INFERMETER_ACCESS_LOG: log }, WIDE);
     for (let i = 0; i < 9; i++) assert.equal(await send(app.dataUrl, i), 200, `request ${i}`);
     // Requests alternate: one on a new pooled connection, the next meets it reused and reset,
     // and is served on a connection of its own (not pooled), so the one after opens a new one.
@@ -204,7 +211,7 @@ describe('retry on a stale upstream connection', () => {
 
   it('still sends a request again when its reused connection is reset the instant the request is read (the stale race)', async (t) => {
     const upstream = await startRawKeptUpstream(t, (socket) => socket.resetAndDestroy());
-    const app = await startProxy(t, upstream.url);
+    const app = await startProxy(t, upstream.url, {}, WIDE);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     t.after(() => agent.destroy());
     for (let i = 0; i < 3; i++) assert.equal(await sendVia(app.dataUrl, agent), 200, `request ${i}`);
