@@ -1,10 +1,10 @@
-// One group of test files (scripts/test.ts) run in this process, one file after another, by
+// One batch of test files (scripts/test.ts) run in this process, one file after another, by
 // node:test's run() with isolation 'none', and reported as `node --test` would (the spec
 // reporter, then the files' times to TEST_FILE_TIMES). Not `node --test --test-isolation=none`:
 // there the process running the tests carries `--test` in its execArgv and the files in its
 // argv, and node:cluster forks its workers with both, so a worker ran every file again.
 // In-process, the runner ends (its summary, the exit) only when nothing is left on the loop: a
-// handle a test left open would hold the group for good. So once every file's tests have ended,
+// handle a test left open would hold the batch for good. So once every file's tests have ended,
 // a process still alive 10 s later names what it holds and fails.
 import { PassThrough } from 'node:stream';
 import { run } from 'node:test';

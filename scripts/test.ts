@@ -14,10 +14,16 @@ import { join } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
 const bin = (name: string) => join(root, 'node_modules', '.bin', name);
-// Four processes of spawning files at a time: measured best on two cores, most files waiting on
-// processes (docs/testing.md#time); a batch of short files at most this many seconds.
-const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? 4);
-const BATCH_SECONDS = Number(process.env.TEST_BATCH_SECONDS ?? 15);
+/** A positive number from the variable `name`, or `fallback` when it is unset. */
+function positive(name: string, fallback: number): number {
+  const value = Number(process.env[name] ?? fallback);
+  if (!(value > 0)) throw new Error(`${name}: expected a number above 0, got ${process.env[name]}`);
+  return value;
+}
+// Four batches of spawning files at a time: at four, the two cores were busy 96 % of a run
+// (docs/testing.md#time); a batch of short files at most this many seconds of recorded time.
+const CONCURRENCY = positive('TEST_CONCURRENCY', 4);
+const BATCH_SECONDS = positive('TEST_BATCH_SECONDS', 15);
 const files = process.argv.slice(2);
 // Node's compile cache (the sources with their types stripped, compiled) for the test files'
 // processes and the infermeters they spawn (test/helpers/child-process.ts passes it on): each
