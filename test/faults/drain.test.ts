@@ -89,8 +89,11 @@ async function restOf(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<
 }
 
 /** A streaming request whose first event has reached the client, and the upstream's response. */
-async function streamInFlight(app: Running, upstream: HeldUpstream): Promise<{ response: Promise<Response>; upstreamRes: ServerResponse }> {
+async function streamInFlight(t: TestContext, app: Running, upstream: HeldUpstream): Promise<{ response: Promise<Response>; upstreamRes: ServerResponse }> {
   const response = fetch(`${app.urls.data}/v1/chat/completions`, { method: 'POST', body: '{"model":"m","stream":true}' });
+  // Held to the test's end: fetch cancels the body of a Response collected as garbage, which
+  // ended a stream a test that drops the result wants in flight (a drain then done, exit 0).
+  t.after(() => response.then((res) => res.body?.cancel()).catch(() => {}));
   const upstreamRes = await upstream.next();
   upstreamRes.writeHead(200, SSE);
   upstreamRes.write(event('a'));
@@ -133,7 +136,7 @@ describe('graceful drain', { concurrency: true }, () => {
     const before = fetch(`${app.urls.data}/v1/chat/completions`, { method: 'POST', body: '{"model":"m"}' });
     (await upstream.next()).writeHead(200, { 'content-type': 'application/json' }).end('{"usage":{"prompt_tokens":1,"completion_tokens":1}}');
     await (await before).text();
-    const { response, upstreamRes } = await streamInFlight(app, upstream);
+    const { response, upstreamRes } = await streamInFlight(t, app, upstream);
     const reader = (await response).body!.getReader();
     assert.equal(Buffer.from((await reader.read()).value!).toString(), event('a'));
     // A connection that never sends a request (a client's spare one) must not hold the drain.
@@ -191,7 +194,7 @@ describe('graceful drain', { concurrency: true }, () => {
   it('past the drain timeout the streams left are cut and the process exits 0', async (t) => {
     const upstream = await startHeldUpstream(t);
     const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '300' });
-    const { response } = await streamInFlight(app, upstream);
+    const { response } = await streamInFlight(t, app, upstream);
     const res = await response;
     app.child.kill('SIGTERM');
     const got = await readToEnd(res);
@@ -205,7 +208,7 @@ describe('graceful drain', { concurrency: true }, () => {
   it('with several workers, a signal to the whole process group still drains: the workers wait for the primary', async (t) => {
     const upstream = await startHeldUpstream(t);
     const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '30000', INFERMETER_WORKERS: '2' }, true);
-    const { response, upstreamRes } = await streamInFlight(app, upstream);
+    const { response, upstreamRes } = await streamInFlight(t, app, upstream);
     const reader = (await response).body!.getReader();
     assert.equal(Buffer.from((await reader.read()).value!).toString(), event('a'));
     process.kill(-app.child.pid!, 'SIGTERM');
@@ -228,7 +231,7 @@ describe('graceful drain', { concurrency: true }, () => {
       /node\0--max-semi-space-size=8\0--initial-heap-size=64\0bin\/infermeter\.js/,
       "npm's child is node itself (its script execs node)",
     );
-    const { response, upstreamRes } = await streamInFlight(app, upstream);
+    const { response, upstreamRes } = await streamInFlight(t, app, upstream);
     const reader = (await response).body!.getReader();
     assert.equal(Buffer.from((await reader.read()).value!).toString(), event('a'));
 
@@ -247,7 +250,7 @@ describe('graceful drain', { concurrency: true }, () => {
       if (!hasNpm(t)) return;
       const upstream = await startHeldUpstream(t);
       const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '30000' }, true, NPM_START);
-      const { response, upstreamRes } = await streamInFlight(app, upstream);
+      const { response, upstreamRes } = await streamInFlight(t, app, upstream);
       const reader = (await response).body!.getReader();
       assert.equal(Buffer.from((await reader.read()).value!).toString(), event('a'));
       process.kill(-app.child.pid!, signal); // npm forwards it to node, which also gets it directly
@@ -262,7 +265,7 @@ describe('graceful drain', { concurrency: true }, () => {
   it("the same signal again a second later is an operator's second: it exits at once", async (t) => {
     const upstream = await startHeldUpstream(t);
     const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '600000' });
-    await streamInFlight(app, upstream);
+    await streamInFlight(t, app, upstream);
     app.child.kill('SIGTERM');
     app.child.kill('SIGTERM'); // delivered twice (a forwarder and the group): still one drain
     await app.logged(/^draining/);
@@ -276,7 +279,7 @@ describe('graceful drain', { concurrency: true }, () => {
   it('a second signal exits at once', async (t) => {
     const upstream = await startHeldUpstream(t);
     const app = await startCli(t, upstream.url, { INFERMETER_DRAIN_TIMEOUT_MS: '600000' });
-    await streamInFlight(app, upstream);
+    await streamInFlight(t, app, upstream);
     app.child.kill('SIGTERM');
     await app.logged(/^draining/);
     app.child.kill('SIGINT');

@@ -1,14 +1,14 @@
 // A real NATS server with JetStream (Debian's nats-server), for the usage ledger's NATS sink:
-// on a free loopback port (a socket bound to port 0 and released: nats-server takes no port 0),
+// on a free loopback port (freePorts: nats-server takes no port 0),
 // its store in a directory of the test's, stopped by its PID in teardown. `stop` and `start`
 // again on the same port and store: the server down, then back with what it had stored.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
+import { freePort } from './listen.ts';
 
 const CANDIDATES = ['/usr/sbin/nats-server', '/usr/bin/nats-server'];
 
@@ -21,15 +21,6 @@ export function natsServerPath(): string | undefined {
 /** Skip a test (with why) where nats-server is missing, except under CI, where that fails. */
 export const skipWithoutNats = (): string | false =>
   natsServerPath() !== undefined || process.env.CI ? false : 'nats-server not installed (Debian package nats-server; .ci/run installs it)';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 export interface NatsServer {
   readonly port: number;

@@ -86,7 +86,6 @@ async function dashboardData(managementUrl: string, since?: number, headers: Rec
   return (await res.json()) as DashboardData;
 }
 
-/** A free port, for the one-listener (management = metrics port) case, which wants a fixed one. */
 describe('GET /dashboard', () => {
   it('serves the page and its assets from its own origin, with their content types and cache headers', async (t) => {
     const app = await startProxy(t, await startSim(t));
