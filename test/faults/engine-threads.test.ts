@@ -168,9 +168,17 @@ describe('in front of a thread-per-connection engine (4 threads, 5 s idle or 30 
     const engine = await startThreadServer(t, { threads: THREADS, workMs: 1 });
     const app = await startProxy(t, engine.url);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const clientSockets = new Set<unknown>();
+    agent.on('free', (socket) => clientSockets.add(socket));
     await run(app.dataUrl, CHAT, NON_STREAMED, 1, 3, agent);
     await run(app.dataUrl, '/v1/models', undefined, 1, 2, agent);
-    assert.equal(engine.stats.connections, 1, 'one client connection, one upstream connection (both routes)');
+    if (engine.stats.connections !== 1) {
+      // Seen once in a loaded suite (2 connections), never reproduced alone: what infermeter re-sent says why.
+      const retries = (await (await fetch(app.metricsUrl!)).text()).split('\n').filter((l) => l.startsWith('infermeter_upstream_retries_total'));
+      assert.fail(
+        `one client connection, one upstream connection (both routes): ${engine.stats.connections} for ${engine.stats.requests} requests on ${clientSockets.size} client connections; ${retries.join('; ') || 'no retries'}`,
+      );
+    }
     assert.equal(engine.open(), 1);
     agent.destroy();
     await until(() => engine.open() === 0, 'the upstream connection closes with the client connection');
