@@ -24,7 +24,8 @@
 import http, { type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
-import { buildConnector, Client, Pool, type Dispatcher } from 'undici';
+import type { buildConnector as BuildConnector, Client as UndiciClient, Dispatcher } from 'undici';
+import { buildConnector, Client, Pool } from './undici-parts.ts';
 
 export type UpstreamConnectionPolicy = 'mirror' | 'pool' | 'close';
 export const UPSTREAM_CONNECTION_POLICIES: readonly UpstreamConnectionPolicy[] = ['mirror', 'pool', 'close'];
@@ -106,7 +107,7 @@ const CLIENT_OPTIONS = {
 /** A Client that tells each request's handler its connection's state (a Pool's clients too). */
 class LineClient extends Client {
   readonly line: UpstreamLine;
-  constructor(origin: string, options: Client.Options, line: UpstreamLine) {
+  constructor(origin: string, options: UndiciClient.Options, line: UpstreamLine) {
     super(origin, options);
     this.line = line;
   }
@@ -149,12 +150,12 @@ export function createUpstreamConnections(options: UpstreamConnectionsOptions): 
     ...tls,
     allowH2: false,
     timeout: options.connectTimeoutMs > 0 ? options.connectTimeoutMs : null,
-  } as buildConnector.BuildOptions);
+  } as BuildConnector.BuildOptions);
   const sockets = new Set<Socket>();
   /** A client whose connector tracks its socket on its line. */
   const client = (once: boolean): LineClient => {
     const line: UpstreamLine = { socket: undefined, answered: 0, busy: false, lastRead: undefined, afterRead: undefined, once };
-    const connect: buildConnector.connector = (connectOptions, callback) =>
+    const connect: BuildConnector.connector = (connectOptions, callback) =>
       connector(connectOptions, (error, socket) => {
         if (error === null && socket != null) {
           const s = socket as Socket;
