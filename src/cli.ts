@@ -9,7 +9,6 @@ import { ConfigError, loadConfig, type Config } from './config/config.ts';
 import type { Infermeter } from './app.ts';
 import { describeBindError } from './cli/bind-error.ts';
 import { helpText } from './cli/help.ts';
-import { parseSimArguments, runSim } from './cli/sim-command.ts';
 import { createLogger } from './log.ts';
 import { VERSION } from './version.ts';
 
@@ -111,6 +110,8 @@ async function main(args: readonly string[]): Promise<void> {
 }
 
 async function sim(args: readonly string[]): Promise<void> {
+  // Loaded for this command only: the simulated model server is not the proxy's.
+  const { parseSimArguments, runSim } = await import('./cli/sim-command.ts');
   const parsed = parseSimArguments(args);
   if ('help' in parsed) {
     process.stdout.write(parsed.help);
