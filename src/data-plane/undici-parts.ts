@@ -1,11 +1,11 @@
 // The three parts of undici the data plane uses (upstream-connections.ts), loaded from their own
 // files: undici's index loads 109 modules (fetch, websockets, mocks, caches, interceptors, proxy
-// agents) where these need 21: 40 to 50 ms of CPU less on every start of infermeter and of each of
-// its workers with Node's compile cache filled, 70 to 95 ms without. undici has no exports map, so the files
-// are reachable; test/unit/undici-parts.test.ts checks that each is the very object the index
-// exports, so an undici that moves one fails there, not in production. Typed by undici's own
-// declarations. The index also adds `request`, `stream` and the other API methods to
-// Dispatcher's prototype: the data plane calls `dispatch` only.
+// agents) where these need 21: 40 to 50 ms of CPU less on every start of infermeter and of each
+// of its workers with Node's compile cache filled, 70 to 95 ms without. undici has no exports
+// map, so the files are reachable; test/unit/undici-parts.test.ts checks that each is the very
+// object the index exports, so an undici that moves one fails there, not in production. Typed by
+// undici's own declarations. The index also adds `request`, `stream` and the other API methods
+// to Dispatcher's prototype: the data plane calls `dispatch` only.
 import { createRequire } from 'node:module';
 import type * as Undici from 'undici';
 
