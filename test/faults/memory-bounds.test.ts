@@ -111,11 +111,13 @@ describe('memory bounds', () => {
 
   it('60 slow readers of 4 MB answers hold at most INFERMETER_MAX_HELD_ANSWER_BYTES of copies (64 MiB by default); every answer relayed unchanged, what is not read counted', async (t) => {
     const answer = Buffer.from(`{"choices":[{"message":{"content":"${'x'.repeat(4 * MiB - 200)}"}}],"usage":{"prompt_tokens":5,"completion_tokens":7}}`);
+    let sent = 0;
     const server = http.createServer((req, res) => {
       req.resume();
       req.on('end', () => {
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length });
         res.end(answer);
+        sent++;
       });
     });
     const upstreamUrl = (await listen(t, server)).url;
@@ -149,16 +151,20 @@ describe('memory bounds', () => {
       );
       clients.push(client);
     }
-    // infermeter has read what it could of the answers (as much as the sockets' buffers took), and no more comes.
+    // The upstream has sent every answer (an event, not a machine's speed: in a suite run at six
+    // batches at once, infermeter's reads stalled for 500 ms at 143 MiB, and 7 answers began
+    // only after the readers resumed, taking the copies the first ones gave back: 37 unheld).
+    // Then infermeter has read what it could of them (as much as the sockets' buffers took), and
+    // no more comes.
     let last = -1;
     await until(
       () => {
         const read = proxy.bytesRead();
         const still = read === last;
         last = read;
-        return still && read - readBefore > 16 * answer.length;
+        return sent === 61 && still && read - readBefore > 16 * answer.length;
       },
-      () => `read ${mib(proxy.bytesRead() - readBefore)}`,
+      () => `${sent - 1} of 60 answers sent, read ${mib(proxy.bytesRead() - readBefore)}`,
       500,
     );
     const after = await proxy.memory();
