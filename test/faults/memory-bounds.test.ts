@@ -111,7 +111,7 @@ describe('memory bounds', () => {
 
   it('60 slow readers of 4 MB answers hold at most INFERMETER_MAX_HELD_ANSWER_BYTES of copies (64 MiB by default); every answer relayed unchanged, what is not read counted', async (t) => {
     const answer = Buffer.from(`{"choices":[{"message":{"content":"${'x'.repeat(4 * MiB - 200)}"}}],"usage":{"prompt_tokens":5,"completion_tokens":7}}`);
-    let sent = 0;
+    let sent = 0; // answers sent: the warm-up's and the readers'
     const server = http.createServer((req, res) => {
       req.resume();
       req.on('end', () => {
@@ -162,7 +162,7 @@ describe('memory bounds', () => {
         const read = proxy.bytesRead();
         const still = read === last;
         last = read;
-        return sent === 61 && still && read - readBefore > 16 * answer.length;
+        return sent >= 61 && still && read - readBefore > 16 * answer.length;
       },
       () => `${sent - 1} of 60 answers sent, read ${mib(proxy.bytesRead() - readBefore)}`,
       500,
