@@ -31,7 +31,7 @@ const problemsOf = (env: Record<string, string>): string[] => {
 
 function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-files-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   return dir;
 }
 

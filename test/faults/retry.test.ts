@@ -121,7 +121,7 @@ describe('retry on a stale upstream connection', () => {
   it('sends a request whose reused connection fails before any response byte again, once, on a new connection, and counts it', async (t) => {
     const upstream = await startUpstream(t, 'reused');
     const log = join(mkdtempSync(join(tmpdir(), 'infermeter-retry-')), 'access.log');
-    t.after(() => rmSync(dirname(log), { recursive: true, force: true }));
+    t.after(() => rmSync(dirname(log), { recursive: true, force: true, maxRetries: 5 }));
     const app = await startProxy(t, upstream.url, { INFERMETER_ACCESS_LOG: log }, WIDE);
     for (let i = 0; i < 9; i++) assert.equal(await send(app.dataUrl, i), 200, `request ${i}`);
     // Requests alternate: one on a new pooled connection, the next meets it reused and reset,

@@ -136,7 +136,7 @@ describe('the usage ledger under faults', { concurrency: true }, () => {
         const sim = await startSimServer({ ttftMs: 2, interTokenMs: 2, defaultTokens: 8 });
         t.after(() => sim.close());
         const dir = mkdtempSync(join(tmpdir(), 'infermeter-spool-kill-'));
-        t.after(() => rmSync(dir, { recursive: true, force: true }));
+        t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
         const { child, started } = await startChild(t, {
           INFERMETER_UPSTREAM: sim.url,
           INFERMETER_USAGE_DIR: dir,
@@ -182,7 +182,7 @@ describe('the usage ledger under faults', { concurrency: true }, () => {
         const sim = await startSimServer({ ttftMs: 2, interTokenMs: 2, defaultTokens: 8 });
         t.after(() => sim.close());
         const dir = mkdtempSync(join(tmpdir(), 'infermeter-sink-kill-'));
-        t.after(() => rmSync(dir, { recursive: true, force: true }));
+        t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
         const env = {
           INFERMETER_UPSTREAM: sim.url,
           INFERMETER_USAGE_DIR: dir,
@@ -227,7 +227,7 @@ describe('the usage ledger under faults', { concurrency: true }, () => {
       const sim = await startSimServer({ ttftMs: 2, interTokenMs: 2, defaultTokens: 8 });
       t.after(() => sim.close());
       const dir = mkdtempSync(join(tmpdir(), 'infermeter-spool-worker-'));
-      t.after(() => rmSync(dir, { recursive: true, force: true }));
+      t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
       const { child, started, stderr } = await startChild(t, {
         INFERMETER_UPSTREAM: sim.url,
         INFERMETER_USAGE_DIR: dir,
@@ -290,7 +290,7 @@ describe('the usage ledger under faults', { concurrency: true }, () => {
       const sim = await startSimServer({ ttftMs: 0, interTokenMs: 0, defaultTokens: 4 });
       t.after(() => sim.close());
       const dir = mkdtempSync(join(tmpdir(), 'infermeter-spool-full-'));
-      t.after(() => rmSync(dir, { recursive: true, force: true }));
+      t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
       // Every file the process writes stops at 16 KiB: a segment fills, its next write fails (EFBIG).
       const { child, started, stderr } = await startChild(t, { INFERMETER_UPSTREAM: sim.url, INFERMETER_USAGE_DIR: dir, INFERMETER_USAGE_FSYNC_MS: '5' }, [
         'prlimit',

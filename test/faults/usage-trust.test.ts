@@ -61,7 +61,7 @@ describe('usage counted honestly', () => {
       };
     });
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-usage-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const log = join(dir, 'access.log');
     const env = clusterEnv(upstream.url, { INFERMETER_TENANT: 'api-key', INFERMETER_ACCESS_LOG: log });
     const app = await startClusterPrimary(loadConfig(env), env, { log: createLogger('warn', () => undefined), workers: 2 });

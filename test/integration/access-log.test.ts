@@ -43,7 +43,7 @@ console.log(JSON.stringify(out));
 /** A log file in a directory of its own, removed after the test. */
 function logFile(t: { after(fn: () => unknown): void }): string {
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-log-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   return join(dir, 'access.log');
 }
 

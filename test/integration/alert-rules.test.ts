@@ -96,7 +96,7 @@ describe('alerts.yml against infermeter', () => {
 
   it('queries only metrics that infermeter exposes', async (t) => {
     const usageDir = mkdtempSync(join(tmpdir(), 'infermeter-alerts-usage-'));
-    t.after(() => rmSync(usageDir, { recursive: true, force: true }));
+    t.after(() => rmSync(usageDir, { recursive: true, force: true, maxRetries: 5 }));
     const sim = await startSimServer({ ttftMs: 5, interTokenMs: 1, defaultTokens: 3 });
     t.after(() => sim.close());
     const app = await startProxy(t, sim.url, {

@@ -17,7 +17,7 @@ describe('INFERMETER_PRICES_FILE and SIGHUP', () => {
   for (const workers of ['1', '2']) {
     it(`applies new prices from the signal on, and keeps them on a bad file naming the key (INFERMETER_WORKERS=${workers})`, async (t) => {
       const dir = mkdtempSync(join(tmpdir(), 'infermeter-prices-'));
-      t.after(() => rmSync(dir, { recursive: true, force: true }));
+      t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
       const file = join(dir, 'prices.yaml');
       writeFileSync(file, prices('v1', '0.60'));
       const sim = await startSimServer({ ttftMs: 1, interTokenMs: 1, defaultTokens: 4 });

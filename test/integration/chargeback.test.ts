@@ -128,7 +128,7 @@ function series(text: string, family: string): Map<string, string> {
 describe('chargeback (INFERMETER_PRICES_FILE)', () => {
   it('per-token and per-hour costs equal the figures computed by hand, to the nano-unit, across a reload', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-prices-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const file = join(dir, 'prices.yaml');
     writeFileSync(file, PRICES);
     writeFileSync(join(dir, 'aliases.json'), JSON.stringify({ acme: 'acme', globex: 'globex' }));
@@ -280,7 +280,7 @@ describe('chargeback (INFERMETER_PRICES_FILE)', () => {
 
   it("with two workers: the primary prices every worker's requests and splits the pool, each worker prices its records, a reload reaches them", async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-prices-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const file = join(dir, 'prices.yaml');
     writeFileSync(file, PRICES);
     const upstream = await heldUpstream();

@@ -147,7 +147,7 @@ describe('infermeter CLI with per-tenant metering', () => {
     const sim = await startSimServer({ ttftMs: 1, interTokenMs: 1, defaultTokens: 2 });
     t.after(() => sim.close());
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-cli-tenant-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const aliases = join(dir, 'aliases.json');
     writeFileSync(aliases, JSON.stringify({ t1: 'Team One' }));
     const child = run(t, CLI, {

@@ -129,7 +129,7 @@ describe('continuous usage (INFERMETER_CONTINUOUS_USAGE)', () => {
     const sim = await startSimServer({ ttftMs: 0, interTokenMs: 0 });
     t.after(() => sim.close());
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-continuous-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const prices = join(dir, 'prices.yaml');
     writeFileSync(prices, PRICES);
     const accessLog = join(dir, 'access.log');

@@ -191,7 +191,7 @@ describe('exemplars', { concurrency: true }, () => {
 
   it("with the access log on, a request without an id has the log line's generated id as its exemplar", async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-exemplar-log-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const log = join(dir, 'access.log');
     const app = await proxyFor(t, { INFERMETER_ACCESS_LOG: log, INFERMETER_DIALECTS: 'mindie' });
     const finished = nextFinished(app, 1);

@@ -199,7 +199,7 @@ describe('goodput', { concurrency: true }, () => {
 
   it('reloads the SLO file: classes by model and tenant glob, first match wins, `off` unjudged', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-slo-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const file = join(dir, 'slo.json');
     // batch tenants: only an e2e SLO; everyone else on sim-*: a TTFT of 3000 ms.
     writeFileSync(
@@ -347,7 +347,7 @@ describe('goodput', { concurrency: true }, () => {
 
     it('with workers, only the primary reads the SLO file: a file broken later stops no restarted worker', async (t) => {
       const dir = mkdtempSync(join(tmpdir(), 'infermeter-slo-'));
-      t.after(() => rmSync(dir, { recursive: true, force: true }));
+      t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
       const file = join(dir, 'slo.json');
       writeFileSync(file, JSON.stringify({ classes: [{ name: 'chat', slo: 'ttft:10000' }] }));
       const upstream = await sim(t);

@@ -70,7 +70,7 @@ async function stop(child: ChildProcessWithoutNullStreams): Promise<void> {
 
 function configFile(t: TestContext, serverConfig: Record<string, unknown>): string {
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-image-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const path = join(dir, 'config.json');
   writeFileSync(path, JSON.stringify({ ServerConfig: serverConfig }));
   return path;

@@ -334,7 +334,7 @@ describe('Grafana dashboard deploy/grafana/infermeter.json', () => {
 /** A prices file for the run: per-token prices for every model, and a pool. */
 function pricesFile(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-prices-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const path = join(dir, 'prices.yaml');
   writeFileSync(
     path,

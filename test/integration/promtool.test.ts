@@ -84,7 +84,7 @@ describe('promtool check metrics', { skip }, () => {
       let now = 0;
       // The usage ledger on, with a sink: its families are linted too.
       const usageDir = mkdtempSync(join(tmpdir(), 'infermeter-promtool-usage-'));
-      t.after(() => rmSync(usageDir, { recursive: true, force: true }));
+      t.after(() => rmSync(usageDir, { recursive: true, force: true, maxRetries: 5 }));
       const sink = await startOpenMeter(t);
       // Prices too: the cost families are linted (docs/chargeback.md).
       const prices = join(usageDir, 'prices.yaml');

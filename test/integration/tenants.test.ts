@@ -106,7 +106,7 @@ function tenantFigures(m: Exposition, tenant: string, model = 'm') {
 
 function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-tenant-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   return dir;
 }
 

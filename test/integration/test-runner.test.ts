@@ -14,7 +14,7 @@ const RUNNER = join(import.meta.dirname, '..', '..', 'scripts', 'test.ts');
 /** The runner over `sources` (file name to text), the static checks left out; its exit code and output. */
 async function runner(t: TestContext, sources: Record<string, string>, env: Record<string, string> = {}): Promise<{ code: number | null; output: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-runner-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const files = Object.entries(sources).map(([name, text]) => {
     writeFileSync(join(dir, name), text);
     return join(dir, name);

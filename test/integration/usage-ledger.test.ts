@@ -83,7 +83,7 @@ describe('usage ledger', () => {
     t.after(() => upstream.close());
     upstream.respond((req) => answer(req.body.toString()));
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-usage-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const config = loadConfig({
       INFERMETER_UPSTREAM: upstream.url,
       INFERMETER_PORT: '0',
@@ -203,7 +203,7 @@ describe('usage ledger', () => {
 
   it("verify finds a gap in a writer's sequence and a repeated id", async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-usage-verify-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const rec = (id: string, seq: number) =>
       JSON.stringify({
         specversion: '1.0',

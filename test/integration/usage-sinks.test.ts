@@ -28,7 +28,7 @@ async function start(t: TestContext, sink: string, env: Record<string, string> =
   const sim = await startSimServer({ models: MODELS, ttftMs: 1, interTokenMs: 1, defaultTokens: 4 });
   t.after(() => sim.close());
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-sinks-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const app = await startInfermeter(
     loadConfig({
       INFERMETER_UPSTREAM: sim.url,

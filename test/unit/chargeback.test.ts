@@ -54,7 +54,7 @@ describe('prices file', () => {
 
   it('refuses a FIFO and a file over 1 MiB before reading a byte, like the other configuration files', (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-prices-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const fifo = join(dir, 'fifo');
     execFileSync('mkfifo', [fifo]);
     const refusedFifo = readPricesFile(fifo);

@@ -16,7 +16,7 @@ const fixture = (name: string) => readFileSync(join(FIXTURES, name), 'utf8');
 function tree(t: TestContext, name: string): { cgroupRoot: string; procRoot: string; root: string } {
   const root = mkdtempSync(join(tmpdir(), 'infermeter-cgroup-'));
   cpSync(join(FIXTURES, name), root, { recursive: true });
-  t.after(() => rmSync(root, { recursive: true, force: true }));
+  t.after(() => rmSync(root, { recursive: true, force: true, maxRetries: 5 }));
   return { root, cgroupRoot: join(root, 'sys/fs/cgroup'), procRoot: join(root, 'proc') };
 }
 
@@ -47,7 +47,7 @@ describe('cgroup readers', () => {
 
   it('gives nothing where there is no cgroup', async (t) => {
     const root = mkdtempSync(join(tmpdir(), 'infermeter-empty-'));
-    t.after(() => rmSync(root, { recursive: true, force: true }));
+    t.after(() => rmSync(root, { recursive: true, force: true, maxRetries: 5 }));
     assert.equal(await readCgroup({ cgroupRoot: root, procRoot: root }), undefined);
   });
 });

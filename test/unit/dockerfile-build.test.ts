@@ -69,7 +69,7 @@ describe('the Dockerfile build', () => {
     const steps = run.slice(4).split(/\s*&&\s*/);
     const commands = steps.slice(steps.findIndex((c) => /^npm prune\b/.test(c))).join(' && ');
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-prune-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const json = (path: string, value: unknown) => {
       mkdirSync(join(dir, path, '..'), { recursive: true });
       writeFileSync(join(dir, path), JSON.stringify(value));

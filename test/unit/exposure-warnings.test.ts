@@ -88,7 +88,7 @@ describe('start-time warnings', () => {
 describe('container detection', () => {
   function root(t: TestContext, files: Record<string, string>): string {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-root-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     for (const [path, text] of Object.entries(files)) {
       mkdirSync(join(dir, path, '..'), { recursive: true });
       writeFileSync(join(dir, path), text);

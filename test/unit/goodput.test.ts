@@ -174,7 +174,7 @@ describe('goodput configuration', () => {
 describe('the SLO classes, live', () => {
   it('are read again when the file changes (polled), and a bad file keeps those in use with a warning', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-slo-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const file = join(dir, 'slo.json');
     writeFileSync(file, JSON.stringify({ classes: [{ name: 'a', slo: 'ttft:100' }] }));
     const config = loadConfig({ INFERMETER_SLO_FILE: file, INFERMETER_SLO: 'e2el:9000' });
@@ -227,7 +227,7 @@ describe('the SLO classes, live', () => {
 describe('a reload of the SLO file', () => {
   it('is logged once when both the poll and a SIGHUP see the same edit, whichever comes first', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'infermeter-slo-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const file = join(dir, 'slo.json');
     // Replaced as an editor or a ConfigMap does (a rename): never seen half written.
     let n = 0;

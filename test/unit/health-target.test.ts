@@ -15,7 +15,7 @@ const ENTRY = ['node', '--max-semi-space-size=8', '--initial-heap-size=64', 'dis
 /** A /proc with the given command lines (NUL-terminated arguments, as the kernel writes them). */
 function proc(t: TestContext, commands: Record<number, readonly string[]>): string {
   const root = mkdtempSync(join(tmpdir(), 'infermeter-proc-'));
-  t.after(() => rmSync(root, { recursive: true, force: true }));
+  t.after(() => rmSync(root, { recursive: true, force: true, maxRetries: 5 }));
   for (const [pid, args] of Object.entries(commands)) {
     mkdirSync(join(root, pid));
     writeFileSync(join(root, pid, 'cmdline'), args.map((a) => `${a}\0`).join(''));

@@ -58,7 +58,7 @@ describe('the price book', () => {
 
   it('logs a reload with the version and the number of entries it took into use', (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'price-book-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const file = join(dir, 'prices.yaml');
     writeFileSync(file, PRICES);
     const lines: string[] = [];

@@ -11,7 +11,7 @@ import { segmentName } from '../../src/ledger/spool.ts';
 
 function spoolDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'spool-cursor-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   return dir;
 }
 

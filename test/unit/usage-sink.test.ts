@@ -25,9 +25,17 @@ const record = (i: number, model = 'm') =>
     data: { request_id: `r-${i}`, model, seq: i, process_start_id: 'p' },
   });
 
+/** Sinks to close before their directory is removed (a running sink writes its checkpoint there). */
+const sinksOf = new Map<string, SinkLoop[]>();
+
 function spoolDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'infermeter-sink-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  sinksOf.set(dir, []);
+  t.after(async () => {
+    await Promise.all(sinksOf.get(dir)!.map((s) => s.close()));
+    sinksOf.delete(dir);
+    rmSync(dir, { recursive: true, force: true });
+  });
   return dir;
 }
 
@@ -51,7 +59,7 @@ function counting() {
   };
 }
 
-function sinkTo(t: TestContext, dir: string, om: OpenMeterStandIn, counters: ReturnType<typeof counting>['counters'], maxRecords = 10): SinkLoop {
+function sinkTo(dir: string, om: OpenMeterStandIn, counters: ReturnType<typeof counting>['counters'], maxRecords = 10): SinkLoop {
   const sink = startSink({
     dir,
     delivery: httpDelivery({ url: om.url, timeoutMs: 5000, token: 'tok' }),
@@ -61,7 +69,7 @@ function sinkTo(t: TestContext, dir: string, om: OpenMeterStandIn, counters: Ret
     pollMs: 20,
     counters,
   });
-  t.after(() => sink.close());
+  sinksOf.get(dir)!.push(sink);
   return sink;
 }
 
@@ -109,7 +117,7 @@ describe('usage sink', () => {
       Array.from({ length: 5 }, (_, i) => record(i + 26)),
     );
     const { c, counters } = counting();
-    const sink = sinkTo(t, dir, om, counters);
+    const sink = sinkTo(dir, om, counters);
     await sink.started;
     await until('30 delivered', () => c.delivered === 30);
     assert.deepEqual(
@@ -130,7 +138,7 @@ describe('usage sink', () => {
     // More records, then a new start: only those are sent.
     writeFileSync(join(dir, second), [26, 27, 28, 29, 30, 31, 32].map((i) => `${record(i)}\n`).join(''));
     const again = counting();
-    const restarted = sinkTo(t, dir, om, again.counters);
+    const restarted = sinkTo(dir, om, again.counters);
     await restarted.started;
     await until('the 2 new ones delivered', () => again.c.delivered === 2);
     assert.equal(om.received, 32, 'nothing committed was sent again');
@@ -145,7 +153,7 @@ describe('usage sink', () => {
     writeFileSync(join(dir, 'sink.checkpoint'), '{"segment":"usage-2');
     writeFileSync(join(dir, 'sink.checkpoint.tmp'), '{"segment":"zzz","offset":0}\n');
     const { c, counters } = counting();
-    const sink = sinkTo(t, dir, om, counters);
+    const sink = sinkTo(dir, om, counters);
     await sink.started;
     await until('3 delivered', () => c.delivered === 3);
     assert.deepEqual(
@@ -163,7 +171,7 @@ describe('usage sink', () => {
     const dir = spoolDir(t);
     segment(dir, 0, [record(1), record(2), record(3, 'refuse-me'), record(4), record(5), 'not json', record(6)]);
     const { c, counters } = counting();
-    const sink = sinkTo(t, dir, om, counters);
+    const sink = sinkTo(dir, om, counters);
     await sink.started;
     await until('all handled', () => c.delivered + c.parked === 7);
     assert.deepEqual([c.delivered, c.parked], [5, 2]);
@@ -186,7 +194,7 @@ describe('usage sink', () => {
       Array.from({ length: 12 }, (_, i) => record(i + 1)),
     );
     const { c, counters } = counting();
-    const sink = sinkTo(t, dir, om, counters, 5);
+    const sink = sinkTo(dir, om, counters, 5);
     await sink.started;
     await until('retried a few times', () => (om.statuses.get(503) ?? 0) >= 3);
     om.down = 401;
@@ -212,7 +220,7 @@ describe('usage sink', () => {
     om.down = 503;
     const dir = spoolDir(t);
     const { c, counters } = counting();
-    const sink = sinkTo(t, dir, om, counters, 1000);
+    const sink = sinkTo(dir, om, counters, 1000);
     let spooled = 0;
     const spool = createSpool({
       dir,
