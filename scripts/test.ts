@@ -24,6 +24,8 @@ function positive(name: string, fallback: number): number {
 // (docs/testing.md#time); a batch of short files at most this many seconds of recorded time.
 const CONCURRENCY = positive('TEST_CONCURRENCY', 4);
 const BATCH_SECONDS = positive('TEST_BATCH_SECONDS', 15);
+// The shortest the last batches get: a process more costs about half a second of CPU.
+const MIN_BATCH_SECONDS = 3;
 const files = process.argv.slice(2);
 // Node's compile cache (the sources with their types stripped, compiled) for the test files'
 // processes and the infermeters they spawn (test/helpers/child-process.ts passes it on): each
@@ -51,12 +53,14 @@ const all = globSync('test/**/*.test.ts', { cwd: root }).sort();
 
 /**
  * The spawning files in batches, each batch one process that runs its files one after another:
- * a file of BATCH_SECONDS or more alone, shorter ones together up to BATCH_SECONDS (the longest
- * first, each into the first batch it fits), by each file's recorded time (a file not recorded
- * counts as the median). A process a file cost about half a second of CPU, Node's start and
- * infermeter's modules, mostly for files that run for a second or two; a process a batch keeps
- * that for the few, and the batches, longest first, run CONCURRENCY at a time, each taken as one
- * ends: a long file never waits behind a fixed group's queue.
+ * a file of BATCH_SECONDS or more alone, shorter ones together (the longest first, each into the
+ * first batch it fits), by each file's recorded time (a file not recorded counts as the median).
+ * A batch holds up to BATCH_SECONDS, or a CONCURRENCY-th of the time still to place when it
+ * began if that is less (at least MIN_BATCH_SECONDS): the last batches are the shortest. A
+ * process a file cost about half a second of CPU, Node's start and infermeter's modules, mostly
+ * for files that run for a second or two; a process a batch keeps that for the few. The batches, longest first,
+ * run CONCURRENCY at a time, each taken as one ends: a long file never waits behind a fixed
+ * group's queue, and the last batches, the shortest, leave the cores idle for less at the end.
  */
 function batches(files: readonly string[]): Array<{ files: string[]; seconds: number }> {
   let recorded: Record<string, number> = {};
@@ -68,13 +72,20 @@ function batches(files: readonly string[]): Array<{ files: string[]; seconds: nu
     .filter((s): s is number => typeof s === 'number')
     .sort((a, b) => a - b);
   const median = known[Math.floor(known.length / 2)] ?? 1;
-  const out: Array<{ files: string[]; seconds: number }> = [];
-  for (const [file, seconds] of files.map((f) => [f, recorded[f] ?? median] as const).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))) {
-    const fits = seconds < BATCH_SECONDS ? out.find((b) => b.seconds + seconds <= BATCH_SECONDS) : undefined;
-    if (fits) {
-      fits.files.push(file);
-      fits.seconds += seconds;
-    } else out.push({ files: [file], seconds });
+  const out: Array<{ files: string[]; seconds: number; cap: number }> = [];
+  const timed = files.map((f) => [f, recorded[f] ?? median] as const).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  let left = timed.reduce((sum, [, seconds]) => sum + seconds, 0);
+  for (const [file, seconds] of timed) {
+    let batch = seconds < BATCH_SECONDS ? out.find((b) => b.seconds + seconds <= b.cap) : undefined;
+    // What is left too little for a process of its own: with the shortest batch.
+    if (batch === undefined && left < MIN_BATCH_SECONDS && out.length > 0) batch = out.reduce((a, b) => (b.seconds < a.seconds ? b : a));
+    if (batch === undefined) {
+      batch = { files: [], seconds: 0, cap: Math.min(BATCH_SECONDS, Math.max(MIN_BATCH_SECONDS, left / CONCURRENCY)) };
+      out.push(batch);
+    }
+    batch.files.push(file);
+    batch.seconds += seconds;
+    left -= seconds;
   }
   return out.sort((a, b) => b.seconds - a.seconds);
 }

@@ -4,7 +4,8 @@
 // log says once when the engine's metrics cannot be read, and once when they can again.
 // Over 300 lines: one round's state (the view and its age, the relay, the failing flag) is shared by
 // the round, the stale keep and the health families; split, each part would reach into the others.
-import { Counter, Gauge, type Registry } from '@prometheus-io/client';
+import type { Registry } from '@prometheus-io/client';
+import { prometheus } from '../prometheus-parts.ts';
 import type { Logger } from '../log.ts';
 import { dropDuplicateSeries, formatExposition, parseExposition, seriesNames, type Family } from './exposition-parser.ts';
 import { readEngineState, readMindieJson, type EngineSnapshot } from './engine-state.ts';
@@ -123,6 +124,7 @@ function higherOf(a: ReadonlyMap<string, number> | undefined, b: ReadonlyMap<str
 }
 
 export function createEngineScraper(options: EngineScraperOptions, registry: Registry): EngineScraper {
+  const { Counter, Gauge } = prometheus();
   const { log } = options;
   const up = new Gauge({
     name: 'infermeter_upstream_metrics_up',

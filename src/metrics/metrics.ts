@@ -1,6 +1,7 @@
 // Builds the metrics of one infermeter: a Prometheus client (@prometheus-io/client) Registry of its own (never the global
 // one), the shared measurement state, the enabled dialects and infermeter's own families.
-import { Counter, Registry } from '@prometheus-io/client';
+import type { Registry } from '@prometheus-io/client';
+import { prometheus } from '../prometheus-parts.ts';
 import type { Clock } from '../measure/clock.ts';
 import { inferenceApis, REAL_APIS, type InferenceApis, type InferenceApiRow } from '../measure/inference-apis.ts';
 import type { MeasurementSink } from '../measure/request-timer.ts';
@@ -124,6 +125,7 @@ interface TenantMetering {
 }
 
 export function createMetrics(options: MetricsOptions): Metrics {
+  const { Counter, Registry } = prometheus();
   const registry = new Registry();
   const overflowed = new Counter({
     name: 'infermeter_model_label_overflow_total',

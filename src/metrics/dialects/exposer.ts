@@ -1,18 +1,8 @@
 // The exposer_* families of MindIE's Chinese spec edition: how /metrics itself is used. The bytes and
 // latency of a scrape are counted once it is served, so a scrape shows those of the scrapes
 // before it; exposer_scrapes_total includes the scrape being served.
-import { createRequire } from 'node:module';
 import type { Registry } from '@prometheus-io/client';
-
-type Client = typeof import('@prometheus-io/client');
-/**
- * The Prometheus client, required when the first exposer is built rather than imported with the
- * module: the configuration reads the dialect table (dialects/index.ts), so the healthcheck and
- * --help load this module, and the client with its dependencies (91 modules) would add about
- * 40 % to the healthcheck's CPU time. The client is CommonJS: require() returns the very module
- * an import of it does elsewhere (one registry class, one copy).
- */
-const client = (): Client => createRequire(import.meta.url)('@prometheus-io/client') as Client;
+import { prometheus } from '../../prometheus-parts.ts';
 
 export interface Exposer {
   /** Call when a scrape starts; returns the function to call with the size of what was sent. */
@@ -21,7 +11,7 @@ export interface Exposer {
 }
 
 export function createExposer(registry: Registry, now: () => number = () => performance.now()): Exposer {
-  const { Counter, Summary } = client();
+  const { Counter, Summary } = prometheus();
   const bytes = new Counter({
     name: 'exposer_transferred_bytes_total',
     help: 'Transferred bytes to metrics services',

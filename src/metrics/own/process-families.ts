@@ -5,7 +5,8 @@
 // belong to no dialect). With workers, each worker reads its own and sends them with its flush
 // (cluster/bus.ts); the primary serves its own series as they are and each worker's with a
 // `worker` label (its slot, 1 to INFERMETER_WORKERS: a restarted worker takes its slot again).
-import { collectDefaultMetrics, Registry, type MetricObjectWithValues, type MetricValue } from '@prometheus-io/client';
+import type { MetricObjectWithValues, MetricValue, Registry } from '@prometheus-io/client';
+import { prometheus } from '../../prometheus-parts.ts';
 
 /** One process's families as read (the client's JSON form: structured-clone safe, for the bus). */
 export type ProcessReading = MetricObjectWithValues<MetricValue<string>>[];
@@ -32,8 +33,9 @@ export function processMetrics(): ProcessMetrics {
 }
 
 function createProcessMetrics(): ProcessMetrics {
+  const { Registry, collectProcessMetrics } = prometheus();
   const own = new Registry();
-  collectDefaultMetrics({ register: own });
+  collectProcessMetrics(own);
   const families = own.getMetricsAsArray().map((m) => {
     const { name, help, type } = m as unknown as { name: string; help: string; type: string };
     return { name, help, type };

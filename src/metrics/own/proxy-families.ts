@@ -1,7 +1,8 @@
 // infermeter's own families: what happened to traffic that the measurement could not read,
 // so that nothing is lost silently. Incremented rarely (per fault), so the client's labelled
 // counters are fine here.
-import { Counter, Gauge, type Registry } from '@prometheus-io/client';
+import type { Registry } from '@prometheus-io/client';
+import { prometheus } from '../../prometheus-parts.ts';
 import { registerDerived } from '../exposition/families.ts';
 import type { UninspectedReason } from '../../stream-tap/request-tap.ts';
 import type { TapProblem } from '../../stream-tap/response-tap.ts';
@@ -82,6 +83,7 @@ export interface HeldBodyBytes {
 
 /** `held`: read at every scrape. */
 export function createProxyFamilies(registry: Registry, version: string, held: () => HeldBodyBytes = () => ({ request: 0, answer: 0 })): ProxyFamilies {
+  const { Counter, Gauge } = prometheus();
   const uninspected = new Counter({
     name: 'infermeter_request_body_uninspected_total',
     help: 'Inference request bodies whose model and stream flag could not be read (counted with model_name="unknown"), by reason.',
