@@ -58,9 +58,10 @@ const all = globSync('test/**/*.test.ts', { cwd: root }).sort();
  * A batch holds up to BATCH_SECONDS, or a CONCURRENCY-th of the time still to place when it
  * began if that is less (at least MIN_BATCH_SECONDS): the last batches are the shortest. A
  * process a file cost about half a second of CPU, Node's start and infermeter's modules, mostly
- * for files that run for a second or two; a process a batch keeps that for the few. The batches, longest first,
- * run CONCURRENCY at a time, each taken as one ends: a long file never waits behind a fixed
- * group's queue, and the last batches, the shortest, leave the cores idle for less at the end.
+ * for files that run for a second or two; a process a batch keeps that for the few. The
+ * batches, longest first, run CONCURRENCY at a time, each taken as one ends: a long file never
+ * waits behind a fixed group's queue, and the last batches, the shortest, leave the cores idle
+ * for less at the end.
  */
 function batches(files: readonly string[]): Array<{ files: string[]; seconds: number }> {
   let recorded: Record<string, number> = {};
