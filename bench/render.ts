@@ -1,7 +1,10 @@
 // /metrics render time with 100 models and every family (MindIE and AOM dialects), in process.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { createRequestTimer } from '../src/measure/request-timer.ts';
 import { createMetrics } from '../src/metrics/metrics.ts';
 import { median } from './load.ts';
+import { INFERMETER_FLAGS } from './targets.ts';
 
 export async function renderMillis(models = 100): Promise<{ ms: number; bytes: number }> {
   let now = 0;
@@ -47,4 +50,28 @@ export async function renderMillis(models = 100): Promise<{ ms: number; bytes: n
   }
   metrics.close();
   return { ms: median(times.slice(5)), bytes };
+}
+
+// `npm run bench:render`: the same render in this process (Node's default young generation) and
+// in a child with the flags infermeter runs with (INFERMETER_FLAGS), each the third of three
+// renderMillis in its process (the first is still warming up the JIT).
+if (import.meta.main) {
+  const third = async () => {
+    let last = { ms: 0, bytes: 0 };
+    for (let i = 0; i < 3; i++) last = await renderMillis(100);
+    return last;
+  };
+  if (process.env.BENCH_RENDER_CHILD === '1') process.stdout.write(JSON.stringify(await third()));
+  else {
+    const own = await third();
+    const child = spawnSync(process.execPath, [...INFERMETER_FLAGS.split(' '), fileURLToPath(import.meta.url)], {
+      env: { ...process.env, BENCH_RENDER_CHILD: '1' },
+      encoding: 'utf8',
+    });
+    if (child.status !== 0) throw new Error(`the render with infermeter's flags failed: ${child.stderr}`);
+    const flagged = JSON.parse(child.stdout) as { ms: number; bytes: number };
+    process.stdout.write(
+      `/metrics render, 100 models, ${Math.round(own.bytes / 1024)} KiB: ${own.ms.toFixed(2)} ms without flags, ${flagged.ms.toFixed(2)} ms with ${INFERMETER_FLAGS} (median of 25 renders each)\n`,
+    );
+  }
 }
