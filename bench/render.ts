@@ -53,8 +53,9 @@ export async function renderMillis(models = 100): Promise<{ ms: number; bytes: n
 }
 
 // `npm run bench:render`: the same render in this process (Node's default young generation) and
-// in a child with the flags infermeter runs with (INFERMETER_FLAGS), each the third of three
-// renderMillis in its process (the first is still warming up the JIT).
+// in a child with the flags infermeter runs with (INFERMETER_FLAGS, or BENCH_INFERMETER_FLAGS to
+// try others, as the bench's targets take them), each the third of three renderMillis in its
+// process (the first is still warming up the JIT).
 if (import.meta.main) {
   const third = async () => {
     let last = { ms: 0, bytes: 0 };
@@ -64,14 +65,15 @@ if (import.meta.main) {
   if (process.env.BENCH_RENDER_CHILD === '1') process.stdout.write(JSON.stringify(await third()));
   else {
     const own = await third();
-    const child = spawnSync(process.execPath, [...INFERMETER_FLAGS.split(' '), fileURLToPath(import.meta.url)], {
+    const flags = process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS;
+    const child = spawnSync(process.execPath, [...flags.split(' ').filter(Boolean), fileURLToPath(import.meta.url)], {
       env: { ...process.env, BENCH_RENDER_CHILD: '1' },
       encoding: 'utf8',
     });
     if (child.status !== 0) throw new Error(`the render with infermeter's flags failed: ${child.stderr}`);
     const flagged = JSON.parse(child.stdout) as { ms: number; bytes: number };
     process.stdout.write(
-      `/metrics render, 100 models, ${Math.round(own.bytes / 1024)} KiB: ${own.ms.toFixed(2)} ms without flags, ${flagged.ms.toFixed(2)} ms with ${INFERMETER_FLAGS} (median of 25 renders each)\n`,
+      `/metrics render, 100 models, ${Math.round(own.bytes / 1024)} KiB: ${own.ms.toFixed(2)} ms without flags, ${flagged.ms.toFixed(2)} ms with ${flags} (median of 25 renders each)\n`,
     );
   }
 }

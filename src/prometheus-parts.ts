@@ -2,7 +2,7 @@
 // index also loads its push gateway (https, zlib), its cluster aggregator and, through the
 // process CPU counters of collectDefaultMetrics, OpenTelemetry's API (51 modules) for exemplars
 // infermeter never asks of them. Loading the index cost about 70 ms of CPU against 7 ms for
-// these files (Node's compile cache filled), about 20 ms on every start of infermeter and of each
+// these files (Node's compile cache filled), 10 to 15 ms on every start of infermeter and of each
 // of its workers. The client has no exports map, so the files are reachable;
 // test/unit/prometheus-parts.test.ts checks that each is the very class the index exports and
 // that the process families are the ones collectDefaultMetrics registers, in its order.
