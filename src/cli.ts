@@ -8,6 +8,7 @@
 import { ConfigError, loadConfig, type Config } from './config/config.ts';
 import type { Infermeter } from './app.ts';
 import { describeBindError } from './cli/bind-error.ts';
+import { parseDemoArguments } from './cli/demo-arguments.ts';
 import { helpText } from './cli/help.ts';
 import { createLogger } from './log.ts';
 import { VERSION } from './version.ts';
@@ -37,7 +38,14 @@ async function main(args: readonly string[]): Promise<void> {
     return;
   }
   if (command === 'demo') {
-    await import('./demo.ts'); // runs the demo; it reads --duration itself
+    // Its flags checked before its modules load, so that a typo is answered at once; demo.ts
+    // reads --duration itself (it also runs as `node src/demo.ts`).
+    const parsed = parseDemoArguments(args.slice(1));
+    if ('error' in parsed) {
+      process.stderr.write(`infermeter demo: ${parsed.error}\n`);
+      process.exit(2);
+    }
+    await import('./demo.ts'); // runs the demo
     return;
   }
   if (command !== undefined) {
