@@ -52,26 +52,35 @@ export async function renderMillis(models = 100): Promise<{ ms: number; bytes: n
   return { ms: median(times.slice(5)), bytes };
 }
 
+/** The third of three renderMillis(100) in this process (the first is still warming up the JIT). */
+async function third(): Promise<{ ms: number; bytes: number }> {
+  let last = { ms: 0, bytes: 0 };
+  for (let i = 0; i < 3; i++) last = await renderMillis(100);
+  return last;
+}
+
+/**
+ * The render as infermeter runs it: the third of three in a child process with the flags
+ * infermeter runs with (INFERMETER_FLAGS, or BENCH_INFERMETER_FLAGS to try others, as the bench's
+ * targets take them). The young generation's size alone moves it threefold.
+ */
+export function renderWithFlags(flags = process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS): { ms: number; bytes: number } {
+  const child = spawnSync(process.execPath, [...flags.split(' ').filter(Boolean), fileURLToPath(import.meta.url)], {
+    env: { ...process.env, BENCH_RENDER_CHILD: '1' },
+    encoding: 'utf8',
+  });
+  if (child.status !== 0) throw new Error(`the render with infermeter's flags failed: ${child.stderr}`);
+  return JSON.parse(child.stdout) as { ms: number; bytes: number };
+}
+
 // `npm run bench:render`: the same render in this process (Node's default young generation) and
-// in a child with the flags infermeter runs with (INFERMETER_FLAGS, or BENCH_INFERMETER_FLAGS to
-// try others, as the bench's targets take them), each the third of three renderMillis in its
-// process (the first is still warming up the JIT).
+// as infermeter runs it (renderWithFlags).
 if (import.meta.main) {
-  const third = async () => {
-    let last = { ms: 0, bytes: 0 };
-    for (let i = 0; i < 3; i++) last = await renderMillis(100);
-    return last;
-  };
   if (process.env.BENCH_RENDER_CHILD === '1') process.stdout.write(JSON.stringify(await third()));
   else {
     const own = await third();
     const flags = process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS;
-    const child = spawnSync(process.execPath, [...flags.split(' ').filter(Boolean), fileURLToPath(import.meta.url)], {
-      env: { ...process.env, BENCH_RENDER_CHILD: '1' },
-      encoding: 'utf8',
-    });
-    if (child.status !== 0) throw new Error(`the render with infermeter's flags failed: ${child.stderr}`);
-    const flagged = JSON.parse(child.stdout) as { ms: number; bytes: number };
+    const flagged = renderWithFlags(flags);
     process.stdout.write(
       `/metrics render, 100 models, ${Math.round(own.bytes / 1024)} KiB: ${own.ms.toFixed(2)} ms without flags, ${flagged.ms.toFixed(2)} ms with ${flags} (median of 25 renders each)\n`,
     );

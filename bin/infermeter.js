@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=8 --initial-heap-size=64
+#!/usr/bin/env -S node --max-semi-space-size=32 --initial-heap-size=64
 // The command's launcher, in plain JavaScript so that any Node can read it: it checks the Node
 // version before loading the rest, which needs Node >= 22.18 (TypeScript run as it is, zstd,
 // and more), and says so in one line instead of a SyntaxError or ERR_UNKNOWN_FILE_EXTENSION.

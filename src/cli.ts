@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=8 --initial-heap-size=64
+#!/usr/bin/env -S node --max-semi-space-size=32 --initial-heap-size=64
 // Entry point: `infermeter` reads the configuration, starts, and stops on SIGTERM/SIGINT;
 // `infermeter sim`, `demo`, `--help` and `--version` do what --help says. Only the entry points
 // call process.exit: this file, the demo it starts (demo.ts), and the two that run as processes

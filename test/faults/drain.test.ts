@@ -228,7 +228,7 @@ describe('graceful drain', { concurrency: true }, () => {
     const node = childOf(app.child.pid!);
     assert.match(
       readFileSync(`/proc/${node}/cmdline`, 'utf8'),
-      /node\0--max-semi-space-size=8\0--initial-heap-size=64\0bin\/infermeter\.js/,
+      /node\0--max-semi-space-size=32\0--initial-heap-size=64\0bin\/infermeter\.js/,
       "npm's child is node itself (its script execs node)",
     );
     const { response, upstreamRes } = await streamInFlight(t, app, upstream);

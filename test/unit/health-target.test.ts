@@ -10,7 +10,7 @@ import { probeHealth } from '../../src/management/health-probe.ts';
 import { mainCommandArgs } from '../../src/management/main-command.ts';
 import { startSimServer } from '../../src/sim/model-server.ts';
 
-const ENTRY = ['node', '--max-semi-space-size=8', '--initial-heap-size=64', 'dist/cli.js'];
+const ENTRY = ['node', '--max-semi-space-size=32', '--initial-heap-size=64', 'dist/cli.js'];
 
 /** A /proc with the given command lines (NUL-terminated arguments, as the kernel writes them). */
 function proc(t: TestContext, commands: Record<number, readonly string[]>): string {
