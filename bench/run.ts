@@ -381,7 +381,7 @@ async function main(): Promise<void> {
     if (write && !memoryOnly) {
       say('### Where the CPU goes (throughput scenario, `npm run bench:profile`)');
       say();
-      say(await profileThroughput());
+      say(await profileThroughput('throughput', 10));
     }
 
     if (write) {

@@ -1,6 +1,6 @@
 // Memory has a bound for the whole process, not only per connection: clients that send most of
 // a big body and stall, clients that read big answers slowly, and scrapers that never read their answer, cannot grow infermeter's
-// memory past the budgets it states (docs/performance.md#memory-bounds). infermeter runs in a
+// memory past the budgets it states (docs/security.md#memory-bounds). infermeter runs in a
 // child process with a probe that reports its live memory after a full collection: a bound that
 // does not depend on the machine's speed or on when the collector would have run.
 import assert from 'node:assert/strict';
