@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
@@ -15,6 +16,7 @@ import { loadConfig } from '../../src/config/config.ts';
 import { createLogger } from '../../src/log.ts';
 import { keyTenant } from '../../src/tenants/tenant-of.ts';
 import { parseExposition, type Exposition } from '../helpers/exposition.ts';
+import { listen } from '../helpers/listen.ts';
 import { startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 import { nextFinished, scrape, startProxy, clusterEnv } from '../helpers/proxy-harness.ts';
 import { startReplayUpstream, type ReplayUpstream } from '../helpers/replay-upstream.ts';
@@ -194,10 +196,11 @@ describe('per-tenant metering', { concurrency: true }, () => {
     await send(app.dataUrl, PLAIN, { authorization: 'Basic Zm9vOmJhcg==' }); // no API key: none
     await send(app.dataUrl, '{"model":"m","stream":true, "bad json', bearer);
     await finished;
-    // infermeter's own error answer and its log, from one in front of an upstream that is gone.
-    const closed = await startReplayUpstream();
-    await closed.close();
-    const gone = await startProxy(t, closed.url, { INFERMETER_TENANT: 'api-key' }, { log: createLogger('debug', (l) => logs.push(l)) });
+    // infermeter's own error answer and its log, from one in front of an upstream that resets
+    // every connection. (Not a port closed after use: another test's server took such a port
+    // once, and answered 404.)
+    const resetting = await listen(t, createServer((socket) => socket.resetAndDestroy()));
+    const gone = await startProxy(t, resetting.url, { INFERMETER_TENANT: 'api-key' }, { log: createLogger('debug', (l) => logs.push(l)) });
     const own = await send(gone.dataUrl, STREAM, bearer);
     assert.equal(own.status, 502);
     const m = await scrape(app);
