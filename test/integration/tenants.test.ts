@@ -199,7 +199,10 @@ describe('per-tenant metering', { concurrency: true }, () => {
     // infermeter's own error answer and its log, from one in front of an upstream that resets
     // every connection. (Not a port closed after use: another test's server took such a port
     // once, and answered 404.)
-    const resetting = await listen(t, createServer((socket) => socket.resetAndDestroy()));
+    const resetting = await listen(
+      t,
+      createServer((socket) => socket.resetAndDestroy()),
+    );
     const gone = await startProxy(t, resetting.url, { INFERMETER_TENANT: 'api-key' }, { log: createLogger('debug', (l) => logs.push(l)) });
     const own = await send(gone.dataUrl, STREAM, bearer);
     assert.equal(own.status, 502);
