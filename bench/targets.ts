@@ -47,9 +47,10 @@ export const HOLDING = 'node pass-through, head held';
  * The flags infermeter runs with (npm start, the bin's shebang, the image; test/run-flags.test.ts
  * holds them equal). 32 MiB semi-spaces bound the resident set (8 MiB tripled a /metrics render:
  * npm run bench:render). 64 MiB of old generation before V8's first marking: with the default,
- * the limit sits just above infermeter's ~20 MB of live heap, and under load the scavenges promoted about 4 MB per 512 throughput requests of objects
- * that die young (the bare pass-through: 0.02 MB); with it, 0.01 MB and no full collections (npm
- * run bench:gc, docs/performance.md).
+ * the limit sits just above infermeter's ~20 MB of live heap, and under load the scavenges
+ * promoted about 4 MB per 512 throughput requests of objects that die young (the bare
+ * pass-through: 0.02 MB); with it, 0.01 MB and no full collections (npm run bench:gc,
+ * docs/performance.md).
  */
 export const INFERMETER_FLAGS = '--max-semi-space-size=32 --initial-heap-size=64';
 
