@@ -240,7 +240,10 @@ describe('pipelined requests through the connection mirror (INFERMETER_UPSTREAM_
         });
       });
     });
-    const app = await startProxy(t, (await listen(t, upstream)).url);
+    // The stale race's window is real time and this upstream shares the test's loaded process:
+    // widened, as for retry.test.ts's re-sends, or a reset a turn late is taken for a request
+    // the upstream worked on and answered 502 (under two CPU hogs, once).
+    const app = await startProxy(t, (await listen(t, upstream)).url, {}, { staleRaceMs: 10_000 });
     const chat = (marker: string): string => {
       const body = `{"model":"m","messages":[{"role":"user","content":"${marker}"}]}`;
       return `POST ${CHAT} HTTP/1.1\r\nHost: engine\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
