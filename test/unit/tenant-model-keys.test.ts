@@ -89,4 +89,34 @@ describe('per (tenant, model) state', () => {
       assert.deepEqual(Object.fromEntries(beside), Object.fromEntries(alone), `${pair.tenant} / ${pair.model}: its series beside the other pairs`);
     }
   });
+
+  it('keeps their SLO classes apart: the class cache answers each pair with its own class, and a request without a tenant with the tenant-free class', () => {
+    // A class for each pair of names that run together; asked in an order where each colliding
+    // key would be cached first by the other pair.
+    const classes = [
+      { name: 'ab-c', tenant: 'ab', model: 'c', slo: 'ttft:100' },
+      { name: 'a-bc', tenant: 'a', model: 'bc', slo: 'ttft:200' },
+      { name: 'x-slash', tenant: 'x', model: '/y', slo: 'ttft:300' },
+      { name: 'dash', tenant: '-', model: 'z', slo: 'ttft:400' },
+    ];
+    const config = loadConfig({ INFERMETER_SLO_FILE: '/s.json', INFERMETER_SLO: 'ttft:1000' }, { readFile: () => JSON.stringify({ classes }) });
+    const policy = createSloPolicy({ config: config.slo, log: silentLogger, watchIntervalMs: 0 });
+    try {
+      const asked: Array<[string, string | undefined, string]> = [
+        ['c', 'ab', 'ab-c'],
+        ['bc', 'a', 'a-bc'],
+        ['y', 'x/', 'default'],
+        ['/y', 'x', 'x-slash'],
+        ['z', '-', 'dash'],
+        ['z', undefined, 'default'],
+      ];
+      for (let round = 0; round < 2; round++) {
+        for (const [model, tenant, expected] of round === 0 ? asked : [...asked].reverse()) {
+          assert.equal(policy.classOf(model, tenant)?.name, expected, `tenant ${tenant} / model ${model}, round ${round}`);
+        }
+      }
+    } finally {
+      policy.close();
+    }
+  });
 });
