@@ -258,7 +258,8 @@ describe('the dashboard in a browser', { skip: skipBrowser, concurrency: 2 }, ()
       page.off('request', onRequest);
       page.off('console', onConsole);
       page.off('pageerror', onPageError);
-      // Away from this test's infermeter before it closes, and no longer polling it.
+      // On a blank page for the next test: no longer polling this test's infermeter (closed by
+      // then: its hook was registered first).
       await page.goto('about:blank');
       idle.push(page);
     });
