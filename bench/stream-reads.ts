@@ -5,7 +5,8 @@
 // read (the latency scenario: a token every few milliseconds), eight events a read (the
 // throughput scenario: tokens back to back), 100-byte reads (events split across reads), 4 KiB
 // reads (many events, each read ending inside one, as a fast stream's socket reads do), and
-// CRLF line ends (the SSE specification's other form).
+// CRLF line ends (the SSE specification's other form); and a one-token stream whole in one read
+// (the round trip's answer, where the usage chunk's reading weighs most).
 // BENCH_COMPARE=<another checkout> runs that checkout's strip and tap too, interleaved round by
 // round in this one process, and prints the ratio: only ratios side by side mean anything on a
 // shared machine. Bounded: a fixed number of streams per round, a fixed number of rounds.
@@ -46,13 +47,19 @@ const TOKENS = 128;
 const events = Array.from({ length: TOKENS }, (_, i) => `data: ${head}tok${i % 64}${tail}\n\n`);
 const finish =
   'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}\n\n';
-const usage = `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":${TOKENS},"total_tokens":${12 + TOKENS}}}\n\n`;
+const usageOf = (tokens: number) =>
+  `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1764500000,"model":"bench-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":${tokens},"total_tokens":${12 + tokens}}}\n\n`;
+const usage = usageOf(TOKENS);
 const all = [...events, finish, usage, 'data: [DONE]\n\n'];
+// A one-token stream whole in one read, as the round trip's answer comes: its usage chunk is a
+// larger part of it than of a long stream's reads.
+const oneToken = Buffer.from([events[0], finish, usageOf(1), 'data: [DONE]\n\n'].join(''));
 const stream = Buffer.from(all.join(''));
 const crlf = Buffer.from(all.join('').replaceAll('\n', '\r\n'));
 
 /** The stream as reads: `perRead` events each, or pieces of `bytes` bytes; CRLF line ends if asked. */
-function reads(shape: { perRead?: number; bytes?: number; crlf?: boolean }): Buffer[] {
+function reads(shape: { perRead?: number; bytes?: number; crlf?: boolean; oneToken?: boolean }): Buffer[] {
+  if (shape.oneToken === true) return [oneToken];
   if (shape.crlf === true) return all.map((e) => Buffer.from(e.replaceAll('\n', '\r\n')));
   if (shape.bytes !== undefined) {
     const out: Buffer[] = [];
@@ -113,16 +120,23 @@ async function main(): Promise<void> {
     { name: '4 KiB reads (many events, the last one split)', bytes: 4096 },
     // Before the one splitter, the tap's general path (TextDecoder and eventsource-parser).
     { name: 'CRLF line ends, one event a read', crlf: true },
+    { name: 'a one-token stream in one read (round trip)', oneToken: true },
   ];
   console.log(`| shape | ${builds.map((b) => `${b.name} µs per read`).join(' | ')}${builds.length > 1 ? ' | ratio' : ''} |`);
   console.log(`|---|${builds.map(() => '---|').join('')}${builds.length > 1 ? '---|' : ''}`);
   for (const shape of shapes) {
     const input = reads(shape);
-    const expected = shape.crlf === true ? crlf.length - usage.length - usage.split('\n').length + 1 : stream.length - usage.length;
+    const expected =
+      shape.oneToken === true
+        ? oneToken.length - usageOf(1).length
+        : shape.crlf === true
+          ? crlf.length - usage.length - usage.split('\n').length + 1
+          : stream.length - usage.length;
+    const tokens = shape.oneToken === true ? 1 : TOKENS;
     for (const b of builds) {
       for (let i = 0; i < 50; i++) {
         if (oneStream(b, input) !== expected) throw new Error(`${b.name}: wrong bytes written`);
-        if (lastTokens !== TOKENS) throw new Error(`${b.name}: ${lastTokens} token events read, not ${TOKENS}`);
+        if (lastTokens !== tokens) throw new Error(`${b.name}: ${lastTokens} token events read, not ${tokens}`);
       }
     }
     const perRead = builds.map(() => [] as number[]);

@@ -14,14 +14,14 @@
 // One filter over one read: its two removals (the usage-only chunk, and with
 // INFERMETER_CONTINUOUS_USAGE each chunk's trailing usage member) share its held event and its writes.
 import { afterBlankLine, EventSplitter, type EventSink } from './event-splitter.ts';
-import { COLON, COMMA, LBRACE, LBRACKET, RBRACE, RBRACKET, sameBytes, skipSpace, skipSpaceBack } from '../json-bytes/bytes.ts';
+import { COLON, COMMA, LBRACE, LBRACKET, RBRACE, RBRACKET, skipSpace, skipSpaceBack } from '../json-bytes/bytes.ts';
+import { choiceAt, choicesIn, EMPTY_CHOICES, NOT_USAGE_ONLY, SOME_CHOICE, USAGE_ONLY_TIMED, usageOnlyKind } from './usage-only-chunk.ts';
 import { skipValue } from '../json-bytes/values.ts';
 
 const LF = 0x0a;
 const CR = 0x0d;
-// Only an event with an empty "choices" and a "usage" key is parsed; every other event is passed
-// without JSON.parse. Whitespace JSON allows is allowed (Python's json.dumps writes `": "`).
-const CHOICES = Buffer.from('"choices"');
+// Only an event with an empty "choices" and a "usage" key is read further (usage-only-chunk.ts).
+// Whitespace JSON allows is allowed (Python's json.dumps writes `": "`).
 const USAGE = Buffer.from('"usage"');
 // Searched for without its quotes: Node's search for a needle that begins with a byte as
 // frequent as `"` in JSON ran about eight times slower (49 against 6 µs over a 64 KiB read).
@@ -56,11 +56,6 @@ export interface BodyFilter {
   end(): Buffer | undefined;
 }
 
-/** `"choices": []` is in the bytes. */
-const EMPTY_CHOICES = 1;
-/** `"choices": [` is in the bytes with a value after it: this event is not the usage-only chunk. */
-const SOME_CHOICE = 2;
-
 /**
  * Where the `,"usage":{...}` member of an event's JSON object is, when it is the object's last
  * member (as vLLM writes continuous usage stats, whitespace JSON allows aside): [its comma, the
@@ -81,64 +76,6 @@ export function usageMember(b: Buffer, start: number, end: number): readonly [nu
   if (b[open] !== LBRACE || skipValue(b, open, inner + 1) !== inner + 1) return undefined;
   const comma = skipSpaceBack(b, key - 1, start);
   return comma >= start && b[comma] === COMMA ? [comma, inner + 1] : undefined;
-}
-
-/** Not a usage-only chunk; one; one that carries a `timings` object too. */
-const NOT_USAGE_ONLY = 0;
-const USAGE_ONLY = 1;
-const USAGE_ONLY_TIMED = 2;
-
-/**
- * Whether a complete SSE event is a usage-only chunk (`choices: []` and a usage object), and
- * whether it carries the engine's timings; its lines are bytes [start, end) of `event`. An event
- * whose bytes show a non-empty `choices` anywhere is not one, whatever a repeated key makes of it
- * for JSON.parse: so the strip can let such an event go from its first bytes on, before its end
- * came, and decide the same as when it came whole.
- */
-function usageOnlyKind(event: Buffer, start: number, end: number): number {
-  return choicesIn(event, start, end, event.indexOf(LBRACKET, start)) === EMPTY_CHOICES ? usageOnlyJson(event, start, end) : NOT_USAGE_ONLY;
-}
-
-/** The event's lines as JSON: a `choices` that is empty and a `usage` object, nothing but `data:` lines and comments; with `timings` or not. */
-function usageOnlyJson(event: Buffer, start: number, end: number): number {
-  const usage = event.indexOf(USAGE, start);
-  if (usage === -1 || usage >= end) return NOT_USAGE_ONLY;
-  const data: string[] = [];
-  for (const line of event.toString('utf8', start, end).split(/\r\n|\r|\n/)) {
-    if (line.startsWith('data:')) data.push(line.slice(line.charCodeAt(5) === 0x20 ? 6 : 5));
-    else if (line !== '' && !line.startsWith(':')) return NOT_USAGE_ONLY; // event:, id: ... keep such events
-  }
-  if (data.length === 0) return NOT_USAGE_ONLY;
-  try {
-    const p = JSON.parse(data.join('\n')) as { choices?: unknown; usage?: unknown; timings?: unknown };
-    if (!Array.isArray(p.choices) || p.choices.length !== 0 || typeof p.usage !== 'object' || p.usage === null) return NOT_USAGE_ONLY;
-    return typeof p.timings === 'object' && p.timings !== null ? USAGE_ONLY_TIMED : USAGE_ONLY;
-  } catch {
-    return NOT_USAGE_ONLY;
-  }
-}
-
-/**
- * What `"choices": [` in [start, end) shows (EMPTY_CHOICES, SOME_CHOICE, both or none), from each
- * `[` from `at` on (the first at or after start: a byte search, and a token event has one or two),
- * looking back for `"choices":` and forwards, whitespace aside, for what follows (nothing yet, at
- * the end of an event's first bytes: not known).
- */
-function choicesIn(event: Buffer, start: number, end: number, at: number): number {
-  let found = 0;
-  for (; at !== -1 && at < end; at = event.indexOf(LBRACKET, at + 1)) found |= choiceAt(event, start, end, at);
-  return found;
-}
-
-/** What the `[` at `at` shows: EMPTY_CHOICES, SOME_CHOICE, or 0 (not a choices array, or its next byte not in range). */
-function choiceAt(event: Buffer, start: number, end: number, at: number): number {
-  let i = skipSpaceBack(event, at - 1, start);
-  if (i < start || event[i] !== COLON) return 0;
-  i = skipSpaceBack(event, i - 1, start) - CHOICES.length + 1;
-  if (i < start || !sameBytes(event, i, CHOICES)) return 0;
-  const next = skipSpace(event, at + 1, end);
-  if (next >= end) return 0;
-  return event[next] === RBRACKET ? EMPTY_CHOICES : SOME_CHOICE;
 }
 
 /** An index found, or NONE for indexOf's -1. */
@@ -200,8 +137,8 @@ export function createUsageStrip(options: UsageStripOptions): BodyFilter {
   };
 
   const sink: EventSink = {
-    event(b, start, end, _firstEnd, _lines, next) {
-      const kind = emptyChoices(b, start, end) ? usageOnlyKind(b, start, end) : NOT_USAGE_ONLY;
+    event(b, start, end, _firstEnd, lines, next) {
+      const kind = emptyChoices(b, start, end) ? usageOnlyKind(b, start, end, lines) : NOT_USAGE_ONLY;
       const usage = kind !== NOT_USAGE_ONLY;
       const timed = kind === USAGE_ONLY_TIMED;
       if (b !== chunk) {
