@@ -48,7 +48,9 @@ function usageOnlyBytes(b: Buffer, from: number, end: number): number {
   const read = objectMembers(b, from, end, USAGE_KEYS, valueStarts);
   if (read === UNREADABLE) return UNREADABLE;
   if (read === NOT_JSON) return NOT_USAGE_ONLY;
-  const [choices, usage, timings] = valueStarts as unknown as [number, number, number];
+  const choices = valueStarts[0]!;
+  const usage = valueStarts[1]!;
+  const timings = valueStarts[2]!;
   // JSON.parse's view: `choices` an empty array, `usage` and `timings` of type 'object' (an array is one, null is not).
   if (choices === -1 || b[choices] !== LBRACKET || b[skipSpace(b, choices + 1, end)] !== RBRACKET) return NOT_USAGE_ONLY;
   if (usage === -1 || (b[usage] !== LBRACE && b[usage] !== LBRACKET)) return NOT_USAGE_ONLY;

@@ -9,7 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { listen } from '../helpers/listen.ts';
 import { parseExposition } from '../helpers/exposition.ts';
-import { startMemoryChild, until, type Memory } from '../helpers/memory-child.ts';
+import { startMemoryChild, until, type Memory, type MemoryChild } from '../helpers/memory-child.ts';
 import { nextFinished, scrape, startProxy } from '../helpers/proxy-harness.ts';
 import { METRICS_MAX_CONNECTIONS } from '../../src/management/metrics-app.ts';
 
@@ -29,6 +29,20 @@ async function readingUpstream(t: import('node:test').TestContext): Promise<{ ur
   const { url } = await listen(t, server);
   t.after(() => server.closeAllConnections());
   return { url, requests: () => requests };
+}
+
+/** A request for a non-streamed answer, on a connection that closes after it (the slow readers' cases). */
+const ANSWER_REQUEST = `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 13\r\nConnection: close\r\n\r\n{"model":"m"}`;
+
+/** until()'s condition: infermeter's upstream reads have not moved since the last look, and `enough` holds for what it read since `from`. */
+function readsStill(proxy: MemoryChild, from: number, enough: (read: number) => boolean): () => boolean {
+  let last = -1;
+  return () => {
+    const read = proxy.bytesRead();
+    const still = read === last;
+    last = read;
+    return still && enough(read - from);
+  };
 }
 
 describe('memory bounds', () => {
@@ -146,9 +160,7 @@ describe('memory bounds', () => {
         });
         socket.on('close', () => resolve());
       });
-      socket.write(
-        `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 13\r\nConnection: close\r\n\r\n{"model":"m"}`,
-      );
+      socket.write(ANSWER_REQUEST);
       clients.push(client);
     }
     // The upstream has sent every answer (an event, not a machine's speed: in a suite run at six
@@ -156,14 +168,8 @@ describe('memory bounds', () => {
     // only after the readers resumed, taking the copies the first ones gave back: 37 unheld).
     // Then infermeter has read what it could of them (as much as the sockets' buffers took), and
     // no more comes.
-    let last = -1;
     await until(
-      () => {
-        const read = proxy.bytesRead();
-        const still = read === last;
-        last = read;
-        return sent >= 61 && still && read - readBefore > 16 * answer.length;
-      },
+      readsStill(proxy, readBefore, (read) => sent >= 61 && read > 16 * answer.length),
       () => `${sent - 1} of 60 answers sent, read ${mib(proxy.bytesRead() - readBefore)}`,
       500,
     );
@@ -240,20 +246,12 @@ describe('memory bounds', () => {
       const socket = connect(Number(port), '127.0.0.1');
       socket.on('error', () => undefined);
       socket.pause();
-      socket.write(
-        `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 13\r\nConnection: close\r\n\r\n{"model":"m"}`,
-      );
+      socket.write(ANSWER_REQUEST);
       sockets.push(socket);
     }
     // Read as far as the paused readers' buffers let it: past the budget, no more coming.
-    let last = -1;
     await until(
-      () => {
-        const read = proxy.bytesRead();
-        const still = read === last;
-        last = read;
-        return still && read - readBefore > 2 * budget;
-      },
+      readsStill(proxy, readBefore, (read) => read > 2 * budget),
       () => `read ${mib(proxy.bytesRead() - readBefore)}`,
       500,
     );
