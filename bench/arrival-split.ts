@@ -7,16 +7,18 @@
 // 50 ms, 10 ms apart), each lane sending its next the moment its last ended, so that 32 streams
 // end together and 32 requests arrive at once (waves 2 on pooled: the first wave's requests
 // come to a proxy that is doing nothing else); `burst`, 32 one-token requests sent at once to a
-// proxy that is doing nothing else (no stream ends among them). Targets: direct, the bench's
-// bare Node pass-through in two processes (their difference is what a run resolves), infermeter
-// with its defaults, BENCH_COMPARE=<checkouts, comma-separated> as in npm run bench. Interleaved
-// repetitions (`--reps=N`, 5), medians of each repetition's p50 and p99. Clients without
-// include_usage. Loopback only, every loop bounded in count.
+// proxy that is doing nothing else (no stream ends among them). Targets: direct; the Node floor
+// (the bare pass-through that writes the response head when the upstream's arrives, as infermeter
+// must: npm run bench's floor) in two processes, whose difference is what a run resolves;
+// infermeter with its defaults, and the same process on a path it forwards unmeasured
+// (`/v1/unmeasured`: its proxying alone); BENCH_COMPARE=<checkouts, comma-separated> as in npm
+// run bench. Interleaved repetitions (`--reps=N`, 5), medians of each repetition's p50 and p99.
+// Clients without include_usage. Loopback only, every loop bounded in count.
 import http from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchHeaders, median, percentile } from './load.ts';
-import { INFERMETER_FLAGS, infermeterEnv, startNode } from './targets.ts';
+import { CONTROL, FLOOR, INFERMETER_FLAGS, infermeterEnv, startNode } from './targets.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const reps = Number(arg('reps') ?? 5);
@@ -51,7 +53,7 @@ function send(url: string, agent: http.Agent, shape: typeof STREAM, wave: number
       if (sent === undefined) failed++;
       resolve(sent);
     };
-    const req = http.request(new URL('/v1/chat/completions', url), { method: 'POST', agent, headers: benchHeaders(payload, shape, id) }, (res) => {
+    const req = http.request(url, { method: 'POST', agent, headers: benchHeaders(payload, shape, id) }, (res) => {
       res.on('data', () => {
         if (firstByteAt === 0n) firstByteAt = process.hrtime.bigint();
       });
@@ -129,11 +131,12 @@ try {
   const { child: upChild, line: upLine } = await startNode(here('upstream.ts'), [], { BENCH_TIMINGS: '1' }, /"port"/, 'stdout');
   children.push(upChild);
   const upstream = `http://127.0.0.1:${(JSON.parse(upLine) as { port: number }).port}`;
-  const targets: Array<{ name: string; url: string }> = [{ name: 'direct', url: upstream }];
-  for (const name of ['node pass-through', 'node pass-through (control)']) {
-    const { child, line } = await startNode(here('passthrough.ts'), [upstream], {}, /"port"/, 'stdout');
+  const CHAT = '/v1/chat/completions';
+  const targets: Array<{ name: string; url: string }> = [{ name: 'direct', url: upstream + CHAT }];
+  for (const name of [FLOOR, CONTROL]) {
+    const { child, line } = await startNode(here('passthrough.ts'), [upstream, '--head-at-once'], {}, /"port"/, 'stdout');
     children.push(child);
-    targets.push({ name, url: `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}` });
+    targets.push({ name, url: `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}${CHAT}` });
   }
   const builds = [here('..'), ...(process.env.BENCH_COMPARE?.split(',') ?? [])];
   for (const [i, root] of builds.entries()) {
@@ -146,7 +149,10 @@ try {
       INFERMETER_FLAGS.split(' '),
     );
     children.push(child);
-    targets.push({ name: i === 0 ? 'infermeter' : `infermeter @ ${root}`, url: (JSON.parse(line) as { data: string }).data });
+    const data = (JSON.parse(line) as { data: string }).data;
+    targets.push({ name: i === 0 ? 'infermeter' : `infermeter @ ${root}`, url: data + CHAT });
+    // The same process on a path it forwards unmeasured: its proxying alone.
+    if (i === 0) targets.push({ name: 'infermeter, unmeasured path', url: `${data}/v1/unmeasured` });
   }
   const agents = new Map(targets.map((t) => [t.name, new http.Agent({ keepAlive: true, maxSockets: LANES })]));
   const patterns: Array<[string, (url: string, agent: http.Agent) => Promise<Sent[]>]> = [

@@ -36,16 +36,19 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
     }
     return p;
   };
-  const collect = (value: (p: TenantModel) => number) => (): MetricValue[] =>
-    [...pairs.values()].map((p) => ({ value: value(p), labels: { tenant: p.tenant, model_name: p.model } }));
+  // Read as the render goes (tenants x models series): never built whole within one piece.
+  const collect = (value: (p: TenantModel) => number) =>
+    function* (): Generator<MetricValue> {
+      for (const p of pairs.values()) yield { value: value(p), labels: { tenant: p.tenant, model_name: p.model } };
+    };
   registerDerived(registry, {
     name: 'infermeter_tenant_requests_total',
     help: 'Finished inference requests per tenant (INFERMETER_TENANT) and model, by outcome (success, failed, cancelled).',
     type: 'counter',
-    collect: () =>
-      [...pairs.values()].flatMap((p) =>
-        OUTCOMES.map((outcome) => ({ value: p.outcomes[outcome], labels: { tenant: p.tenant, model_name: p.model, outcome } })),
-      ),
+    *collect() {
+      for (const p of pairs.values())
+        for (const outcome of OUTCOMES) yield { value: p.outcomes[outcome], labels: { tenant: p.tenant, model_name: p.model, outcome } };
+    },
   });
   registerDerived(registry, {
     name: 'infermeter_tenant_prompt_tokens_total',
@@ -60,11 +63,10 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
     collect: collect((p) => p.generationTokens),
   });
   // Only the pairs that had a stream without usage: two series more where it happens, not on every pair.
-  const withoutUsage = (value: (p: TenantModel) => number) => (): MetricValue[] => {
-    const values: MetricValue[] = [];
-    for (const p of pairs.values()) if (p.withoutUsage > 0) values.push({ value: value(p), labels: { tenant: p.tenant, model_name: p.model } });
-    return values;
-  };
+  const withoutUsage = (value: (p: TenantModel) => number) =>
+    function* (): Generator<MetricValue> {
+      for (const p of pairs.values()) if (p.withoutUsage > 0) yield { value: value(p), labels: { tenant: p.tenant, model_name: p.model } };
+    };
   registerDerived(registry, {
     name: 'infermeter_tenant_streams_without_usage_total',
     help: "Streamed inference requests per tenant and model that succeeded without a usage report: their tokens count as 0 in the token families (the spec's fallback).",

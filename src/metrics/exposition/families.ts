@@ -79,8 +79,11 @@ export interface DerivedOptions {
   readonly type: MetricType;
   /** How the client's cluster aggregation combines workers' values. */
   readonly aggregator?: Collected['aggregator'];
-  /** Called at every scrape; returns the samples of the family. */
-  readonly collect: () => MetricValue[];
+  /**
+   * Called at every scrape; the samples of the family. An iterator is read as the render goes, a
+   * part at a time: a family of thousands of series is never built whole in one piece.
+   */
+  readonly collect: () => Iterable<MetricValue>;
 }
 
 /** A counter or gauge (or a histogram's samples) computed at scrape time. */
@@ -108,7 +111,7 @@ export function registerDerived(registry: Registry, options: DerivedOptions): Fa
       name: options.name,
       help: options.help,
       type: options.type,
-      values: options.collect(),
+      values: Array.from(options.collect()),
       aggregator: options.aggregator ?? 'sum',
     }),
   };

@@ -1,0 +1,37 @@
+// The per-tenant counter families hold tenants × models series (10,000 at the default caps):
+// each is read as the render goes, a part at a time, never built whole in one piece of a render
+// (a whole build held the loop for 12 to 18 ms at the caps: bench/scrape-pieces.ts).
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { Registry } from '@prometheus-io/client';
+import type { RequestSample } from '../../src/measure/sample.ts';
+import type { Family } from '../../src/metrics/exposition/families.ts';
+import { createTenantFamilies } from '../../src/tenants/tenant-families.ts';
+
+const sample = (tenant: string, model: string): RequestSample =>
+  ({ tenant, model, outcome: 'success', promptTokens: 10, completionTokens: 4, usageSource: 'usage', tokenEvents: 4, e2e: 0.5 }) as unknown as RequestSample;
+
+for (const name of ['infermeter_tenant_requests_total', 'infermeter_tenant_prompt_tokens_total', 'infermeter_tenant_generation_tokens_total']) {
+  it(`${name}: read as the render goes, a part at a time`, () => {
+    const registry = new Registry();
+    const observer = createTenantFamilies(registry, undefined);
+    const finished = (tenant: string, model: string) => {
+      const s = sample(tenant, model);
+      observer.finished!(s, s);
+    };
+    for (let t = 0; t < 100; t++) for (let m = 0; m < 20; m++) finished(`tenant-${t}`, `model-${m}`);
+    const family = registry.getSingleMetric(name) as unknown as Family;
+    const whole = family.renderText();
+    const parts = family.renderParts!()[Symbol.iterator]();
+    const first = parts.next();
+    assert.equal(first.done, false);
+    assert.ok(first.value.length < whole.length / 10, `the first part: ${first.value.length} of ${whole.length} characters`);
+    // A pair counted after the first part is in the rest of this render: the pairs were not
+    // copied out whole before the first part.
+    finished('tenant-late', 'model-late');
+    let rest = '';
+    for (let part = parts.next(); part.done !== true; part = parts.next()) rest += part.value;
+    assert.ok(rest.includes('tenant="tenant-late"'), 'the pair counted during the render is in it');
+    assert.ok((first.value + rest).startsWith(whole), 'the parts begin with the whole text rendered before the pair');
+  });
+}
