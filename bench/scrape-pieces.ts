@@ -38,6 +38,7 @@ const config = loadConfig({
   INFERMETER_DIALECTS: dialects,
   INFERMETER_TENANT: 'header:x-tenant',
   INFERMETER_UPSTREAM_METRICS: 'off',
+  ...(process.env.BENCH_PRICES_FILE === undefined ? {} : { INFERMETER_PRICES_FILE: process.env.BENCH_PRICES_FILE }),
 });
 const app = await startInfermeter(config, { log: silentLogger });
 

@@ -10,7 +10,8 @@
 // First, each build's render at the same caps read piece by piece in a process of its own
 // (bench/scrape-pieces.ts): how long the largest piece held the loop, wall and CPU.
 // BENCH_COMPARE=<checkout> runs another infermeter the same way, after this one. Loopback only;
-// every loop bounded in count. BENCH_TENANTS, BENCH_DIALECTS and BENCH_BYSTANDERS change the
+// every loop bounded in count. BENCH_TENANTS, BENCH_DIALECTS, BENCH_BYSTANDERS and
+// BENCH_PRICES_FILE (a prices file: the cost families at the caps too) change the
 // scenario (e.g. BENCH_TENANTS=1 BENCH_DIALECTS=mindie,aom,vllm,otel BENCH_BYSTANDERS=8: the
 // fidelity bench's scrape scenario, 100 models, in repetitions).
 import { spawn } from 'node:child_process';
@@ -29,6 +30,9 @@ const TENANTS = Number(process.env.BENCH_TENANTS ?? (quick ? 30 : 100));
 const DIALECTS = process.env.BENCH_DIALECTS ?? 'mindie,vllm,otel';
 const BYSTANDERS = Number(process.env.BENCH_BYSTANDERS ?? 32);
 const REPETITIONS = quick ? 2 : 5;
+/** BENCH_PRICES_FILE: infermeter with these prices (INFERMETER_PRICES_FILE), its cost families at the caps too. */
+const PRICES: { INFERMETER_PRICES_FILE?: string } =
+  process.env.BENCH_PRICES_FILE === undefined ? {} : { INFERMETER_PRICES_FILE: process.env.BENCH_PRICES_FILE };
 
 function stream(url: string, agent: http.Agent, tokens: number, model: string, tenant: string): Promise<number[]> {
   return new Promise((resolve, reject) => {
@@ -89,7 +93,13 @@ interface Rounds {
 
 /** infermeter at the caps: rounds of its bystanders and, interleaved, of the control's through `floor`. */
 async function run(label: string, cli: string, upstream: string, floor: string): Promise<{ rows: string[]; added: number[]; controlAdded: number[] }> {
-  const env = { ...infermeterEnv(upstream), INFERMETER_DIALECTS: DIALECTS, INFERMETER_TENANT: 'header:x-tenant', INFERMETER_UPSTREAM_METRICS: 'off' };
+  const env = {
+    ...infermeterEnv(upstream),
+    INFERMETER_DIALECTS: DIALECTS,
+    INFERMETER_TENANT: 'header:x-tenant',
+    INFERMETER_UPSTREAM_METRICS: 'off',
+    ...PRICES,
+  };
   const flags = (process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS).split(' ').filter(Boolean);
   const { child, line } = await startNode(cli, [], env, /"infermeter started"/, 'stderr', flags);
   child.stderr!.resume();
@@ -169,7 +179,14 @@ interface Pieces {
 async function pieces(label: string, root: string, upstream: string): Promise<string> {
   const flags = (process.env.BENCH_INFERMETER_FLAGS ?? INFERMETER_FLAGS).split(' ').filter(Boolean);
   const args = [root, upstream, String(MODELS), String(TENANTS), DIALECTS, quick ? '2' : '5'];
-  const { child, line } = await startNode(fileURLToPath(new URL('scrape-pieces.ts', import.meta.url)), args, {}, /"pieces"/, 'stdout', flags);
+  const { child, line } = await startNode(
+    fileURLToPath(new URL('scrape-pieces.ts', import.meta.url)),
+    args,
+    PRICES.INFERMETER_PRICES_FILE === undefined ? {} : { BENCH_PRICES_FILE: PRICES.INFERMETER_PRICES_FILE },
+    /"pieces"/,
+    'stdout',
+    flags,
+  );
   child.kill('SIGKILL');
   const r = JSON.parse(line) as Pieces;
   const f = (n: number) => n.toFixed(1);

@@ -10,6 +10,7 @@
 import type { Registry } from '@prometheus-io/client';
 import type { Clock } from '../measure/clock.ts';
 import type { RequestInfo, RequestSample } from '../measure/sample.ts';
+import { PART_CHARS } from '../metrics/exposition/families.ts';
 import { formatLabels, header } from '../metrics/exposition/text-format.ts';
 import type { PriceBook } from './price-book.ts';
 import { createPoolSplit, type Labels, type PoolSplit, type Settled } from './pool-split.ts';
@@ -144,29 +145,31 @@ export function createChargeback(options: ChargebackOptions): Chargeback {
     currency: () => table.currency,
   };
 
-  // The series: (tenant, model, kind) -> nano-units, read at the scrape.
-  const series = (): { tenant: string; model: string; kind: string; nanos: bigint }[] => {
+  // The series: (tenant, model, kind) -> nano-units, read at the scrape as the render goes
+  // (tenants x models x 5 at the caps: never all in one piece of a render).
+  function* series(): Generator<{ tenant: string; model: string; kind: string; nanos: bigint }> {
     advanceAll();
-    const out: { tenant: string; model: string; kind: string; nanos: bigint }[] = [];
-    for (const e of tokenSums.values()) for (const kind of TOKEN_KINDS) out.push({ tenant: e.tenant, model: e.model, kind, nanos: e.sums[kind] / 1_000_000n });
-    for (const h of hours.values()) out.push({ tenant: h.tenant, model: h.model, kind: 'hour', nanos: h.nanos });
-    return out;
-  };
-  if (options.tenants) {
-    registerBigFamily(options.registry, 'infermeter_tenant_cost_nanos_total', 'counter', TENANT_HELP, () =>
-      series().map((s) => ({ labels: { tenant: s.tenant, model_name: s.model, kind: s.kind }, value: s.nanos })),
-    );
+    for (const e of tokenSums.values()) for (const kind of TOKEN_KINDS) yield { tenant: e.tenant, model: e.model, kind, nanos: e.sums[kind] / 1_000_000n };
+    for (const h of hours.values()) yield { tenant: h.tenant, model: h.model, kind: 'hour', nanos: h.nanos };
   }
-  registerBigFamily(options.registry, 'infermeter_cost_nanos_total', 'counter', MODEL_HELP, () => {
-    // The sum of the tenants' series (idle included), so that the two families agree to the nano-unit.
+  if (options.tenants) {
+    registerBigFamily(options.registry, 'infermeter_tenant_cost_nanos_total', 'counter', TENANT_HELP, function* () {
+      for (const s of series()) yield { labels: { tenant: s.tenant, model_name: s.model, kind: s.kind }, value: s.nanos };
+    });
+  }
+  registerBigFamily(options.registry, 'infermeter_cost_nanos_total', 'counter', MODEL_HELP, function* () {
+    // The sum of the tenants' series (idle included), so that the two families agree to the
+    // nano-unit; summed in slices, the loop given back between them.
     const byModel = new Map<string, { model: string; kind: string; nanos: bigint }>();
+    let read = 0;
     for (const s of series()) {
       const k = keyOf(s.kind, s.model);
       const m = byModel.get(k);
       if (m === undefined) byModel.set(k, { model: s.model, kind: s.kind, nanos: s.nanos });
       else m.nanos += s.nanos;
+      if (++read % SUM_SLICE === 0) yield PAUSE;
     }
-    return [...byModel.values()].map((m) => ({ labels: { model_name: m.model, kind: m.kind }, value: m.nanos }));
+    for (const m of byModel.values()) yield { labels: { model_name: m.model, kind: m.kind }, value: m.nanos };
   });
   registerBigFamily(options.registry, 'infermeter_pool_cost_nanos_total', 'counter', POOL_HELP, () => {
     advanceAll();
@@ -191,24 +194,44 @@ const POOL_HELP =
   'Cost of each pool (a per_hour entry of the prices file, by its match glob) since its prices came into use, in nano-units: idle plus the tenants shares, settled each minute.';
 const INFO_HELP = 'The prices in use (INFERMETER_PRICES_FILE): their version and currency.';
 
-/** A family whose values are BigInts, written exactly (a float64 is exact only to 2^53 nano-units). */
-function registerBigFamily(
-  registry: Registry,
-  name: string,
-  type: 'counter' | 'gauge',
-  help: string,
-  collect: () => { labels: Record<string, string>; value: bigint }[],
-): void {
+/** A value of a family whose values are BigInts. */
+interface BigValue {
+  readonly labels: Record<string, string>;
+  readonly value: bigint;
+}
+/** Among a family's values: where its render may give the loop back (a long sum goes on after it). */
+const PAUSE = undefined;
+/** Series summed between two pauses. */
+const SUM_SLICE = 2048;
+
+/**
+ * A family whose values are BigInts, written exactly (a float64 is exact only to 2^53
+ * nano-units); rendered in parts as its values are read (families.ts's PART_CHARS).
+ */
+function registerBigFamily(registry: Registry, name: string, type: 'counter' | 'gauge', help: string, collect: () => Iterable<BigValue | typeof PAUSE>): void {
+  function* renderParts(): Generator<string> {
+    let out = header(name, help, type);
+    for (const v of collect()) {
+      if (v !== PAUSE) {
+        out += `${name}{${formatLabels(v.labels)}} ${v.value.toString()}\n`;
+        if (out.length < PART_CHARS) continue;
+      }
+      yield out;
+      out = '';
+    }
+    if (out !== '') yield out;
+  }
   const family = {
     name,
     help,
     type,
-    renderText() {
-      let out = header(name, help, type);
-      for (const v of collect()) out += `${name}{${formatLabels(v.labels)}} ${v.value.toString()}\n`;
-      return out;
+    renderText: () => Array.from(renderParts()).join(''),
+    renderParts,
+    get: () => {
+      const values: Array<{ labels: Record<string, string>; value: number }> = [];
+      for (const v of collect()) if (v !== PAUSE) values.push({ labels: v.labels, value: Number(v.value) });
+      return { name, help, type, values, aggregator: 'sum' };
     },
-    get: () => ({ name, help, type, values: collect().map((v) => ({ labels: v.labels, value: Number(v.value) })), aggregator: 'sum' }),
   };
   registry.registerMetric(family as never);
 }

@@ -84,6 +84,7 @@ export function createScrapeRounds(metrics: Metrics, options: ScrapeRoundOptions
     try {
       for await (const piece of metrics.renderPieces(openMetrics)) {
         if (readers.every((r) => r.done)) break;
+        if (piece === '') continue; // the render gave the loop back with nothing new
         const bytes = Buffer.from(piece);
         const pending = readers.map(taken).filter((p) => p !== undefined);
         if (pending.length > 0) await Promise.all(pending);

@@ -54,7 +54,8 @@ export interface Metrics {
   /**
    * The same text in pieces, each rendered within about RENDER_SLICE_MS (render-pieces.ts) of the event loop,
    * which it is given back between pieces: a scrape of thousands of series never holds the
-   * data plane's streams for long. A piece holds whole series; a large family spans pieces.
+   * data plane's streams for long. A piece holds whole series; a large family spans pieces. A
+   * piece may be empty (the loop given back within a family's long work): nothing to send.
    */
   renderPieces(openMetrics?: boolean): AsyncGenerator<string>;
   readonly contentType: string;

@@ -46,7 +46,7 @@ export interface Family {
 }
 
 /** About how many characters a part of a derived family's text holds. */
-const PART_CHARS = 4 * 1024;
+export const PART_CHARS = 4 * 1024;
 /**
  * A histogram keeps its series' line prefixes between renders while it has at most this many
  * series; past it (tenants x models at their caps) they are built at each render and let go:
