@@ -124,10 +124,11 @@ export function createGoodputFamilies(registry: Registry, policy: SloPolicy, ten
       name: 'infermeter_tenant_goodput_requests_total',
       help: 'Finished inference requests per tenant (INFERMETER_TENANT) and model by goodput verdict: good, missed, failed, cancelled.',
       type: 'counter',
-      collect: () =>
-        [...pairs.values()].flatMap((p) =>
-          VERDICTS.map((verdict) => ({ value: p.verdicts[verdict], labels: { tenant: p.tenant, model_name: p.model, verdict } })),
-        ),
+      // Read as the render goes (tenants x models x verdicts series): never built whole within one piece.
+      *collect() {
+        for (const p of pairs.values())
+          for (const verdict of VERDICTS) yield { value: p.verdicts[verdict], labels: { tenant: p.tenant, model_name: p.model, verdict } };
+      },
     });
   }
 

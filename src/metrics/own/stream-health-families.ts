@@ -46,13 +46,18 @@ export function createStreamHealthFamilies(registry: Registry, buckets: BucketOv
       name: 'infermeter_tenant_stream_stalls_total',
       help: 'infermeter_stream_stalls_total per tenant (INFERMETER_TENANT) and model.',
       type: 'counter',
-      collect: () => Array.from(perTenant.values(), (p): MetricValue => ({ value: p.stalls, labels: { tenant: p.tenant, model_name: p.model } })),
+      // Read as the render goes (tenants x models series): never built whole within one piece.
+      *collect(): Generator<MetricValue> {
+        for (const p of perTenant.values()) yield { value: p.stalls, labels: { tenant: p.tenant, model_name: p.model } };
+      },
     });
     registerDerived(registry, {
       name: 'infermeter_tenant_client_backpressure_seconds_total',
       help: "Seconds the clients' sockets refused writes, per tenant (INFERMETER_TENANT) and model: the sum of infermeter_client_backpressure_seconds.",
       type: 'counter',
-      collect: () => Array.from(perTenant.values(), (p): MetricValue => ({ value: p.backpressure, labels: { tenant: p.tenant, model_name: p.model } })),
+      *collect(): Generator<MetricValue> {
+        for (const p of perTenant.values()) yield { value: p.backpressure, labels: { tenant: p.tenant, model_name: p.model } };
+      },
     });
   }
   const stallMs = options.stallSeconds * 1000;

@@ -48,7 +48,10 @@ export function createUsageDetailFamilies(registry: Registry, tenants: boolean):
         name: `infermeter_tenant_${d.name}`,
         help: `${d.help.slice(0, -1)}, per tenant (INFERMETER_TENANT) and model.`,
         type: 'counter',
-        collect: () => Array.from(perTenant[i]!.values(), (p): MetricValue => ({ value: p.value, labels: { tenant: p.tenant, model_name: p.model } })),
+        // Read as the render goes (tenants x models series): never built whole within one piece.
+        *collect(): Generator<MetricValue> {
+          for (const p of perTenant[i]!.values()) yield { value: p.value, labels: { tenant: p.tenant, model_name: p.model } };
+        },
       });
     });
   }
