@@ -8,6 +8,7 @@ import type { Registry } from '@prometheus-io/client';
 import type { Outcome, RequestInfo, RequestSample } from '../measure/sample.ts';
 import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from '../metrics/exposition/buckets.ts';
 import { registerDerived, registerLabelledHistogram, type MetricValue } from '../metrics/exposition/families.ts';
+import { pairSeries } from '../metrics/exposition/pair-series.ts';
 import type { SampleObserver } from '../metrics/state/recorder.ts';
 
 interface TenantModel {
@@ -36,11 +37,6 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
     }
     return p;
   };
-  // Read as the render goes (tenants x models series): never built whole within one piece.
-  const collect = (value: (p: TenantModel) => number) =>
-    function* (): Generator<MetricValue> {
-      for (const p of pairs.values()) yield { value: value(p), labels: { tenant: p.tenant, model_name: p.model } };
-    };
   registerDerived(registry, {
     name: 'infermeter_tenant_requests_total',
     help: 'Finished inference requests per tenant (INFERMETER_TENANT) and model, by outcome (success, failed, cancelled).',
@@ -54,13 +50,13 @@ export function createTenantFamilies(registry: Registry, buckets: BucketOverride
     name: 'infermeter_tenant_prompt_tokens_total',
     help: 'Prompt tokens of finished inference requests per tenant and model, as the upstream reported them.',
     type: 'counter',
-    collect: collect((p) => p.promptTokens),
+    collect: pairSeries(pairs, (p) => p.promptTokens),
   });
   registerDerived(registry, {
     name: 'infermeter_tenant_generation_tokens_total',
     help: 'Generated tokens of finished inference requests per tenant and model (the upstream usage, or the tokens delivered by a stream cut short).',
     type: 'counter',
-    collect: collect((p) => p.generationTokens),
+    collect: pairSeries(pairs, (p) => p.generationTokens),
   });
   // Only the pairs that had a stream without usage: two series more where it happens, not on every pair.
   const withoutUsage = (value: (p: TenantModel) => number) =>

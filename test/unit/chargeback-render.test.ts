@@ -11,6 +11,7 @@ import { parsePricesText } from '../../src/chargeback/prices-file.ts';
 import { silentLogger } from '../../src/log.ts';
 import type { RequestSample } from '../../src/measure/sample.ts';
 import type { Family } from '../../src/metrics/exposition/families.ts';
+import { assertReadAsRendered } from '../helpers/read-as-rendered.ts';
 
 const PRICES = `currency: USD
 version: "v1"
@@ -43,17 +44,7 @@ function chargebackAt(tenants: number, models: number) {
 
 it('renders the tenant cost family a part at a time, a pair finished after the first part in it', () => {
   const { family, finish } = chargebackAt(100, 20);
-  const tenants = family('infermeter_tenant_cost_nanos_total');
-  const whole = tenants.renderText();
-  const parts = tenants.renderParts!()[Symbol.iterator]();
-  const first = parts.next();
-  assert.equal(first.done, false);
-  assert.ok(first.value.length < whole.length / 10, `the first part: ${first.value.length} of ${whole.length} characters`);
-  finish('tenant-late', 'model-late');
-  let rest = '';
-  for (let part = parts.next(); part.done !== true; part = parts.next()) rest += part.value;
-  assert.ok(rest.includes('tenant="tenant-late"'), 'the pair finished during the render is in it');
-  assert.ok((first.value + rest).startsWith(whole), 'the parts begin with the whole text rendered before the pair');
+  assertReadAsRendered(family('infermeter_tenant_cost_nanos_total'), () => finish('tenant-late', 'model-late'));
 });
 
 it('sums the per-model family in slices, an empty part between them, and agrees with the tenant family', () => {

@@ -10,6 +10,7 @@ import type { Registry } from '@prometheus-io/client';
 import type { RequestSample } from '../../measure/sample.ts';
 import { bucketsFor, OWN_BUCKETS, type BucketOverrides } from '../exposition/buckets.ts';
 import { registerDerived, registerHistogram, type MetricValue } from '../exposition/families.ts';
+import { pairSeries } from '../exposition/pair-series.ts';
 import type { SampleObserver } from '../state/recorder.ts';
 
 export interface StreamHealthOptions {
@@ -46,18 +47,13 @@ export function createStreamHealthFamilies(registry: Registry, buckets: BucketOv
       name: 'infermeter_tenant_stream_stalls_total',
       help: 'infermeter_stream_stalls_total per tenant (INFERMETER_TENANT) and model.',
       type: 'counter',
-      // Read as the render goes (tenants x models series): never built whole within one piece.
-      *collect(): Generator<MetricValue> {
-        for (const p of perTenant.values()) yield { value: p.stalls, labels: { tenant: p.tenant, model_name: p.model } };
-      },
+      collect: pairSeries(perTenant, (p) => p.stalls),
     });
     registerDerived(registry, {
       name: 'infermeter_tenant_client_backpressure_seconds_total',
       help: "Seconds the clients' sockets refused writes, per tenant (INFERMETER_TENANT) and model: the sum of infermeter_client_backpressure_seconds.",
       type: 'counter',
-      *collect(): Generator<MetricValue> {
-        for (const p of perTenant.values()) yield { value: p.backpressure, labels: { tenant: p.tenant, model_name: p.model } };
-      },
+      collect: pairSeries(perTenant, (p) => p.backpressure),
     });
   }
   const stallMs = options.stallSeconds * 1000;

@@ -7,6 +7,7 @@
 import type { Registry } from '@prometheus-io/client';
 import type { RequestSample } from '../../measure/sample.ts';
 import { registerDerived, type MetricValue } from '../exposition/families.ts';
+import { pairSeries } from '../exposition/pair-series.ts';
 import type { SampleObserver } from '../state/recorder.ts';
 
 type Detail = 'reasoningTokens' | 'cachedPromptTokens' | 'cacheWriteTokens';
@@ -48,10 +49,7 @@ export function createUsageDetailFamilies(registry: Registry, tenants: boolean):
         name: `infermeter_tenant_${d.name}`,
         help: `${d.help.slice(0, -1)}, per tenant (INFERMETER_TENANT) and model.`,
         type: 'counter',
-        // Read as the render goes (tenants x models series): never built whole within one piece.
-        *collect(): Generator<MetricValue> {
-          for (const p of perTenant[i]!.values()) yield { value: p.value, labels: { tenant: p.tenant, model_name: p.model } };
-        },
+        collect: pairSeries(perTenant[i]!, (p) => p.value),
       });
     });
   }
